@@ -1,0 +1,44 @@
+# sbx build. Everything needs root to test; building needs cgo and libseccomp.
+GO       ?= go
+BIN      := bin/sbx
+TAGS     := seccomp netgo osusergo
+COMMIT   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+LDFLAGS  := -s -w -extldflags "-static" -X github.com/sbxrun/sbx/internal/version.Commit=$(COMMIT)
+STATICCHECK_VERSION := 2025.1.1
+export CGO_ENABLED := 1
+
+.PHONY: all build deps deps-bench test lint fmt bench clean
+
+all: build
+
+## deps: install the Debian packages needed to build and test (idempotent)
+deps:
+	bash scripts/install-deps.sh
+
+## deps-bench: also install the runtimes sbx bench compares against
+deps-bench:
+	bash scripts/install-deps.sh --bench
+
+## build: a statically linked bin/sbx
+build:
+	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sbx
+
+$(BIN): build
+
+## test: the whole suite, as root, against the real kernel
+test: deps build
+	$(GO) vet -tags '$(TAGS)' ./...
+	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
+
+## lint: gofmt, go vet and staticcheck
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
+	$(GO) vet -tags '$(TAGS)' ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags '$(TAGS)' ./...
+
+## bench: go benchmarks of the hot paths (see BENCHMARKS.md for sbx bench)
+bench: build
+	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 50x ./tests/...
+
+clean:
+	rm -rf bin

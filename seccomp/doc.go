@@ -1,0 +1,2 @@
+// Package seccomp provides the default seccomp profile and loads OCI and Docker JSON profiles.
+package seccomp

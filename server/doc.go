@@ -1,0 +1,2 @@
+// Package server is the REST front-end over sandbox.Manager.
+package server
