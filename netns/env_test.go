@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,6 +120,13 @@ func newTestEnv(t *testing.T) *testEnv {
 	t.Cleanup(func() {
 		for _, s := range e.servers {
 			s.Close()
+		}
+		// Whatever a failed test left: GC and drain unmount the namespaces.
+		if _, err := nw.GC(context.Background(), nil); err != nil {
+			t.Errorf("final gc: %v", err)
+		}
+		if err := nw.DrainPool(context.Background()); err != nil {
+			t.Errorf("final drain: %v", err)
 		}
 		nw.Close()
 	})
@@ -357,3 +365,17 @@ func (e *testEnv) startBusyboxHTTPD(ns string, port int, body string) {
 	}
 	e.t.Fatal("busybox httpd in the sandbox did not answer within 2s")
 }
+
+func runNetlinkRoute(dst, gw string) error {
+	l, err := netlink.LinkByName("uplink")
+	if err != nil {
+		return err
+	}
+	_, d, err := net.ParseCIDR(dst)
+	if err != nil {
+		return err
+	}
+	return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: d, Gw: net.ParseIP(gw)})
+}
+
+func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }

@@ -184,19 +184,23 @@ func (n *Network) gcRules(keepKeys map[string]bool, leases []*lease) ([]string, 
 	if _, err := c.ListTableOfFamily(tableName, nftables.TableFamilyINet); err != nil {
 		return nil, nil // no sbx tables: nothing to collect
 	}
-	keptIP, keptVeth := map[string]bool{}, map[string]bool{}
+	// A map element stays only if it leads to the chain of the kept lease
+	// it is keyed by: an address may have been leased again since.
+	keptIP, keptVeth := map[string]string{}, map[string]string{}
 	for _, l := range leases {
 		if keepKeys[l.Key] {
 			a := l.IP.As4()
-			keptIP[string(a[:])] = true
-			keptVeth[string(ifnameBytes(l.HostVeth))] = true
+			if l.State == stateAttached {
+				keptIP[string(a[:])] = l.Key
+			}
+			keptVeth[string(ifnameBytes(l.HostVeth))] = l.Key
 		}
 	}
 	inet, nat, br := tables()
 	var removed []string
 	for _, m := range []struct {
 		set  *nftables.Set
-		kept map[string]bool
+		kept map[string]string
 	}{{fwdMap(inet), keptIP}, {hostInMap(inet), keptIP}, {portsMap(br), keptVeth}} {
 		els, err := c.GetSetElements(m.set)
 		if err != nil {
@@ -204,7 +208,10 @@ func (n *Network) gcRules(keepKeys map[string]bool, leases []*lease) ([]string, 
 		}
 		var del []nftables.SetElement
 		for _, e := range els {
-			if !m.kept[string(e.Key)] {
+			key, ok := m.kept[string(e.Key)]
+			// The library returns a verdict element's data as raw netlink
+			// attributes; the chain name is in them, NUL-terminated.
+			if !ok || !strings.Contains(string(e.Val), "-"+key+"\x00") {
 				del = append(del, nftables.SetElement{Key: e.Key})
 			}
 		}
