@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -281,17 +282,21 @@ func (n *Network) build(l *lease) error {
 
 // teardown removes everything of a lease and then the lease itself. Call
 // with the lock held. Missing pieces are fine; on failure the lease stays.
+// Rule removal and veth deletion each wait for a kernel RCU grace period, so
+// they run side by side.
 func (n *Network) teardown(l *lease) error {
-	var errs []error
+	var ruleErr error
+	var wg sync.WaitGroup
 	if l.Key != "" {
-		c, err := n.nft()
-		if err == nil {
-			err = n.removeSandboxRules(c, l.Key, l.IP, l.HostVeth, true)
-		}
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			errs = append(errs, err)
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.removeLeaseRules(l); err != nil && !errors.Is(err, os.ErrNotExist) {
+				ruleErr = err
+			}
+		}()
 	}
+	var errs []error
 	if l.HostVeth != "" {
 		if link, err := n.host.LinkByName(l.HostVeth); err == nil {
 			if err := n.host.LinkDel(link); err != nil {
@@ -303,6 +308,10 @@ func (n *Network) teardown(l *lease) error {
 		if err := RemoveNamespace(l.NetNSPath); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	wg.Wait()
+	if ruleErr != nil {
+		errs = append(errs, ruleErr)
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)

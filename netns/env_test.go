@@ -24,7 +24,7 @@ import (
 // 169.254.169.254, a private-range server and a name server). Nothing
 // outside these namespaces is touched.
 type testEnv struct {
-	t       *testing.T
+	t       testing.TB
 	dir     string
 	hostNS  string // host stand-in
 	inetNS  string // internet stand-in
@@ -49,7 +49,7 @@ func requireRoot(t testing.TB) {
 	}
 }
 
-func newTestEnv(t *testing.T) *testEnv {
+func newTestEnv(t testing.TB) *testEnv {
 	t.Helper()
 	requireRoot(t)
 	dir := t.TempDir()

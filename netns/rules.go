@@ -243,6 +243,47 @@ func (n *Network) addSandboxRules(c *nftables.Conn, l *lease, dns []netip.Addr) 
 	return nil
 }
 
+// removeLeaseRules deletes the rules of a lease. For a lease in a settled
+// state (pooled, attached) it knows exactly what exists and deletes it in one
+// batch; otherwise, or if that fails, it looks first and skips what is missing.
+func (n *Network) removeLeaseRules(l *lease) error {
+	c, err := n.nft()
+	if err != nil {
+		return err
+	}
+	if l.State == statePooled || l.State == stateAttached {
+		inet, nat, br := tables()
+		if l.State == stateAttached {
+			k := l.IP.As4()
+			_ = c.SetDeleteElements(fwdMap(inet), []nftables.SetElement{{Key: k[:]}})
+			_ = c.SetDeleteElements(hostInMap(inet), []nftables.SetElement{{Key: k[:]}})
+			if len(l.Ports) > 0 {
+				rules, err := c.GetRules(nat, &nftables.Chain{Name: "published", Table: nat})
+				if err != nil {
+					return fmt.Errorf("list published-port rules: %w", err)
+				}
+				for _, r := range rules {
+					if string(r.UserData) == l.Key {
+						_ = c.DelRule(r)
+					}
+				}
+				c.DelChain(&nftables.Chain{Name: prefixPorts + l.Key, Table: nat})
+			}
+			c.DelChain(&nftables.Chain{Name: prefixForward + l.Key, Table: inet})
+			c.DelChain(&nftables.Chain{Name: prefixHostIn + l.Key, Table: inet})
+		}
+		_ = c.SetDeleteElements(portsMap(br), []nftables.SetElement{{Key: ifnameBytes(l.HostVeth)}})
+		c.DelChain(&nftables.Chain{Name: prefixSpoof + l.Key, Table: br})
+		if c.Flush() == nil {
+			return nil
+		}
+		if c, err = n.nft(); err != nil {
+			return err
+		}
+	}
+	return n.removeSandboxRules(c, l.Key, l.IP, l.HostVeth, true)
+}
+
 // removeSandboxRules deletes everything addSandboxRules and addSpoofGuard
 // made for key (and ip); missing pieces are skipped. It flushes the batch.
 func (n *Network) removeSandboxRules(c *nftables.Conn, key string, ip netip.Addr, veth string, withSpoof bool) error {
