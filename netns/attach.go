@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -296,6 +297,14 @@ func (n *Network) teardown(l *lease) error {
 			}
 		}()
 	}
+	var ctErr error
+	if l.IP.IsValid() && (l.State == stateAttached || l.State == stateAttaching) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctErr = n.forgetConnections(l.IP)
+		}()
+	}
 	var errs []error
 	if l.HostVeth != "" {
 		if link, err := n.host.LinkByName(l.HostVeth); err == nil {
@@ -313,10 +322,37 @@ func (n *Network) teardown(l *lease) error {
 	if ruleErr != nil {
 		errs = append(errs, ruleErr)
 	}
+	if ctErr != nil {
+		// Not fatal: stale entries time out; but say so.
+		n.log.Warn("could not delete conntrack entries of a removed sandbox", "ip", l.IP, "err", ctErr)
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	return n.removeLease(l)
+}
+
+// forgetConnections deletes the host's conntrack entries from or to ip, so
+// published-port flows (UDP above all) do not keep going to the address of a
+// removed sandbox, and a later sandbox with the same address gets none of
+// the old one's traffic.
+func (n *Network) forgetConnections(ip netip.Addr) error {
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(n.hostFD()), unix.NETLINK_NETFILTER)
+	if err != nil {
+		return fmt.Errorf("conntrack handle: %w", err)
+	}
+	defer h.Close()
+	orig, reply := &netlink.ConntrackFilter{}, &netlink.ConntrackFilter{}
+	if err := orig.AddIP(netlink.ConntrackOrigSrcIP, ip.AsSlice()); err != nil {
+		return err
+	}
+	if err := reply.AddIP(netlink.ConntrackReplySrcIP, ip.AsSlice()); err != nil {
+		return err
+	}
+	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, orig, reply); err != nil {
+		return fmt.Errorf("delete conntrack entries of %s: %w", ip, err)
+	}
+	return nil
 }
 
 // pooledUsable checks that a pooled lease still has its namespace and veth.

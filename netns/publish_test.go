@@ -104,3 +104,43 @@ func TestPublishConflicts(t *testing.T) {
 		t.Fatal("attaching an already attached sandbox succeeded")
 	}
 }
+
+// A UDP client keeps its source port while the sandbox behind a published
+// port is replaced by one with another address: its datagrams must reach the
+// new sandbox, not follow a stale conntrack entry to the old address.
+func TestPublishedUDPFollowsReplacement(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	m, _ := ParsePublish("5400:53/udp")
+	var c *net.UDPConn
+	must(t, InNamespacePath(e.hostNS, func() (err error) {
+		c, err = net.DialUDP("udp4", nil, &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 5400})
+		return err
+	}))
+	defer c.Close()
+	ask := func(msg string) (string, error) {
+		c.SetDeadline(time.Now().Add(time.Second))
+		if _, err := c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		buf := make([]byte, 100)
+		n, err := c.Read(buf)
+		return string(buf[:n]), err
+	}
+	first, err := e.net.Attach(ctx, "udp-1", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	must(t, err)
+	e.serveUDPEcho(first.NetNSPath, "0.0.0.0:53")
+	if got, err := ask("a"); err != nil || got != "echo:a" {
+		t.Fatalf("first sandbox: %q, %v", got, err)
+	}
+	must(t, e.net.Detach(ctx, "udp-1"))
+	filler := e.attach("filler", AttachOptions{}) // takes the old address
+	second := e.attach("udp-2", AttachOptions{Publish: []PortMapping{m}})
+	if filler.IP != first.IP || second.IP == first.IP {
+		t.Fatalf("address reuse not as the test expects: first %s filler %s second %s", first.IP, filler.IP, second.IP)
+	}
+	e.serveUDPEcho(second.NetNSPath, "0.0.0.0:53")
+	if got, err := ask("b"); err != nil || got != "echo:b" {
+		t.Fatalf("replacement sandbox behind the same published port: %q, %v", got, err)
+	}
+}
