@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -143,11 +144,13 @@ func (n *Network) ensureBridge() error {
 	}
 	br, err := n.host.LinkByName(n.cfg.BridgeName)
 	var notFound netlink.LinkNotFoundError
+	fresh := false
 	switch {
 	case errors.As(err, &notFound):
 		if err := n.createBridge(); err != nil {
 			return err
 		}
+		fresh = true
 	case err != nil:
 		return fmt.Errorf("look up bridge %s: %w", n.cfg.BridgeName, err)
 	default:
@@ -155,7 +158,8 @@ func (n *Network) ensureBridge() error {
 			return err
 		}
 	}
-	if err := n.ensureRules(); err != nil {
+	// A new bridge may have a new subnet: rules of an old one are rebuilt.
+	if err := n.ensureRules(fresh); err != nil {
 		return err
 	}
 	n.ready = true
@@ -269,8 +273,11 @@ func (n *Network) createBridge() error {
 func (n *Network) hostSysctls() error {
 	br := n.cfg.BridgeName
 	return InNamespace(n.hostFD(), func() error {
-		if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
-			return err
+		if cur, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); strings.TrimSpace(string(cur)) != "1" {
+			if err := writeSysctl("net/ipv4/ip_forward", "1"); err != nil {
+				return err
+			}
+			n.log.Info("enabled IPv4 forwarding (net.ipv4.ip_forward=1) for bridged sandboxes")
 		}
 		if err := writeSysctl("net/ipv4/conf/"+br+"/route_localnet", "1"); err != nil {
 			return err

@@ -62,15 +62,19 @@ func portsMap(t *nftables.Table) *nftables.Set {
 }
 
 // ensureRules creates the sbx tables in one atomic batch unless the inet
-// table exists already (then all three exist: they are only made together).
-func (n *Network) ensureRules() error {
+// table exists already (then all three exist: they are only made together)
+// and rebuild is false.
+func (n *Network) ensureRules(rebuild bool) error {
 	c, err := n.nft()
 	if err != nil {
 		return err
 	}
 	inet, nat, br := tables()
 	if _, err := c.ListTableOfFamily(tableName, nftables.TableFamilyINet); err == nil {
-		return nil
+		if !rebuild {
+			return nil
+		}
+		c.DelTable(inet)
 	}
 	// A crash cannot leave half a setup (the batch is atomic), but a user may
 	// have deleted one table by hand: start from nothing.
