@@ -161,7 +161,7 @@ func (n *Network) Lookup(sandboxID string) (*Attachment, error) {
 	if err != nil || l == nil {
 		return nil, err
 	}
-	if err := n.ensureBridge(); err != nil {
+	if err := n.readBridge(); err != nil {
 		return nil, err
 	}
 	return n.attachment(l), nil

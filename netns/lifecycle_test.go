@@ -196,3 +196,47 @@ func TestSubnetAvoidsExistingRoute(t *testing.T) {
 		t.Fatalf("colliding subnet: err = %v", err)
 	}
 }
+
+// After a reboot (or a lost host namespace) the bridge, veths, rules and
+// namespace mounts are gone but the lease files on disk remain: GC must
+// clear them and bridging must work again.
+func TestGCAfterHostStateLost(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	pub, _ := ParsePublish("0:80")
+	a := e.attach("before-reboot", AttachOptions{Publish: []PortMapping{pub}})
+	_, err := e.net.Prefill(ctx, 2)
+	must(t, err)
+	// "Reboot": a fresh host namespace, the namespace mounts vanish.
+	ents, _ := os.ReadDir(e.cfg.RunDir)
+	for _, x := range ents {
+		must(t, RemoveNamespace(filepath.Join(e.cfg.RunDir, x.Name())))
+	}
+	fresh := filepath.Join(e.dir, "host-after-reboot")
+	must(t, CreateNamespace(fresh, loUp))
+	t.Cleanup(func() { RemoveNamespace(fresh) })
+	cfg := e.cfg
+	cfg.HostNetNS = fresh
+	nw, err := Open(cfg)
+	must(t, err)
+	defer nw.Close()
+
+	removed, err := nw.GC(ctx, map[string]bool{})
+	if err != nil {
+		t.Fatalf("gc after reboot: %v", err)
+	}
+	if len(removed) != 3 {
+		t.Errorf("gc removed %v, want the 3 leases", removed)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "leases")); len(ents) != 0 {
+		t.Fatalf("leases left after gc: %d", len(ents))
+	}
+	b, err := nw.Attach(ctx, "after-reboot", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{pub}})
+	must(t, err)
+	if b.IP != a.IP {
+		t.Errorf("first address after gc = %s, want %s again", b.IP, a.IP)
+	}
+	must(t, nw.Detach(ctx, "after-reboot"))
+	// The old Network's sandbox is gone from disk; its Detach is a no-op.
+	must(t, e.net.Detach(ctx, "before-reboot"))
+}

@@ -166,6 +166,28 @@ func (n *Network) ensureBridge() error {
 	return nil
 }
 
+// readBridge learns the subnet and gateway of an existing bridge without
+// changing anything.
+func (n *Network) readBridge() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.subnet.IsValid() {
+		return nil
+	}
+	br, err := n.host.LinkByName(n.cfg.BridgeName)
+	if err != nil {
+		return fmt.Errorf("bridge %s is missing (run sbx gc): %w", n.cfg.BridgeName, err)
+	}
+	addrs, err := n.host.AddrList(br, netlink.FAMILY_V4)
+	if err != nil || len(addrs) == 0 {
+		return fmt.Errorf("bridge %s has no IPv4 address", n.cfg.BridgeName)
+	}
+	gw, _ := netip.AddrFromSlice(addrs[0].IP.To4())
+	ones, _ := addrs[0].Mask.Size()
+	n.subnet, n.gateway = netip.PrefixFrom(gw, ones).Masked(), gw
+	return nil
+}
+
 func (n *Network) adoptBridge(br netlink.Link) error {
 	if br.Type() != "bridge" {
 		return fmt.Errorf("%s exists but is a %s, not a bridge; set another bridge name", n.cfg.BridgeName, br.Type())
