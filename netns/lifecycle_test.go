@@ -240,3 +240,62 @@ func TestGCAfterHostStateLost(t *testing.T) {
 	// The old Network's sandbox is gone from disk; its Detach is a no-op.
 	must(t, e.net.Detach(ctx, "before-reboot"))
 }
+
+// Several Networks on one state directory (several sbx processes) attach at
+// once: every sandbox gets its own address and everything is released.
+func TestConcurrentAttachFromSeveralProcesses(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	const workers, rounds = 4, 5
+	errs := make(chan error, workers)
+	seen := make(chan string, workers*rounds)
+	for w := 0; w < workers; w++ {
+		go func(w int) {
+			nw, err := Open(e.cfg)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer nw.Close()
+			for r := 0; r < rounds; r++ {
+				id := fmt.Sprintf("w%d-r%d", w, r)
+				a, err := nw.Attach(ctx, id, AttachOptions{Mode: ModeBridge})
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", id, err)
+					return
+				}
+				seen <- a.IP.String()
+				if r%2 == 1 { // keep some attached while others come and go
+					if err := nw.Detach(ctx, id); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			errs <- nil
+		}(w)
+	}
+	for w := 0; w < workers; w++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(seen)
+	leases, err := e.net.readLeases()
+	must(t, err)
+	ips := map[string]bool{}
+	for _, l := range leases {
+		if ips[l.IP.String()] {
+			t.Fatalf("address %s leased twice", l.IP)
+		}
+		ips[l.IP.String()] = true
+	}
+	if len(leases) != workers*3 {
+		t.Fatalf("%d leases held, want %d", len(leases), workers*3)
+	}
+	_, err = e.net.GC(ctx, nil)
+	must(t, err)
+	if left := e.leftovers(); len(left) > 0 {
+		t.Fatalf("left after gc: %v", left)
+	}
+}

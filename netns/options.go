@@ -327,3 +327,53 @@ func validHostname(h string) bool {
 	}
 	return true
 }
+
+// Flags are the raw values of the network flags of `sbx run`, `sbx create`
+// and the REST API, one field per flag.
+type Flags struct {
+	Network        string   // --network
+	Publish        []string // -p/--publish, repeatable
+	Egress         string   // --egress
+	AllowHostPorts []string // --allow-host-port, repeatable
+	DNS            []string // --dns, repeatable
+	Hostname       string   // --hostname
+}
+
+// ParseFlags turns the network flags into AttachOptions, with an error
+// naming the flag at fault.
+func ParseFlags(f Flags) (AttachOptions, error) {
+	var o AttachOptions
+	var err error
+	if o.Mode, err = ParseMode(f.Network); err != nil {
+		return AttachOptions{}, fmt.Errorf("--network: %w", err)
+	}
+	for _, s := range f.Publish {
+		p, err := ParsePublish(s)
+		if err != nil {
+			return AttachOptions{}, err
+		}
+		o.Publish = append(o.Publish, p)
+	}
+	if o.Egress, err = ParseEgress(f.Egress); err != nil {
+		return AttachOptions{}, err
+	}
+	for _, s := range f.AllowHostPorts {
+		h, err := ParseHostPort(s)
+		if err != nil {
+			return AttachOptions{}, err
+		}
+		o.AllowHostPorts = append(o.AllowHostPorts, h)
+	}
+	for _, s := range f.DNS {
+		a, err := netip.ParseAddr(strings.TrimSpace(s))
+		if err != nil || !a.Is4() {
+			return AttachOptions{}, fmt.Errorf("--dns %q is not an IPv4 address", s)
+		}
+		o.DNS = append(o.DNS, a)
+	}
+	o.Hostname = f.Hostname
+	if err := o.validate(); err != nil {
+		return AttachOptions{}, err
+	}
+	return o, nil
+}

@@ -88,3 +88,24 @@ func TestLastAddr(t *testing.T) {
 		t.Errorf("lastAddr = %s", got)
 	}
 }
+
+func TestParseFlags(t *testing.T) {
+	o, err := ParseFlags(Flags{Network: "bridge", Publish: []string{"8080:80", "0:53/udp"}, Egress: "203.0.113.0/24",
+		AllowHostPorts: []string{"3128"}, DNS: []string{"192.0.2.53"}, Hostname: "box"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Mode != ModeBridge || len(o.Publish) != 2 || o.Egress.Kind != EgressAllowList || len(o.AllowHostPorts) != 1 || len(o.DNS) != 1 || o.Hostname != "box" {
+		t.Fatalf("ParseFlags = %+v", o)
+	}
+	for _, f := range []Flags{
+		{Publish: []string{"8080:80"}},                    // needs bridge
+		{Network: "bridge", DNS: []string{"resolver"}},    // not an address
+		{Network: "bridge", Egress: "nonsense"},           // not a CIDR
+		{Network: "bridge", AllowHostPorts: []string{""}}, // empty port
+	} {
+		if _, err := ParseFlags(f); err == nil {
+			t.Errorf("ParseFlags(%+v) succeeded", f)
+		}
+	}
+}
