@@ -355,13 +355,18 @@ func (n *Network) forgetConnections(ip netip.Addr) error {
 	return nil
 }
 
-// pooledUsable checks that a pooled lease still has its namespace and veth.
+// pooledUsable checks that a pooled lease still has its namespace, and its
+// veth on the bridge, in the bridge's current subnet.
 func (n *Network) pooledUsable(l *lease) bool {
-	if l.NetNSPath == "" || !isNamespaceMount(l.NetNSPath) {
+	if l.NetNSPath == "" || !n.subnet.Contains(l.IP) || !isNamespaceMount(l.NetNSPath) {
 		return false
 	}
-	_, err := n.host.LinkByName(l.HostVeth)
-	return err == nil
+	link, err := n.host.LinkByName(l.HostVeth)
+	if err != nil {
+		return false
+	}
+	br, err := n.host.LinkByName(n.cfg.BridgeName)
+	return err == nil && link.Attrs().MasterIndex == br.Attrs().Index
 }
 
 func isNamespaceMount(path string) bool {
