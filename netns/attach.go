@@ -215,6 +215,7 @@ func (n *Network) prepare() (*lease, error) {
 func (n *Network) build(l *lease) error {
 	gw, bits := n.gateway, n.subnet.Bits()
 	hostFD := n.hostFD()
+	var mac net.HardwareAddr
 	err := CreateNamespace(l.NetNSPath, func() error {
 		// This runs on a thread inside the new namespace: the default
 		// netlink handle talks to it.
@@ -235,6 +236,7 @@ func (n *Network) build(l *lease) error {
 		if err != nil {
 			return fmt.Errorf("find eth0: %w", err)
 		}
+		mac = eth.Attrs().HardwareAddr
 		addr := &netlink.Addr{IPNet: &net.IPNet{IP: l.IP.AsSlice(), Mask: net.CIDRMask(bits, 32)}}
 		if err := netlink.AddrAdd(eth, addr); err != nil {
 			return fmt.Errorf("address %s on eth0: %w", l.IP, err)
@@ -272,7 +274,7 @@ func (n *Network) build(l *lease) error {
 	if err != nil {
 		return err
 	}
-	if err := addSpoofGuard(c, l.Key, l.HostVeth, l.IP); err != nil {
+	if err := addSpoofGuard(c, l.Key, l.HostVeth, l.IP, mac); err != nil {
 		return fmt.Errorf("anti-spoofing rules for %s: %w", l.HostVeth, err)
 	}
 	if err := c.Flush(); err != nil {

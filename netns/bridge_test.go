@@ -3,6 +3,7 @@ package netns
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 	"testing"
@@ -135,4 +136,57 @@ func flushNeigh(ip netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+func TestBridgeMACTakeoverIsDropped(t *testing.T) {
+	e := newTestEnv(t)
+	victim := e.attach("sb-victim", AttachOptions{})
+	thief := e.attach("sb-thief", AttachOptions{})
+	e.serveHTTP(victim.NetNSPath, "0.0.0.0:80", "victim")
+	e.expectGet(e.hostNS, victim.IP.String()+":80", "victim")
+	var victimMAC net.HardwareAddr
+	must(t, InNamespacePath(victim.NetNSPath, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		victimMAC = eth.Attrs().HardwareAddr
+		return err
+	}))
+	// The thief takes the victim's MAC and sends a frame with it, which
+	// would move the victim's bridge forwarding entry to the thief's port.
+	must(t, InNamespacePath(thief.NetNSPath, func() error {
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return err
+		}
+		if err := netlink.LinkSetHardwareAddr(eth, victimMAC); err != nil {
+			return err
+		}
+		// A static neighbour entry for the gateway, so the thief sends its
+		// frame at once instead of waiting on ARP.
+		return netlink.NeighSet(&netlink.Neigh{LinkIndex: eth.Attrs().Index, State: netlink.NUD_PERMANENT,
+			IP: thief.Gateway.AsSlice(), HardwareAddr: net.HardwareAddr{0x02, 0, 0, 0, 0, 1}})
+	}))
+	sendFromThief := func() {
+		must(t, InNamespacePath(thief.NetNSPath, func() error {
+			c, err := net.Dial("udp4", thief.Gateway.String()+":9")
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			_, err = c.Write([]byte("x"))
+			return err
+		}))
+	}
+	sendFromThief()
+	e.expectGet(e.hostNS, victim.IP.String()+":80", "victim")
+
+	// Control: without the thief's guard the takeover works.
+	c, err := e.net.nft()
+	must(t, err)
+	_, _, br := tables()
+	must(t, c.SetDeleteElements(portsMap(br), []nftables.SetElement{{Key: ifnameBytes(thief.HostVeth)}}))
+	must(t, c.Flush())
+	sendFromThief()
+	if got, err := get(e.hostNS, victim.IP.String()+":80", 500*time.Millisecond); err == nil {
+		t.Fatalf("control: the takeover did not work without the guard (%q); the test proves nothing", got)
+	}
 }

@@ -3,6 +3,7 @@ package netns
 import (
 	"encoding/binary"
 	"fmt"
+	"net"
 	"net/netip"
 	"strings"
 
@@ -151,11 +152,19 @@ func (n *Network) ensureRules(rebuild bool) error {
 }
 
 // addSpoofGuard installs the bridge chain that lets a veth send only from
-// its own address (IPv4 and ARP) and nothing else but IPv4 and ARP.
-func addSpoofGuard(c *nftables.Conn, key, veth string, ip netip.Addr) error {
+// its own MAC address (so it cannot take over another port's bridge
+// forwarding entry) and its own IPv4 address (IPv4 and ARP), and nothing
+// else but IPv4 and ARP.
+func addSpoofGuard(c *nftables.Conn, key, veth string, ip netip.Addr, mac net.HardwareAddr) error {
 	_, _, br := tables()
 	ch := c.AddChain(&nftables.Chain{Name: prefixSpoof + key, Table: br})
 	a := ip.As4()
+	// ether saddr != MAC drop
+	c.AddRule(&nftables.Rule{Table: br, Chain: ch, Exprs: []expr.Any{
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseLLHeader, Offset: 6, Len: 6},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte(mac)},
+		&expr.Verdict{Kind: expr.VerdictDrop},
+	}})
 	etherType := func(t uint16) []expr.Any {
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyPROTOCOL, Register: 1},
