@@ -40,14 +40,14 @@ type Container struct {
 // allowedDevices is the device cgroup allow-list: Docker's, without the
 // blanket mknod permission, so only these nodes can ever be created or used.
 var allowedDevices = []*config.Rule{
-	{Type: config.CharDevice, Major: 1, Minor: 3, Permissions: "rwm", Allow: true},   // null
-	{Type: config.CharDevice, Major: 1, Minor: 5, Permissions: "rwm", Allow: true},   // zero
-	{Type: config.CharDevice, Major: 1, Minor: 7, Permissions: "rwm", Allow: true},   // full
-	{Type: config.CharDevice, Major: 1, Minor: 8, Permissions: "rwm", Allow: true},   // random
-	{Type: config.CharDevice, Major: 1, Minor: 9, Permissions: "rwm", Allow: true},   // urandom
-	{Type: config.CharDevice, Major: 5, Minor: 0, Permissions: "rwm", Allow: true},   // tty
-	{Type: config.CharDevice, Major: 5, Minor: 1, Permissions: "rwm", Allow: true},   // console
-	{Type: config.CharDevice, Major: 5, Minor: 2, Permissions: "rwm", Allow: true},   // ptmx
+	{Type: config.CharDevice, Major: 1, Minor: 3, Permissions: "rwm", Allow: true},                 // null
+	{Type: config.CharDevice, Major: 1, Minor: 5, Permissions: "rwm", Allow: true},                 // zero
+	{Type: config.CharDevice, Major: 1, Minor: 7, Permissions: "rwm", Allow: true},                 // full
+	{Type: config.CharDevice, Major: 1, Minor: 8, Permissions: "rwm", Allow: true},                 // random
+	{Type: config.CharDevice, Major: 1, Minor: 9, Permissions: "rwm", Allow: true},                 // urandom
+	{Type: config.CharDevice, Major: 5, Minor: 0, Permissions: "rwm", Allow: true},                 // tty
+	{Type: config.CharDevice, Major: 5, Minor: 1, Permissions: "rwm", Allow: true},                 // console
+	{Type: config.CharDevice, Major: 5, Minor: 2, Permissions: "rwm", Allow: true},                 // ptmx
 	{Type: config.CharDevice, Major: 136, Minor: config.Wildcard, Permissions: "rwm", Allow: true}, // pts
 }
 
