@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strconv"
 
 	"github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/runc/libcontainer"
@@ -53,6 +55,34 @@ var allowedDevices = []*config.Rule{
 
 // Config builds the libcontainer configuration for a spec.
 func Config(s *Spec) (*configs.Config, error) {
+	cfg, _, err := build(s, "")
+	return cfg, err
+}
+
+// build makes the libcontainer configuration and, with HelperSeccomp, the
+// compiled filter (cached in cacheDir) that the helper will load.
+func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
+	cfg, err := libcontainerConfig(s)
+	if err != nil || !s.HelperSeccomp || cfg.Seccomp == nil {
+		return cfg, nil, err
+	}
+	if len(s.Args) < 2 || s.Args[0] != HelperPath {
+		return nil, nil, errors.New("isolate: HelperSeccomp needs the sbx helper as the command")
+	}
+	var prog []byte
+	if cacheDir == "" {
+		prog, err = seccomp.Compile(cfg.Seccomp)
+	} else {
+		prog, err = seccomp.CompileCached(cfg.Seccomp, cacheDir)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Seccomp = nil
+	return cfg, prog, nil
+}
+
+func libcontainerConfig(s *Spec) (*configs.Config, error) {
 	oci, err := s.oci()
 	if err != nil {
 		return nil, err
@@ -79,9 +109,21 @@ func Config(s *Spec) (*configs.Config, error) {
 // Start creates the container described by s under stateRoot (libcontainer's
 // state directory) and starts its PID 1. On error nothing is left behind.
 func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
-	cfg, err := Config(s)
+	cfg, prog, err := build(s, filepath.Join(filepath.Dir(stateRoot), "seccomp"))
 	if err != nil {
 		return nil, err
+	}
+	args := s.Args
+	extra := stdio.ExtraFiles
+	if prog != nil {
+		r, err := programPipe(prog)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		fd := 3 + len(extra)
+		extra = append(append([]*os.File{}, extra...), r)
+		args = append([]string{args[0], args[1], "--seccomp-fd", strconv.Itoa(fd)}, args[2:]...)
 	}
 	if err := cgroup.EnsureParent(cgroup.Limits{}); err != nil {
 		return nil, err
@@ -97,7 +139,7 @@ func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
 		}
 	}()
 	p := &libcontainer.Process{
-		Args:       s.Args,
+		Args:       args,
 		Env:        s.Env,
 		Cwd:        cfg.Rootfs, // replaced below; libcontainer wants the in-root path
 		UID:        int(s.UID),
@@ -105,7 +147,7 @@ func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
 		Stdin:      stdio.Stdin,
 		Stdout:     stdio.Stdout,
 		Stderr:     stdio.Stderr,
-		ExtraFiles: stdio.ExtraFiles,
+		ExtraFiles: extra,
 		Init:       true,
 	}
 	p.Cwd = s.Cwd
@@ -143,6 +185,24 @@ func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
 		c.console = master
 	}
 	return c, nil
+}
+
+// programPipe returns the read end of a pipe that holds prog.
+func programPipe(prog []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp pipe: %w", err)
+	}
+	defer w.Close()
+	if len(prog) > 65536 {
+		r.Close()
+		return nil, errors.New("seccomp program does not fit in a pipe")
+	}
+	if _, err := w.Write(prog); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("write seccomp program: %w", err)
+	}
+	return r, nil
 }
 
 // Load re-attaches to an existing container, e.g. after sbx restarted.

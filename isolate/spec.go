@@ -44,6 +44,11 @@ type Spec struct {
 	Mounts         []specs.Mount
 	MaskedPaths    []string // in addition to Docker's
 	Tty            bool
+	// HelperSeccomp installs the seccomp filter from sbx's own init instead
+	// of libcontainer's: the filter is compiled once, cached, and handed to
+	// the helper (Args[0] must be HelperPath) as "--seccomp-fd N" after its
+	// subcommand; the helper loads it before any sandboxed code runs.
+	HelperSeccomp bool
 	// ParentDeathSignal is sent to the sandbox's PID 1 when the creating
 	// thread dies; one-shot runs use SIGKILL so nothing outlives sbx.
 	ParentDeathSignal int

@@ -233,6 +233,7 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		Network:           spec.Network,
 		Mounts:            mounts,
 		Tty:               spec.Tty,
+		HelperSeccomp:     true,
 		ParentDeathSignal: int(unix.SIGKILL),
 	}
 	stdin := spec.Stdin

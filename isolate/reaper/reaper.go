@@ -27,6 +27,12 @@ const (
 	ExitNotFound   = 127
 )
 
+// forwarded are the signals PID 1 passes on to the command's process group.
+var forwarded = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
+	syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGCONT, syscall.SIGTSTP,
+}
+
 // Options configure Run.
 type Options struct {
 	Args     []string // the command and its arguments
@@ -38,7 +44,8 @@ type Options struct {
 // should exit with. It never returns before the command has ended.
 func Run(o Options) int {
 	signals := make(chan os.Signal, 64)
-	signal.Notify(signals)
+	signal.Notify(signals, forwarded...)
+	signal.Notify(signals, syscall.SIGCHLD)
 	defer signal.Stop(signals)
 
 	st := run(o, signals)
@@ -92,10 +99,6 @@ func run(o Options, signals chan os.Signal) Status {
 // forward passes a signal to the command's process group, or to the command
 // alone when the group is gone.
 func forward(pid int, s syscall.Signal) {
-	switch s {
-	case syscall.SIGURG, syscall.SIGWINCH, syscall.SIGTTIN, syscall.SIGTTOU, syscall.SIGPIPE:
-		return // runtime preemption and terminal housekeeping, not for the command
-	}
 	if err := unix.Kill(-pid, s); err != nil {
 		_ = unix.Kill(pid, s)
 	}
