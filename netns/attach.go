@@ -274,7 +274,7 @@ func (n *Network) build(l *lease) error {
 	if err != nil {
 		return err
 	}
-	if err := addSpoofGuard(c, l.Key, l.HostVeth, l.IP, mac); err != nil {
+	if err := n.addSpoofGuard(c, l.Key, l.HostVeth, l.IP, mac); err != nil {
 		return fmt.Errorf("anti-spoofing rules for %s: %w", l.HostVeth, err)
 	}
 	if err := c.Flush(); err != nil {

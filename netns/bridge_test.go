@@ -80,7 +80,7 @@ func TestBridgeSpoofedSourceIsDropped(t *testing.T) {
 	// the check below can fail.
 	c, err := e.net.nft()
 	must(t, err)
-	_, _, br := tables()
+	_, _, br := e.net.tables()
 	must(t, c.SetDeleteElements(portsMap(br), []nftables.SetElement{{Key: ifnameBytes(spoofer.HostVeth)}}))
 	must(t, c.Flush())
 	if err := spoof(); err != nil {
@@ -182,7 +182,7 @@ func TestBridgeMACTakeoverIsDropped(t *testing.T) {
 	// Control: without the thief's guard the takeover works.
 	c, err := e.net.nft()
 	must(t, err)
-	_, _, br := tables()
+	_, _, br := e.net.tables()
 	must(t, c.SetDeleteElements(portsMap(br), []nftables.SetElement{{Key: ifnameBytes(thief.HostVeth)}}))
 	must(t, c.Flush())
 	sendFromThief()

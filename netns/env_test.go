@@ -321,11 +321,11 @@ func (e *testEnv) leftovers() []string {
 	chains, err := c.ListChains()
 	must(e.t, err)
 	for _, ch := range chains {
-		if ch.Table.Name == tableName && ch.Hooknum == nil && ch.Name != "published" {
+		if ch.Table.Name == e.net.tableName() && ch.Hooknum == nil && ch.Name != "published" {
 			out = append(out, "chain "+ch.Name)
 		}
 	}
-	inet, nat, br := tables()
+	inet, nat, br := e.net.tables()
 	for _, s := range []*nftables.Set{fwdMap(inet), hostInMap(inet), portsMap(br)} {
 		els, err := c.GetSetElements(s)
 		if err != nil {

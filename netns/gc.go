@@ -181,7 +181,7 @@ func (n *Network) gcRules(keepKeys map[string]bool, leases []*lease) ([]string, 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.ListTableOfFamily(tableName, nftables.TableFamilyINet); err != nil {
+	if _, err := c.ListTableOfFamily(n.tableName(), nftables.TableFamilyINet); err != nil {
 		return nil, nil // no sbx tables: nothing to collect
 	}
 	// A map element stays only if it leads to the chain of the kept lease
@@ -196,7 +196,7 @@ func (n *Network) gcRules(keepKeys map[string]bool, leases []*lease) ([]string, 
 			keptVeth[string(ifnameBytes(l.HostVeth))] = l.Key
 		}
 	}
-	inet, nat, br := tables()
+	inet, nat, br := n.tables()
 	var removed []string
 	for _, m := range []struct {
 		set  *nftables.Set
@@ -236,7 +236,7 @@ func (n *Network) gcRules(keepKeys map[string]bool, leases []*lease) ([]string, 
 		return removed, fmt.Errorf("list nftables chains: %w", err)
 	}
 	for _, ch := range chains {
-		if ch.Table.Name != tableName || ch.Hooknum != nil {
+		if ch.Table.Name != n.tableName() || ch.Hooknum != nil {
 			continue
 		}
 		for _, p := range []string{prefixForward, prefixHostIn, prefixPorts, prefixSpoof} {
@@ -275,9 +275,9 @@ func (n *Network) Reset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	inet, nat, br := tables()
+	inet, nat, br := n.tables()
 	for _, t := range []*nftables.Table{inet, nat, br} {
-		if _, err := c.ListTableOfFamily(tableName, t.Family); err == nil {
+		if _, err := c.ListTableOfFamily(n.tableName(), t.Family); err == nil {
 			c.DelTable(t)
 		}
 	}

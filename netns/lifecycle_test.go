@@ -299,3 +299,38 @@ func TestConcurrentAttachFromSeveralProcesses(t *testing.T) {
 		t.Fatalf("left after gc: %v", left)
 	}
 }
+
+func TestAddressExhaustionIsAClearError(t *testing.T) {
+	e := newTestEnv(t)
+	cfg := e.cfg
+	cfg.BridgeName, cfg.Subnet = "sbxsmall", mustPrefix("10.77.0.0/28") // .2 to .14 free
+	cfg.StateDir, cfg.RunDir = filepath.Join(e.dir, "small-state"), filepath.Join(e.dir, "small-run")
+	nw, err := Open(cfg)
+	must(t, err)
+	t.Cleanup(func() { nw.Close() })
+	ctx := context.Background()
+	for i := 0; i < 13; i++ {
+		id := fmt.Sprintf("fill-%d", i)
+		if _, err := nw.Attach(ctx, id, AttachOptions{Mode: ModeBridge}); err != nil {
+			t.Fatalf("attach %d of 13: %v", i+1, err)
+		}
+		t.Cleanup(func() { nw.Detach(ctx, id) })
+	}
+	_, err = nw.Attach(ctx, "one-too-many", AttachOptions{Mode: ModeBridge})
+	if err == nil || !strings.Contains(err.Error(), "no free address left in 10.77.0.0/28") {
+		t.Fatalf("14th attach in a /28: err = %v", err)
+	}
+	must(t, nw.Detach(ctx, "fill-3"))
+	a, err := nw.Attach(ctx, "one-too-many", AttachOptions{Mode: ModeBridge})
+	must(t, err)
+	t.Cleanup(func() { nw.Detach(ctx, "one-too-many") })
+	if a.IP.String() != "10.77.0.5" {
+		t.Errorf("freed address not reused: got %s, want 10.77.0.5", a.IP)
+	}
+	// A second bridge in the same namespace has tables of its own and works
+	// next to sbx0.
+	first := e.attach("on-sbx0", AttachOptions{})
+	e.expectGet(a.NetNSPath, webIP+":80", "internet")
+	e.expectGet(first.NetNSPath, webIP+":80", "internet")
+	e.expectBlocked(a.NetNSPath, metadataIP+":80")
+}

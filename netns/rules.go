@@ -13,7 +13,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// sbx keeps all of its rules in tables of its own, all named "sbx":
+// sbx keeps all of its rules in tables of its own, all named "sbx" (for a
+// bridge other than sbx0: "sbx-BRIDGE"):
 //
 //	table inet sbx    filter: forward and input from/to the bridge; per
 //	                  sandbox chains fw-KEY (egress) and in-KEY (host
@@ -26,7 +27,16 @@ import (
 //	                  the verdict map ports keyed by the veth name.
 //
 // Nothing outside these tables is read or changed.
-const tableName = "sbx"
+const defaultTableName = "sbx"
+
+// tableName is "sbx" for the default bridge and "sbx-BRIDGE" for any
+// other, so two bridges in one namespace keep separate tables.
+func (n *Network) tableName() string {
+	if n.cfg.BridgeName == DefaultBridgeName {
+		return defaultTableName
+	}
+	return defaultTableName + "-" + n.cfg.BridgeName
+}
 
 // Chain name prefixes of per-sandbox chains.
 const (
@@ -44,10 +54,10 @@ func (n *Network) nft() (*nftables.Conn, error) {
 	return c, nil
 }
 
-func tables() (inet, nat, bridge *nftables.Table) {
-	return &nftables.Table{Name: tableName, Family: nftables.TableFamilyINet},
-		&nftables.Table{Name: tableName, Family: nftables.TableFamilyIPv4},
-		&nftables.Table{Name: tableName, Family: nftables.TableFamilyBridge}
+func (n *Network) tables() (inet, nat, bridge *nftables.Table) {
+	return &nftables.Table{Name: n.tableName(), Family: nftables.TableFamilyINet},
+		&nftables.Table{Name: n.tableName(), Family: nftables.TableFamilyIPv4},
+		&nftables.Table{Name: n.tableName(), Family: nftables.TableFamilyBridge}
 }
 
 func fwdMap(t *nftables.Table) *nftables.Set {
@@ -70,8 +80,8 @@ func (n *Network) ensureRules(rebuild bool) error {
 	if err != nil {
 		return err
 	}
-	inet, nat, br := tables()
-	if _, err := c.ListTableOfFamily(tableName, nftables.TableFamilyINet); err == nil {
+	inet, nat, br := n.tables()
+	if _, err := c.ListTableOfFamily(n.tableName(), nftables.TableFamilyINet); err == nil {
 		if !rebuild {
 			return nil
 		}
@@ -80,7 +90,7 @@ func (n *Network) ensureRules(rebuild bool) error {
 	// A crash cannot leave half a setup (the batch is atomic), but a user may
 	// have deleted one table by hand: start from nothing.
 	for _, t := range []*nftables.Table{nat, br} {
-		if _, err := c.ListTableOfFamily(tableName, t.Family); err == nil {
+		if _, err := c.ListTableOfFamily(n.tableName(), t.Family); err == nil {
 			c.DelTable(t)
 		}
 	}
@@ -155,8 +165,8 @@ func (n *Network) ensureRules(rebuild bool) error {
 // its own MAC address (so it cannot take over another port's bridge
 // forwarding entry) and its own IPv4 address (IPv4 and ARP), and nothing
 // else but IPv4 and ARP.
-func addSpoofGuard(c *nftables.Conn, key, veth string, ip netip.Addr, mac net.HardwareAddr) error {
-	_, _, br := tables()
+func (n *Network) addSpoofGuard(c *nftables.Conn, key, veth string, ip netip.Addr, mac net.HardwareAddr) error {
+	_, _, br := n.tables()
 	ch := c.AddChain(&nftables.Chain{Name: prefixSpoof + key, Table: br})
 	a := ip.As4()
 	// ether saddr != MAC drop
@@ -188,7 +198,7 @@ func addSpoofGuard(c *nftables.Conn, key, veth string, ip netip.Addr, mac net.Ha
 // addSandboxRules installs the egress, host-service and published-port
 // chains of one attached lease.
 func (n *Network) addSandboxRules(c *nftables.Conn, l *lease, dns []netip.Addr) error {
-	inet, nat, _ := tables()
+	inet, nat, _ := n.tables()
 	fw := c.AddChain(&nftables.Chain{Name: prefixForward + l.Key, Table: inet})
 	in := c.AddChain(&nftables.Chain{Name: prefixHostIn + l.Key, Table: inet})
 	add := func(ch *nftables.Chain, exprs ...expr.Any) {
@@ -265,7 +275,7 @@ func (n *Network) removeLeaseRules(l *lease) error {
 		return err
 	}
 	if l.State == statePooled || l.State == stateAttached {
-		inet, nat, br := tables()
+		inet, nat, br := n.tables()
 		if l.State == stateAttached {
 			k := l.IP.As4()
 			_ = c.SetDeleteElements(fwdMap(inet), []nftables.SetElement{{Key: k[:]}})
@@ -300,7 +310,7 @@ func (n *Network) removeLeaseRules(l *lease) error {
 // removeSandboxRules deletes everything addSandboxRules and addSpoofGuard
 // made for key (and ip); missing pieces are skipped. It flushes the batch.
 func (n *Network) removeSandboxRules(c *nftables.Conn, key string, ip netip.Addr, veth string, withSpoof bool) error {
-	inet, nat, br := tables()
+	inet, nat, br := n.tables()
 	if ip.IsValid() {
 		k := ip.As4()
 		for _, m := range []*nftables.Set{fwdMap(inet), hostInMap(inet)} {
@@ -325,7 +335,7 @@ func (n *Network) removeSandboxRules(c *nftables.Conn, key string, ip netip.Addr
 		return fmt.Errorf("list nftables chains: %w", err)
 	}
 	for _, ch := range chains {
-		if ch.Table.Name != tableName || !strings.HasSuffix(ch.Name, "-"+key) {
+		if ch.Table.Name != n.tableName() || !strings.HasSuffix(ch.Name, "-"+key) {
 			continue
 		}
 		if strings.HasPrefix(ch.Name, prefixSpoof) && !withSpoof {
