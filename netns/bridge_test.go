@@ -112,6 +112,18 @@ func TestEgressAllowListAndNone(t *testing.T) {
 		t.Fatal("--egress none still reached the name server")
 	}
 
+	// --dns with an allow-list: the given server answers on port 53 even
+	// though its range is not allowed; the rest of that range stays shut.
+	withDNS := e.attach("sb-dns", AttachOptions{Egress: mustEgress(t, webIP), DNS: []netip.Addr{netip.MustParseAddr(privateDNSIP)}})
+	if withDNS.ResolvConf != "nameserver "+privateDNSIP+"\n" {
+		t.Errorf("resolv.conf with --dns = %q", withDNS.ResolvConf)
+	}
+	if got, err := udpAsk(withDNS.NetNSPath, privateDNSIP+":53", "q", 2*time.Second); err != nil || got != "echo:q" {
+		t.Fatalf("--dns server from an allow-listed sandbox: %q, %v", got, err)
+	}
+	e.expectGet(withDNS.NetNSPath, webIP+":80", "internet")
+	e.expectBlocked(withDNS.NetNSPath, privateIP+":80")
+
 	e.expectGet(hostport.NetNSPath, fmt.Sprintf("%s:%d", hostport.Gateway, hostSvcPort), "host")
 	e.expectBlocked(hostport.NetNSPath, webIP+":80")
 	// The opened port is only that port, and only for that sandbox.
