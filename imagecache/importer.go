@@ -156,8 +156,8 @@ func extractLayout(p, dir string) error {
 
 // Annotations naming an image in an OCI index.
 const (
-	annotationRefName    = "org.opencontainers.image.ref.name"
-	annotationImageName  = "io.containerd.image.name"
+	annotationRefName   = "org.opencontainers.image.ref.name"
+	annotationImageName = "io.containerd.image.name"
 )
 
 type candidate struct {

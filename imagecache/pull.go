@@ -266,7 +266,7 @@ func classify(err error) error {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("connection closed early: %w", err)
 	}
-	if strings.Contains(err.Error(), "error verifying") || strings.Contains(err.Error(), "digest") && strings.Contains(err.Error(), "match") {
+	if strings.Contains(err.Error(), "error verifying") || strings.Contains(err.Error(), "does not match expected size") || strings.Contains(err.Error(), "digest") && strings.Contains(err.Error(), "match") {
 		return fmt.Errorf("%w: %w", ErrDigestMismatch, err)
 	}
 	return err
