@@ -287,6 +287,11 @@ func (s *Store) ensureLayer(ctx context.Context, src layerSource, chain string, 
 			return layerRec{Key: key, DiffID: diffID, Size: s.readMeta(key).Size}, true, nil
 		}
 	}
+	// Data on disk before the layer becomes visible: after a power loss a
+	// published layer is complete, never a set of empty files.
+	if err := syncFS(tmp); err != nil {
+		return layerRec{}, false, diskErr(s.root, fmt.Errorf("sync layer: %w", err))
+	}
 	meta, _ := json.Marshal(layerMeta{DiffID: diffID, Size: stats.Bytes, UsedLower: stats.UsedLower})
 	if err := os.WriteFile(filepath.Join(s.root, "layers", key+".json"), meta, 0o600); err != nil {
 		return layerRec{}, false, diskErr(s.root, fmt.Errorf("write layer metadata: %w", err))
@@ -492,4 +497,13 @@ func (p *chunkPipe) Read(b []byte) (int, error) {
 func (p *chunkPipe) close() {
 	p.once.Do(func() { close(p.done) })
 	p.closed = true
+}
+
+func syncFS(dir string) error {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Syncfs(fd)
 }

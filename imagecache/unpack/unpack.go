@@ -743,6 +743,9 @@ func (u *unpacker) whiteout(rel, base string) error {
 		if err != nil {
 			return err
 		}
+		if dir == u.root {
+			return hostile("opaque whiteout of the layer root through %q", dirRel)
+		}
 		if err := unix.Lsetxattr(dir, opaqueXattr, []byte("y"), 0); err != nil {
 			return fmt.Errorf("mark %s opaque (overlayfs needs trusted xattrs, so root and a filesystem like ext4 or xfs): %w", dir, err)
 		}
