@@ -10,6 +10,7 @@ require (
 	github.com/opencontainers/runc v1.5.2
 	github.com/spf13/cobra v1.10.2
 	golang.org/x/sys v0.47.0
+	golang.org/x/term v0.45.0
 )
 
 require (
