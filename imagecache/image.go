@@ -174,3 +174,12 @@ func LookupUser(rootfs, spec string) (User, error) {
 	}
 	return User{UID: eu.Uid, GID: eu.Gid, AdditionalGroups: eu.Sgids, Home: eu.Home}, nil
 }
+
+// EnvWithHome returns env with HOME=home added unless env sets HOME, as
+// docker does once the user is resolved.
+func EnvWithHome(env []string, home string) []string {
+	if hasKey(env, "HOME") || home == "" {
+		return env
+	}
+	return append(append([]string{}, env...), "HOME="+home)
+}
