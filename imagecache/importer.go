@@ -220,7 +220,7 @@ func (s *Store) importLayout(ctx context.Context, dir, want string, progress Pro
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", dir, err)
 	}
-	return s.addImage(ctx, ref.Name(), chosen.desc.Digest.String(), img, true, progress)
+	return s.addImage(ctx, ref.Name(), chosen.desc.Digest.String(), img, blobsHashed, progress)
 }
 
 // collectImages lists the image manifests of ii, descending into nested
@@ -354,7 +354,7 @@ func (s *Store) importDockerSave(ctx context.Context, p, want string, progress P
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", p, err)
 	}
-	return s.addImage(ctx, ref.Name(), id.String(), img, false, progress)
+	return s.addImage(ctx, ref.Name(), id.String(), img, blobsUncompressed, progress)
 }
 
 type readCloser struct {

@@ -60,6 +60,8 @@ type ProgressFunc func(Progress)
 type layerSource struct {
 	diffID string // expected sha256 of the uncompressed tar; "" to compute (rootfs import)
 	digest string // expected sha256 of the stream as opened; "" when not checked
+	// digestChecked means the reader from open checks digest itself.
+	digestChecked bool
 	size   int64  // size of the stream, for progress; 0 when unknown
 	open   func() (io.ReadCloser, error)
 }
@@ -147,9 +149,13 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 	for i := range done {
 		done[i] = make(chan struct{})
 	}
-	// lower returns the directories of layers below i, topmost first.
-	lower := func(i int) func(context.Context) ([]string, error) {
+	sem := make(chan struct{}, s.opts.Concurrency)
+	// lower returns the directories of layers below i, topmost first. It
+	// gives up the caller's slot while it waits, or layers waiting for
+	// their lowers could hold every slot the lowers need.
+	lower := func(i int, sl *slot) func(context.Context) ([]string, error) {
 		return func(ctx context.Context) ([]string, error) {
+			sl.release()
 			dirs := make([]string, 0, i)
 			for j := i - 1; j >= 0; j-- {
 				select {
@@ -162,10 +168,9 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 				}
 				dirs = append(dirs, s.LayerDir(recs[j].Key))
 			}
-			return dirs, nil
+			return dirs, sl.acquire(ctx)
 		}
 	}
-	sem := make(chan struct{}, s.opts.Concurrency)
 	var wg sync.WaitGroup
 	for i, src := range srcs {
 		label := src.digest
@@ -181,14 +186,13 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 			if chains != nil {
 				chain = chains[i]
 			}
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				errs[i] = ctx.Err()
+			sl := &slot{sem: sem}
+			if err := sl.acquire(ctx); err != nil {
+				errs[i] = err
 				return
 			}
-			defer func() { <-sem }()
-			rec, cached, err := s.ensureLayer(ctx, src, chain, lower(i), func(p Progress) {
+			defer sl.release()
+			rec, cached, err := s.ensureLayer(ctx, src, chain, lower(i, sl), func(p Progress) {
 				p.Layer, p.Index = label, i
 				report(p)
 			})
@@ -223,6 +227,29 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 		}
 	}
 	return recs, first
+}
+
+// slot is one layer's hold on the concurrency limit.
+type slot struct {
+	sem  chan struct{}
+	held bool
+}
+
+func (s *slot) acquire(ctx context.Context) error {
+	select {
+	case s.sem <- struct{}{}:
+		s.held = true
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *slot) release() {
+	if s.held {
+		s.held = false
+		<-s.sem
+	}
 }
 
 func shortDigest(d string) string {
@@ -320,9 +347,14 @@ func (s *Store) unpackStream(ctx context.Context, src layerSource, dir string, l
 		return "", unpack.Stats{}, fmt.Errorf("fetch: %w", classify(err))
 	}
 	defer rc.Close()
-	compHash := sha256.New()
-	counter := &progressReader{r: rc, total: src.size, report: report}
-	br := bufio.NewReaderSize(io.TeeReader(counter, compHash), 1<<20)
+	var compHash hash.Hash
+	var compressed io.Reader = &progressReader{r: rc, total: src.size, report: report}
+	counter := compressed.(*progressReader)
+	if src.digest != "" && !src.digestChecked {
+		compHash = sha256.New()
+		compressed = io.TeeReader(compressed, compHash)
+	}
+	br := bufio.NewReaderSize(compressed, 1<<20)
 	dr, closeDecomp, err := decompressor(br)
 	if err != nil {
 		return "", unpack.Stats{}, err
@@ -364,7 +396,7 @@ func (s *Store) unpackStream(ctx context.Context, src layerSource, dir string, l
 	}
 	report(Progress{Phase: PhaseUnpacking, Current: counter.n.Load(), Total: src.size})
 	gotDiff := "sha256:" + hex.EncodeToString(diffHash.Sum(nil))
-	if src.digest != "" {
+	if compHash != nil {
 		if got := "sha256:" + hex.EncodeToString(compHash.Sum(nil)); got != src.digest {
 			return "", stats, fmt.Errorf("%w: layer blob is %s, expected %s; the source is corrupt or was tampered with", ErrDigestMismatch, got, src.digest)
 		}

@@ -119,13 +119,21 @@ func (s *Store) Pull(ctx context.Context, ref string, progress ProgressFunc) (*I
 	if err != nil {
 		return nil, fmt.Errorf("pull %s: %w", ref, classify(err))
 	}
-	return s.addImage(ctx, r.Name(), digest.String(), img, true, progress)
+	return s.addImage(ctx, r.Name(), digest.String(), img, blobsVerifiedByReader, progress)
 }
 
+// blobCheck says how the compressed layer blobs of an image are verified.
+type blobCheck int
+
+const (
+	blobsVerifiedByReader blobCheck = iota // remote: go-containerregistry checks the digest while reading
+	blobsHashed                            // OCI layouts: sbx hashes them
+	blobsUncompressed                      // docker save: layers read uncompressed, checked by diffID only
+)
+
 // addImage brings a v1.Image into the store and records it under name.
-// verifyBlobs says whether compressed layer blobs are checked against their
-// digests (remote and OCI layouts); docker save layers are checked by diffID.
-func (s *Store) addImage(ctx context.Context, name, digest string, img v1.Image, verifyBlobs bool, progress ProgressFunc) (*Image, error) {
+// Every layer is checked against its diffID; compressed blobs as check says.
+func (s *Store) addImage(ctx context.Context, name, digest string, img v1.Image, check blobCheck, progress ProgressFunc) (*Image, error) {
 	cfg, err := img.ConfigFile()
 	if err != nil {
 		return nil, fmt.Errorf("read image config of %s: %w", name, classify(err))
@@ -143,7 +151,7 @@ func (s *Store) addImage(ctx context.Context, name, digest string, img v1.Image,
 	srcs := make([]layerSource, len(layers))
 	for i, l := range layers {
 		src := layerSource{diffID: cfg.RootFS.DiffIDs[i].String()}
-		if verifyBlobs {
+		if check != blobsUncompressed {
 			mt, err := l.MediaType()
 			if err != nil {
 				return nil, fmt.Errorf("layer %d of %s: %w", i, name, classify(err))
@@ -156,6 +164,7 @@ func (s *Store) addImage(ctx context.Context, name, digest string, img v1.Image,
 				return nil, fmt.Errorf("layer %d of %s: %w", i, name, classify(err))
 			}
 			src.digest = d.String()
+			src.digestChecked = check == blobsVerifiedByReader
 			if n, err := l.Size(); err == nil {
 				src.size = n
 			}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -269,5 +270,31 @@ func TestImagesMultiArch(t *testing.T) {
 	}
 	if imgs, _ := s.List(); len(imgs) != 0 {
 		t.Errorf("a failed pull recorded %v", imgs)
+	}
+}
+
+// TestImagesLowerWaitNoDeadlock pulls layers that all need their lower
+// layers (implicit parent directories) with one unpack slot: a layer
+// waiting for its lowers must not hold the slot they need.
+func TestImagesLowerWaitNoDeadlock(t *testing.T) {
+	reg := fixture.StartRegistry(t)
+	var layers []v1.Layer
+	layers = append(layers, fixture.LayerFromEntries(t, []fixture.Entry{{Name: "shared/", Type: tar.TypeDir, Mode: 0o700, UID: 3}}))
+	for i := range 6 {
+		layers = append(layers, fixture.LayerFromEntries(t, []fixture.Entry{{Name: fmt.Sprintf("shared/f%d", i), Data: []byte("x")}}))
+	}
+	ref := reg.Push(t, "lowers:1", fixture.NewImage(t, v1.Config{}, layers...))
+	s := imagesStore(t, imagecache.Options{Concurrency: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	img, err := s.Pull(ctx, ref, nil)
+	if err != nil {
+		t.Fatalf("pull (a deadlock ends in a timeout): %v", err)
+	}
+	// Every implicit shared/ took the owner and mode of the lowest layer.
+	for _, d := range img.LayerDirs {
+		if st := imagesStat(t, filepath.Join(d, "shared")); st.Uid != 3 || st.Mode&0o777 != 0o700 {
+			t.Errorf("%s/shared: uid %d mode %o", d, st.Uid, st.Mode&0o777)
+		}
 	}
 }

@@ -479,20 +479,21 @@ func (u *unpacker) dir(full string, hdr *tar.Header) error {
 }
 
 func (u *unpacker) file(full string, hdr *tar.Header, tr *tar.Reader) error {
-	var f *os.File
+	// Raw descriptors: os.File would register each file with the poller.
+	fd := -1
 	err := u.create(full, func() error {
 		var err error
-		f, err = os.OpenFile(full, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		fd, err = unix.Open(full, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer unix.Close(fd)
 	if hdr.Size > 0 || hdr.Typeflag == tar.TypeGNUSparse {
 		remaining := u.limits.MaxBytes - u.stats.Bytes
 		bp := bufPool.Get().(*[]byte)
-		n, err := io.CopyBuffer(f, io.LimitReader(tr, remaining+1), *bp)
+		n, err := io.CopyBuffer(fdWriter(fd), io.LimitReader(tr, remaining+1), *bp)
 		bufPool.Put(bp)
 		u.stats.Bytes += n
 		if err != nil {
@@ -502,16 +503,35 @@ func (u *unpacker) file(full string, hdr *tar.Header, tr *tar.Reader) error {
 			return hostile("file contents exceed the limit of %d bytes", u.limits.MaxBytes)
 		}
 	}
-	if err := f.Chown(hdr.Uid, hdr.Gid); err != nil {
+	if err := unix.Fchown(fd, hdr.Uid, hdr.Gid); err != nil {
 		return err
 	}
-	if err := f.Chmod(os.FileMode(hdr.Mode&0o777) | modeBits(hdr.Mode)); err != nil {
+	// After chown, which clears setuid and setgid.
+	if err := unix.Fchmod(fd, uint32(hdr.Mode&0o7777)); err != nil {
 		return err
 	}
-	if err := u.xattrs(f, full, hdr); err != nil {
+	if err := u.xattrs(fd, full, hdr); err != nil {
 		return err
 	}
 	return setMtime(full, hdr.ModTime)
+}
+
+// fdWriter writes to a raw file descriptor.
+type fdWriter int
+
+func (w fdWriter) Write(p []byte) (int, error) {
+	written := 0
+	for written < len(p) {
+		n, err := unix.Write(int(w), p[written:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return written, err
+		}
+		written += n
+	}
+	return written, nil
 }
 
 // modeBits converts the setuid, setgid and sticky bits of a tar mode.
@@ -782,7 +802,7 @@ func (u *unpacker) applyMeta(full string, hdr *tar.Header, isDir bool) error {
 	if err := os.Chmod(full, os.FileMode(hdr.Mode&0o777)|modeBits(hdr.Mode)); err != nil {
 		return err
 	}
-	if err := u.xattrs(nil, full, hdr); err != nil {
+	if err := u.xattrs(-1, full, hdr); err != nil {
 		return err
 	}
 	if isDir {
@@ -792,8 +812,9 @@ func (u *unpacker) applyMeta(full string, hdr *tar.Header, isDir bool) error {
 	return setMtime(full, hdr.ModTime)
 }
 
-// xattrs applies the allowed xattrs of hdr (user.* and security.capability).
-func (u *unpacker) xattrs(f *os.File, full string, hdr *tar.Header) error {
+// xattrs applies the allowed xattrs of hdr (user.* and security.capability)
+// through fd, or through full (not following it) when fd is -1.
+func (u *unpacker) xattrs(fd int, full string, hdr *tar.Header) error {
 	for k, v := range hdr.PAXRecords {
 		name, ok := strings.CutPrefix(k, "SCHILY.xattr.")
 		if !ok {
@@ -804,8 +825,8 @@ func (u *unpacker) xattrs(f *os.File, full string, hdr *tar.Header) error {
 			continue
 		}
 		var err error
-		if f != nil {
-			err = unix.Fsetxattr(int(f.Fd()), name, []byte(v), 0)
+		if fd >= 0 {
+			err = unix.Fsetxattr(fd, name, []byte(v), 0)
 		} else {
 			err = unix.Lsetxattr(full, name, []byte(v), 0)
 		}
