@@ -62,8 +62,8 @@ type layerSource struct {
 	digest string // expected sha256 of the stream as opened; "" when not checked
 	// digestChecked means the reader from open checks digest itself.
 	digestChecked bool
-	size   int64  // size of the stream, for progress; 0 when unknown
-	open   func() (io.ReadCloser, error)
+	size          int64 // size of the stream, for progress; 0 when unknown
+	open          func() (io.ReadCloser, error)
 }
 
 type layerMeta struct {
