@@ -13,17 +13,17 @@ import (
 
 // Image is a cached image, ready to run.
 type Image struct {
-	Name     string    // canonical name, e.g. index.docker.io/library/busybox:latest
-	Digest   string    // manifest digest (sha256:...)
-	Created  time.Time // creation time from the image config
-	Platform string    // os/arch[/variant]
-	Size     int64     // bytes of the uncompressed layers
-	Config   ImageConfig
+	Name     string      `json:"name"`     // canonical name, e.g. index.docker.io/library/busybox:latest
+	Digest   string      `json:"digest"`   // manifest digest (sha256:...); the config digest for docker save and local images
+	Created  time.Time   `json:"created"`  // creation time from the image config
+	Platform string      `json:"platform"` // os/arch[/variant]
+	Size     int64       `json:"size"`     // bytes of the unpacked layers' files
+	Config   ImageConfig `json:"config"`
 	// LayerDirs are the unpacked layers, LOWEST FIRST. Each is usable as an
 	// overlayfs lower directory as is (whiteouts in overlayfs form); an
 	// overlay mount takes them in reverse order (lowerdir=top:...:bottom).
-	LayerDirs []string
-	DiffIDs   []string // the layers' diffIDs, lowest first
+	LayerDirs []string `json:"layerDirs"`
+	DiffIDs   []string `json:"diffIDs"` // the layers' diffIDs, lowest first
 }
 
 // ImageConfig is the part of the OCI image config that decides how a

@@ -171,6 +171,10 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 			return dirs, sl.acquire(ctx)
 		}
 	}
+	firstOf := map[string]int{}
+	for i := len(srcs) - 1; i >= 0; i-- {
+		firstOf[srcs[i].diffID] = i
+	}
 	var wg sync.WaitGroup
 	for i, src := range srcs {
 		label := src.digest
@@ -185,6 +189,16 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 			chain := ""
 			if chains != nil {
 				chain = chains[i]
+			}
+			// A layer repeated in the image waits for its first occurrence, so
+			// that a later copy never holds the layer lock its lowers need.
+			if first := firstOf[src.diffID]; src.diffID != "" && first < i {
+				select {
+				case <-done[first]:
+				case <-ctx.Done():
+					errs[i] = ctx.Err()
+					return
+				}
 			}
 			sl := &slot{sem: sem}
 			if err := sl.acquire(ctx); err != nil {
