@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
@@ -197,6 +198,15 @@ func hostileCases() []hostileCase {
 		{name: "file replaces directory with escape symlink", check: inLayer("d"), layers: one(func(o, _ string) []fixture.Entry {
 			return []fixture.Entry{{Name: "d/", Type: tar.TypeDir}, sym("d/s", "/"), fileAt("d")}
 		})},
+		{name: "dir mtime through a later symlink", layers: one(func(o, _ string) []fixture.Entry {
+			return []fixture.Entry{{Name: "x/", Type: tar.TypeDir}, {Name: "x/dir/", Type: tar.TypeDir, ModTime: time.Unix(1e9, 0)}, sym("x", o)}
+		})},
+		{name: "implicit dir metadata through a later symlink", layers: func(o, _ string) [][]fixture.Entry {
+			return [][]fixture.Entry{
+				{{Name: "y/", Type: tar.TypeDir}, {Name: "y/dir/", Type: tar.TypeDir, Mode: 0o700, UID: 4242}},
+				{fileAt("y/dir/f"), sym("y", o)},
+			}
+		}},
 		{name: "layer root as a file", wantErr: true, layers: one(func(o, _ string) []fixture.Entry {
 			return []fixture.Entry{fileAt(".")}
 		})},

@@ -103,8 +103,10 @@ const (
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 256<<10); return &b }}
 
+// dirTime is a directory mtime to set once the layer is complete; rel is
+// relative to the layer root.
 type dirTime struct {
-	path  string
+	rel   string
 	mtime time.Time
 }
 
@@ -118,7 +120,11 @@ type unpacker struct {
 	opts     Options
 	limits   Limits
 	stats    Stats
-	known    map[string]bool // relative paths that are real directories (no symlink on the way)
+	// known holds relative paths that are real directories with no symlink
+	// on the way; removing a directory forgets it and everything below.
+	// Work deferred to the end of the layer acts only on known paths, so a
+	// directory later replaced by a symlink cannot redirect it.
+	known    map[string]bool
 	dirTimes []dirTime
 	deferred []deferredLink
 	written  map[string]bool // names written after a deferred hardlink to them
@@ -174,10 +180,14 @@ func Layer(ctx context.Context, r io.Reader, dir string, opts Options) (Stats, e
 		return u.stats, err
 	}
 	// Directory mtimes last, deepest first, since creating entries changes them.
-	sort.SliceStable(u.dirTimes, func(i, j int) bool { return len(u.dirTimes[i].path) > len(u.dirTimes[j].path) })
+	sort.SliceStable(u.dirTimes, func(i, j int) bool { return len(u.dirTimes[i].rel) > len(u.dirTimes[j].rel) })
 	for _, d := range u.dirTimes {
-		if err := setMtime(d.path, d.mtime); err != nil && !errors.Is(err, unix.ENOENT) {
-			return u.stats, fmt.Errorf("set mtime of %s: %w", d.path, err)
+		if !u.known[d.rel] {
+			continue // replaced later in the layer
+		}
+		full := filepath.Join(u.root, d.rel)
+		if err := setMtime(full, d.mtime); err != nil && !errors.Is(err, unix.ENOENT) {
+			return u.stats, fmt.Errorf("set mtime of %s: %w", full, err)
 		}
 	}
 	return u.stats, nil
@@ -297,7 +307,9 @@ func (u *unpacker) mkdirs(p string) error {
 		if u.implicit == nil {
 			u.implicit = map[string]bool{}
 		}
-		u.implicit[u.relOf(missing[i])] = true
+		rel := u.relOf(missing[i])
+		u.implicit[rel] = true
+		u.known[rel] = true
 	}
 	return nil
 }
@@ -314,6 +326,9 @@ func (u *unpacker) finishImplicit() error {
 		return fmt.Errorf("lower layers: %w", err)
 	}
 	for rel := range u.implicit {
+		if !u.known[rel] {
+			continue // replaced later in the layer: never act through a symlink
+		}
 		for _, lower := range lowers {
 			src, err := resolveExisting(lower, rel)
 			if err != nil {
@@ -337,7 +352,7 @@ func (u *unpacker) finishImplicit() error {
 			if err := unix.Chmod(full, st.Mode&0o7777); err != nil {
 				return err
 			}
-			u.dirTimes = append(u.dirTimes, dirTime{full, time.Unix(st.Mtim.Unix())})
+			u.dirTimes = append(u.dirTimes, dirTime{rel, time.Unix(st.Mtim.Unix())})
 			u.stats.UsedLower = true
 			break
 		}
@@ -708,8 +723,9 @@ func (u *unpacker) copyParents(target, lower string) error {
 		if err := os.Chmod(dst, mode); err != nil {
 			return err
 		}
+		u.known[u.relOf(dst)] = true
 		if !mtime.IsZero() {
-			u.dirTimes = append(u.dirTimes, dirTime{dst, mtime})
+			u.dirTimes = append(u.dirTimes, dirTime{u.relOf(dst), mtime})
 		}
 	}
 	return nil
@@ -806,7 +822,7 @@ func (u *unpacker) applyMeta(full string, hdr *tar.Header, isDir bool) error {
 		return err
 	}
 	if isDir {
-		u.dirTimes = append(u.dirTimes, dirTime{full, hdr.ModTime})
+		u.dirTimes = append(u.dirTimes, dirTime{u.relOf(full), hdr.ModTime})
 		return nil
 	}
 	return setMtime(full, hdr.ModTime)
