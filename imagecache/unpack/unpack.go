@@ -115,11 +115,11 @@ type deferredLink struct {
 }
 
 type unpacker struct {
-	ctx      context.Context
-	root     string
-	opts     Options
-	limits   Limits
-	stats    Stats
+	ctx    context.Context
+	root   string
+	opts   Options
+	limits Limits
+	stats  Stats
 	// known holds relative paths that are real directories with no symlink
 	// on the way; removing a directory forgets it and everything below.
 	// Work deferred to the end of the layer acts only on known paths, so a
