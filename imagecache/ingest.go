@@ -397,10 +397,14 @@ func (s *Store) unpackStream(ctx context.Context, src layerSource, dir string, l
 		_, err = io.Copy(io.Discard, pipe)
 	}
 	pipe.close()
+	if err != nil {
+		// Unblock the reader if it waits on a stalled source.
+		rc.Close()
+	}
 	wg.Wait()
 	if err != nil {
 		// A failed read surfaces in the unpacker as a tar error: report the cause.
-		if readErr != nil && !errors.Is(readErr, errPipeClosed) && !errors.Is(err, unpack.ErrHostile) {
+		if pipe.readFailed && readErr != nil {
 			return "", stats, readErr
 		}
 		return "", stats, err
@@ -473,6 +477,8 @@ type chunkPipe struct {
 	buf    []byte
 	err    error // set before ch is closed
 	closed bool
+	// readFailed: the unpacker saw the source fail (not the end of it).
+	readFailed bool
 }
 
 func newChunkPipe() *chunkPipe {
@@ -531,6 +537,9 @@ func (p *chunkPipe) Read(b []byte) (int, error) {
 		}
 		c, ok := <-p.ch
 		if !ok {
+			if p.err != io.EOF {
+				p.readFailed = true
+			}
 			return 0, p.err
 		}
 		p.cur, p.buf = c, c
