@@ -139,7 +139,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	start := time.Now()
 	path, err := proc.LookPath(argv[0], env, dir)
 	if err != nil {
-		return failedStart(127, err, start), nil
+		return failedStart(127, err, start, sink), nil
 	}
 
 	stdin, err := os.Open(os.DevNull)
@@ -184,7 +184,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		if errors.Is(err, os.ErrNotExist) {
 			code = 127
 		}
-		return failedStart(code, err, start), nil
+		return failedStart(code, err, start, sink), nil
 	}
 	if stdinW != nil {
 		go func() {
@@ -262,7 +262,9 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 }
 
 // failedStart is the result of a command that could not start: exit code
-// 127 (not found) or 126 (not executable), as a shell reports them.
-func failedStart(code int, err error, start time.Time) api.ExecResult {
-	return api.ExecResult{ExitCode: code, Stderr: fmt.Sprintf("sbx: %v\n", err), DurationS: time.Since(start).Seconds()}
+// 127 (not found) or 126 (not executable), as a shell reports them, with
+// the reason on stderr.
+func failedStart(code int, err error, start time.Time, sink func(string, []byte) error) api.ExecResult {
+	_ = sink(api.FrameStderr, []byte(fmt.Sprintf("sbx: %v\n", err)))
+	return api.ExecResult{ExitCode: code, DurationS: time.Since(start).Seconds()}
 }

@@ -62,6 +62,11 @@ func runExecutor(o executorOptions) error {
 			return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("executor: --env %q must be KEY=VALUE", kv)}
 		}
 	}
+	// Signals first: a SIGTERM during start-up must stop cleanly too.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// A hangup of a terminal the executor never owns must not stop it.
+	signal.Ignore(syscall.SIGHUP)
 	ln, err := executorListener(o)
 	if err != nil {
 		return err
@@ -78,10 +83,6 @@ func runExecutor(o executorOptions) error {
 		ln.Close()
 		return fmt.Errorf("executor: %w", err)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	// A hangup of a terminal the executor never owns must not stop it.
-	signal.Ignore(syscall.SIGHUP)
 	err = srv.Serve(ctx, ln)
 	if o.socket != "" {
 		os.Remove(o.socket)
