@@ -95,10 +95,12 @@ func withDefaults(explicit, defaults map[string]string) map[string]string {
 func shellArgv(spec string, env []string, dir string) ([]string, error) {
 	argv := strings.Fields(spec)
 	if len(argv) == 0 {
-		if p, err := proc.LookPath("bash", env, dir); err == nil {
-			return []string{p}, nil
+		for _, name := range []string{"bash", "sh", "/bin/sh"} {
+			if p, err := proc.LookPath(name, env, dir); err == nil {
+				return []string{p}, nil
+			}
 		}
-		argv = []string{"sh"}
+		return nil, badRequest("no shell found: neither bash nor sh is in PATH, and /bin/sh is missing")
 	}
 	p, err := proc.LookPath(argv[0], env, dir)
 	if err != nil {
