@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,47 +16,14 @@ import (
 	"github.com/sbxrun/sbx/executor/client"
 )
 
-var (
-	sbxBinOnce sync.Once
-	sbxBinPath string
-	sbxBinErr  error
-)
-
-// sbxBinary returns the sbx binary under test: $SBX_BIN (make test sets
-// it), or one built once for this test process.
+// sbxBinary returns the sbx binary under test (see TestMain).
 func sbxBinary(t testing.TB) string {
 	t.Helper()
-	if p := os.Getenv("SBX_BIN"); p != "" {
-		return p
+	if sbxBin == "" {
+		t.Fatal("no sbx binary: TestMain did not run")
 	}
-	sbxBinOnce.Do(func() {
-		_, file, _, _ := runtime.Caller(0)
-		repo := filepath.Dir(filepath.Dir(file))
-		dir, err := os.MkdirTemp("", "sbx-test-bin-")
-		if err != nil {
-			sbxBinErr = err
-			return
-		}
-		sbxBinPath = filepath.Join(dir, "sbx")
-		cmd := exec.Command("go", "build", "-tags", "seccomp netgo osusergo", "-o", sbxBinPath, "./cmd/sbx")
-		cmd.Dir = repo
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			sbxBinErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if sbxBinErr != nil {
-		t.Fatalf("build sbx: %v", sbxBinErr)
-	}
-	return sbxBinPath
+	return sbxBin
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 // runningExecutor is an executor started as a plain process.
 type runningExecutor struct {

@@ -15,10 +15,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx/executor"
+	"github.com/sbxrun/sbx/seccomp"
 )
 
 type executorOptions struct {
 	listenFD    int
+	seccompFD   int
 	socket      string
 	user        string
 	env         []string
@@ -44,6 +46,7 @@ stops every command, SIGKILL after --stop-timeout, and exits.`,
 	}
 	f := cmd.Flags()
 	f.IntVar(&o.listenFD, "listen-fd", -1, "file descriptor of a listening unix socket to serve on")
+	f.IntVar(&o.seccompFD, "seccomp-fd", -1, "load the seccomp filter read from this fd before serving")
 	f.StringVar(&o.socket, "socket", "", "path of a unix socket to create and serve on")
 	f.StringVar(&o.user, "user", "", "default user of commands: name, uid or uid:gid (default: the executor's)")
 	f.StringArrayVar(&o.env, "env", nil, "default environment variable of commands, KEY=VALUE (repeatable)")
@@ -62,7 +65,13 @@ func runExecutor(o executorOptions) error {
 			return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("executor: --env %q must be KEY=VALUE", kv)}
 		}
 	}
-	// Signals first: a SIGTERM during start-up must stop cleanly too.
+	// The filter comes first: everything the executor starts inherits it.
+	if o.seccompFD >= 0 {
+		if err := seccomp.LoadFromFD(o.seccompFD); err != nil {
+			return fmt.Errorf("executor: %w", err)
+		}
+	}
+	// Signals next: a SIGTERM during start-up must stop cleanly too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// A hangup of a terminal the executor never owns must not stop it.
