@@ -142,25 +142,26 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		return failedStart(127, err, start, sink), nil
 	}
 
-	stdin, err := os.Open(os.DevNull)
-	if err != nil {
-		return api.ExecResult{}, err
-	}
+	stdin := s.devNull
 	var stdinW *os.File
 	if req.Stdin != "" {
-		stdin.Close()
 		if stdin, stdinW, err = os.Pipe(); err != nil {
 			return api.ExecResult{}, fmt.Errorf("stdin pipe: %w", err)
 		}
 	}
+	closeStdin := func() {
+		if stdin != s.devNull {
+			stdin.Close()
+		}
+	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		stdin.Close()
+		closeStdin()
 		return api.ExecResult{}, fmt.Errorf("stdout pipe: %w", err)
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
-		stdin.Close()
+		closeStdin()
 		outR.Close()
 		outW.Close()
 		return api.ExecResult{}, fmt.Errorf("stderr pipe: %w", err)
@@ -171,7 +172,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		Files: []*os.File{stdin, outW, errW},
 		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: cred},
 	})
-	stdin.Close()
+	closeStdin()
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -198,7 +199,9 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	var failOnce sync.Once
 	pump := func(r *os.File, stream string) {
 		defer readers.Done()
-		buf := make([]byte, 32<<10)
+		bp := readBufs.Get().(*[]byte)
+		defer readBufs.Put(bp)
+		buf := *bp
 		for {
 			n, err := r.Read(buf)
 			if n > 0 {
@@ -242,9 +245,11 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	}
 	drained := make(chan struct{})
 	go func() { readers.Wait(); close(drained) }()
+	drainTimer := time.NewTimer(pipeDrain)
+	defer drainTimer.Stop()
 	select {
 	case <-drained:
-	case <-time.After(pipeDrain):
+	case <-drainTimer.C:
 		// Background children hold the pipes open; stop reading.
 		outR.Close()
 		errR.Close()
@@ -260,6 +265,9 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		DurationS: time.Since(start).Seconds(),
 	}, nil
 }
+
+// readBufs recycles the buffers that read command output.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
 
 // failedStart is the result of a command that could not start: exit code
 // 127 (not found) or 126 (not executable), as a shell reports them, with

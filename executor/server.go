@@ -65,6 +65,7 @@ type Server struct {
 	execs       chan struct{}
 	scratch     string
 	ownsScratch bool
+	devNull     *os.File // stdin of commands without input
 
 	mu       sync.Mutex
 	sessions map[string]*shell.Session
@@ -115,11 +116,18 @@ func New(cfg Config) (*Server, error) {
 		sessions: make(map[string]*shell.Session),
 		files:    fileops.New(int(user.UID), int(user.GID), cfg.Workdir, 64<<20),
 	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	s.devNull = devNull
 	if err := s.makeScratch(); err != nil {
+		devNull.Close()
 		return nil, err
 	}
 	sup, err := proc.NewSupervisor()
 	if err != nil {
+		devNull.Close()
 		s.removeScratch()
 		return nil, err
 	}

@@ -40,7 +40,7 @@ func (e *runningExecutor) pid() int { return e.cmd.Process.Pid }
 // startExecutor runs `sbx executor` on a listening socket passed as fd 3
 // (as a sandbox does) with the default PATH and extra flags. Cleanup stops
 // it with SIGTERM and checks that it exited cleanly and left no process.
-func startExecutor(t *testing.T, flags ...string) *runningExecutor {
+func startExecutor(t testing.TB, flags ...string) *runningExecutor {
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "executor.sock")
@@ -80,7 +80,7 @@ func startExecutor(t *testing.T, flags ...string) *runningExecutor {
 }
 
 // stop sends SIGTERM and waits for a clean exit and no leftover children.
-func (e *runningExecutor) stop(t *testing.T) {
+func (e *runningExecutor) stop(t testing.TB) {
 	t.Helper()
 	pid := e.pid()
 	// Make sure it is serving (its signal handlers are in place).
