@@ -25,8 +25,9 @@ const (
 	// DefaultExecOutput is the default max_output_bytes of /v1/exec, per
 	// stream (stdout and stderr each).
 	DefaultExecOutput = 1 << 20
-	// MaxExecOutput caps max_output_bytes.
-	MaxExecOutput = 16 << 20
+	// MaxExecOutput caps max_output_bytes: with MaxExecs commands at most
+	// 1 GiB of output is held, whatever they print.
+	MaxExecOutput = 8 << 20
 	// pipeDrain is how long output is still read after the command exits,
 	// for background children that keep its pipes open.
 	pipeDrain = 250 * time.Millisecond

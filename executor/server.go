@@ -48,7 +48,7 @@ type Config struct {
 	// (default 5 s).
 	StopTimeout time.Duration
 	// MaxSessions and MaxExecs bound concurrent sessions and commands
-	// (defaults 64 and 128).
+	// (defaults 64 and 64).
 	MaxSessions, MaxExecs int
 	// Logger receives the executor's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -91,7 +91,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxSessions = 64
 	}
 	if cfg.MaxExecs <= 0 {
-		cfg.MaxExecs = 128
+		cfg.MaxExecs = 64
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -196,6 +196,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}

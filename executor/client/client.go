@@ -231,7 +231,7 @@ func (c *Client) execBudget(req api.ExecRequest) (time.Duration, int64) {
 	if out <= 0 {
 		out = 1 << 20
 	}
-	out = min(out, 16<<20)
+	out = min(out, 8<<20)
 	// Two streams, JSON escaping (up to 6 bytes per byte), the marker.
 	return d, 2*6*out + 64<<10
 }
@@ -344,7 +344,7 @@ func (c *Client) Run(ctx context.Context, id string, req api.RunRequest) (api.Ru
 	if out <= 0 {
 		out = 64 << 10
 	}
-	out = min(out, 16<<20)
+	out = min(out, 8<<20)
 	var res api.RunResult
 	err := c.call(ctx, d+c.opts.Grace, http.MethodPost, api.PathSessions+"/"+url.PathEscape(id)+"/run", req, &res, 6*out+64<<10)
 	return res, err

@@ -100,7 +100,7 @@ func (f *Files) extractEntry(root *os.Root, name string, hdr *tar.Header, r io.R
 		if err := root.Chmod(name, perm); err != nil {
 			return 0, err
 		}
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		if err := replaceable(root, name); err != nil {
 			return 0, err
 		}

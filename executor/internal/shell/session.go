@@ -40,7 +40,7 @@ const (
 	DefaultNoOutputTimeout = 30 * time.Second
 	DefaultMaxOutput       = 64 << 10
 	// MaxOutputLimit caps max_output_bytes, bounding a session's memory.
-	MaxOutputLimit = 16 << 20
+	MaxOutputLimit = 8 << 20
 	// readyTimeout bounds how long a new shell may take to show its first
 	// prompt (rc files included).
 	readyTimeout = 20 * time.Second
@@ -507,8 +507,14 @@ func (s *Session) timedOut(reason string) api.RunResult {
 func (s *Session) drain(status string) api.RunResult {
 	res := api.RunResult{Status: status, Truncated: s.out.Truncated(), Notice: s.notice}
 	s.notice = ""
-	res.Output = normalize(s.out.Bytes(), s.echoLine)
+	out := s.out.Bytes()
 	s.out = outbuf.New(s.maxOut)
+	// A "\r" at the end may be half of a "\r\n" still on its way.
+	if status != api.StatusCompleted && status != api.StatusExited && bytes.HasSuffix(out, []byte("\r")) {
+		out = out[:len(out)-1]
+		s.out.Write([]byte("\r"))
+	}
+	res.Output = normalize(out, s.echoLine)
 	return res
 }
 
