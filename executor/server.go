@@ -305,6 +305,8 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 		writeJSON(w, fileStatus[fe.Code], api.Error{Error: api.ErrorBody{Code: fe.Code, Message: fe.Msg, Lines: fe.Lines}})
 	case errors.Is(err, shell.ErrNotRunning):
 		writeError(w, http.StatusConflict, api.CodeNotRunning, err.Error())
+	case errors.Is(err, shell.ErrCallWaiting):
+		writeError(w, http.StatusConflict, api.CodeBusy, err.Error())
 	case errors.Is(err, shell.ErrClosed):
 		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):

@@ -346,6 +346,33 @@ func TestExecutorSessionsRunInParallel(t *testing.T) {
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list: %+v %v", list, err)
 	}
+
+	// A call arriving while another waits on the same session is refused
+	// at once, and runs nothing.
+	waiting := make(chan api.RunResult)
+	go func() {
+		r, _ := e.client.Run(context.Background(), a.id, api.RunRequest{Command: "while [ ! -e " + flag + "2 ]; do sleep 0.02; done", TimeoutS: 30})
+		waiting <- r
+	}()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if l, _ := e.client.ListSessions(ctxT(t)); len(l) == 2 && (l[0].Running && l[0].ID == a.id || l[1].Running && l[1].ID == a.id) {
+			break
+		}
+	}
+	if _, err := e.client.Run(ctxT(t), a.id, api.RunRequest{Command: ""}); !client.IsCode(err, api.CodeBusy) {
+		t.Fatalf("second waiter: %v", err)
+	}
+	res, err := e.client.Run(ctxT(t), a.id, api.RunRequest{Command: "touch " + flag + "3"})
+	if err != nil || res.Status != api.StatusBusy {
+		t.Fatalf("command during a wait: %+v %v", res, err)
+	}
+	os.WriteFile(flag+"2", nil, 0o644)
+	if r := <-waiting; r.Status != api.StatusCompleted {
+		t.Fatalf("first waiter: %+v", r)
+	}
+	if _, err := os.Stat(flag + "3"); err == nil {
+		t.Fatal("a command refused as busy ran anyway")
+	}
 }
 
 func TestExecutorSessionLifecycle(t *testing.T) {

@@ -29,6 +29,7 @@ const (
 	CodeBadRange     = "invalid_range"    // view_range, insert_line or line range out of bounds
 	CodeNoHistory    = "no_history"       // undo_edit without a previous version
 	CodeNotRunning   = "not_running"      // "" or input to a session with no running command
+	CodeBusy         = "busy"             // another call is already waiting on the session
 	CodeUnsafePath   = "unsafe_path"      // an archive entry that would land outside its directory
 	CodeLimit        = "limit"            // too many sessions or concurrent commands
 	CodeShuttingDown = "shutting_down"    // the executor is stopping

@@ -53,6 +53,8 @@ const (
 var (
 	// ErrNotRunning: "" or input was sent while no command runs.
 	ErrNotRunning = errors.New("no command is running in this session")
+	// ErrCallWaiting: "" or input while another call waits on the session.
+	ErrCallWaiting = errors.New("another call is waiting on this session; retry when it returns")
 	// ErrClosed: the session was deleted.
 	ErrClosed = errors.New("session is closed")
 )
@@ -341,7 +343,7 @@ func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, e
 		defer func() { <-s.call }()
 	default:
 		if req.Command == "" || req.IsInput {
-			return api.RunResult{}, fmt.Errorf("another call is waiting on this session; retry when it returns")
+			return api.RunResult{}, ErrCallWaiting
 		}
 		return api.RunResult{Status: api.StatusBusy, Notice: "another call is waiting on this session; the command was not run"}, nil
 	}
