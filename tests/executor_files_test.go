@@ -338,10 +338,6 @@ func readTar(t *testing.T, data []byte) map[string]string {
 	}
 }
 
-func fmtMode(m int64) string {
-	return strings.TrimSpace(string(rune('0'+(m>>6)&7)) + string(rune('0'+(m>>3)&7)) + string(rune('0'+m&7)))
-}
-
 func TestExecutorArchiveRoundTrip(t *testing.T) {
 	e := startExecutor(t)
 	ctx := ctxT(t)
