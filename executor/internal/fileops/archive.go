@@ -16,8 +16,8 @@ import (
 )
 
 // Extract unpacks the tar stream r into dir (created if missing). Every
-// entry is resolved inside dir with os.Root (openat2 RESOLVE_BENEATH on
-// Linux): absolute names, ".." escapes, and paths through symlinks that
+// entry is resolved inside dir with os.Root (one openat per component with
+// O_NOFOLLOW, symlinks resolved within dir): absolute names, ".." escapes, and paths through symlinks that
 // leave dir are refused, as are hard links to outside and device nodes.
 // Entries are owned by the default user; modes and mtimes come from the
 // archive. Extraction stops at the first refused entry; the entries before
