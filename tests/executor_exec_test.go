@@ -262,7 +262,18 @@ func TestExecutorExecFloodKeepsMemoryBounded(t *testing.T) {
 	if err != nil || streamed != 100000000 {
 		t.Fatalf("streamed %d bytes, %v", streamed, err)
 	}
-	if rss := vmRSS(t, e.pid()); rss > 48<<20 {
+	// The same through a session's terminal.
+	sess, err := e.client.CreateSession(ctx, api.SessionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.client.Run(ctx, sess.ID, api.RunRequest{Command: "head -c 50000000 /dev/zero | tr '\\0' y; echo; echo done", TimeoutS: 100, MaxOutputBytes: 8 << 20})
+	if err != nil || r.Status != api.StatusCompleted || !r.Truncated || !strings.HasSuffix(r.Output, "yyy\ndone\n") {
+		t.Fatalf("session flood: %v %s truncated=%v len=%d", err, r.Status, r.Truncated, len(r.Output))
+	}
+	rss := vmRSS(t, e.pid())
+	t.Logf("executor RSS after the floods: %d MiB", rss>>20)
+	if rss > 48<<20 {
 		t.Fatalf("executor RSS is %d MiB after the flood", rss>>20)
 	}
 }

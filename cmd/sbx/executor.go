@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -17,6 +18,9 @@ import (
 	"github.com/sbxrun/sbx/executor"
 	"github.com/sbxrun/sbx/seccomp"
 )
+
+// executorMemoryLimit is the executor's soft heap limit.
+const executorMemoryLimit = 32 << 20
 
 type executorOptions struct {
 	listenFD    int
@@ -70,6 +74,11 @@ func runExecutor(o executorOptions) error {
 		if err := seccomp.LoadFromFD(o.seccompFD); err != nil {
 			return fmt.Errorf("executor: %w", err)
 		}
+	}
+	// The executor's memory counts against the sandbox's limit: keep the
+	// heap small (a soft limit; output is capped anyway).
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(executorMemoryLimit)
 	}
 	// Signals next: a SIGTERM during start-up must stop cleanly too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
