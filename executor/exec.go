@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -195,11 +196,18 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		}()
 	}
 
-	var readers sync.WaitGroup
+	// drained closes when both streams reached EOF (or gave up).
+	drained := make(chan struct{})
+	var readersLeft atomic.Int32
+	readersLeft.Store(2)
 	sinkFailed := make(chan struct{})
 	var failOnce sync.Once
 	pump := func(r *os.File, stream string) {
-		defer readers.Done()
+		defer func() {
+			if readersLeft.Add(-1) == 0 {
+				close(drained)
+			}
+		}()
 		bp := readBufs.Get().(*[]byte)
 		defer readBufs.Put(bp)
 		buf := *bp
@@ -216,7 +224,6 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 			}
 		}
 	}
-	readers.Add(2)
 	go pump(outR, api.FrameStdout)
 	go pump(errR, api.FrameStderr)
 
@@ -244,17 +251,19 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		// Members of the group that outlived the leader die too.
 		_ = p.SignalGroup(unix.SIGKILL)
 	}
-	drained := make(chan struct{})
-	go func() { readers.Wait(); close(drained) }()
-	drainTimer := time.NewTimer(pipeDrain)
-	defer drainTimer.Stop()
 	select {
 	case <-drained:
-	case <-drainTimer.C:
-		// Background children hold the pipes open; stop reading.
-		outR.Close()
-		errR.Close()
-		<-drained
+	default:
+		drainTimer := time.NewTimer(pipeDrain)
+		select {
+		case <-drained:
+		case <-drainTimer.C:
+			// Background children hold the pipes open; stop reading.
+			outR.Close()
+			errR.Close()
+			<-drained
+		}
+		drainTimer.Stop()
 	}
 	outR.Close()
 	errR.Close()
