@@ -229,7 +229,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 
 	var timeout <-chan time.Time
 	if req.TimeoutS > 0 {
-		t := time.NewTimer(time.Duration(req.TimeoutS * float64(time.Second)))
+		t := time.NewTimer(proc.Seconds(req.TimeoutS))
 		defer t.Stop()
 		timeout = t.C
 	}

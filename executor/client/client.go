@@ -120,7 +120,15 @@ func withDeadline(ctx context.Context, d time.Duration) (context.Context, contex
 	return context.WithTimeout(ctx, d)
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// seconds converts a request's timeout, capped at a week (the executor's
+// own cap) so huge values cannot overflow.
+func seconds(s float64) time.Duration {
+	const week = 7 * 24 * time.Hour
+	if s*float64(time.Second) >= float64(week) {
+		return week
+	}
+	return time.Duration(s * float64(time.Second))
+}
 
 // Do sends one request and returns the reply with its body capped at
 // maxBytes (reading past it fails with ErrReplyTooLarge). Non-2xx replies

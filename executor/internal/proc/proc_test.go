@@ -91,3 +91,9 @@ func TestSupervisorReapsChildrenAndOrphans(t *testing.T) {
 		t.Fatalf("still running: %v", sup.Running())
 	}
 }
+
+func TestSecondsCaps(t *testing.T) {
+	if Seconds(1.5) != 1500*time.Millisecond || Seconds(1e300) != MaxTimeout || Seconds(1e12) != MaxTimeout {
+		t.Fatal("Seconds")
+	}
+}

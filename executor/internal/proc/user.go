@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Identity is the user a command runs as.
@@ -177,4 +178,16 @@ func LookPath(file string, env []string, dir string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%q: %w", file, ErrNotFound)
+}
+
+// MaxTimeout caps every timeout a request can ask for.
+const MaxTimeout = 7 * 24 * time.Hour
+
+// Seconds converts a request's timeout in seconds to a duration, capped at
+// MaxTimeout (which also keeps huge values from overflowing).
+func Seconds(s float64) time.Duration {
+	if s*float64(time.Second) >= float64(MaxTimeout) {
+		return MaxTimeout
+	}
+	return time.Duration(s * float64(time.Second))
 }

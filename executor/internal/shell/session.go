@@ -349,11 +349,11 @@ func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, e
 	}
 	timeout := DefaultTimeout
 	if req.TimeoutS > 0 {
-		timeout = time.Duration(req.TimeoutS * float64(time.Second))
+		timeout = proc.Seconds(req.TimeoutS)
 	}
 	noOutput := DefaultNoOutputTimeout
 	if req.NoOutputTimeoutS != nil {
-		noOutput = time.Duration(*req.NoOutputTimeoutS * float64(time.Second))
+		noOutput = proc.Seconds(*req.NoOutputTimeoutS)
 	}
 	maxOut := DefaultMaxOutput
 	if req.MaxOutputBytes > 0 {
