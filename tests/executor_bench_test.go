@@ -19,8 +19,9 @@ import (
 // /v1/exec and through a shell session, against `runc exec` into a running
 // runc container and `docker exec` into a running Docker container (a
 // private dockerd), all in the same run and interleaved. It reports the
-// medians and the ratios of runc and docker to the executor, and as the
-// floor the time to start and wait for `true` directly from Go (spawn-ms).
+// medians and the ratios of runc and docker to the executor, and two
+// floors: starting and waiting for `true` directly from Go (spawn-ms) and an
+// API round trip that runs nothing (health-ms).
 //
 //	go test -tags 'seccomp netgo osusergo' -run '^$' -bench ExecutorRoundTrip -benchtime 200x ./tests/
 func BenchmarkExecutorRoundTrip(b *testing.B) {
@@ -64,7 +65,13 @@ func BenchmarkExecutorRoundTrip(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	var execT, sessT, spawnT, runcT, dockerT []time.Duration
+	// The other floor: an API round trip that runs nothing.
+	health := func() {
+		if _, err := e.client.Health(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var execT, sessT, spawnT, httpT, runcT, dockerT []time.Duration
 	timeIt := func(into *[]time.Duration, f func()) {
 		t0 := time.Now()
 		f()
@@ -75,6 +82,7 @@ func BenchmarkExecutorRoundTrip(b *testing.B) {
 		timeIt(&execT, execTrue)
 		timeIt(&sessT, sessionTrue)
 		timeIt(&spawnT, spawnTrue)
+		timeIt(&httpT, health)
 		if i%10 == 0 { // the anchors are slow; a tenth of the samples suffice
 			timeIt(&runcT, func() { run(runcExec()) })
 			timeIt(&dockerT, func() { run(dockerExec()) })
@@ -83,6 +91,7 @@ func BenchmarkExecutorRoundTrip(b *testing.B) {
 	b.StopTimer()
 	me, ms, mr, md := median(execT), median(sessT), median(runcT), median(dockerT)
 	b.ReportMetric(float64(median(spawnT).Microseconds())/1000, "spawn-ms")
+	b.ReportMetric(float64(median(httpT).Microseconds())/1000, "health-ms")
 	b.ReportMetric(float64(me.Microseconds())/1000, "exec-ms")
 	b.ReportMetric(float64(ms.Microseconds())/1000, "session-ms")
 	b.ReportMetric(float64(mr.Microseconds())/1000, "runc-exec-ms")
