@@ -1,0 +1,226 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	cg "github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	ocg "github.com/opencontainers/cgroups"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// Root is where cgroup hierarchies are mounted.
+const Root = "/sys/fs/cgroup"
+
+// DefaultParent is the cgroup under which every sandbox lives.
+const DefaultParent = "sbx"
+
+// Mode is the host's cgroup layout.
+type Mode string
+
+// The cgroup layouts sbx supports.
+const (
+	ModeV1          Mode = "v1"
+	ModeHybrid      Mode = "hybrid"
+	ModeV2          Mode = "v2"
+	ModeUnavailable Mode = "unavailable"
+)
+
+// DetectMode returns the host's cgroup mode.
+func DetectMode() Mode {
+	switch cg.Mode() {
+	case cg.Legacy:
+		return ModeV1
+	case cg.Hybrid:
+		return ModeHybrid
+	case cg.Unified:
+		return ModeV2
+	}
+	return ModeUnavailable
+}
+
+// Controllers lists the controllers that sbx can use for limits on this
+// host: the v1 hierarchies in v1 and hybrid mode, the root's controllers in v2.
+func Controllers() ([]string, error) {
+	switch DetectMode() {
+	case ModeV2:
+		data, err := os.ReadFile(filepath.Join(Root, "cgroup.controllers"))
+		if err != nil {
+			return nil, fmt.Errorf("read cgroup.controllers: %w", err)
+		}
+		return strings.Fields(string(data)), nil
+	case ModeV1, ModeHybrid:
+		subs, err := cgroup1.Default()
+		if err != nil {
+			return nil, fmt.Errorf("list cgroup v1 subsystems: %w", err)
+		}
+		var names []string
+		for _, s := range subs {
+			names = append(names, string(s.Name()))
+		}
+		sort.Strings(names)
+		return names, nil
+	}
+	return nil, errors.New("no cgroup filesystem mounted at " + Root)
+}
+
+// Limits are the resource limits of one sandbox. Zero means unlimited.
+type Limits struct {
+	MemoryBytes int64   // memory limit; swap is disabled when set
+	CPUs        float64 // CPU quota in CPUs, e.g. 0.5
+	Pids        int64   // maximum number of processes
+}
+
+// cpuPeriod is the CFS period used for CPU quotas, in microseconds.
+const cpuPeriod = 100000
+
+// Validate checks that the limits make sense.
+func (l Limits) Validate() error {
+	if l.MemoryBytes < 0 || (l.MemoryBytes > 0 && l.MemoryBytes < 6<<20) {
+		return fmt.Errorf("memory limit %d is too small: use at least 6 MiB", l.MemoryBytes)
+	}
+	if l.CPUs < 0 || math.IsNaN(l.CPUs) || math.IsInf(l.CPUs, 0) {
+		return fmt.Errorf("invalid CPU limit %v", l.CPUs)
+	}
+	if l.CPUs > 0 && l.CPUs*cpuPeriod < 1000 {
+		return fmt.Errorf("CPU limit %v is too small: use at least 0.01", l.CPUs)
+	}
+	if l.Pids < 0 {
+		return fmt.Errorf("invalid pids limit %d", l.Pids)
+	}
+	return nil
+}
+
+// SwapControllable reports whether the host lets sbx disable swap for a
+// sandbox (memory.memsw.* on v1, memory.swap.max on v2).
+func SwapControllable() bool {
+	switch DetectMode() {
+	case ModeV2:
+		return true // memory.swap.max exists wherever the memory controller does
+	default:
+		_, err := os.Stat(filepath.Join(Root, "memory", "memory.memsw.limit_in_bytes"))
+		return err == nil
+	}
+}
+
+// OCIResources converts limits into the OCI runtime-spec form that
+// libcontainer's spec conversion takes.
+func (l Limits) OCIResources() *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if l.MemoryBytes > 0 {
+		limit := l.MemoryBytes
+		r.Memory = &specs.LinuxMemory{Limit: &limit}
+		if SwapControllable() {
+			swap := l.MemoryBytes // memory+swap equal to memory: no swap
+			r.Memory.Swap = &swap
+		}
+	}
+	if l.CPUs > 0 {
+		quota := int64(math.Round(l.CPUs * cpuPeriod))
+		period := uint64(cpuPeriod)
+		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	if l.Pids > 0 {
+		pids := l.Pids
+		r.Pids = &specs.LinuxPids{Limit: &pids}
+	}
+	return r
+}
+
+// EnsureParent creates the parent cgroup (DefaultParent) in every hierarchy
+// if it does not exist yet. Per-sandbox cgroups are created below it by
+// libcontainer. Budget limits for all sandboxes together can be given.
+func EnsureParent(budget Limits) error {
+	res := budget.OCIResources()
+	switch DetectMode() {
+	case ModeV2:
+		m, err := cgroup2.NewManager(Root, "/"+DefaultParent, cgroup2.ToResources(res))
+		if err != nil {
+			return fmt.Errorf("create parent cgroup %s: %w", DefaultParent, err)
+		}
+		ctrls, err := m.RootControllers()
+		if err != nil {
+			return fmt.Errorf("read controllers of parent cgroup: %w", err)
+		}
+		var want []string
+		for _, c := range ctrls {
+			if c == "cpu" || c == "memory" || c == "pids" || c == "cpuset" || c == "io" {
+				want = append(want, c)
+			}
+		}
+		if err := m.ToggleControllers(want, cgroup2.Enable); err != nil {
+			return fmt.Errorf("enable controllers %v in parent cgroup: %w", want, err)
+		}
+		return nil
+	case ModeV1, ModeHybrid:
+		if _, err := cgroup1.Load(cgroup1.StaticPath("/" + DefaultParent)); err == nil {
+			return nil
+		}
+		if _, err := cgroup1.New(cgroup1.StaticPath("/"+DefaultParent), res); err != nil {
+			return fmt.Errorf("create parent cgroup %s: %w", DefaultParent, err)
+		}
+		return nil
+	}
+	return errors.New("cgroups are not available on this host")
+}
+
+// SandboxPath returns the cgroup path of sandbox id below the parent.
+func SandboxPath(id string) string { return "/" + DefaultParent + "/" + id }
+
+// RemoveParentIfEmpty removes the parent cgroup from every hierarchy when no
+// sandbox uses it any more. A busy parent is left alone.
+func RemoveParentIfEmpty() error {
+	dirs, _ := filepath.Glob(filepath.Join(Root, "*", DefaultParent))
+	dirs = append(dirs, filepath.Join(Root, DefaultParent))
+	var errs []error
+	for _, d := range dirs {
+		if err := os.Remove(d); err != nil && !os.IsNotExist(err) && !errors.Is(err, os.ErrExist) && !isBusy(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func isBusy(err error) bool {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		s := pe.Err.Error()
+		return strings.Contains(s, "busy") || strings.Contains(s, "not empty")
+	}
+	return false
+}
+
+// Leftovers lists per-sandbox cgroup directories under the parent in every
+// hierarchy, keyed by sandbox ID, so that gc can remove those of dead
+// sandboxes.
+func Leftovers() map[string][]string {
+	out := map[string][]string{}
+	dirs, _ := filepath.Glob(filepath.Join(Root, "*", DefaultParent, "*"))
+	more, _ := filepath.Glob(filepath.Join(Root, DefaultParent, "*"))
+	for _, d := range append(dirs, more...) {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			out[filepath.Base(d)] = append(out[filepath.Base(d)], d)
+		}
+	}
+	return out
+}
+
+// RemovePaths removes cgroup directories (deepest first), killing nothing:
+// a cgroup that still has processes is reported as an error.
+func RemovePaths(paths []string) error {
+	sort.Sort(sort.Reverse(sort.StringSlice(paths)))
+	var errs []error
+	for _, p := range paths {
+		if err := ocg.RemovePath(p); err != nil {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/sandbox"
+)
+
+func init() {
+	rootCmd.AddCommand(&cobra.Command{
+		Use:   "gc",
+		Short: "Remove what crashed sandboxes left behind (mounts, cgroups, directories)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			runner := &sandbox.Runner{RunRoot: global.runRoot}
+			cleaned, err := runner.GCRuns()
+			for _, id := range cleaned {
+				fmt.Fprintln(cmd.OutOrStdout(), "removed", id)
+			}
+			if err != nil {
+				return err
+			}
+			return cgroup.RemoveParentIfEmpty()
+		},
+	})
+}

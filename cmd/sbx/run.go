@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	units "github.com/docker/go-units"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sbxrun/sbx/sandbox"
+)
+
+type runOptions struct {
+	sandboxFlags
+	interactive bool
+	tty         bool
+	report      string
+	stats       bool
+}
+
+func init() {
+	o := &runOptions{}
+	cmd := &cobra.Command{
+		Use:   "run [flags] [--rootfs DIR] [--] CMD [ARG...]",
+		Short: "Run one command in a fresh sandbox and remove it afterwards",
+		Long: `Run one command in a fresh, fully isolated sandbox and tear it down when the
+command exits. Without --rootfs the sandbox runs in host mode: the host's
+system directories read-only, with a private writable layer on top.
+
+Exit codes: the command's own; 128+N when killed by signal N; 137 on an OOM
+kill; 124 when --timeout fired; 126 when the command cannot be executed; 127
+when it is not found; 125 when sbx itself failed.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRun(cmd, o, args)
+		},
+	}
+	cmd.Flags().SetInterspersed(false)
+	o.register(cmd.Flags())
+	cmd.Flags().BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
+	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
+	cmd.Flags().StringVar(&o.report, "report", "", "write a JSON resource report to this file")
+	cmd.Flags().BoolVar(&o.stats, "stats", false, "print a resource report on stderr")
+	rootCmd.AddCommand(cmd)
+}
+
+func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
+	spec, err := o.runSpec(args)
+	if err != nil {
+		return &exitError{code: exitSbxFailed, msg: err.Error()}
+	}
+	helper, err := helperBinary(spec.Rootfs != "" || len(spec.Lowers) > 0)
+	if err != nil {
+		return &exitError{code: exitSbxFailed, msg: err.Error()}
+	}
+	spec.Stdout, spec.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if o.interactive {
+		spec.Stdin = cmd.InOrStdin()
+	}
+	if o.tty {
+		restore, size, resize := setupTerminal(o.interactive)
+		defer restore()
+		spec.ConsoleSize, spec.Resize = size, resize
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spec.Signals = forwardSignals(ctx, cancel)
+
+	runner := &sandbox.Runner{RunRoot: global.runRoot, Helper: helper}
+	rep, err := runner.Run(ctx, spec)
+	if err != nil {
+		return &exitError{code: exitSbxFailed, msg: err.Error()}
+	}
+	if err := writeReport(o.report, o.stats, rep, cmd.ErrOrStderr()); err != nil {
+		return &exitError{code: exitSbxFailed, msg: err.Error()}
+	}
+	if rep.Status == sandbox.StatusError && rep.Error != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", rep.Error)
+	}
+	return exitWith(rep.ExitCode)
+}
+
+// runSpec turns the flags and arguments into a sandbox.RunSpec.
+func (o *runOptions) runSpec(args []string) (sandbox.RunSpec, error) {
+	var spec sandbox.RunSpec
+	limits, err := o.limits()
+	if err != nil {
+		return spec, err
+	}
+	disk, err := o.diskBytes()
+	if err != nil {
+		return spec, err
+	}
+	network, err := o.networkMode()
+	if err != nil {
+		return spec, err
+	}
+	uid, gid, err := o.userIDs()
+	if err != nil {
+		return spec, err
+	}
+	env, err := o.environ()
+	if err != nil {
+		return spec, err
+	}
+	if o.workdir != "" && !filepath.IsAbs(o.workdir) {
+		return spec, fmt.Errorf("invalid --workdir %q: must be an absolute path", o.workdir)
+	}
+	if o.rootfs != "" {
+		abs, err := filepath.Abs(o.rootfs)
+		if err != nil {
+			return spec, err
+		}
+		fi, err := os.Stat(abs)
+		if err != nil || !fi.IsDir() {
+			return spec, fmt.Errorf("--rootfs %s is not a directory", o.rootfs)
+		}
+		spec.Rootfs = abs
+	}
+	spec.Args = args
+	spec.Env = env
+	spec.Cwd = o.workdir
+	spec.UID, spec.GID = uid, gid
+	spec.Hostname = o.hostname
+	spec.ReadOnly = o.readOnly
+	spec.Seccomp = o.seccomp
+	spec.CapAdd, spec.CapDrop = o.capAdd, o.capDrop
+	spec.Limits = limits
+	spec.DiskBytes = disk
+	spec.Network = network
+	spec.Timeout = o.timeout
+	spec.Tty = o.tty
+	return spec, nil
+}
+
+// helperBinary returns the path of this sbx binary, which runs inside the
+// sandbox as its init. Inside a foreign root it must be statically linked.
+func helperBinary(foreignRoot bool) (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("locate the sbx binary: %w", err)
+	}
+	if foreignRoot {
+		f, err := elf.Open(exe)
+		if err != nil {
+			return "", fmt.Errorf("inspect the sbx binary: %w", err)
+		}
+		defer f.Close()
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				return "", fmt.Errorf("%s is dynamically linked and cannot run inside the sandbox; build it with `make build`", exe)
+			}
+		}
+	}
+	return exe, nil
+}
+
+// setupTerminal puts the user's terminal in raw mode (with -i) and follows
+// its size.
+func setupTerminal(interactive bool) (restore func(), size [2]uint16, resize chan [2]uint16) {
+	restore = func() {}
+	fd := int(os.Stdin.Fd())
+	if !term.IsTerminal(fd) {
+		return restore, [2]uint16{80, 24}, nil
+	}
+	if w, h, err := term.GetSize(fd); err == nil {
+		size = [2]uint16{uint16(w), uint16(h)}
+	}
+	if interactive {
+		if st, err := term.MakeRaw(fd); err == nil {
+			restore = func() { _ = term.Restore(fd, st) }
+		}
+	}
+	resize = make(chan [2]uint16, 1)
+	winch := make(chan os.Signal, 1)
+	signal.Notify(winch, syscall.SIGWINCH)
+	go func() {
+		for range winch {
+			if w, h, err := term.GetSize(fd); err == nil {
+				select {
+				case resize <- [2]uint16{uint16(w), uint16(h)}:
+				default:
+				}
+			}
+		}
+	}()
+	return restore, size, resize
+}
+
+// forwardSignals passes the signals sbx receives on to the sandbox. A
+// second SIGINT or SIGTERM, or 10 seconds without the command exiting,
+// kills the sandbox so that nothing is left behind.
+func forwardSignals(ctx context.Context, kill context.CancelFunc) <-chan os.Signal {
+	in := make(chan os.Signal, 8)
+	out := make(chan os.Signal, 8)
+	signal.Notify(in, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		defer signal.Stop(in)
+		var grace <-chan time.Time
+		terminating := false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-grace:
+				kill()
+				return
+			case s := <-in:
+				if s == syscall.SIGINT || s == syscall.SIGTERM {
+					if terminating {
+						kill()
+						return
+					}
+					terminating = true
+					grace = time.After(10 * time.Second)
+				}
+				select {
+				case out <- s:
+				default:
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// writeReport writes the JSON report to path and the human one to w.
+func writeReport(path string, human bool, rep *sandbox.Report, w io.Writer) error {
+	if path != "" {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("write --report: %w", err)
+		}
+	}
+	if human {
+		pids := "n/a"
+		if rep.PidsPeak != nil {
+			pids = fmt.Sprint(*rep.PidsPeak)
+		}
+		fmt.Fprintf(w, "status: %s  exit: %d  signal: %d\nwall: %.3fs  cpu: %.3fs (user %.3fs, sys %.3fs)\npeak memory: %s  oom killed: %v  timed out: %v  peak pids: %s\n",
+			rep.Status, rep.ExitCode, rep.Signal, rep.WallTimeS, rep.CPUTimeS, rep.UserTimeS, rep.SysTimeS,
+			units.BytesSize(float64(rep.MemoryPeakBytes)), rep.OOMKilled, rep.TimedOut, pids)
+	}
+	return nil
+}

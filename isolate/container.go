@@ -1,0 +1,298 @@
+package isolate
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/opencontainers/cgroups/devices/config"
+	"github.com/opencontainers/runc/libcontainer"
+	"github.com/opencontainers/runc/libcontainer/configs"
+	"github.com/opencontainers/runc/libcontainer/specconv"
+	"golang.org/x/sys/unix"
+
+	// Device rules need the cgroup device manager registered.
+	_ "github.com/opencontainers/cgroups/devices"
+
+	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/seccomp"
+)
+
+// IO connects a sandbox's PID 1 to the caller. With a Spec.Tty the standard
+// streams are ignored and the terminal's master is returned by Console.
+type IO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// ExtraFiles are passed to PID 1 as fd 3, 4, ...
+	ExtraFiles    []*os.File
+	ConsoleWidth  uint16
+	ConsoleHeight uint16
+}
+
+// Container is a running (or stopped) sandbox process tree.
+type Container struct {
+	lc      *libcontainer.Container
+	proc    *libcontainer.Process
+	console *os.File
+}
+
+// allowedDevices is the device cgroup allow-list: Docker's, without the
+// blanket mknod permission, so only these nodes can ever be created or used.
+var allowedDevices = []*config.Rule{
+	{Type: config.CharDevice, Major: 1, Minor: 3, Permissions: "rwm", Allow: true},                 // null
+	{Type: config.CharDevice, Major: 1, Minor: 5, Permissions: "rwm", Allow: true},                 // zero
+	{Type: config.CharDevice, Major: 1, Minor: 7, Permissions: "rwm", Allow: true},                 // full
+	{Type: config.CharDevice, Major: 1, Minor: 8, Permissions: "rwm", Allow: true},                 // random
+	{Type: config.CharDevice, Major: 1, Minor: 9, Permissions: "rwm", Allow: true},                 // urandom
+	{Type: config.CharDevice, Major: 5, Minor: 0, Permissions: "rwm", Allow: true},                 // tty
+	{Type: config.CharDevice, Major: 5, Minor: 1, Permissions: "rwm", Allow: true},                 // console
+	{Type: config.CharDevice, Major: 5, Minor: 2, Permissions: "rwm", Allow: true},                 // ptmx
+	{Type: config.CharDevice, Major: 136, Minor: config.Wildcard, Permissions: "rwm", Allow: true}, // pts
+}
+
+// Config builds the libcontainer configuration for a spec.
+func Config(s *Spec) (*configs.Config, error) {
+	cfg, _, err := build(s, "")
+	return cfg, err
+}
+
+// build makes the libcontainer configuration and, with HelperSeccomp, the
+// compiled filter (cached in cacheDir) that the helper will load.
+func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
+	cfg, err := libcontainerConfig(s)
+	if err != nil || !s.HelperSeccomp || cfg.Seccomp == nil {
+		return cfg, nil, err
+	}
+	if len(s.Args) < 2 || s.Args[0] != HelperPath {
+		return nil, nil, errors.New("isolate: HelperSeccomp needs the sbx helper as the command")
+	}
+	var prog []byte
+	if cacheDir == "" {
+		prog, err = seccomp.Compile(cfg.Seccomp)
+	} else {
+		prog, err = seccomp.CompileCached(cfg.Seccomp, cacheDir)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Seccomp = nil
+	return cfg, prog, nil
+}
+
+func libcontainerConfig(s *Spec) (*configs.Config, error) {
+	oci, err := s.oci()
+	if err != nil {
+		return nil, err
+	}
+	if oci.Linux.Seccomp == nil && s.Seccomp != seccomp.Unconfined {
+		if oci.Linux.Seccomp, err = seccomp.Resolve(s.Seccomp, oci); err != nil {
+			return nil, err
+		}
+	}
+	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: s.ID, Spec: oci})
+	if err != nil {
+		return nil, fmt.Errorf("build container config: %w", err)
+	}
+	if err := seccomp.Check(cfg.Seccomp); err != nil {
+		return nil, err
+	}
+	// Replace runc's permissive defaults (mknod of any device, tun) with the
+	// allow-list; a leading deny-all rule is implied by the device manager.
+	cfg.Cgroups.Resources.Devices = append([]*config.Rule{{Type: config.WildcardDevice, Major: config.Wildcard, Minor: config.Wildcard, Permissions: "rwm", Allow: false}}, allowedDevices...)
+	cfg.ParentDeathSignal = s.ParentDeathSignal
+	return cfg, nil
+}
+
+// Start creates the container described by s under stateRoot (libcontainer's
+// state directory) and starts its PID 1. On error nothing is left behind.
+func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
+	cfg, prog, err := build(s, filepath.Join(filepath.Dir(stateRoot), "seccomp"))
+	if err != nil {
+		return nil, err
+	}
+	args := s.Args
+	extra := stdio.ExtraFiles
+	if prog != nil {
+		r, err := programPipe(prog)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		fd := 3 + len(extra)
+		extra = append(append([]*os.File{}, extra...), r)
+		args = append([]string{args[0], args[1], "--seccomp-fd", strconv.Itoa(fd)}, args[2:]...)
+	}
+	if err := cgroup.EnsureParent(cgroup.Limits{}); err != nil {
+		return nil, err
+	}
+	lc, err := libcontainer.Create(stateRoot, s.ID, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create container %s: %w", s.ID, err)
+	}
+	c := &Container{lc: lc}
+	defer func() {
+		if retErr != nil {
+			_ = c.Destroy()
+		}
+	}()
+	p := &libcontainer.Process{
+		Args:       args,
+		Env:        s.Env,
+		Cwd:        cfg.Rootfs, // replaced below; libcontainer wants the in-root path
+		UID:        int(s.UID),
+		GID:        int(s.GID),
+		Stdin:      stdio.Stdin,
+		Stdout:     stdio.Stdout,
+		Stderr:     stdio.Stderr,
+		ExtraFiles: extra,
+		Init:       true,
+	}
+	p.Cwd = s.Cwd
+	if p.Cwd == "" {
+		p.Cwd = "/"
+	}
+	for _, g := range s.AdditionalGIDs {
+		p.AdditionalGroups = append(p.AdditionalGroups, int(g))
+	}
+	var consoleParent *os.File
+	if s.Tty {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			return nil, fmt.Errorf("console socket: %w", err)
+		}
+		consoleParent = os.NewFile(uintptr(fds[0]), "console-parent")
+		child := os.NewFile(uintptr(fds[1]), "console-child")
+		defer consoleParent.Close()
+		defer child.Close()
+		p.ConsoleSocket = child
+		p.ConsoleWidth, p.ConsoleHeight = stdio.ConsoleWidth, stdio.ConsoleHeight
+		p.Stdin, p.Stdout, p.Stderr = nil, nil, nil
+	}
+	if err := lc.Run(p); err != nil {
+		return nil, fmt.Errorf("start sandbox %s: %w", s.ID, err)
+	}
+	c.proc = p
+	if s.Tty {
+		master, err := recvFile(consoleParent)
+		if err != nil {
+			_ = c.Kill()
+			_, _ = p.Wait()
+			return nil, fmt.Errorf("receive console of sandbox %s: %w", s.ID, err)
+		}
+		c.console = master
+	}
+	return c, nil
+}
+
+// programPipe returns the read end of a pipe that holds prog.
+func programPipe(prog []byte) (*os.File, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("seccomp pipe: %w", err)
+	}
+	defer w.Close()
+	if len(prog) > 65536 {
+		r.Close()
+		return nil, errors.New("seccomp program does not fit in a pipe")
+	}
+	if _, err := w.Write(prog); err != nil {
+		r.Close()
+		return nil, fmt.Errorf("write seccomp program: %w", err)
+	}
+	return r, nil
+}
+
+// Load re-attaches to an existing container, e.g. after sbx restarted.
+func Load(stateRoot, id string) (*Container, error) {
+	lc, err := libcontainer.Load(stateRoot, id)
+	if err != nil {
+		return nil, fmt.Errorf("load container %s: %w", id, err)
+	}
+	return &Container{lc: lc}, nil
+}
+
+// ID returns the container ID.
+func (c *Container) ID() string { return c.lc.ID() }
+
+// Console returns the master side of the sandbox's terminal, or nil.
+func (c *Container) Console() *os.File { return c.console }
+
+// Pid returns the host PID of the sandbox's PID 1, or 0.
+func (c *Container) Pid() int {
+	st, err := c.lc.State()
+	if err != nil {
+		return 0
+	}
+	return st.InitProcessPid
+}
+
+// Wait waits for PID 1 started by Start to exit and returns its wait status.
+func (c *Container) Wait() (unix.WaitStatus, error) {
+	if c.proc == nil {
+		return 0, errors.New("container was not started by this process")
+	}
+	ps, err := c.proc.Wait()
+	if ps == nil {
+		return 0, err
+	}
+	ws, _ := ps.Sys().(unix.WaitStatus)
+	return ws, nil
+}
+
+// Signal sends sig to the sandbox's PID 1.
+func (c *Container) Signal(sig os.Signal) error {
+	if err := c.lc.Signal(sig); err != nil && !errors.Is(err, libcontainer.ErrNotRunning) {
+		return fmt.Errorf("signal sandbox %s: %w", c.ID(), err)
+	}
+	return nil
+}
+
+// Kill kills every process of the sandbox: SIGKILL to PID 1 of a PID
+// namespace takes all of them with it.
+func (c *Container) Kill() error { return c.Signal(unix.SIGKILL) }
+
+// Usage reads what the sandbox has used from its cgroup. It must be called
+// before Destroy.
+func (c *Container) Usage() (cgroup.Usage, error) {
+	st, err := c.lc.Stats()
+	if err != nil {
+		return cgroup.Usage{}, fmt.Errorf("read usage of sandbox %s: %w", c.ID(), err)
+	}
+	state, err := c.lc.State()
+	if err != nil {
+		return cgroup.Usage{}, fmt.Errorf("read state of sandbox %s: %w", c.ID(), err)
+	}
+	return cgroup.UsageFrom(st.CgroupStats, state.CgroupPaths), nil
+}
+
+// Pause freezes every process of the sandbox.
+func (c *Container) Pause() error { return c.lc.Pause() }
+
+// Resume thaws a paused sandbox.
+func (c *Container) Resume() error { return c.lc.Resume() }
+
+// Status returns libcontainer's view of the container: running, paused,
+// stopped or created.
+func (c *Container) Status() string {
+	st, err := c.lc.Status()
+	if err != nil {
+		return "unknown"
+	}
+	return st.String()
+}
+
+// Destroy kills what is left of the sandbox and removes its cgroups and
+// libcontainer state. It is safe to call more than once.
+func (c *Container) Destroy() error {
+	if c.console != nil {
+		c.console.Close()
+		c.console = nil
+	}
+	if err := c.lc.Destroy(); err != nil {
+		return fmt.Errorf("destroy sandbox %s: %w", c.ID(), err)
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+// Package reaper is the minimal init of one-shot sandboxes: PID 1 inside the
+// sandbox that starts the command, forwards signals to it, reaps every
+// orphan, and reports how the command ended to the host over a pipe.
+package reaper
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Status is how the command ended, written as one JSON line to the status fd.
+type Status struct {
+	ExitCode  int    `json:"exit_code"`
+	Signal    int    `json:"signal,omitempty"`
+	ExecError string `json:"exec_error,omitempty"` // the command could not be started
+}
+
+// Exit codes for commands that could not be started, as shells use them.
+const (
+	ExitCannotExec = 126
+	ExitNotFound   = 127
+)
+
+// forwarded are the signals PID 1 passes on to the command's process group.
+var forwarded = []os.Signal{
+	syscall.SIGHUP, syscall.SIGINT, syscall.SIGQUIT, syscall.SIGTERM, syscall.SIGUSR1,
+	syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGCONT, syscall.SIGTSTP,
+}
+
+// Options configure Run.
+type Options struct {
+	Args     []string // the command and its arguments
+	StatusFD int      // where to write the Status; <0 for nowhere
+	Tty      bool     // stdin is the sandbox's terminal: give it to the command
+}
+
+// Run starts the command, supervises it, and returns the exit code PID 1
+// should exit with. It never returns before the command has ended.
+func Run(o Options) int {
+	signals := make(chan os.Signal, 64)
+	signal.Notify(signals, forwarded...)
+	signal.Notify(signals, syscall.SIGCHLD)
+	defer signal.Stop(signals)
+
+	st := run(o, signals)
+	if o.StatusFD >= 0 {
+		f := os.NewFile(uintptr(o.StatusFD), "status")
+		_ = json.NewEncoder(f).Encode(st)
+		f.Close()
+	}
+	if st.Signal != 0 {
+		return 128 + st.Signal
+	}
+	return st.ExitCode
+}
+
+func run(o Options, signals chan os.Signal) Status {
+	if len(o.Args) == 0 {
+		return Status{ExitCode: ExitCannotExec, ExecError: "no command given"}
+	}
+	path, err := exec.LookPath(o.Args[0])
+	if err != nil {
+		return execFailure(o.Args[0], err)
+	}
+	attr := &syscall.ProcAttr{
+		Env:   os.Environ(),
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setpgid: true},
+	}
+	if o.Tty {
+		attr.Sys = &syscall.SysProcAttr{Setpgid: true, Foreground: true, Ctty: 0}
+	}
+	pid, err := syscall.ForkExec(path, o.Args, attr)
+	if err != nil {
+		return execFailure(o.Args[0], err)
+	}
+	for sig := range signals {
+		s, ok := sig.(syscall.Signal)
+		if !ok {
+			continue
+		}
+		if s != syscall.SIGCHLD {
+			forward(pid, s)
+			continue
+		}
+		if st, done := reap(pid); done {
+			return st
+		}
+	}
+	return Status{ExitCode: ExitCannotExec, ExecError: "signal channel closed"}
+}
+
+// forward passes a signal to the command's process group, or to the command
+// alone when the group is gone.
+func forward(pid int, s syscall.Signal) {
+	if err := unix.Kill(-pid, s); err != nil {
+		_ = unix.Kill(pid, s)
+	}
+}
+
+// reap collects every exited child; done is true once the command itself
+// has exited, with its status.
+func reap(pid int) (st Status, done bool) {
+	for {
+		var ws unix.WaitStatus
+		got, err := unix.Wait4(-1, &ws, unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || got <= 0 {
+			return st, done
+		}
+		if got != pid {
+			continue
+		}
+		done = true
+		switch {
+		case ws.Exited():
+			st = Status{ExitCode: ws.ExitStatus()}
+		case ws.Signaled():
+			st = Status{ExitCode: 128 + int(ws.Signal()), Signal: int(ws.Signal())}
+		}
+	}
+}
+
+func execFailure(name string, err error) Status {
+	code := ExitCannotExec
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+		code = ExitNotFound
+	}
+	msg := err.Error()
+	var ee *exec.Error
+	if !errors.As(err, &ee) {
+		msg = name + ": " + msg
+	}
+	return Status{ExitCode: code, ExecError: msg}
+}

@@ -1,0 +1,252 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultDiskBytes caps the writable layer of a sandbox when no size is
+// asked for, so that no sandbox can fill the host's memory through /.
+const DefaultDiskBytes = 2 << 30
+
+// Options configure the root filesystem of one sandbox.
+type Options struct {
+	// DiskBytes caps the writable layer (a tmpfs); 0 means DefaultDiskBytes.
+	DiskBytes int64
+	// Hostname, Hosts and ResolvConf are written to /etc/hostname,
+	// /etc/hosts and /etc/resolv.conf in the writable layer.
+	Hostname   string
+	Hosts      string
+	ResolvConf string
+	// Dirs are created (mode 0755, or 01777 for tmp dirs) in the writable
+	// layer, e.g. the working directory.
+	Dirs []string
+}
+
+// Root is a prepared root filesystem. Dir holds everything it mounted;
+// Release undoes it all.
+type Root struct {
+	Dir    string        // the sandbox's runtime directory
+	Path   string        // the merged root to give to the container
+	Mounts []specs.Mount // extra mounts the sandbox needs (host mode)
+}
+
+// Paths inside a sandbox runtime directory.
+const (
+	rwDir    = "rw"   // tmpfs with upper and work dirs
+	rootDir  = "root" // overlay mount point
+	etcDir   = "etc"  // host mode: overlay of the host's /etc
+	lowerDir = "lower"
+)
+
+// Prepare mounts an overlay at dir/root: lowers (lowest first) read-only,
+// with a writable layer on a size-capped tmpfs, so the lowers are never
+// modified. dir must not exist or be empty; on error nothing is left.
+func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
+	if len(lowers) == 0 {
+		return nil, errors.New("rootfs: no lower layers")
+	}
+	for _, l := range lowers {
+		fi, err := os.Stat(l)
+		if err != nil {
+			return nil, fmt.Errorf("root filesystem %s: %w", l, err)
+		}
+		if !fi.IsDir() {
+			return nil, fmt.Errorf("root filesystem %s is not a directory", l)
+		}
+	}
+	r, err := newRoot(dir, o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			_ = r.Release()
+		}
+	}()
+	if err := r.writeEtc(filepath.Join(dir, rwDir, "upper", "etc"), o); err != nil {
+		return nil, err
+	}
+	if err := mountOverlay(r.Path, lowers, filepath.Join(dir, rwDir, "upper"), filepath.Join(dir, rwDir, "work")); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// newRoot creates the runtime directory with its tmpfs and writable layer.
+func newRoot(dir string, o Options) (*Root, error) {
+	size := o.DiskBytes
+	if size == 0 {
+		size = DefaultDiskBytes
+	}
+	if size < 1<<20 {
+		return nil, fmt.Errorf("disk size %d is too small: use at least 1 MiB", size)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox directory: %w", err)
+	}
+	r := &Root{Dir: dir, Path: filepath.Join(dir, rootDir)}
+	rw := filepath.Join(dir, rwDir)
+	for _, d := range []string{rw, r.Path} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			_ = r.Release()
+			return nil, fmt.Errorf("create %s: %w", d, err)
+		}
+	}
+	if err := unix.Mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size="+strconv.FormatInt(size, 10)); err != nil {
+		_ = r.Release()
+		return nil, fmt.Errorf("mount writable layer: %w", err)
+	}
+	for _, d := range []string{"upper", "work"} {
+		if err := os.Mkdir(filepath.Join(rw, d), 0o755); err != nil {
+			_ = r.Release()
+			return nil, fmt.Errorf("create writable layer: %w", err)
+		}
+	}
+	for _, d := range o.Dirs {
+		if err := mkdirIn(filepath.Join(rw, "upper"), d); err != nil {
+			_ = r.Release()
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// mkdirIn creates the absolute in-sandbox path p inside the writable layer
+// upper. The layer is fresh and sbx-created, so no component is a symlink.
+func mkdirIn(upper, p string) error {
+	clean := filepath.Clean("/" + p)
+	if clean == "/" {
+		return nil
+	}
+	full := filepath.Join(upper, clean)
+	if err := os.MkdirAll(full, 0o755); err != nil {
+		return fmt.Errorf("create %s in the writable layer: %w", clean, err)
+	}
+	if base := filepath.Base(clean); base == "tmp" {
+		return os.Chmod(full, 0o1777)
+	}
+	return nil
+}
+
+// writeEtc writes hostname, hosts and resolv.conf into an etc directory of
+// a writable layer.
+func (r *Root) writeEtc(etc string, o Options) error {
+	files := map[string]string{}
+	if o.Hostname != "" {
+		files["hostname"] = o.Hostname + "\n"
+	}
+	if o.Hosts != "" {
+		files["hosts"] = o.Hosts
+	}
+	if o.ResolvConf != "" {
+		files["resolv.conf"] = o.ResolvConf
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		return fmt.Errorf("create /etc in the writable layer: %w", err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
+			return fmt.Errorf("write /etc/%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// mountOverlay mounts an overlay at target. lowers are given lowest first.
+func mountOverlay(target string, lowers []string, upper, work string) error {
+	ordered := make([]string, len(lowers))
+	for i, l := range lowers {
+		ordered[len(lowers)-1-i] = escapeOverlay(l)
+	}
+	data := "lowerdir=" + strings.Join(ordered, ":") + ",upperdir=" + escapeOverlay(upper) + ",workdir=" + escapeOverlay(work)
+	if len(data) >= unix.Getpagesize() {
+		return fmt.Errorf("overlay options for %d layers exceed one page; use shorter store paths", len(lowers))
+	}
+	if err := unix.Mount("overlay", target, "overlay", 0, data); err != nil {
+		return fmt.Errorf("mount overlay at %s: %w (is the overlay module available?)", target, err)
+	}
+	return nil
+}
+
+// escapeOverlay escapes the characters overlayfs treats as separators.
+func escapeOverlay(p string) string {
+	return strings.NewReplacer(`\`, `\\`, `:`, `\:`, `,`, `\,`).Replace(p)
+}
+
+// Release unmounts everything under the sandbox's runtime directory and
+// removes it. It is safe to call on a partial or already released root.
+func (r *Root) Release() error { return Cleanup(r.Dir) }
+
+// Cleanup unmounts every mount at or below dir (deepest first) and removes
+// dir. sbx gc uses it for directories a crash left behind.
+func Cleanup(dir string) error {
+	if _, err := os.Lstat(dir); os.IsNotExist(err) {
+		return nil
+	}
+	var errs []error
+	for _, m := range mountsUnder(dir) {
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
+	}
+	if len(errs) == 0 {
+		if err := os.RemoveAll(dir); err != nil {
+			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// mountsUnder lists mount points at or below dir, deepest first.
+func mountsUnder(dir string) []string {
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	dir = filepath.Clean(dir)
+	var out []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	// Later mounts sit on top of earlier ones; deeper paths inside them.
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return out
+}
+
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
