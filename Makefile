@@ -4,7 +4,7 @@ BIN      := bin/sbx
 TAGS     := seccomp netgo osusergo
 COMMIT   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -extldflags "-static" -X github.com/sbxrun/sbx/internal/version.Commit=$(COMMIT)
-STATICCHECK_VERSION := 2025.1.1
+STATICCHECK_VERSION := v0.8.2
 export CGO_ENABLED := 1
 
 .PHONY: all build deps deps-bench test lint fmt bench clean

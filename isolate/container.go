@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 	"github.com/opencontainers/runc/libcontainer/configs"
 	"github.com/opencontainers/runc/libcontainer/specconv"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	// Device rules need the cgroup device manager registered.
@@ -53,6 +54,21 @@ var allowedDevices = []*config.Rule{
 	{Type: config.CharDevice, Major: 136, Minor: config.Wildcard, Permissions: "rwm", Allow: true}, // pts
 }
 
+// OCISpec returns the OCI runtime spec equivalent to s, with its seccomp
+// profile resolved, e.g. to run the same sandbox with another runtime.
+func OCISpec(s *Spec) (*specs.Spec, error) {
+	oci, err := s.oci()
+	if err != nil {
+		return nil, err
+	}
+	if oci.Linux.Seccomp == nil && s.Seccomp != seccomp.Unconfined {
+		if oci.Linux.Seccomp, err = seccomp.Resolve(s.Seccomp, oci); err != nil {
+			return nil, err
+		}
+	}
+	return oci, nil
+}
+
 // Config builds the libcontainer configuration for a spec.
 func Config(s *Spec) (*configs.Config, error) {
 	cfg, _, err := build(s, "")
@@ -83,14 +99,9 @@ func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
 }
 
 func libcontainerConfig(s *Spec) (*configs.Config, error) {
-	oci, err := s.oci()
+	oci, err := OCISpec(s)
 	if err != nil {
 		return nil, err
-	}
-	if oci.Linux.Seccomp == nil && s.Seccomp != seccomp.Unconfined {
-		if oci.Linux.Seccomp, err = seccomp.Resolve(s.Seccomp, oci); err != nil {
-			return nil, err
-		}
 	}
 	cfg, err := specconv.CreateLibcontainerConfig(&specconv.CreateOpts{CgroupName: s.ID, Spec: oci})
 	if err != nil {

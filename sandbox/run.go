@@ -205,7 +205,15 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		return nil, fmt.Errorf("status pipe: %w", err)
 	}
 	defer statusR.Close()
-	args := append([]string{isolate.HelperPath, "reaper", "--status-fd", "3"}, "--")
+	// The lifeline's write end stays in this process only: when sbx dies,
+	// the sandbox's init sees the pipe close and kills everything.
+	lifeR, lifeW, err := os.Pipe()
+	if err != nil {
+		statusW.Close()
+		return nil, fmt.Errorf("lifeline pipe: %w", err)
+	}
+	defer lifeW.Close()
+	args := append([]string{isolate.HelperPath, "reaper", "--status-fd", "3", "--lifeline-fd", "4"}, "--")
 	if spec.Tty {
 		args[len(args)-1] = "--tty"
 		args = append(args, "--")
@@ -237,11 +245,12 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		ParentDeathSignal: int(unix.SIGKILL),
 	}
 	stdin := spec.Stdin
-	stdio := isolate.IO{Stdin: stdin, Stdout: spec.Stdout, Stderr: spec.Stderr, ExtraFiles: []*os.File{statusW},
+	stdio := isolate.IO{Stdin: stdin, Stdout: spec.Stdout, Stderr: spec.Stderr, ExtraFiles: []*os.File{statusW, lifeR},
 		ConsoleWidth: spec.ConsoleSize[0], ConsoleHeight: spec.ConsoleSize[1]}
 	tStart := time.Now()
 	ctr, err = isolate.Start(filepath.Join(r.RunRoot, containersDir), is, stdio)
 	statusW.Close()
+	lifeR.Close()
 	if err != nil {
 		ctr = nil
 		return nil, err

@@ -77,7 +77,11 @@ func Compile(cfg *configs.Seccomp) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(append(header(flags), enosysStub(maxNr)...), prog...), nil
+	var stub []byte
+	if defAct != libseccomp.ActAllow && defAct != libseccomp.ActLog {
+		stub = enosysStub(maxNr) // an allow-by-default filter needs no ENOSYS fallback
+	}
+	return append(append(header(flags), stub...), prog...), nil
 }
 
 // header starts every compiled program: a magic word and the flags to load
@@ -256,7 +260,7 @@ func CompileCached(cfg *configs.Seccomp, dir string) ([]byte, error) {
 		return nil, err
 	}
 	major, minor, micro := libseccomp.GetLibraryVersion()
-	sum := sha256.Sum256(fmt.Appendf(key, "|libseccomp %d.%d.%d|format 2", major, minor, micro))
+	sum := sha256.Sum256(fmt.Appendf(key, "|libseccomp %d.%d.%d|format 3", major, minor, micro))
 	path := filepath.Join(dir, hex.EncodeToString(sum[:16])+".bpf")
 	if prog, err := os.ReadFile(path); err == nil && len(prog) > 8 && len(prog)%8 == 0 {
 		return prog, nil

@@ -38,11 +38,18 @@ type Options struct {
 	Args     []string // the command and its arguments
 	StatusFD int      // where to write the Status; <0 for nowhere
 	Tty      bool     // stdin is the sandbox's terminal: give it to the command
+	// LifelineFD is the read end of a pipe whose write end only the host's
+	// sbx process holds: when it closes (sbx died, even by SIGKILL), every
+	// process of the sandbox is killed. <0 for none.
+	LifelineFD int
 }
 
 // Run starts the command, supervises it, and returns the exit code PID 1
 // should exit with. It never returns before the command has ended.
 func Run(o Options) int {
+	if o.LifelineFD >= 0 {
+		go watchLifeline(o.LifelineFD)
+	}
 	signals := make(chan os.Signal, 64)
 	signal.Notify(signals, forwarded...)
 	signal.Notify(signals, syscall.SIGCHLD)
@@ -94,6 +101,18 @@ func run(o Options, signals chan os.Signal) Status {
 		}
 	}
 	return Status{ExitCode: ExitCannotExec, ExecError: "signal channel closed"}
+}
+
+// watchLifeline kills the whole sandbox when the host side goes away.
+func watchLifeline(fd int) {
+	f := os.NewFile(uintptr(fd), "lifeline")
+	buf := make([]byte, 1)
+	for {
+		if _, err := f.Read(buf); err != nil {
+			_ = unix.Kill(-1, unix.SIGKILL) // every process but PID 1
+			os.Exit(128 + int(unix.SIGKILL))
+		}
+	}
 }
 
 // forward passes a signal to the command's process group, or to the command

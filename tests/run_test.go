@@ -1,0 +1,417 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// runReport runs sbx run with a JSON report and returns the result and report.
+func runReport(t *testing.T, args ...string) (result, sandbox.Report) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "report.json")
+	r := runSbx(t, "", append([]string{"run", "--report", path}, args...)...)
+	var rep sandbox.Report
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no report (exit %d, stderr %q): %v", r.code, r.stderr, err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil {
+		t.Fatalf("bad report %s: %v", data, err)
+	}
+	return r, rep
+}
+
+// dockerCapMask is CapEff of Docker's default capability set.
+const dockerCapMask = "00000000a80425fb"
+
+func TestRunIsolationBusybox(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	script := `
+echo "pid=$$"
+echo "host=$(hostname)"
+echo "net=$(ls /sys/class/net | tr '\n' ' ')"
+grep -E '^(NoNewPrivs|Seccomp|CapEff|CapBnd):' /proc/self/status
+echo "procs=$(ls -d /proc/[0-9]* | wc -l)"
+unshare -U true 2>/dev/null && echo unshare=allowed || echo unshare=denied
+mount -t tmpfs none /mnt 2>/dev/null && echo mount=allowed || echo mount=denied
+mknod /tmp/sda b 8 0 2>/dev/null && echo mknod=allowed || echo mknod=denied
+hostname other 2>/dev/null && echo sethostname=allowed || echo sethostname=denied
+dmesg >/dev/null 2>&1 && echo dmesg=allowed || echo dmesg=denied
+(echo 1 > /proc/sys/kernel/panic) 2>/dev/null && echo procsys=allowed || echo procsys=denied
+(echo 1 > /sys/kernel/profiling) 2>/dev/null && echo sys=allowed || echo sys=denied
+echo "keys=$(wc -c < /proc/keys) timer_list=$(wc -c < /proc/timer_list)"
+echo "cgroup=$(cut -d: -f3 /proc/self/cgroup | sort -u | tr '\n' ' ')"
+ip link set lo down 2>/dev/null && echo netadmin=allowed || echo netadmin=denied
+`
+	out := mustRun(t, "run", "--rootfs", root, "--hostname", "box", "--", "sh", "-c", script)
+	want := []string{
+		"host=box",
+		"net=lo ",
+		"NoNewPrivs:\t1",
+		"Seccomp:\t2",
+		"CapEff:\t" + dockerCapMask,
+		"CapBnd:\t" + dockerCapMask,
+		"unshare=denied", "mount=denied", "mknod=denied", "sethostname=denied", "dmesg=denied",
+		"procsys=denied", "sys=denied", "keys=0 timer_list=0", "cgroup=/ ", "netadmin=denied",
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w+"\n") && !strings.Contains(out, w) {
+			t.Errorf("missing %q in output:\n%s", w, out)
+		}
+	}
+	if !strings.Contains(out, "pid=") || strings.Contains(out, fmt.Sprintf("pid=%d\n", os.Getpid())) {
+		t.Errorf("the sandbox's PID view is not its own: %q", out)
+	}
+	// Only the sandbox's own processes: init, sh, the subshell of $(...), ls.
+	for _, line := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(line, "procs="); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			if n < 2 || n > 5 {
+				t.Errorf("sandbox sees %d processes, want only its own (2-5)", n)
+			}
+		}
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunHostMode(t *testing.T) {
+	out := mustRun(t, "run", "--", "sh", "-c", `
+ls -d /root /home /var/lib /srv /mnt /run/sbx 2>&1 | grep -c 'No such file'
+test -e /etc/shadow && echo shadow=visible || echo shadow=hidden
+test -e /etc/gshadow && echo gshadow=visible || echo gshadow=hidden
+cat /etc/passwd >/dev/null && echo passwd=readable
+touch /usr/sbx-test 2>/dev/null && echo usr=writable || echo usr=readonly
+echo private > /etc/sbx-private && echo etc=private-writable
+pwd
+echo tmp > /tmp/x && echo tmp=writable
+ls /proc | grep -c '^[0-9]'
+`)
+	for _, w := range []string{"6\n", "shadow=hidden", "gshadow=hidden", "passwd=readable", "usr=readonly", "etc=private-writable", "/workspace\n", "tmp=writable"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("host mode: missing %q in:\n%s", w, out)
+		}
+	}
+	if _, err := os.Stat("/etc/sbx-private"); err == nil {
+		os.Remove("/etc/sbx-private")
+		t.Fatal("a write to /etc inside the sandbox reached the host")
+	}
+	if _, err := os.Stat("/usr/sbx-test"); err == nil {
+		os.Remove("/usr/sbx-test")
+		t.Fatal("a write to /usr inside the sandbox reached the host")
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunExitCodesAndSignals(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		status string
+		signal int
+	}{
+		{"ok", []string{"true"}, 0, sandbox.StatusOK, 0},
+		{"exit3", []string{"sh", "-c", "exit 3"}, 3, sandbox.StatusNonzeroExit, 0},
+		{"sigterm", []string{"sh", "-c", "kill -TERM $$"}, 143, sandbox.StatusSignaled, 15},
+		{"sigkill", []string{"sh", "-c", "kill -KILL $$"}, 137, sandbox.StatusSignaled, 9},
+		{"notfound", []string{"no-such-command"}, 127, sandbox.StatusError, 0},
+		{"notexec", []string{"/etc/passwd"}, 126, sandbox.StatusError, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r, rep := runReport(t, append([]string{"--rootfs", root, "--"}, c.args...)...)
+			if r.code != c.code || rep.ExitCode != c.code || rep.Status != c.status || rep.Signal != c.signal {
+				t.Errorf("exit %d, report %+v; want exit %d status %s signal %d (stderr %q)", r.code, rep, c.code, c.status, c.signal, r.stderr)
+			}
+		})
+	}
+	t.Run("sbx-failure", func(t *testing.T) {
+		r := runSbx(t, "", "run", "--memory", "lots", "--rootfs", root, "true")
+		if r.code != 125 || !strings.Contains(r.stderr, "--memory") {
+			t.Errorf("bad flag: exit %d stderr %q, want 125 and a message naming the flag", r.code, r.stderr)
+		}
+		r = runSbx(t, "", "run", "--rootfs", "/nonexistent", "true")
+		if r.code != 125 || !strings.Contains(r.stderr, "not a directory") {
+			t.Errorf("bad rootfs: exit %d stderr %q", r.code, r.stderr)
+		}
+	})
+	assertNoLeftovers(t)
+}
+
+func TestRunStdio(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	r := runSbx(t, "hello from stdin\n", "run", "-i", "--rootfs", root, "--", "sh", "-c", "cat; echo to-stderr >&2")
+	if r.code != 0 || r.stdout != "hello from stdin\n" || r.stderr != "to-stderr\n" {
+		t.Errorf("stdio: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// Without -i stdin is empty.
+	r = runSbx(t, "ignored\n", "run", "--rootfs", root, "--", "cat")
+	if r.code != 0 || r.stdout != "" {
+		t.Errorf("stdin without -i: exit %d stdout %q", r.code, r.stdout)
+	}
+	// -t gives the command a terminal.
+	r = runSbx(t, "", "run", "-t", "--rootfs", root, "--", "sh", "-c", "test -t 0 && test -t 1 && tty")
+	if r.code != 0 || !strings.Contains(r.stdout, "/dev/pts/") {
+		t.Errorf("tty: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+func TestRunOptions(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	envFile := filepath.Join(t.TempDir(), "env")
+	os.WriteFile(envFile, []byte("# comment\nFROM_FILE=1\nOVERRIDE=file\n"), 0o644)
+	out := mustRun(t, "run", "--rootfs", root, "-e", "A=b c", "--env-file", envFile, "-e", "OVERRIDE=flag",
+		"-w", "/home/user", "-u", "1000:1000", "--", "sh", "-c", `echo "$A|$FROM_FILE|$OVERRIDE|$(pwd)|$(id -u):$(id -g)"; grep CapEff /proc/self/status`)
+	if !strings.Contains(out, "b c|1|flag|/home/user|1000:1000\n") {
+		t.Errorf("env/workdir/user: %q", out)
+	}
+	if !strings.Contains(out, "CapEff:\t0000000000000000") {
+		t.Errorf("a non-root user must have no effective capabilities: %q", out)
+	}
+	out = mustRun(t, "run", "--rootfs", root, "--read-only", "--", "sh", "-c", "touch /x 2>/dev/null && echo root=rw || echo root=ro; touch /tmp/x && echo tmp=rw")
+	if out != "root=ro\ntmp=rw\n" {
+		t.Errorf("--read-only: %q", out)
+	}
+	out = mustRun(t, "run", "--rootfs", root, "--seccomp", "unconfined", "--cap-drop", "ALL", "--", "grep", "-E", "^(Seccomp|CapEff):", "/proc/self/status")
+	if out != "CapEff:\t0000000000000000\nSeccomp:\t0\n" {
+		t.Errorf("unconfined, cap-drop ALL: %q", out)
+	}
+	out = mustRun(t, "run", "--rootfs", root, "--cap-drop", "NET_RAW", "--cap-add", "SYS_ADMIN", "--", "grep", "^CapEff:", "/proc/self/status")
+	if out != "CapEff:\t00000000a82405fb\n" {
+		t.Errorf("cap-add SYS_ADMIN, cap-drop NET_RAW: %q", out)
+	}
+	profile := filepath.Join(t.TempDir(), "profile.json")
+	os.WriteFile(profile, []byte(`{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}`), 0o644)
+	out = mustRun(t, "run", "--rootfs", root, "--seccomp", profile, "--", "sh", "-c", "mkdir /tmp/d 2>&1 || echo denied")
+	if !strings.Contains(out, "denied") {
+		t.Errorf("custom seccomp profile not applied: %q", out)
+	}
+	r := runSbx(t, "", "run", "--rootfs", root, "--cap-add", "NOT_A_CAP", "true")
+	if r.code != 125 || !strings.Contains(r.stderr, "unknown capability") {
+		t.Errorf("unknown capability: exit %d stderr %q", r.code, r.stderr)
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunMemoryLimitOOM(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	r, rep := runReport(t, "-m", "32m", "--rootfs", root, "--", "awk", `BEGIN { s = "xxxxxxxxxxxxxxxx"; while (1) s = s s }`)
+	if r.code != 137 || rep.Status != sandbox.StatusOOM || !rep.OOMKilled {
+		t.Fatalf("memory hog: exit %d report %+v, want 137 and status oom", r.code, rep)
+	}
+	if rep.MemoryPeakBytes == 0 || rep.MemoryPeakBytes > 40<<20 {
+		t.Errorf("peak memory %d outside (0, 40 MiB] under a 32 MiB limit", rep.MemoryPeakBytes)
+	}
+	// Within the limit, nothing is killed and the peak is reported.
+	r, rep = runReport(t, "-m", "64m", "--rootfs", root, "--", "sh", "-c", "head -c 16m /dev/zero | tr '\\0' x > /tmp/f; true")
+	if r.code != 0 || rep.OOMKilled || rep.MemoryPeakBytes < 16<<20 {
+		t.Errorf("within limit: exit %d report %+v, want ok with peak >= 16 MiB (tmpfs pages count)", r.code, rep)
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunPidsLimit(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	// A fork bomb holds at the limit (busybox sh gives up at "can't fork"),
+	// or the timeout ends it; either way the run ends and the host is fine.
+	start := time.Now()
+	r, rep := runReport(t, "--pids-limit", "32", "--timeout", "3s", "--rootfs", root, "--", "sh", "-c", "f() { f | f & }; f; sleep 100")
+	if r.code == 0 || rep.Status == sandbox.StatusOK {
+		t.Errorf("fork bomb: exit %d report %+v, want a failure", r.code, rep)
+	}
+	if time.Since(start) > 20*time.Second {
+		t.Errorf("fork bomb run took %v", time.Since(start))
+	}
+	// Counting processes: the 40th background sleep cannot start.
+	out := runSbx(t, "", "run", "--pids-limit", "20", "--rootfs", root, "--", "sh", "-c",
+		"i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done; echo started=$i").stdout
+	if strings.Contains(out, "started=40") {
+		t.Errorf("40 processes started under --pids-limit 20: %q", out)
+	}
+	if n := countHostProcesses(t, "sleep 100"); n != 0 {
+		t.Errorf("%d fork bomb processes survived the run", n)
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunCPUQuota(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	_, rep := runReport(t, "--cpus", "0.5", "--timeout", "3s", "--rootfs", root, "--", "sh", "-c", "while :; do :; done")
+	if rep.Status != sandbox.StatusTimeout {
+		t.Fatalf("spinner: report %+v", rep)
+	}
+	share := rep.CPUTimeS / rep.WallTimeS
+	if share < 0.35 || share > 0.65 {
+		t.Errorf("--cpus 0.5 gave %.2f of a CPU (cpu %.2fs over %.2fs wall), want about 0.5", share, rep.CPUTimeS, rep.WallTimeS)
+	}
+}
+
+func TestRunTimeoutKillsTree(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	start := time.Now()
+	r, rep := runReport(t, "--timeout", "1s", "--rootfs", root, "--", "sh", "-c", "setsid sleep 101 & (trap '' TERM; sleep 102) & sleep 103")
+	elapsed := time.Since(start)
+	if r.code != 124 || rep.Status != sandbox.StatusTimeout || !rep.TimedOut {
+		t.Errorf("timeout: exit %d report %+v", r.code, rep)
+	}
+	if elapsed > 5*time.Second {
+		t.Errorf("timeout of 1s took %v to end the run", elapsed)
+	}
+	for _, p := range []string{"sleep 101", "sleep 102", "sleep 103"} {
+		if n := countHostProcesses(t, p); n != 0 {
+			t.Errorf("%q survived the timeout", p)
+		}
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunRootfsUnchanged(t *testing.T) {
+	dir := fixture.NewBusyboxRootfs(t, filepath.Join(t.TempDir(), "root"))
+	os.WriteFile(filepath.Join(dir, "etc", "keep"), []byte("original\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "etc", "gone"), []byte("original\n"), 0o644)
+	before := treeHash(t, dir)
+	mustRun(t, "run", "--rootfs", dir, "--", "sh", "-c", "echo new > /etc/keep && rm /etc/gone && rm -r /bin/vi && mkdir /newdir && echo x > /newdir/f && chmod 700 /etc")
+	if after := treeHash(t, dir); after != before {
+		t.Fatal("the --rootfs directory changed during a run")
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunSignalsToSbx(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			cmd := exec.Command(sbxBin, "run", "--rootfs", root, "--", "sleep", "104")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return countHostProcesses(t, "sleep 104") == 1 })
+			cmd.Process.Signal(sig)
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				t.Fatalf("sbx did not exit after %v", sig)
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 128+int(sig) {
+				t.Errorf("after %v sbx exited %d, want %d", sig, code, 128+int(sig))
+			}
+			if n := countHostProcesses(t, "sleep 104"); n != 0 {
+				t.Errorf("the command survived %v to sbx", sig)
+			}
+			assertNoLeftovers(t)
+		})
+	}
+	// SIGKILL leaves state behind; sbx gc removes it.
+	cmd := exec.Command(sbxBin, "run", "--rootfs", root, "--", "sleep", "105")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return countHostProcesses(t, "sleep 105") == 1 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitFor(t, func() bool { return countHostProcesses(t, "sleep 105") == 0 }) // parent-death signal
+	mustRun(t, "gc")
+	assertNoLeftovers(t)
+}
+
+func TestRunManyNoLeaks(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	for i := 0; i < 20; i++ {
+		switch i % 4 {
+		case 0:
+			mustRun(t, "run", "--rootfs", root, "true")
+		case 1:
+			runSbx(t, "", "run", "--rootfs", root, "--timeout", "200ms", "sleep", "10")
+		case 2:
+			runSbx(t, "", "run", "--rootfs", root, "sh", "-c", "kill -9 $$")
+		case 3:
+			runSbx(t, "", "run", "-m", "16m", "--rootfs", root, "awk", `BEGIN { s = "xxxxxxxx"; while (1) s = s s }`)
+		}
+	}
+	assertNoLeftovers(t)
+}
+
+func TestRunDebianRootfs(t *testing.T) {
+	root := fixture.DebianRootfs(t)
+	out := mustRun(t, "run", "--rootfs", root, "--", "bash", "-c", "python3 -c 'print(6*7)'; ps -e --no-headers | wc -l")
+	if !strings.HasPrefix(out, "42\n") {
+		t.Errorf("python3 in the Debian root: %q", out)
+	}
+}
+
+// countHostProcesses counts host processes whose command line is s.
+func countHostProcesses(t testing.TB, s string) int {
+	t.Helper()
+	n := 0
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		if strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")) == s {
+			n++
+		}
+	}
+	return n
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// treeHash hashes names, modes, owners, link targets and contents of a tree.
+func treeHash(t testing.TB, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		fmt.Fprintf(h, "%s %v %d %d %d\n", p, info.Mode(), st.Uid, st.Gid, info.Size())
+		if info.Mode()&fs.ModeSymlink != 0 {
+			target, _ := os.Readlink(p)
+			fmt.Fprintln(h, target)
+		} else if info.Mode().IsRegular() {
+			data, _ := os.ReadFile(p)
+			h.Write(data)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
