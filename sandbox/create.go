@@ -52,6 +52,9 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	defer l.Unlock()
+	if m.onAdmit != nil {
+		m.onAdmit(sb.ID)
+	}
 	m.crashPoint(stepRecorded)
 	if err := m.build(ctx, sb, l); err != nil {
 		m.log.Debug("create failed, releasing", "id", sb.ID, "err", err)

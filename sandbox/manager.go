@@ -60,6 +60,9 @@ type Manager struct {
 	// every prefix of a create.
 	crashAt string
 	now     func() time.Time
+	// onAdmit, if set, learns every id Create admits (tests track what
+	// they must find released).
+	onAdmit func(id string)
 }
 
 // New opens the state under cfg.Root and cfg.RunRoot, creating them if

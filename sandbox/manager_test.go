@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/sandbox/state"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -50,6 +50,10 @@ func newManager(t testing.TB, cfg Config) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
+	seenMu.Lock()
+	seen[m] = map[string]bool{}
+	seenMu.Unlock()
+	m.onAdmit = func(id string) { markSeen(m, id) }
 	t.Cleanup(func() {
 		ctx := context.Background()
 		list, _ := m.List(ctx, Filter{})
@@ -64,6 +68,21 @@ func newManager(t testing.TB, cfg Config) *Manager {
 		assertNoLeaks(t, m)
 	})
 	return m
+}
+
+// seen records the ids each test Manager created, so that leak checks
+// look only at their own sandboxes' cgroups.
+var (
+	seenMu sync.Mutex
+	seen   = map[*Manager]map[string]bool{}
+)
+
+func markSeen(m *Manager, id string) {
+	seenMu.Lock()
+	defer seenMu.Unlock()
+	if seen[m] != nil {
+		seen[m][id] = true
+	}
 }
 
 // assertNoLeaks fails if anything of the Manager's sandboxes is left on the
@@ -93,8 +112,15 @@ func assertNoLeaks(t testing.TB, m *Manager) {
 	if len(runDirs) > 0 {
 		t.Errorf("leaked runtime directories: %v", runDirs)
 	}
+	// Sandboxes created by helper processes are known from their records.
+	for _, id := range ids {
+		markSeen(m, id)
+	}
+	seenMu.Lock()
+	mine := seen[m]
+	seenMu.Unlock()
 	for id := range cgroup.Leftovers() {
-		if state.ValidID(id) == nil {
+		if mine[id] {
 			if _, err := os.Stat(m.store.Dir(id)); err != nil {
 				t.Errorf("leaked cgroup of sandbox %s", id)
 			}
@@ -329,6 +355,7 @@ func TestCreateKilledAtEachStep(t *testing.T) {
 			if len(list) != 1 || list[0].Status != StatusCreating {
 				t.Fatalf("after a crash at %s: want one creating sandbox, got %d", step, len(list))
 			}
+			markSeen(m, list[0].ID)
 			rep, err := m.GC(ctx)
 			if err != nil {
 				t.Fatal(err)

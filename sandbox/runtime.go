@@ -153,12 +153,16 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	if sb.Image != nil {
 		env = mergeEnv(sb.Image.Env, sb.Options.Env)
 	}
+	// Commands get the image's and the caller's variables (and a PATH);
+	// the executor sets HOME and USER for the user each command runs as.
+	cmdEnv := withPath(env)
+	env = processEnv(env, hostname, false, 0)
 	spec := &isolate.Spec{
 		ID:             sb.ID,
 		Rootfs:         sb.RootPath,
 		ReadonlyRootfs: sb.Options.ReadonlyRootfs,
-		Args:           []string{isolate.HelperPath, "executor", "--listen-fd", "3"},
-		Env:            processEnv(env, hostname, false, 0),
+		Args:           executorArgs(isolate.HelperPath, sb, cmdEnv),
+		Env:            env,
 		Cwd:            "/",
 		Hostname:       hostname,
 		CapAdd:         sb.Options.CapAdd,
@@ -278,6 +282,16 @@ func volumeMounts(o Options) []specs.Mount {
 	return out
 }
 
+// withPath adds the default PATH to env if it has none.
+func withPath(env []string) []string {
+	for _, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			return env
+		}
+	}
+	return append(append([]string{}, env...), "PATH="+isolate.DefaultPath)
+}
+
 // mergeEnv returns base with the entries of over replacing equal keys.
 func mergeEnv(base, over []string) []string {
 	idx := map[string]int{}
@@ -382,4 +396,30 @@ func waitPidfd(ctx context.Context, pidfd int, timeout time.Duration) error {
 			return nil
 		}
 	}
+}
+
+// executorArgs is the command line of a sandbox's PID 1: the executor with
+// the sandbox's defaults for commands.
+func executorArgs(helper string, sb *Sandbox, env []string) []string {
+	args := []string{helper, "executor", "--listen-fd", "3"}
+	workdir := sb.Options.Workdir
+	user := sb.Options.User
+	if sb.Image != nil {
+		if workdir == "" {
+			workdir = sb.Image.Workdir
+		}
+		if user == "" {
+			user = sb.Image.User
+		}
+	}
+	if workdir != "" {
+		args = append(args, "--workdir", workdir)
+	}
+	if user != "" {
+		args = append(args, "--user", user)
+	}
+	for _, e := range env {
+		args = append(args, "--env", e)
+	}
+	return args
 }
