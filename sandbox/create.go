@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sbxrun/sbx/sandbox/state"
 )
@@ -47,6 +48,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		sb.ExpiresAt = &exp
 	}
 	sb.Resources = m.plan(sb)
+	t0 := time.Now()
 	l, err := m.admit(ctx, sb)
 	if err != nil {
 		return nil, err
@@ -56,6 +58,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		m.onAdmit(sb.ID)
 	}
 	m.crashPoint(stepRecorded)
+	sb.CreateTimings = &CreateTimings{AdmitS: time.Since(t0).Seconds()}
 	if err := m.build(ctx, sb, l); err != nil {
 		m.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
 		if rerr := m.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
@@ -67,6 +70,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	started := m.now().UTC()
 	sb.Started = &started
 	sb.Status = StatusRunning
+	sb.CreateTimings.TotalS = time.Since(t0).Seconds()
 	if err := l.Write(sb); err != nil {
 		_ = m.destroy(context.WithoutCancel(ctx), l, sb)
 		return nil, err

@@ -63,6 +63,7 @@ func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) 
 		return err
 	}
 	m.crashPoint(stepRootfs)
+	t0 := time.Now()
 	hostname := sb.Options.Hostname
 	if hostname == "" {
 		hostname = sb.ShortID()
@@ -82,6 +83,9 @@ func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) 
 		return err
 	}
 	sb.RootPath = root.Path
+	if sb.CreateTimings != nil {
+		sb.CreateTimings.RootfsS = time.Since(t0).Seconds()
+	}
 	return m.startContainer(ctx, sb, hostname, root.Mounts)
 }
 
@@ -177,6 +181,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 		Mounts:  mounts,
 	}
 	m.crashPoint(stepStart)
+	t0 := time.Now()
 	ctr, err := isolate.Start(filepath.Join(run, containerDir), spec, isolate.IO{
 		Stdout:     logf,
 		Stderr:     logf,
@@ -192,9 +197,14 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	sb.Pid = ctr.Pid()
 	sb.Socket = sockPath
 	m.crashPoint(stepReady)
+	t1 := time.Now()
 	if err := m.waitReady(ctx, sockPath); err != nil {
 		tail := logTail(filepath.Join(run, executorLog))
 		return fmt.Errorf("%w: %w%s", ErrNotReady, err, tail)
+	}
+	if sb.CreateTimings != nil {
+		sb.CreateTimings.StartS = t1.Sub(t0).Seconds()
+		sb.CreateTimings.ReadyS = time.Since(t1).Seconds()
 	}
 	return nil
 }

@@ -117,10 +117,24 @@ type Sandbox struct {
 	Stopped   *time.Time `json:"stopped,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
+	// CreateTimings break down where the create's time went.
+	CreateTimings *CreateTimings `json:"create_timings,omitempty"`
+
 	// Resources are everything created on the host for the sandbox, in
 	// creation order. Each is recorded before it is created, so removal
 	// (and gc after a crash) can release exactly these.
 	Resources []Resource `json:"resources"`
+}
+
+// CreateTimings are the durations of the steps of a create, in seconds:
+// admission (limits, id, name, first record), the root file system, the
+// container start, and waiting for the executor's first answer.
+type CreateTimings struct {
+	AdmitS  float64 `json:"admit_s"`
+	RootfsS float64 `json:"rootfs_s"`
+	StartS  float64 `json:"start_s"`
+	ReadyS  float64 `json:"ready_s"`
+	TotalS  float64 `json:"total_s"`
 }
 
 // ImageInfo is the resolved image of a sandbox.
