@@ -38,15 +38,21 @@ const (
 	killWait      = 10 * time.Second // how long to wait for a killed PID 1 to go
 )
 
-// ImageSource resolves image references to unpacked layers. The image
-// cache provides it; a Manager without one accepts only --rootfs.
+// ImageSource is the image cache as the Manager uses it: resolving
+// references to unpacked layers, and storing a sandbox's writable layer as a
+// new image. NewImageSource adapts the image cache to it.
 type ImageSource interface {
+	// Resolve returns the image ref, pulling it if the policy allows.
 	Resolve(ctx context.Context, ref string) (*ResolvedImage, error)
+	// Commit stores layer (an uncompressed tar in OCI form: whiteouts as
+	// .wh. files) on top of the image base (a digest) as a new image
+	// called name.
+	Commit(ctx context.Context, base, name string, layer io.Reader) (*ResolvedImage, error)
 }
 
 // ResolvedImage is an image ready to be mounted.
 type ResolvedImage struct {
-	Ref     string
+	Ref     string // familiar name
 	Digest  string
 	Layers  []string // unpacked layer directories, lowest first
 	Env     []string

@@ -50,7 +50,9 @@ func openManager() (*sandbox.Manager, error) {
 		return nil, err
 	}
 	cfg.Helper = helper
-	cfg.Images = imageSource()
+	if cfg.Images, err = imageSource(); err != nil {
+		return nil, err
+	}
 	return sandbox.New(cfg)
 }
 

@@ -601,3 +601,17 @@ func (a *Admission) Release() {
 		a.f = nil
 	}
 }
+
+// LockFile takes an exclusive flock on path (created if needed), waiting
+// until ctx ends, and returns the function that releases it.
+func LockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: open lock %s: %w", path, err)
+	}
+	if err := flock(ctx, f, true); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("state: lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil
+}
