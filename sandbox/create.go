@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -16,6 +17,7 @@ import (
 const (
 	stepRecorded = "recorded" // record written, nothing created yet
 	stepRunDir   = "rundir"   // about to create the runtime directory
+	stepNetwork  = "network"  // about to attach the network (bridge mode)
 	stepRootfs   = "rootfs"   // about to mount the root
 	stepStart    = "start"    // about to start the container
 	stepReady    = "ready"    // container started, waiting for the executor
@@ -24,7 +26,7 @@ const (
 
 // CreateSteps lists the crash points of a create in order, for tests that
 // interrupt a create at each of them.
-var CreateSteps = []string{stepRecorded, stepRunDir, stepRootfs, stepStart, stepReady, stepFinish}
+var CreateSteps = []string{stepRecorded, stepRunDir, stepNetwork, stepRootfs, stepStart, stepReady, stepFinish}
 
 // Create makes a new sandbox and starts it, returning once its executor
 // answers. On any error everything created so far is released. If the
@@ -100,11 +102,14 @@ func (m *Manager) applyDefaults(o *Options) {
 // a no-op.
 func (m *Manager) plan(sb *Sandbox) []Resource {
 	run := m.store.RunDir(sb.ID)
-	return []Resource{
-		{Kind: ResourceRunDir, Path: run},
-		{Kind: ResourceRootfs, Path: filepath.Join(run, "rootfs")},
-		{Kind: ResourceContainer, Path: filepath.Join(run, "container"), ID: sb.ID},
+	plan := []Resource{{Kind: ResourceRunDir, Path: run}}
+	if sb.Options.Network == string(netns.ModeBridge) {
+		plan = append(plan, Resource{Kind: ResourceNetwork, ID: sb.ID})
 	}
+	return append(plan,
+		Resource{Kind: ResourceRootfs, Path: filepath.Join(run, rootfsDir)},
+		Resource{Kind: ResourceContainer, Path: filepath.Join(run, containerDir), ID: sb.ID},
+	)
 }
 
 // admit checks the limits, claims the id and name and writes the first
@@ -228,6 +233,12 @@ func (m *Manager) releaseResource(ctx context.Context, sb *Sandbox, r Resource) 
 		return m.releaseRootfs(r.Path)
 	case ResourceContainer:
 		return m.releaseContainer(ctx, r)
+	case ResourceNetwork:
+		n, err := m.network()
+		if err != nil {
+			return err
+		}
+		return n.Detach(ctx, r.ID)
 	default:
 		return fmt.Errorf("unknown resource kind %q (written by a newer sbx?)", r.Kind)
 	}

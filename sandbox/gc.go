@@ -166,15 +166,47 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 		}
 		rep.Orphans = append(rep.Orphans, "cgroup:"+id)
 	}
+	// Network leases, veths, namespaces and rules of no sandbox (nor of a
+	// one-shot run still going).
+	if _, err := os.Stat(filepath.Join(m.store.Root(), "network")); err == nil {
+		removed, err := m.gcNetwork(ctx)
+		errs = append(errs, err)
+		for _, r := range removed {
+			rep.Orphans = append(rep.Orphans, "network:"+r)
+		}
+	}
 	// Names and expiry entries of no sandbox.
 	names, err := m.store.Names()
 	errs = append(errs, err)
 	for name, owner := range names {
 		if state.ValidID(owner) != nil || !exists(owner) {
-			if err := os.Remove(filepath.Join(m.store.Root(), "names", name)); err == nil {
-				rep.Orphans = append(rep.Orphans, "name:"+name)
-			}
+			m.store.ReleaseName(name, owner)
+			rep.Orphans = append(rep.Orphans, "name:"+name)
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// gcNetwork removes network leftovers. Live owners are this store's
+// sandboxes and the one-shot runs whose directory still exists (sbx gc
+// removes those of crashed runs first).
+func (m *Manager) gcNetwork(ctx context.Context) ([]string, error) {
+	n, err := m.network()
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	ids, err := m.store.IDs()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		live[id] = true
+	}
+	if runs, err := os.ReadDir(filepath.Join(m.store.RunRoot(), runsDir)); err == nil {
+		for _, r := range runs {
+			live[r.Name()] = true
+		}
+	}
+	return n.GC(ctx, live)
 }

@@ -8,10 +8,12 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -60,6 +62,9 @@ type Manager struct {
 	// every prefix of a create.
 	crashAt string
 	now     func() time.Time
+	netOnce sync.Once
+	net     *netns.Network
+	netErr  error
 	// onAdmit, if set, learns every id Create admits (tests track what
 	// they must find released).
 	onAdmit func(id string)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
@@ -68,7 +69,7 @@ func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) 
 	if err != nil {
 		return err
 	}
-	m.crashPoint(stepRootfs)
+	m.crashPoint(stepNetwork)
 	t0 := time.Now()
 	hostname := sb.Options.Hostname
 	if hostname == "" {
@@ -78,13 +79,22 @@ func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) 
 	if sb.Options.Workdir != "" {
 		dirs = append(dirs, sb.Options.Workdir)
 	}
-	root, err := rootfs.Prepare(filepath.Join(run, rootfsDir), lowers, rootfs.Options{
+	ro := rootfs.Options{
 		DiskBytes:  sb.Options.Limits.DiskBytes,
 		Hostname:   hostname,
 		Hosts:      hostsFile(hostname),
-		ResolvConf: resolvConf(sb.Options.Network),
+		ResolvConf: resolvConf(netns.Mode(sb.Options.Network)),
 		Dirs:       dirs,
-	})
+	}
+	if sb.Options.Network == string(netns.ModeBridge) {
+		att, err := m.attachNetwork(ctx, sb, hostname)
+		if err != nil {
+			return err
+		}
+		ro.Hosts, ro.ResolvConf = att.Hosts, att.ResolvConf
+	}
+	m.crashPoint(stepRootfs)
+	root, err := rootfs.Prepare(filepath.Join(run, rootfsDir), lowers, ro)
 	if err != nil {
 		return err
 	}
@@ -93,6 +103,48 @@ func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) 
 		sb.CreateTimings.RootfsS = time.Since(t0).Seconds()
 	}
 	return m.startContainer(ctx, sb, hostname, root.Mounts)
+}
+
+// attachNetwork gives a bridged sandbox its namespace, address, rules and
+// published ports. The network resource was recorded with the first write.
+func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, hostname string) (*netns.Attachment, error) {
+	opts, err := sb.Options.networkOptions(hostname)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	n, err := m.network()
+	if err != nil {
+		return nil, err
+	}
+	att, err := n.Attach(ctx, sb.ID, opts)
+	if err != nil {
+		return nil, err
+	}
+	sb.Network = att
+	return att, nil
+}
+
+// isolateNetwork is the network of the sandbox's container.
+func isolateNetwork(sb *Sandbox) string {
+	switch {
+	case sb.Network != nil && sb.Network.NetNSPath != "":
+		return sb.Network.NetNSPath
+	case sb.Options.Network == string(netns.ModeHost):
+		return isolate.NetworkHost
+	}
+	return isolate.NetworkNone
+}
+
+// network opens the bridge network state on first use.
+func (m *Manager) network() (*netns.Network, error) {
+	m.netOnce.Do(func() {
+		m.net, m.netErr = netns.Open(netns.Config{
+			StateDir: filepath.Join(m.store.Root(), "network"),
+			RunDir:   filepath.Join(m.store.RunRoot(), "netns"),
+			Logger:   m.log,
+		})
+	})
+	return m.net, m.netErr
 }
 
 // lowers returns the read-only layers of the sandbox's root, resolving its
@@ -183,7 +235,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 			CPUs:        sb.Options.Limits.CPUs,
 			Pids:        sb.Options.Limits.Pids,
 		},
-		Network: sb.Options.Network,
+		Network: isolateNetwork(sb),
 		Mounts:  mounts,
 	}
 	m.crashPoint(stepStart)

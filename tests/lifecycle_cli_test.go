@@ -360,7 +360,8 @@ func TestLifecycleKilledCreate(t *testing.T) {
 	h := newLCHost(t)
 	for _, step := range sandbox.CreateSteps {
 		t.Run(step, func(t *testing.T) {
-			r := h.sbxEnv(t, []string{"SBX_TEST_CRASH_AT=" + step}, "", "create", "--rootfs", fixture.BusyboxRootfs(t), "--name", "crashy", "--ttl", "1h")
+			r := h.sbxEnv(t, []string{"SBX_TEST_CRASH_AT=" + step}, "", "create", "--rootfs", fixture.BusyboxRootfs(t), "--name", "crashy", "--ttl", "1h",
+				"--network", "bridge", "-p", "127.0.0.1:0:80")
 			if r.code != -1 {
 				t.Fatalf("sbx was not killed at %s: code %d %s", step, r.code, r.stderr)
 			}
@@ -376,6 +377,29 @@ func TestLifecycleKilledCreate(t *testing.T) {
 			h.assertNoLeaks(t)
 		})
 	}
+}
+
+// A bridged sandbox gets an address on sbx0 and published ports; rm
+// releases its lease, namespace and rules.
+func TestLifecycleBridge(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t, "--network", "bridge", "-p", "127.0.0.1:0:8080")
+	sb := h.inspect(t, id)
+	if sb.Network == nil || !sb.Network.IP.IsValid() || len(sb.Network.Ports) != 1 || sb.Network.Ports[0].HostPort == 0 {
+		t.Fatalf("inspect of a bridged sandbox: %+v", sb.Network)
+	}
+	out := h.must(t, "exec", id, "--", "sh", "-c", "ip -4 -o addr show eth0")
+	if !strings.Contains(out, sb.Network.IP.String()+"/") {
+		t.Fatalf("eth0 inside: %q, want %s", out, sb.Network.IP)
+	}
+	// The sandbox survives a stop and start with the same address.
+	h.must(t, "stop", "--time", "1s", id)
+	h.must(t, "start", id)
+	if out := h.must(t, "exec", id, "--", "sh", "-c", "ip -4 -o addr show eth0"); !strings.Contains(out, sb.Network.IP.String()+"/") {
+		t.Fatalf("eth0 after restart: %q", out)
+	}
+	h.must(t, "rm", "-f", id)
+	h.assertNoLeaks(t)
 }
 
 // 200 sandboxes created and removed leave no mounts, cgroups, directories

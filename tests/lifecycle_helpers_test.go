@@ -121,7 +121,7 @@ func (h *lcHost) assertNoLeaks(t testing.TB) {
 			t.Errorf("leaked mount: %s", line)
 		}
 	}
-	for _, d := range []string{filepath.Join(h.run, "sandboxes"), filepath.Join(h.root, "sandboxes"), filepath.Join(h.root, "names"), filepath.Join(h.root, "expiry")} {
+	for _, d := range []string{filepath.Join(h.run, "sandboxes"), filepath.Join(h.root, "sandboxes"), filepath.Join(h.root, "names"), filepath.Join(h.root, "expiry"), filepath.Join(h.root, "network", "leases"), filepath.Join(h.run, "netns")} {
 		if entries, _ := os.ReadDir(d); len(entries) > 0 {
 			t.Errorf("leaked entries in %s: %d", d, len(entries))
 		}

@@ -152,9 +152,11 @@ func (o *createOptions) options(args []string) (sandbox.Options, error) {
 		return opts, err
 	}
 	opts.Limits = sandbox.Limits{MemoryBytes: limits.MemoryBytes, CPUs: limits.CPUs, Pids: limits.Pids, DiskBytes: disk}
-	if opts.Network, err = o.networkMode(); err != nil {
+	if _, err := o.networkOptions(); err != nil {
 		return opts, err
 	}
+	opts.Network, opts.Publish, opts.Egress = o.network, o.publish, o.egress
+	opts.AllowHostPorts, opts.DNS = o.hostPorts, o.dns
 	if opts.Env, err = o.environ(); err != nil {
 		return opts, err
 	}
