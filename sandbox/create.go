@@ -59,6 +59,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	if m.onAdmit != nil {
 		m.onAdmit(sb.ID)
 	}
+	m.emit(EventCreated, sb)
 	m.crashPoint(stepRecorded)
 	sb.CreateTimings = &CreateTimings{AdmitS: time.Since(t0).Seconds()}
 	if err := m.build(ctx, sb, l); err != nil {
@@ -77,6 +78,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		_ = m.destroy(context.WithoutCancel(ctx), l, sb)
 		return nil, err
 	}
+	m.emit(EventReady, sb)
 	return sb, nil
 }
 
@@ -208,7 +210,11 @@ func (m *Manager) destroy(ctx context.Context, l *state.Lock, sb *Sandbox) error
 	if err := m.release(ctx, sb); err != nil {
 		return err
 	}
-	return m.forget(l, sb)
+	if err := m.forget(l, sb); err != nil {
+		return err
+	}
+	m.emit(EventRemoved, sb)
+	return nil
 }
 
 // release undoes the resources of sb, newest first, going on after errors.

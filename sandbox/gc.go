@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -48,6 +49,7 @@ func (m *Manager) reapExpired(ctx context.Context) []string {
 			l.Unlock()
 			continue
 		}
+		m.emit(EventExpired, &sb)
 		if err := m.destroy(context.WithoutCancel(ctx), l, &sb); err != nil {
 			m.log.Warn("remove expired sandbox", "id", id, "err", err)
 			l.Unlock()
@@ -210,3 +212,7 @@ func (m *Manager) gcNetwork(ctx context.Context) ([]string, error) {
 	}
 	return n.GC(ctx, live)
 }
+
+// Network returns the bridge network the Manager attaches sandboxes to, for
+// keeping its pool of prepared namespaces filled (Prefill) from a server.
+func (m *Manager) Network() (*netns.Network, error) { return m.network() }

@@ -216,7 +216,13 @@ func TestCreateStopStartRemove(t *testing.T) {
 }
 
 func TestPauseResume(t *testing.T) {
-	m := newManager(t, Config{})
+	var mu sync.Mutex
+	var events []string
+	m := newManager(t, Config{Events: func(e Event) {
+		mu.Lock()
+		events = append(events, e.Type)
+		mu.Unlock()
+	}})
 	ctx := context.Background()
 	sb, err := m.Create(ctx, busybox(t))
 	if err != nil {
@@ -249,6 +255,12 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoLeaks(t, m)
+	mu.Lock()
+	got := strings.Join(events, ",")
+	mu.Unlock()
+	if want := "created,ready,paused,resumed,paused,removed"; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
 }
 
 func TestBadOptionsChangeNothing(t *testing.T) {

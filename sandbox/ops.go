@@ -50,6 +50,7 @@ func (m *Manager) markStopped(l *state.Lock, sb *Sandbox) {
 	if err := l.Write(sb); err != nil {
 		m.log.Warn("record stopped sandbox", "id", sb.ID, "err", err)
 	}
+	m.emit(EventStopped, sb)
 }
 
 // Stop sends SIGTERM to the sandbox's PID 1, waits up to timeout (0 means
@@ -146,6 +147,7 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, error) {
 	if err := l.Write(sb); err != nil {
 		return nil, err
 	}
+	m.emit(EventStarted, sb)
 	return sb, nil
 }
 
@@ -192,6 +194,11 @@ func (m *Manager) setFrozen(ctx context.Context, ref string, freeze bool) (*Sand
 	sb.Status = want
 	if err := l.Write(sb); err != nil {
 		return nil, err
+	}
+	if freeze {
+		m.emit(EventPaused, sb)
+	} else {
+		m.emit(EventResumed, sb)
 	}
 	return sb, nil
 }
