@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 
@@ -51,7 +50,7 @@ func (m *Manager) Attach(ctx context.Context, ref string, o AttachOptions) (int,
 	if sb.Status != StatusRunning {
 		return 0, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
 	}
-	lc, err := libcontainer.Load(filepath.Join(m.store.RunDir(sb.ID), containerDir), sb.ID)
+	lc, err := libcontainer.Load(m.containerRoot(), sb.ID)
 	if err != nil {
 		return 0, fmt.Errorf("sandbox %s has no container: %w", sb.ShortID(), err)
 	}

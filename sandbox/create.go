@@ -110,7 +110,7 @@ func (m *Manager) plan(sb *Sandbox) []Resource {
 	}
 	return append(plan,
 		Resource{Kind: ResourceRootfs, Path: filepath.Join(run, rootfsDir)},
-		Resource{Kind: ResourceContainer, Path: filepath.Join(run, containerDir), ID: sb.ID},
+		Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: sb.ID},
 	)
 }
 

@@ -153,6 +153,20 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 		}
 		rep.Orphans = append(rep.Orphans, "rundir:"+id)
 	}
+	// libcontainer state of no sandbox (one-shot runs use other ids).
+	if entries, err := os.ReadDir(m.containerRoot()); err == nil {
+		for _, e := range entries {
+			id := e.Name()
+			if state.ValidID(id) != nil || exists(id) {
+				continue
+			}
+			if err := m.releaseContainer(ctx, Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: id}); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rep.Orphans = append(rep.Orphans, "container:"+id)
+		}
+	}
 	// Cgroups of no sandbox. One-shot runs use other ids and are not ours.
 	for id, paths := range cgroup.Leftovers() {
 		if state.ValidID(id) != nil || exists(id) {

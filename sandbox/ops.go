@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +18,7 @@ const DefaultStopTimeout = 10 * time.Second
 
 // container loads the libcontainer container of a sandbox.
 func (m *Manager) container(sb *Sandbox) (*isolate.Container, error) {
-	ctr, err := isolate.Load(filepath.Join(m.store.RunDir(sb.ID), containerDir), sb.ID)
+	ctr, err := isolate.Load(m.containerRoot(), sb.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s has no container (run sbx gc if it crashed): %w", sb.ShortID(), err)
 	}
@@ -139,7 +138,7 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, error) {
 		hostname = sb.ShortID()
 	}
 	if err := m.startContainer(ctx, sb, hostname, nil); err != nil {
-		_ = m.releaseContainer(context.WithoutCancel(ctx), Resource{Kind: ResourceContainer, Path: filepath.Join(m.store.RunDir(sb.ID), containerDir), ID: sb.ID})
+		_ = m.releaseContainer(context.WithoutCancel(ctx), Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: sb.ID})
 		return nil, err
 	}
 	now := m.now().UTC()

@@ -29,7 +29,6 @@ import (
 // directory appears inside the sandbox.
 const (
 	rootfsDir     = "rootfs"         // rootfs.Prepare's directory
-	containerDir  = "container"      // libcontainer state root
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1
@@ -235,12 +234,13 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 			CPUs:        sb.Options.Limits.CPUs,
 			Pids:        sb.Options.Limits.Pids,
 		},
-		Network: isolateNetwork(sb),
-		Mounts:  mounts,
+		HelperSeccomp: true,
+		Network:       isolateNetwork(sb),
+		Mounts:        mounts,
 	}
 	m.crashPoint(stepStart)
 	t0 := time.Now()
-	ctr, err := isolate.Start(filepath.Join(run, containerDir), spec, isolate.IO{
+	ctr, err := isolate.Start(m.containerRoot(), spec, isolate.IO{
 		Stdout:     logf,
 		Stderr:     logf,
 		ExtraFiles: []*os.File{lnFile},
@@ -316,6 +316,12 @@ func logTail(path string) string {
 		data = data[len(data)-1000:]
 	}
 	return "\nexecutor output:\n" + strings.TrimSpace(string(data))
+}
+
+// containerRoot is libcontainer's state root, shared with one-shot runs so
+// that isolate's cache of compiled seccomp filters (next to it) is too.
+func (m *Manager) containerRoot() string {
+	return filepath.Join(m.store.RunRoot(), containersDir)
 }
 
 // helper is the sbx binary bind-mounted into sandboxes as their PID 1.
@@ -411,7 +417,7 @@ func (m *Manager) releaseContainer(ctx context.Context, r Resource) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.RemoveAll(r.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.RemoveAll(filepath.Join(r.Path, r.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
