@@ -242,6 +242,26 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 	return nil
 }
 
+// Info is a sandbox's record with what only the host can tell now.
+type Info struct {
+	*Sandbox
+	// Pids are the host PIDs of every process in the sandbox.
+	Pids []int `json:"pids,omitempty"`
+}
+
+// Inspect returns the record of the sandbox ref with its current processes.
+func (m *Manager) Inspect(ctx context.Context, ref string) (*Info, error) {
+	sb, err := m.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	info := &Info{Sandbox: sb}
+	if sb.Status == StatusRunning || sb.Status == StatusPaused {
+		info.Pids, _ = sandboxPids(sb.ID)
+	}
+	return info, nil
+}
+
 // SocketPath returns the host path of the executor socket of a running
 // sandbox, for front-ends that proxy the executor's API.
 func (m *Manager) SocketPath(ctx context.Context, ref string) (string, error) {

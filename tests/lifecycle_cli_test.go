@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -47,6 +48,10 @@ func TestLifecycleCLI(t *testing.T) {
 	}
 	if sb.Options.Limits.MemoryBytes != 64<<20 || sb.Options.Labels["tier"] != "1" {
 		t.Fatalf("inspect spec: %+v", sb.Options)
+	}
+	var infos []sandbox.Info
+	if err := json.Unmarshal([]byte(h.must(t, "inspect", id)), &infos); err != nil || len(infos) != 1 || !slices.Contains(infos[0].Pids, sb.Pid) {
+		t.Fatalf("inspect pids: %v %+v", err, infos)
 	}
 
 	// Exec: output streamed, exit code propagated, defaults and overrides.

@@ -356,20 +356,20 @@ func writeJSON(w io.Writer, v any) error {
 func init() {
 	rootCmd.AddCommand(&cobra.Command{
 		Use:   "inspect ID...",
-		Short: "Print sandboxes as JSON: spec, state, times, PID, socket, resources",
+		Short: "Print sandboxes as JSON: spec, state, times, PIDs, network, socket, resources",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := openManager()
 			if err != nil {
 				return sbxError(err)
 			}
-			var out []*sandbox.Sandbox
+			var out []*sandbox.Info
 			for _, ref := range args {
-				sb, err := m.Get(context.Background(), ref)
+				info, err := m.Inspect(context.Background(), ref)
 				if err != nil {
 					return sbxError(err)
 				}
-				out = append(out, sb)
+				out = append(out, info)
 			}
 			return writeJSON(cmd.OutOrStdout(), out)
 		},
