@@ -51,6 +51,12 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	}
 	sb.Resources = m.plan(sb)
 	t0 := time.Now()
+	// The image (or root directory) is checked, and pulled if need be,
+	// before anything is recorded: a bad reference creates nothing.
+	lowers, err := m.lowers(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
 	l, err := m.admit(ctx, sb)
 	if err != nil {
 		return nil, err
@@ -62,7 +68,7 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	m.emit(EventCreated, sb)
 	m.crashPoint(stepRecorded)
 	sb.CreateTimings = &CreateTimings{AdmitS: time.Since(t0).Seconds()}
-	if err := m.build(ctx, sb, l); err != nil {
+	if err := m.build(ctx, sb, lowers); err != nil {
 		m.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
 		if rerr := m.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
 			return nil, fmt.Errorf("create sandbox: %w (and releasing what was created failed: %v; run sbx gc)", err, rerr)
@@ -188,13 +194,13 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 }
 
 // build creates the planned resources in order.
-func (m *Manager) build(ctx context.Context, sb *Sandbox, l *state.Lock) error {
+func (m *Manager) build(ctx context.Context, sb *Sandbox, lowers []string) error {
 	m.crashPoint(stepRunDir)
 	run := m.store.RunDir(sb.ID)
 	if err := os.Mkdir(run, 0o700); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
-	return m.startRuntime(ctx, sb, l)
+	return m.startRuntime(ctx, sb, lowers)
 }
 
 // destroy releases every resource of sb, newest first, and then forgets

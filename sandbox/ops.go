@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -124,6 +125,9 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, error) {
 	}
 	if sb.Status != StatusStopped {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+	}
+	if _, err := os.Stat(sb.RootPath); err != nil {
+		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", ErrState, sb.ShortID())
 	}
 	// The old container's state and cgroups go first; the root stays.
 	for _, r := range sb.Resources {

@@ -22,7 +22,6 @@ import (
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
-	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // Paths inside a sandbox's runtime directory, and where the socket
@@ -62,12 +61,8 @@ type ResolvedImage struct {
 
 // startRuntime mounts the root, starts the container with the executor as
 // PID 1 and waits until the executor answers.
-func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) error {
+func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, lowers []string) error {
 	run := m.store.RunDir(sb.ID)
-	lowers, err := m.lowers(ctx, sb)
-	if err != nil {
-		return err
-	}
 	m.crashPoint(stepNetwork)
 	t0 := time.Now()
 	hostname := sb.Options.Hostname
