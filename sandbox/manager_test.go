@@ -348,6 +348,35 @@ func TestTTLExpiresWithoutDaemon(t *testing.T) {
 	}
 }
 
+// WatchExpiry removes a sandbox when its TTL passes, without any other
+// call, and returns once no deadline is left.
+func TestWatchExpiry(t *testing.T) {
+	m := newManager(t, Config{})
+	ctx := context.Background()
+	o := busybox(t)
+	o.TTL = 300 * time.Millisecond
+	sb, err := m.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.WatchExpiry(ctx, true) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchExpiry did not return after the only deadline passed")
+	}
+	if _, err := os.Stat(m.store.RunDir(sb.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("expired sandbox still has its runtime directory: %v", err)
+	}
+	if time.Now().Before(*sb.ExpiresAt) {
+		t.Fatal("removed before its deadline")
+	}
+}
+
 // A create killed with SIGKILL at each of its steps leaves a record from
 // which GC releases everything.
 func TestCreateKilledAtEachStep(t *testing.T) {

@@ -340,13 +340,22 @@ func TestLifecycleVolumes(t *testing.T) {
 	}
 }
 
-// A sandbox with --ttl is removed once it expires, with no daemon: the next
-// sbx invocation of any kind reaps it.
+// A sandbox with --ttl is removed once it expires, with no daemon: a
+// background `sbx ttl-reaper` started by create removes it on time and
+// exits when no sandbox has a deadline; any sbx command also reaps.
 func TestLifecycleTTL(t *testing.T) {
 	h := newLCHost(t)
 	short := h.create(t, "--ttl", "1s", "--name", "brief")
 	long := h.create(t, "--ttl", "1h")
-	time.Sleep(1200 * time.Millisecond)
+	runDir := filepath.Join(h.run, "sandboxes", short)
+	if _, err := os.Stat(runDir); err != nil {
+		t.Fatal(err)
+	}
+	// No sbx command runs meanwhile: the reaper alone must remove it.
+	waitFor(t, func() bool {
+		_, err := os.Stat(runDir)
+		return os.IsNotExist(err)
+	})
 	out := strings.Fields(h.must(t, "ps", "-aq"))
 	if len(out) != 1 || out[0] != long {
 		t.Fatalf("after the ttl of %s: ps -a lists %v", short, out)
@@ -354,9 +363,26 @@ func TestLifecycleTTL(t *testing.T) {
 	if r := h.sbx(t, "", "inspect", "brief"); r.code != 1 {
 		t.Fatalf("the name of an expired sandbox still resolves")
 	}
-	if _, err := os.Stat(filepath.Join(h.run, "sandboxes", short)); !os.IsNotExist(err) {
-		t.Fatalf("runtime directory of the expired sandbox: %v", err)
+	h.assertNoLeaksOf(t, short)
+	if n := h.reapers(t); n != 1 {
+		t.Fatalf("%d ttl reapers run, want 1", n)
 	}
+	h.must(t, "rm", "-f", long)
+	waitFor(t, func() bool { return h.reapers(t) == 0 })
+}
+
+// reapers counts the ttl-reaper processes of this host's state.
+func (h *lcHost) reapers(t testing.TB) int {
+	t.Helper()
+	n := 0
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		cmdline, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
+		if err == nil && strings.Contains(string(cmdline), "ttl-reaper") && strings.Contains(string(cmdline), h.root) {
+			n++
+		}
+	}
+	return n
 }
 
 // sbx killed with SIGKILL at each step of create; sbx gc then leaves

@@ -111,6 +111,22 @@ func (h *lcHost) inspect(t testing.TB, ref string) sandbox.Sandbox {
 	return out[0]
 }
 
+// assertNoLeaksOf fails if a removed sandbox left mounts, cgroups or its
+// runtime directory.
+func (h *lcHost) assertNoLeaksOf(t testing.TB, id string) {
+	t.Helper()
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), id) {
+		t.Errorf("leaked mounts of %s", id)
+	}
+	if _, err := os.Stat(filepath.Join(h.run, "sandboxes", id)); !os.IsNotExist(err) {
+		t.Errorf("leaked runtime directory of %s", id)
+	}
+	if paths := cgroup.Leftovers()[id]; len(paths) > 0 {
+		t.Errorf("leaked cgroups of %s: %v", id, paths)
+	}
+}
+
 // assertNoLeaks fails if anything of this host's sandboxes is left: mounts,
 // cgroups, runtime and state directories, names, processes.
 func (h *lcHost) assertNoLeaks(t testing.TB) {

@@ -109,6 +109,9 @@ sbx exec --timeout.`,
 			if err != nil {
 				return sbxError(err)
 			}
+			if sb.ExpiresAt != nil {
+				startExpiryReaper(m)
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 			return nil
 		},
