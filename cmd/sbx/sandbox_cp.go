@@ -46,4 +46,3 @@ func splitSandboxPath(s string) (ref, path string, ok bool) {
 	}
 	return ref, path, true
 }
-
