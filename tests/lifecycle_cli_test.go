@@ -3,7 +3,6 @@ package tests
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -255,7 +254,7 @@ func TestLifecyclePauseStopsCPU(t *testing.T) {
 	h := newLCHost(t)
 	id := h.create(t)
 	// The busy loop runs as an exec that lasts the whole test.
-	loop := exec.Command(sbxBin, "--root", h.root, "--run-root", h.run, "exec", "--timeout", "60s", id, "--", "sh", "-c", "while :; do :; done")
+	loop := h.command("exec", "--timeout", "60s", id, "--", "sh", "-c", "while :; do :; done")
 	if err := loop.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +472,7 @@ func TestLifecycleLimits(t *testing.T) {
 // after the creator's whole process group is gone).
 func TestLifecycleOutlivesCreator(t *testing.T) {
 	h := newLCHost(t)
-	cmd := exec.Command(sbxBin, "--root", h.root, "--run-root", h.run, "create", "--rootfs", fixture.BusyboxRootfs(t))
+	cmd := h.command("create", "--rootfs", fixture.BusyboxRootfs(t))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	out, err := cmd.Output()
 	if err != nil {

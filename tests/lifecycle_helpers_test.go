@@ -20,6 +20,7 @@ import (
 // test, so that its leak checks see only its own sandboxes.
 type lcHost struct {
 	root, run string
+	netns     string // network namespace standing in for the host
 	env       []string
 
 	mu  sync.Mutex
@@ -33,6 +34,9 @@ func newLCHost(t *testing.T) *lcHost {
 		t.Fatal(err)
 	}
 	h := &lcHost{root: filepath.Join(dir, "root"), run: filepath.Join(dir, "run"), ids: map[string]bool{}}
+	// Bridged sandboxes get their bridge, veths and rules in a namespace
+	// that stands in for the host, never on the machine's own interfaces.
+	h.netns = testHostNS(t)
 	t.Cleanup(func() {
 		// Remove whatever the test left, then insist nothing leaked.
 		r := h.sbx(t, "", "ps", "-aq")
@@ -54,7 +58,7 @@ func (h *lcHost) sbx(t testing.TB, stdin string, args ...string) result {
 
 func (h *lcHost) sbxEnv(t testing.TB, env []string, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(sbxBin, append([]string{"--root", h.root, "--run-root", h.run}, args...)...)
+	cmd := h.command(args...)
 	cmd.Env = append(append(os.Environ(), h.env...), env...)
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
@@ -71,6 +75,11 @@ func (h *lcHost) sbxEnv(t testing.TB, env []string, stdin string, args ...string
 		code = ee.ExitCode()
 	}
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// command is sbx with this host's state, inside its stand-in host namespace.
+func (h *lcHost) command(args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=/run/netns/" + h.netns, sbxBin, "--root", h.root, "--run-root", h.run}, args...)...)
 }
 
 // must runs sbx and fails the test unless it exits 0.
