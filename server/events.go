@@ -72,7 +72,7 @@ func (b *eventBus) subscribe(since uint64) ([]api.Event, *subscriber) {
 			replay = append(replay, e)
 		}
 	}
-	sub := &subscriber{ch: make(chan api.Event, 256)}
+	sub := &subscriber{ch: make(chan api.Event, 4096)}
 	b.subs[sub] = struct{}{}
 	return replay, sub
 }

@@ -129,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 		s.tokenHash = &h
 	}
 	s.metrics = newMetrics()
-	s.events = newEventBus(1024)
+	s.events = newEventBus(4096)
 	s.tracker = newTracker(s.events, s.metrics)
 	s.proxy = newExecutorProxy(s)
 	s.metrics.registerSandboxGauge(s.tracker)
