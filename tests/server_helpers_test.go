@@ -48,7 +48,7 @@ type serverEnv struct {
 	ids map[string]bool // every sandbox the test saw, for the leak check
 }
 
-func newServerEnv(t *testing.T, mcfg sandbox.Config, mutate func(*server.Config)) *serverEnv {
+func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)) *serverEnv {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "sbxs")
 	if err != nil {
