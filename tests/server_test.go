@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -591,5 +590,3 @@ func TestServerMetricsMove(t *testing.T) {
 		t.Errorf("the delete was not counted")
 	}
 }
-
-var errStop = errors.New("stop")
