@@ -92,6 +92,10 @@ func (p *executorProxy) modifyResponse(resp *http.Response) error {
 			Message: fmt.Sprintf("the executor's reply of %d bytes exceeds the server's cap of %d", resp.ContentLength, max)}
 	}
 	resp.Body = &cappedBody{rc: resp.Body, left: max}
+	// The executor is untrusted: its replies are data, never a page a
+	// browser should interpret or a cookie it should keep.
+	resp.Header.Del("Set-Cookie")
+	resp.Header.Set("X-Content-Type-Options", "nosniff")
 	return nil
 }
 

@@ -183,6 +183,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/start", s.startSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/stats", s.sandboxStats),
 		// The executor's API, proxied unchanged.
+		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
 		p(http.MethodGet, "/v1/sandboxes/{id}/info"),
 		p(http.MethodPost, "/v1/sandboxes/{id}/exec"),
 		p(http.MethodPost, "/v1/sandboxes/{id}/sessions"),

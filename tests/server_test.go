@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -277,6 +278,27 @@ func TestServerSandboxRoutes(t *testing.T) {
 	info := mustRaw(t, e, 200, "GET", "/v1/sandboxes/"+sbA.ID+"/info", "", nil)
 	if !strings.Contains(string(info), `"memory"`) {
 		t.Fatalf("info: %s", info)
+	}
+
+	// A tunnel speaks the executor's own API (what executor/client uses).
+	tunnel := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return c.DialExecutor(ctx, "srv-a")
+	}}}
+	tresp, err := tunnel.Post("http://executor/v1/exec", api.ContentTypeJSON, strings.NewReader(`{"argv":["echo","through the tunnel"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbody, _ := io.ReadAll(tresp.Body)
+	tresp.Body.Close()
+	if res := decode[execResult](t, tbody); res.Stdout != "through the tunnel\n" {
+		t.Fatalf("exec through the tunnel: %s", tbody)
+	}
+	tunnel.CloseIdleConnections()
+	if st, _ := rawCall(t, e, "GET", "/v1/sandboxes/"+sbA.ID+"/connect", "", nil); st != http.StatusUpgradeRequired {
+		t.Fatalf("connect without Upgrade: %d, want 426", st)
+	}
+	if _, err := c.DialExecutor(ctx, "nosuch"); client.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("tunnel to no sandbox: %v", err)
 	}
 
 	// Stats both ways.

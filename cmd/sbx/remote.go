@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -37,6 +38,10 @@ type sandboxBackend interface {
 	Start(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Stop(ctx context.Context, ref string, timeout time.Duration) (*sandbox.Sandbox, error)
 	Remove(ctx context.Context, ref string, force bool) error
+	// Dial connects to the sandbox's executor: its socket locally, a
+	// tunnel through the server remotely. executor/client.NewWithDialer
+	// over it gives exec, sessions and files either way.
+	Dial(ctx context.Context, ref string) (net.Conn, error)
 }
 
 // openSandboxes returns the remote server of --host (SBX_HOST) when one is
@@ -75,7 +80,7 @@ func remoteErr(err error) error {
 	var base error
 	switch client.StatusOf(err) {
 	case 0:
-		return err
+		return err // nil, or not an error reply
 	case http.StatusNotFound:
 		base = sandbox.ErrNotFound
 	case http.StatusConflict:
@@ -173,6 +178,11 @@ func (r remoteSandboxes) Start(ctx context.Context, ref string) (*sandbox.Sandbo
 
 func (r remoteSandboxes) Stop(ctx context.Context, ref string, timeout time.Duration) (*sandbox.Sandbox, error) {
 	return r.record(r.c.StopSandbox(ctx, ref, timeout))
+}
+
+func (r remoteSandboxes) Dial(ctx context.Context, ref string) (net.Conn, error) {
+	c, err := r.c.DialExecutor(ctx, ref)
+	return c, remoteErr(err)
 }
 
 func (r remoteSandboxes) Remove(ctx context.Context, ref string, force bool) error {

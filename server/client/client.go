@@ -43,9 +43,11 @@ type Options struct {
 // Client calls one sbx server. It is safe for concurrent use.
 type Client struct {
 	base string // scheme://host, no trailing slash
-	hc   *http.Client
-	tr   *http.Transport
-	opts Options
+	// dialRaw opens a plain connection to the server (for tunnels).
+	dialRaw func(ctx context.Context) (net.Conn, error)
+	hc      *http.Client
+	tr      *http.Transport
+	opts    Options
 }
 
 // New returns a client for host: "unix:///path/to/sbx.sock",
@@ -77,6 +79,7 @@ func New(host string, opts Options) (*Client, error) {
 			return d.DialContext(ctx, "unix", sock)
 		}
 		c.base = "http://sbx"
+		c.dialRaw = func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }
 	case strings.HasPrefix(host, "http://"), strings.HasPrefix(host, "https://"):
 		u, err := url.Parse(host)
 		if err != nil || u.Host == "" {
@@ -89,6 +92,29 @@ func New(host string, opts Options) (*Client, error) {
 		c.base = "http://" + host
 	default:
 		return nil, fmt.Errorf("sbx host %q: use unix:///path, http://host:port, https://host:port or host:port", host)
+	}
+	if c.dialRaw == nil {
+		u, _ := url.Parse(c.base)
+		addr := u.Host
+		if u.Port() == "" {
+			addr = net.JoinHostPort(u.Hostname(), map[bool]string{true: "443", false: "80"}[u.Scheme == "https"])
+		}
+		c.dialRaw = func(ctx context.Context) (net.Conn, error) {
+			if u.Scheme != "https" {
+				var d net.Dialer
+				return d.DialContext(ctx, "tcp", addr)
+			}
+			cfg := &tls.Config{}
+			if opts.TLS != nil {
+				cfg = opts.TLS.Clone()
+			}
+			if cfg.ServerName == "" {
+				cfg.ServerName = u.Hostname()
+			}
+			cfg.NextProtos = []string{"http/1.1"} // a tunnel needs HTTP/1.1
+			d := tls.Dialer{Config: cfg}
+			return d.DialContext(ctx, "tcp", addr)
+		}
 	}
 	c.hc = &http.Client{Transport: tr}
 	return c, nil
@@ -410,3 +436,54 @@ func (c *Client) Events(ctx context.Context, since uint64, fn func(api.Event) er
 	}
 	return io.ErrUnexpectedEOF
 }
+
+// DialExecutor opens a tunnel to the executor of sandbox ref (GET
+// /v1/sandboxes/{id}/connect with Upgrade: sbx-executor) and returns a
+// connection that speaks the executor's own HTTP API, e.g. for
+// executor/client.NewWithDialer. ctx bounds only the dial and the
+// upgrade.
+func (c *Client) DialExecutor(ctx context.Context, ref string) (net.Conn, error) {
+	conn, err := c.dialRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("sbx server %s: %w", c.base, err)
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(d)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+sandboxURL(ref, "/connect"), nil)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "sbx-executor")
+	if c.opts.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
+	}
+	if err := req.Write(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sbx server: open tunnel: %w", err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("sbx server: open tunnel: %w", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer conn.Close()
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	_ = conn.SetDeadline(time.Time{})
+	return &bufferedConn{Conn: conn, r: br}, nil
+}
+
+// bufferedConn reads what the upgrade reply's reader already buffered
+// before reading the connection.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
