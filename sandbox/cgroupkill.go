@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	ocg "github.com/opencontainers/cgroups"
@@ -41,4 +42,19 @@ func killCgroup(ctx context.Context, id string) error {
 		// only runs on the rare crash-recovery path.
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// sandboxPids lists the host PIDs of every process in the sandbox's
+// cgroups, sorted.
+func sandboxPids(id string) ([]int, error) {
+	mgr, err := manager.New(&ocg.Cgroup{Path: cgroup.SandboxPath(id), Resources: &ocg.Resources{}})
+	if err != nil {
+		return nil, fmt.Errorf("open cgroups of %s: %w", id, err)
+	}
+	pids, err := mgr.GetAllPids()
+	if err != nil {
+		return nil, fmt.Errorf("list processes of %s: %w", id, err)
+	}
+	sort.Ints(pids)
+	return pids, nil
 }

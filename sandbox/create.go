@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -15,6 +17,7 @@ import (
 const (
 	stepRecorded = "recorded" // record written, nothing created yet
 	stepRunDir   = "rundir"   // about to create the runtime directory
+	stepNetwork  = "network"  // about to attach the network (bridge mode)
 	stepRootfs   = "rootfs"   // about to mount the root
 	stepStart    = "start"    // about to start the container
 	stepReady    = "ready"    // container started, waiting for the executor
@@ -23,7 +26,7 @@ const (
 
 // CreateSteps lists the crash points of a create in order, for tests that
 // interrupt a create at each of them.
-var CreateSteps = []string{stepRecorded, stepRunDir, stepRootfs, stepStart, stepReady, stepFinish}
+var CreateSteps = []string{stepRecorded, stepRunDir, stepNetwork, stepRootfs, stepStart, stepReady, stepFinish}
 
 // Create makes a new sandbox and starts it, returning once its executor
 // answers. On any error everything created so far is released. If the
@@ -47,13 +50,25 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		sb.ExpiresAt = &exp
 	}
 	sb.Resources = m.plan(sb)
+	t0 := time.Now()
+	// The image (or root directory) is checked, and pulled if need be,
+	// before anything is recorded: a bad reference creates nothing.
+	lowers, err := m.lowers(ctx, sb)
+	if err != nil {
+		return nil, err
+	}
 	l, err := m.admit(ctx, sb)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
+	if m.onAdmit != nil {
+		m.onAdmit(sb.ID)
+	}
+	m.emit(EventCreated, sb)
 	m.crashPoint(stepRecorded)
-	if err := m.build(ctx, sb, l); err != nil {
+	sb.CreateTimings = &CreateTimings{AdmitS: time.Since(t0).Seconds()}
+	if err := m.build(ctx, sb, lowers); err != nil {
 		m.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
 		if rerr := m.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
 			return nil, fmt.Errorf("create sandbox: %w (and releasing what was created failed: %v; run sbx gc)", err, rerr)
@@ -64,10 +79,12 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	started := m.now().UTC()
 	sb.Started = &started
 	sb.Status = StatusRunning
+	sb.CreateTimings.TotalS = time.Since(t0).Seconds()
 	if err := l.Write(sb); err != nil {
 		_ = m.destroy(context.WithoutCancel(ctx), l, sb)
 		return nil, err
 	}
+	m.emit(EventReady, sb)
 	return sb, nil
 }
 
@@ -93,11 +110,14 @@ func (m *Manager) applyDefaults(o *Options) {
 // a no-op.
 func (m *Manager) plan(sb *Sandbox) []Resource {
 	run := m.store.RunDir(sb.ID)
-	return []Resource{
-		{Kind: ResourceRunDir, Path: run},
-		{Kind: ResourceRootfs, Path: filepath.Join(run, "rootfs")},
-		{Kind: ResourceContainer, Path: filepath.Join(run, "container"), ID: sb.ID},
+	plan := []Resource{{Kind: ResourceRunDir, Path: run}}
+	if sb.Options.Network == string(netns.ModeBridge) {
+		plan = append(plan, Resource{Kind: ResourceNetwork, ID: sb.ID})
 	}
+	return append(plan,
+		Resource{Kind: ResourceRootfs, Path: filepath.Join(run, rootfsDir)},
+		Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: sb.ID},
+	)
 }
 
 // admit checks the limits, claims the id and name and writes the first
@@ -174,13 +194,13 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 }
 
 // build creates the planned resources in order.
-func (m *Manager) build(ctx context.Context, sb *Sandbox, l *state.Lock) error {
+func (m *Manager) build(ctx context.Context, sb *Sandbox, lowers []string) error {
 	m.crashPoint(stepRunDir)
 	run := m.store.RunDir(sb.ID)
 	if err := os.Mkdir(run, 0o700); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
-	return m.startRuntime(ctx, sb, l)
+	return m.startRuntime(ctx, sb, lowers)
 }
 
 // destroy releases every resource of sb, newest first, and then forgets
@@ -196,7 +216,11 @@ func (m *Manager) destroy(ctx context.Context, l *state.Lock, sb *Sandbox) error
 	if err := m.release(ctx, sb); err != nil {
 		return err
 	}
-	return m.forget(l, sb)
+	if err := m.forget(l, sb); err != nil {
+		return err
+	}
+	m.emit(EventRemoved, sb)
+	return nil
 }
 
 // release undoes the resources of sb, newest first, going on after errors.
@@ -221,6 +245,12 @@ func (m *Manager) releaseResource(ctx context.Context, sb *Sandbox, r Resource) 
 		return m.releaseRootfs(r.Path)
 	case ResourceContainer:
 		return m.releaseContainer(ctx, r)
+	case ResourceNetwork:
+		n, err := m.network()
+		if err != nil {
+			return err
+		}
+		return n.Detach(ctx, r.ID)
 	default:
 		return fmt.Errorf("unknown resource kind %q (written by a newer sbx?)", r.Kind)
 	}

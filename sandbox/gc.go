@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -48,6 +49,7 @@ func (m *Manager) reapExpired(ctx context.Context) []string {
 			l.Unlock()
 			continue
 		}
+		m.emit(EventExpired, &sb)
 		if err := m.destroy(context.WithoutCancel(ctx), l, &sb); err != nil {
 			m.log.Warn("remove expired sandbox", "id", id, "err", err)
 			l.Unlock()
@@ -151,6 +153,20 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 		}
 		rep.Orphans = append(rep.Orphans, "rundir:"+id)
 	}
+	// libcontainer state of no sandbox (one-shot runs use other ids).
+	if entries, err := os.ReadDir(m.containerRoot()); err == nil {
+		for _, e := range entries {
+			id := e.Name()
+			if state.ValidID(id) != nil || exists(id) {
+				continue
+			}
+			if err := m.releaseContainer(ctx, Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: id}); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			rep.Orphans = append(rep.Orphans, "container:"+id)
+		}
+	}
 	// Cgroups of no sandbox. One-shot runs use other ids and are not ours.
 	for id, paths := range cgroup.Leftovers() {
 		if state.ValidID(id) != nil || exists(id) {
@@ -166,15 +182,51 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 		}
 		rep.Orphans = append(rep.Orphans, "cgroup:"+id)
 	}
+	// Network leases, veths, namespaces and rules of no sandbox (nor of a
+	// one-shot run still going).
+	if _, err := os.Stat(filepath.Join(m.store.Root(), "network")); err == nil {
+		removed, err := m.gcNetwork(ctx)
+		errs = append(errs, err)
+		for _, r := range removed {
+			rep.Orphans = append(rep.Orphans, "network:"+r)
+		}
+	}
 	// Names and expiry entries of no sandbox.
 	names, err := m.store.Names()
 	errs = append(errs, err)
 	for name, owner := range names {
 		if state.ValidID(owner) != nil || !exists(owner) {
-			if err := os.Remove(filepath.Join(m.store.Root(), "names", name)); err == nil {
-				rep.Orphans = append(rep.Orphans, "name:"+name)
-			}
+			m.store.ReleaseName(name, owner)
+			rep.Orphans = append(rep.Orphans, "name:"+name)
 		}
 	}
 	return rep, errors.Join(errs...)
 }
+
+// gcNetwork removes network leftovers. Live owners are this store's
+// sandboxes and the one-shot runs whose directory still exists (sbx gc
+// removes those of crashed runs first).
+func (m *Manager) gcNetwork(ctx context.Context) ([]string, error) {
+	n, err := m.network()
+	if err != nil {
+		return nil, err
+	}
+	live := map[string]bool{}
+	ids, err := m.store.IDs()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		live[id] = true
+	}
+	if runs, err := os.ReadDir(filepath.Join(m.store.RunRoot(), runsDir)); err == nil {
+		for _, r := range runs {
+			live[r.Name()] = true
+		}
+	}
+	return n.GC(ctx, live)
+}
+
+// Network returns the bridge network the Manager attaches sandboxes to, for
+// keeping its pool of prepared namespaces filled (Prefill) from a server.
+func (m *Manager) Network() (*netns.Network, error) { return m.network() }

@@ -8,12 +8,40 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
+
+// Event is one change of a sandbox's state.
+type Event struct {
+	Type string    `json:"type"` // one of the Event* constants
+	ID   string    `json:"id"`
+	Name string    `json:"name,omitempty"`
+	Time time.Time `json:"time"`
+}
+
+// Event types.
+const (
+	EventCreated = "created" // recorded; its resources are being made
+	EventReady   = "ready"   // the executor answers
+	EventPaused  = "paused"
+	EventResumed = "resumed"
+	EventStopped = "stopped" // PID 1 exited or was stopped
+	EventStarted = "started" // a stopped sandbox runs again
+	EventExpired = "expired" // its TTL passed; removal follows
+	EventRemoved = "removed"
+)
+
+func (m *Manager) emit(typ string, sb *Sandbox) {
+	if m.cfg.Events != nil {
+		m.cfg.Events(Event{Type: typ, ID: sb.ID, Name: sb.Name, Time: m.now().UTC()})
+	}
+}
 
 // maxSocketPath is the size of sun_path in a unix socket address.
 const maxSocketPath = 108
@@ -41,6 +69,10 @@ type Config struct {
 	// Helper is the statically linked sbx binary bind-mounted into every
 	// sandbox as its executor (default: the running executable).
 	Helper string
+	// Events, if set, is called after every change of a sandbox's state,
+	// in order for each sandbox (it runs while the sandbox is locked: keep
+	// it fast). Only changes made through this Manager are reported.
+	Events func(Event)
 	// Logger receives the Manager's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -60,6 +92,12 @@ type Manager struct {
 	// every prefix of a create.
 	crashAt string
 	now     func() time.Time
+	netOnce sync.Once
+	net     *netns.Network
+	netErr  error
+	// onAdmit, if set, learns every id Create admits (tests track what
+	// they must find released).
+	onAdmit func(id string)
 }
 
 // New opens the state under cfg.Root and cfg.RunRoot, creating them if

@@ -7,11 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/sandbox/state"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -50,6 +50,10 @@ func newManager(t testing.TB, cfg Config) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
+	seenMu.Lock()
+	seen[m] = map[string]bool{}
+	seenMu.Unlock()
+	m.onAdmit = func(id string) { markSeen(m, id) }
 	t.Cleanup(func() {
 		ctx := context.Background()
 		list, _ := m.List(ctx, Filter{})
@@ -64,6 +68,21 @@ func newManager(t testing.TB, cfg Config) *Manager {
 		assertNoLeaks(t, m)
 	})
 	return m
+}
+
+// seen records the ids each test Manager created, so that leak checks
+// look only at their own sandboxes' cgroups.
+var (
+	seenMu sync.Mutex
+	seen   = map[*Manager]map[string]bool{}
+)
+
+func markSeen(m *Manager, id string) {
+	seenMu.Lock()
+	defer seenMu.Unlock()
+	if seen[m] != nil {
+		seen[m][id] = true
+	}
 }
 
 // assertNoLeaks fails if anything of the Manager's sandboxes is left on the
@@ -93,8 +112,15 @@ func assertNoLeaks(t testing.TB, m *Manager) {
 	if len(runDirs) > 0 {
 		t.Errorf("leaked runtime directories: %v", runDirs)
 	}
+	// Sandboxes created by helper processes are known from their records.
+	for _, id := range ids {
+		markSeen(m, id)
+	}
+	seenMu.Lock()
+	mine := seen[m]
+	seenMu.Unlock()
 	for id := range cgroup.Leftovers() {
-		if state.ValidID(id) == nil {
+		if mine[id] {
 			if _, err := os.Stat(m.store.Dir(id)); err != nil {
 				t.Errorf("leaked cgroup of sandbox %s", id)
 			}
@@ -190,7 +216,13 @@ func TestCreateStopStartRemove(t *testing.T) {
 }
 
 func TestPauseResume(t *testing.T) {
-	m := newManager(t, Config{})
+	var mu sync.Mutex
+	var events []string
+	m := newManager(t, Config{Events: func(e Event) {
+		mu.Lock()
+		events = append(events, e.Type)
+		mu.Unlock()
+	}})
 	ctx := context.Background()
 	sb, err := m.Create(ctx, busybox(t))
 	if err != nil {
@@ -223,6 +255,12 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertNoLeaks(t, m)
+	mu.Lock()
+	got := strings.Join(events, ",")
+	mu.Unlock()
+	if want := "created,ready,paused,resumed,paused,removed"; got != want {
+		t.Fatalf("events %s, want %s", got, want)
+	}
 }
 
 func TestBadOptionsChangeNothing(t *testing.T) {
@@ -310,6 +348,35 @@ func TestTTLExpiresWithoutDaemon(t *testing.T) {
 	}
 }
 
+// WatchExpiry removes a sandbox when its TTL passes, without any other
+// call, and returns once no deadline is left.
+func TestWatchExpiry(t *testing.T) {
+	m := newManager(t, Config{})
+	ctx := context.Background()
+	o := busybox(t)
+	o.TTL = 300 * time.Millisecond
+	sb, err := m.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.WatchExpiry(ctx, true) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("WatchExpiry did not return after the only deadline passed")
+	}
+	if _, err := os.Stat(m.store.RunDir(sb.ID)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("expired sandbox still has its runtime directory: %v", err)
+	}
+	if time.Now().Before(*sb.ExpiresAt) {
+		t.Fatal("removed before its deadline")
+	}
+}
+
 // A create killed with SIGKILL at each of its steps leaves a record from
 // which GC releases everything.
 func TestCreateKilledAtEachStep(t *testing.T) {
@@ -329,6 +396,7 @@ func TestCreateKilledAtEachStep(t *testing.T) {
 			if len(list) != 1 || list[0].Status != StatusCreating {
 				t.Fatalf("after a crash at %s: want one creating sandbox, got %d", step, len(list))
 			}
+			markSeen(m, list[0].ID)
 			rep, err := m.GC(ctx)
 			if err != nil {
 				t.Fatal(err)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
+	"os"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,7 +19,7 @@ const DefaultStopTimeout = 10 * time.Second
 
 // container loads the libcontainer container of a sandbox.
 func (m *Manager) container(sb *Sandbox) (*isolate.Container, error) {
-	ctr, err := isolate.Load(filepath.Join(m.store.RunDir(sb.ID), containerDir), sb.ID)
+	ctr, err := isolate.Load(m.containerRoot(), sb.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s has no container (run sbx gc if it crashed): %w", sb.ShortID(), err)
 	}
@@ -50,6 +50,7 @@ func (m *Manager) markStopped(l *state.Lock, sb *Sandbox) {
 	if err := l.Write(sb); err != nil {
 		m.log.Warn("record stopped sandbox", "id", sb.ID, "err", err)
 	}
+	m.emit(EventStopped, sb)
 }
 
 // Stop sends SIGTERM to the sandbox's PID 1, waits up to timeout (0 means
@@ -125,6 +126,9 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, error) {
 	if sb.Status != StatusStopped {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
 	}
+	if _, err := os.Stat(sb.RootPath); err != nil {
+		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", ErrState, sb.ShortID())
+	}
 	// The old container's state and cgroups go first; the root stays.
 	for _, r := range sb.Resources {
 		if r.Kind == ResourceContainer {
@@ -138,7 +142,7 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, error) {
 		hostname = sb.ShortID()
 	}
 	if err := m.startContainer(ctx, sb, hostname, nil); err != nil {
-		_ = m.releaseContainer(context.WithoutCancel(ctx), Resource{Kind: ResourceContainer, Path: filepath.Join(m.store.RunDir(sb.ID), containerDir), ID: sb.ID})
+		_ = m.releaseContainer(context.WithoutCancel(ctx), Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: sb.ID})
 		return nil, err
 	}
 	now := m.now().UTC()
@@ -146,6 +150,7 @@ func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, error) {
 	if err := l.Write(sb); err != nil {
 		return nil, err
 	}
+	m.emit(EventStarted, sb)
 	return sb, nil
 }
 
@@ -193,6 +198,11 @@ func (m *Manager) setFrozen(ctx context.Context, ref string, freeze bool) (*Sand
 	if err := l.Write(sb); err != nil {
 		return nil, err
 	}
+	if freeze {
+		m.emit(EventPaused, sb)
+	} else {
+		m.emit(EventResumed, sb)
+	}
 	return sb, nil
 }
 
@@ -234,6 +244,26 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 		return fmt.Errorf("remove sandbox %s: %w", sb.ShortID(), err)
 	}
 	return nil
+}
+
+// Info is a sandbox's record with what only the host can tell now.
+type Info struct {
+	*Sandbox
+	// Pids are the host PIDs of every process in the sandbox.
+	Pids []int `json:"pids,omitempty"`
+}
+
+// Inspect returns the record of the sandbox ref with its current processes.
+func (m *Manager) Inspect(ctx context.Context, ref string) (*Info, error) {
+	sb, err := m.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	info := &Info{Sandbox: sb}
+	if sb.Status == StatusRunning || sb.Status == StatusPaused {
+		info.Pids, _ = sandboxPids(sb.ID)
+	}
+	return info, nil
 }
 
 // SocketPath returns the host path of the executor socket of a running

@@ -20,15 +20,14 @@ import (
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
-	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // Paths inside a sandbox's runtime directory, and where the socket
 // directory appears inside the sandbox.
 const (
 	rootfsDir     = "rootfs"         // rootfs.Prepare's directory
-	containerDir  = "container"      // libcontainer state root
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1
@@ -38,15 +37,21 @@ const (
 	killWait      = 10 * time.Second // how long to wait for a killed PID 1 to go
 )
 
-// ImageSource resolves image references to unpacked layers. The image
-// cache provides it; a Manager without one accepts only --rootfs.
+// ImageSource is the image cache as the Manager uses it: resolving
+// references to unpacked layers, and storing a sandbox's writable layer as a
+// new image. NewImageSource adapts the image cache to it.
 type ImageSource interface {
+	// Resolve returns the image ref, pulling it if the policy allows.
 	Resolve(ctx context.Context, ref string) (*ResolvedImage, error)
+	// Commit stores layer (an uncompressed tar in OCI form: whiteouts as
+	// .wh. files) on top of the image base (a digest) as a new image
+	// called name.
+	Commit(ctx context.Context, base, name string, layer io.Reader) (*ResolvedImage, error)
 }
 
 // ResolvedImage is an image ready to be mounted.
 type ResolvedImage struct {
-	Ref     string
+	Ref     string // familiar name
 	Digest  string
 	Layers  []string // unpacked layer directories, lowest first
 	Env     []string
@@ -56,13 +61,10 @@ type ResolvedImage struct {
 
 // startRuntime mounts the root, starts the container with the executor as
 // PID 1 and waits until the executor answers.
-func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) error {
+func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, lowers []string) error {
 	run := m.store.RunDir(sb.ID)
-	lowers, err := m.lowers(ctx, sb)
-	if err != nil {
-		return err
-	}
-	m.crashPoint(stepRootfs)
+	m.crashPoint(stepNetwork)
+	t0 := time.Now()
 	hostname := sb.Options.Hostname
 	if hostname == "" {
 		hostname = sb.ShortID()
@@ -71,18 +73,72 @@ func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, l *state.Lock) 
 	if sb.Options.Workdir != "" {
 		dirs = append(dirs, sb.Options.Workdir)
 	}
-	root, err := rootfs.Prepare(filepath.Join(run, rootfsDir), lowers, rootfs.Options{
+	ro := rootfs.Options{
 		DiskBytes:  sb.Options.Limits.DiskBytes,
 		Hostname:   hostname,
 		Hosts:      hostsFile(hostname),
-		ResolvConf: resolvConf(sb.Options.Network),
+		ResolvConf: resolvConf(netns.Mode(sb.Options.Network)),
 		Dirs:       dirs,
-	})
+	}
+	if sb.Options.Network == string(netns.ModeBridge) {
+		att, err := m.attachNetwork(ctx, sb, hostname)
+		if err != nil {
+			return err
+		}
+		ro.Hosts, ro.ResolvConf = att.Hosts, att.ResolvConf
+	}
+	m.crashPoint(stepRootfs)
+	root, err := rootfs.Prepare(filepath.Join(run, rootfsDir), lowers, ro)
 	if err != nil {
 		return err
 	}
 	sb.RootPath = root.Path
+	if sb.CreateTimings != nil {
+		sb.CreateTimings.RootfsS = time.Since(t0).Seconds()
+	}
 	return m.startContainer(ctx, sb, hostname, root.Mounts)
+}
+
+// attachNetwork gives a bridged sandbox its namespace, address, rules and
+// published ports. The network resource was recorded with the first write.
+func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, hostname string) (*netns.Attachment, error) {
+	opts, err := sb.Options.networkOptions(hostname)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	n, err := m.network()
+	if err != nil {
+		return nil, err
+	}
+	att, err := n.Attach(ctx, sb.ID, opts)
+	if err != nil {
+		return nil, err
+	}
+	sb.Network = att
+	return att, nil
+}
+
+// isolateNetwork is the network of the sandbox's container.
+func isolateNetwork(sb *Sandbox) string {
+	switch {
+	case sb.Network != nil && sb.Network.NetNSPath != "":
+		return sb.Network.NetNSPath
+	case sb.Options.Network == string(netns.ModeHost):
+		return isolate.NetworkHost
+	}
+	return isolate.NetworkNone
+}
+
+// network opens the bridge network state on first use.
+func (m *Manager) network() (*netns.Network, error) {
+	m.netOnce.Do(func() {
+		m.net, m.netErr = netns.Open(netns.Config{
+			StateDir: filepath.Join(m.store.Root(), "network"),
+			RunDir:   filepath.Join(m.store.RunRoot(), "netns"),
+			Logger:   m.log,
+		})
+	})
+	return m.net, m.netErr
 }
 
 // lowers returns the read-only layers of the sandbox's root, resolving its
@@ -153,12 +209,16 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	if sb.Image != nil {
 		env = mergeEnv(sb.Image.Env, sb.Options.Env)
 	}
+	// Commands get the image's and the caller's variables (and a PATH);
+	// the executor sets HOME and USER for the user each command runs as.
+	cmdEnv := withPath(env)
+	env = processEnv(env, hostname, false, 0)
 	spec := &isolate.Spec{
 		ID:             sb.ID,
 		Rootfs:         sb.RootPath,
 		ReadonlyRootfs: sb.Options.ReadonlyRootfs,
-		Args:           []string{isolate.HelperPath, "executor", "--listen-fd", "3"},
-		Env:            processEnv(env, hostname, false, 0),
+		Args:           executorArgs(isolate.HelperPath, sb, cmdEnv),
+		Env:            env,
 		Cwd:            "/",
 		Hostname:       hostname,
 		CapAdd:         sb.Options.CapAdd,
@@ -169,11 +229,13 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 			CPUs:        sb.Options.Limits.CPUs,
 			Pids:        sb.Options.Limits.Pids,
 		},
-		Network: sb.Options.Network,
-		Mounts:  mounts,
+		HelperSeccomp: true,
+		Network:       isolateNetwork(sb),
+		Mounts:        mounts,
 	}
 	m.crashPoint(stepStart)
-	ctr, err := isolate.Start(filepath.Join(run, containerDir), spec, isolate.IO{
+	t0 := time.Now()
+	ctr, err := isolate.Start(m.containerRoot(), spec, isolate.IO{
 		Stdout:     logf,
 		Stderr:     logf,
 		ExtraFiles: []*os.File{lnFile},
@@ -188,9 +250,14 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	sb.Pid = ctr.Pid()
 	sb.Socket = sockPath
 	m.crashPoint(stepReady)
+	t1 := time.Now()
 	if err := m.waitReady(ctx, sockPath); err != nil {
 		tail := logTail(filepath.Join(run, executorLog))
 		return fmt.Errorf("%w: %w%s", ErrNotReady, err, tail)
+	}
+	if sb.CreateTimings != nil {
+		sb.CreateTimings.StartS = t1.Sub(t0).Seconds()
+		sb.CreateTimings.ReadyS = time.Since(t1).Seconds()
 	}
 	return nil
 }
@@ -246,6 +313,12 @@ func logTail(path string) string {
 	return "\nexecutor output:\n" + strings.TrimSpace(string(data))
 }
 
+// containerRoot is libcontainer's state root, shared with one-shot runs so
+// that isolate's cache of compiled seccomp filters (next to it) is too.
+func (m *Manager) containerRoot() string {
+	return filepath.Join(m.store.RunRoot(), containersDir)
+}
+
 // helper is the sbx binary bind-mounted into sandboxes as their PID 1.
 func (m *Manager) helper() (string, error) {
 	if m.cfg.Helper != "" {
@@ -276,6 +349,16 @@ func volumeMounts(o Options) []specs.Mount {
 		out = append(out, specs.Mount{Source: "tmpfs", Destination: t.Path, Type: "tmpfs", Options: opts})
 	}
 	return out
+}
+
+// withPath adds the default PATH to env if it has none.
+func withPath(env []string) []string {
+	for _, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			return env
+		}
+	}
+	return append(append([]string{}, env...), "PATH="+isolate.DefaultPath)
 }
 
 // mergeEnv returns base with the entries of over replacing equal keys.
@@ -329,7 +412,7 @@ func (m *Manager) releaseContainer(ctx context.Context, r Resource) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.RemoveAll(r.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.RemoveAll(filepath.Join(r.Path, r.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -382,4 +465,30 @@ func waitPidfd(ctx context.Context, pidfd int, timeout time.Duration) error {
 			return nil
 		}
 	}
+}
+
+// executorArgs is the command line of a sandbox's PID 1: the executor with
+// the sandbox's defaults for commands.
+func executorArgs(helper string, sb *Sandbox, env []string) []string {
+	args := []string{helper, "executor", "--listen-fd", "3"}
+	workdir := sb.Options.Workdir
+	user := sb.Options.User
+	if sb.Image != nil {
+		if workdir == "" {
+			workdir = sb.Image.Workdir
+		}
+		if user == "" {
+			user = sb.Image.User
+		}
+	}
+	if workdir != "" {
+		args = append(args, "--workdir", workdir)
+	}
+	if user != "" {
+		args = append(args, "--user", user)
+	}
+	for _, e := range env {
+		args = append(args, "--env", e)
+	}
+	return args
 }

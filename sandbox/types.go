@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/sbxrun/sbx/netns"
 )
 
 // Options describe a sandbox to create. The zero value of every field means
@@ -30,8 +32,15 @@ type Options struct {
 	Hostname string `json:"hostname,omitempty"`
 	// Limits on resources.
 	Limits Limits `json:"limits"`
-	// Network is "none" (default: only loopback) or "host".
-	Network string `json:"network,omitempty"`
+	// Network is "none" (default: only loopback), "host" or "bridge" (a
+	// veth on sbx0 with NAT); Publish, Egress, AllowHostPorts and DNS
+	// apply to bridge mode, in the syntax of the CLI flags (see
+	// docs/network.md).
+	Network        string   `json:"network,omitempty"`
+	Publish        []string `json:"publish,omitempty"`
+	Egress         string   `json:"egress,omitempty"`
+	AllowHostPorts []string `json:"allow_host_ports,omitempty"`
+	DNS            []string `json:"dns,omitempty"`
 	// ReadonlyRootfs makes the root read-only (volumes and tmpfs stay
 	// writable).
 	ReadonlyRootfs bool `json:"readonly_rootfs,omitempty"`
@@ -107,6 +116,9 @@ type Sandbox struct {
 	Pid int `json:"pid,omitempty"`
 	// Socket is the host path of the executor's unix socket.
 	Socket string `json:"socket,omitempty"`
+	// Network is the sandbox's network: mode, and in bridge mode its
+	// address, gateway and published ports.
+	Network *netns.Attachment `json:"network,omitempty"`
 	// RootPath is the host path of the mounted root file system.
 	RootPath string `json:"root_path,omitempty"`
 	// ExitCode of PID 1 once stopped, if known.
@@ -117,10 +129,30 @@ type Sandbox struct {
 	Stopped   *time.Time `json:"stopped,omitempty"`
 	ExpiresAt *time.Time `json:"expires_at,omitempty"`
 
+	// CreateTimings break down where the create's time went.
+	CreateTimings *CreateTimings `json:"create_timings,omitempty"`
+
 	// Resources are everything created on the host for the sandbox, in
 	// creation order. Each is recorded before it is created, so removal
 	// (and gc after a crash) can release exactly these.
 	Resources []Resource `json:"resources"`
+}
+
+// CreateTimings are the durations of the steps of a create, in seconds:
+// admission (limits, id, name, first record), the root file system, the
+// container start, and waiting for the executor's first answer.
+type CreateTimings struct {
+	AdmitS  float64 `json:"admit_s"`
+	RootfsS float64 `json:"rootfs_s"`
+	StartS  float64 `json:"start_s"`
+	ReadyS  float64 `json:"ready_s"`
+	TotalS  float64 `json:"total_s"`
+}
+
+// networkOptions parses the network settings for netns.
+func (o *Options) networkOptions(hostname string) (netns.AttachOptions, error) {
+	return netns.ParseFlags(netns.Flags{Network: o.Network, Publish: o.Publish, Egress: o.Egress,
+		AllowHostPorts: o.AllowHostPorts, DNS: o.DNS, Hostname: hostname})
 }
 
 // ImageInfo is the resolved image of a sandbox.
@@ -145,6 +177,9 @@ const (
 	// ResourceRootfs is the mounted root (overlay over the image on a
 	// size-capped tmpfs, plus volumes); released by unmounting.
 	ResourceRootfs ResourceKind = "rootfs"
+	// ResourceNetwork is the sandbox's network in bridge mode (lease,
+	// namespace, veth, rules); released by detaching it.
+	ResourceNetwork ResourceKind = "network"
 	// ResourceContainer is the libcontainer container with its cgroups;
 	// released by killing it and destroying its state and cgroups.
 	ResourceContainer ResourceKind = "container"
@@ -227,12 +262,11 @@ func (o *Options) validate() error {
 	if o.Limits.DiskBytes > 0 && o.Limits.DiskBytes < 1<<20 {
 		bad("disk limit %d is too small: use at least 1 MiB", o.Limits.DiskBytes)
 	}
-	switch o.Network {
-	case "":
-		o.Network = "none"
-	case "none", "host":
-	default:
-		bad("unknown network mode %q: use none or host", o.Network)
+	if o.Network == "" {
+		o.Network = string(netns.ModeNone)
+	}
+	if _, err := o.networkOptions(""); err != nil {
+		bad("%v", err)
 	}
 	if o.Workdir != "" && !path.IsAbs(o.Workdir) {
 		bad("working directory %q must be absolute", o.Workdir)

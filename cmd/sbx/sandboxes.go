@@ -50,7 +50,9 @@ func openManager() (*sandbox.Manager, error) {
 		return nil, err
 	}
 	cfg.Helper = helper
-	cfg.Images = imageSource()
+	if cfg.Images, err = imageSource(); err != nil {
+		return nil, err
+	}
 	return sandbox.New(cfg)
 }
 
@@ -107,6 +109,9 @@ sbx exec --timeout.`,
 			if err != nil {
 				return sbxError(err)
 			}
+			if sb.ExpiresAt != nil {
+				startExpiryReaper(m)
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 			return nil
 		},
@@ -150,9 +155,11 @@ func (o *createOptions) options(args []string) (sandbox.Options, error) {
 		return opts, err
 	}
 	opts.Limits = sandbox.Limits{MemoryBytes: limits.MemoryBytes, CPUs: limits.CPUs, Pids: limits.Pids, DiskBytes: disk}
-	if opts.Network, err = o.networkMode(); err != nil {
+	if _, err := o.networkOptions(); err != nil {
 		return opts, err
 	}
+	opts.Network, opts.Publish, opts.Egress = o.network, o.publish, o.egress
+	opts.AllowHostPorts, opts.DNS = o.hostPorts, o.dns
 	if opts.Env, err = o.environ(); err != nil {
 		return opts, err
 	}
@@ -352,20 +359,20 @@ func writeJSON(w io.Writer, v any) error {
 func init() {
 	rootCmd.AddCommand(&cobra.Command{
 		Use:   "inspect ID...",
-		Short: "Print sandboxes as JSON: spec, state, times, PID, socket, resources",
+		Short: "Print sandboxes as JSON: spec, state, times, PIDs, network, socket, resources",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m, err := openSandboxes()
 			if err != nil {
 				return sbxError(err)
 			}
-			var out []*sandbox.Sandbox
+			var out []*sandbox.Info
 			for _, ref := range args {
-				sb, err := m.Get(context.Background(), ref)
+				info, err := m.Inspect(context.Background(), ref)
 				if err != nil {
 					return sbxError(err)
 				}
-				out = append(out, sb)
+				out = append(out, info)
 			}
 			return writeJSON(cmd.OutOrStdout(), out)
 		},

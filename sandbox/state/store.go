@@ -576,6 +576,28 @@ func (s *Store) Expired(now time.Time) ([]string, error) {
 	return ids, nil
 }
 
+// NextExpiry returns the earliest deadline of any sandbox, or the zero
+// time when none has one.
+func (s *Store) NextExpiry() (time.Time, error) {
+	names, err := readNames(filepath.Join(s.root, expiryDir))
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, n := range names {
+		ts, id, ok := strings.Cut(n, ".")
+		if !ok || ValidID(id) != nil {
+			continue
+		}
+		if nanos, err := strconv.ParseInt(ts, 10, 64); err == nil {
+			return time.Unix(0, nanos), nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// ExpiryDir is the directory of expiry entries, for watching it.
+func (s *Store) ExpiryDir() string { return filepath.Join(s.root, expiryDir) }
+
 // Admission holds the store-wide admission lock while a new sandbox is
 // counted against the configured limits, so two processes cannot both
 // take the last slot.
@@ -600,4 +622,35 @@ func (a *Admission) Release() {
 		_ = a.f.Close()
 		a.f = nil
 	}
+}
+
+// LockFile takes an exclusive flock on path (created if needed), waiting
+// until ctx ends, and returns the function that releases it.
+func LockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: open lock %s: %w", path, err)
+	}
+	if err := flock(ctx, f, true); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("state: lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil
+}
+
+// TryLockFile takes an exclusive flock on path (created if needed) only if
+// it is free; otherwise it fails with ErrLocked.
+func TryLockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: open lock %s: %w", path, err)
+	}
+	if err := flock(context.Background(), f, false); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrLocked
+		}
+		return nil, fmt.Errorf("state: lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil
 }

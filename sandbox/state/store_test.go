@@ -215,7 +215,7 @@ func TestExpiry(t *testing.T) {
 // creator died before writing a record.
 func TestReadAllThousands(t *testing.T) {
 	s := newStore(t)
-	const n = 3000
+	const n = 2000
 	want := map[string]int{}
 	for i := range n {
 		id := NewID()
