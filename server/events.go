@@ -340,6 +340,23 @@ func (s *Server) watch() {
 	}
 }
 
+// reapExpired removes sandboxes the moment their TTL passes
+// (Manager.WatchExpiry) until Shutdown; the watcher reports the removals.
+func (s *Server) reapExpired() {
+	defer s.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-s.done; cancel() }()
+	for ctx.Err() == nil {
+		if err := s.mgr.WatchExpiry(ctx, false); err != nil && ctx.Err() == nil {
+			s.log.Warn("ttl reaper", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
 // reconcile runs one round of watch.
 func (s *Server) reconcile(ctx context.Context) {
 	listedAt := time.Now()

@@ -28,6 +28,10 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 		User:           req.User,
 		Hostname:       req.Hostname,
 		Network:        req.Network,
+		Publish:        req.Publish,
+		Egress:         req.Egress,
+		AllowHostPorts: req.AllowHostPorts,
+		DNS:            req.DNS,
 		ReadonlyRootfs: req.ReadonlyRootfs,
 		CapDrop:        req.CapDrop,
 		CapAdd:         req.CapAdd,
@@ -43,9 +47,6 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 	}
 	if len(req.Cmd) > 0 {
 		return o, unprocessable(api.CodeInvalid, "cmd is not supported: a sandbox's PID 1 is the sbx executor; run commands with POST /v1/sandboxes/{id}/exec or a session")
-	}
-	if len(req.Publish) > 0 {
-		return o, unprocessable(api.CodeInvalid, "publish is not supported yet: it needs bridge networking, which this server does not offer")
 	}
 	if o.Rootfs != "" {
 		p, err := s.allowedHostPath(o.Rootfs, "rootfs")
@@ -66,6 +67,9 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 	}
 	if o.Network == "host" && !s.cfg.AllowHostNetwork {
 		return o, unprocessable(api.CodeForbidden, "network \"host\" is not allowed by this server (sbx serve --allow-host-network)")
+	}
+	if len(o.AllowHostPorts) > 0 && !s.cfg.AllowHostNetwork {
+		return o, unprocessable(api.CodeForbidden, "allow_host_ports is not allowed by this server (sbx serve --allow-host-network)")
 	}
 	if !s.cfg.AllowPrivileged {
 		if len(o.CapAdd) > 0 {
@@ -172,12 +176,12 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	sb, err := s.mgr.Get(r.Context(), r.PathValue("id"))
+	info, err := s.mgr.Inspect(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sb)
+	writeJSON(w, http.StatusOK, info)
 }
 
 func (s *Server) removeSandbox(w http.ResponseWriter, r *http.Request) {

@@ -51,7 +51,8 @@ type Config struct {
 	// AllowedHostDirs are the host directories under which a create may
 	// name a rootfs or volume host paths; none allowed when empty.
 	AllowedHostDirs []string
-	// AllowHostNetwork lets a create ask for network "host".
+	// AllowHostNetwork lets a create ask for network "host" or for
+	// allow_host_ports in bridge mode.
 	AllowHostNetwork bool
 	// AllowPrivileged lets a create add capabilities or choose a seccomp
 	// profile other than the default.
@@ -244,8 +245,9 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.log.Info("re-adopted running sandboxes", "count", len(live))
 	s.tracker.seed(s.listAll(ctx))
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go s.watch()
+	go s.reapExpired()
 	return nil
 }
 

@@ -287,7 +287,7 @@ func TestErrorsAndLimits(t *testing.T) {
 		{"cap_add", "POST", "/v1/sandboxes", `{"image":"x","cap_add":["SYS_ADMIN"]}`, 422, api.CodeForbidden},
 		{"seccomp profile", "POST", "/v1/sandboxes", `{"image":"x","seccomp":"unconfined"}`, 422, api.CodeForbidden},
 		{"cmd", "POST", "/v1/sandboxes", `{"image":"x","cmd":["sleep","1"]}`, 422, api.CodeInvalid},
-		{"publish", "POST", "/v1/sandboxes", `{"image":"x","publish":["8080:80"]}`, 422, api.CodeInvalid},
+		{"allow_host_ports", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","allow_host_ports":["22"]}`, 422, api.CodeForbidden},
 		{"negative ttl", "POST", "/v1/sandboxes", `{"rootfs":"` + dir + `","ttl":-5}`, 422, api.CodeInvalid},
 		{"unknown sandbox", "GET", "/v1/sandboxes/0123456789abcdef", ``, 404, api.CodeNotFound},
 		{"unknown sandbox exec", "POST", "/v1/sandboxes/nosuch/exec", `{"argv":["true"]}`, 404, api.CodeNotFound},

@@ -32,6 +32,7 @@ type sandboxBackend interface {
 	Create(ctx context.Context, opts sandbox.Options) (*sandbox.Sandbox, error)
 	List(ctx context.Context, f sandbox.Filter) ([]*sandbox.Sandbox, error)
 	Get(ctx context.Context, ref string) (*sandbox.Sandbox, error)
+	Inspect(ctx context.Context, ref string) (*sandbox.Info, error)
 	Stats(ctx context.Context, ref string) (*cgroup.Usage, error)
 	Pause(ctx context.Context, ref string) (*sandbox.Sandbox, error)
 	Resume(ctx context.Context, ref string) (*sandbox.Sandbox, error)
@@ -113,6 +114,7 @@ func (r remoteSandboxes) Create(ctx context.Context, o sandbox.Options) (*sandbo
 	req := api.CreateRequest{
 		Name: o.Name, Image: o.Image, Rootfs: o.Rootfs, Env: o.Env, Workdir: o.Workdir, User: o.User,
 		Hostname: o.Hostname, Network: o.Network, Labels: o.Labels, TTL: api.Duration(o.TTL),
+		Publish: o.Publish, Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
 		ReadonlyRootfs: o.ReadonlyRootfs, CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp,
 		Limits: api.Limits{Memory: api.Size(o.Limits.MemoryBytes), CPUs: o.Limits.CPUs, Pids: o.Limits.Pids, Disk: api.Size(o.Limits.DiskBytes)},
 	}
@@ -147,6 +149,14 @@ func (r remoteSandboxes) List(ctx context.Context, f sandbox.Filter) ([]*sandbox
 
 func (r remoteSandboxes) Get(ctx context.Context, ref string) (*sandbox.Sandbox, error) {
 	return r.record(r.c.GetSandbox(ctx, ref))
+}
+
+func (r remoteSandboxes) Inspect(ctx context.Context, ref string) (*sandbox.Info, error) {
+	sb, err := r.c.GetSandbox(ctx, ref)
+	if err != nil {
+		return nil, remoteErr(err)
+	}
+	return convert[sandbox.Info](sb)
 }
 
 func (r remoteSandboxes) record(sb *api.Sandbox, err error) (*sandbox.Sandbox, error) {

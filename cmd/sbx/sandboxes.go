@@ -109,8 +109,8 @@ sbx exec --timeout.`,
 			if err != nil {
 				return sbxError(err)
 			}
-			if sb.ExpiresAt != nil {
-				startExpiryReaper(m)
+			if lm, ok := m.(*sandbox.Manager); ok && sb.ExpiresAt != nil {
+				startExpiryReaper(lm) // a server reaps its own
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 			return nil

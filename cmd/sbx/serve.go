@@ -146,7 +146,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		helper = h
 	}
 	mcfg.Helper = helper
-	mcfg.Images = imageSource()
+	images, err := imageSource()
+	if err != nil {
+		return err
+	}
+	mcfg.Images = images
 	mgr, err := sandbox.New(mcfg)
 	if err != nil {
 		return err

@@ -52,20 +52,26 @@ type ErrorBody struct {
 // Rootfs is set; Rootfs and volume host paths must lie under directories
 // the server allows.
 type CreateRequest struct {
-	Name     string            `json:"name,omitempty"`
-	Image    string            `json:"image,omitempty"`
-	Rootfs   string            `json:"rootfs,omitempty"`
-	Cmd      []string          `json:"cmd,omitempty"`
-	Env      []string          `json:"env,omitempty"` // KEY=VALUE
-	Workdir  string            `json:"workdir,omitempty"`
-	User     string            `json:"user,omitempty"`
-	Hostname string            `json:"hostname,omitempty"`
-	Limits   Limits            `json:"limits,omitzero"`
-	Network  string            `json:"network,omitempty"` // none (default) or host
-	Publish  []string          `json:"publish,omitempty"`
-	Volumes  []Volume          `json:"volumes,omitempty"`
-	Tmpfs    []Tmpfs           `json:"tmpfs,omitempty"`
-	Labels   map[string]string `json:"labels,omitempty"`
+	Name     string   `json:"name,omitempty"`
+	Image    string   `json:"image,omitempty"`
+	Rootfs   string   `json:"rootfs,omitempty"`
+	Cmd      []string `json:"cmd,omitempty"`
+	Env      []string `json:"env,omitempty"` // KEY=VALUE
+	Workdir  string   `json:"workdir,omitempty"`
+	User     string   `json:"user,omitempty"`
+	Hostname string   `json:"hostname,omitempty"`
+	Limits   Limits   `json:"limits,omitzero"`
+	// Network is none (default), bridge or host. Publish, Egress,
+	// AllowHostPorts and DNS apply to bridge mode, in the syntax of the
+	// CLI flags (docs/network.md): "8080:80", "127.0.0.1:8080:80/udp".
+	Network        string            `json:"network,omitempty"`
+	Publish        []string          `json:"publish,omitempty"`
+	Egress         string            `json:"egress,omitempty"`
+	AllowHostPorts []string          `json:"allow_host_ports,omitempty"`
+	DNS            []string          `json:"dns,omitempty"`
+	Volumes        []Volume          `json:"volumes,omitempty"`
+	Tmpfs          []Tmpfs           `json:"tmpfs,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
 	// TTL removes the sandbox this long after its creation.
 	TTL            Duration `json:"ttl,omitempty"`
 	ReadonlyRootfs bool     `json:"readonly_rootfs,omitempty"`
@@ -179,14 +185,19 @@ type Sandbox struct {
 	Spec      json.RawMessage `json:"spec,omitempty"`
 	Image     json.RawMessage `json:"image,omitempty"`
 	Pid       int             `json:"pid,omitempty"`
+	Pids      []int           `json:"pids,omitempty"` // every process, in GET /v1/sandboxes/{id}
 	Socket    string          `json:"socket,omitempty"`
+	Network   json.RawMessage `json:"network,omitempty"`
 	RootPath  string          `json:"root_path,omitempty"`
 	ExitCode  *int            `json:"exit_code,omitempty"`
 	Created   time.Time       `json:"created"`
 	Started   *time.Time      `json:"started,omitempty"`
 	Stopped   *time.Time      `json:"stopped,omitempty"`
 	ExpiresAt *time.Time      `json:"expires_at,omitempty"`
-	Resources json.RawMessage `json:"resources,omitempty"`
+	// CreateTimings break a create down into admit, rootfs, start and
+	// ready seconds.
+	CreateTimings json.RawMessage `json:"create_timings,omitempty"`
+	Resources     json.RawMessage `json:"resources,omitempty"`
 }
 
 // SandboxList is the reply of GET /v1/sandboxes.
