@@ -612,3 +612,50 @@ func TestServerMetricsMove(t *testing.T) {
 		t.Errorf("the delete was not counted")
 	}
 }
+
+// TestServerBridgePublish creates a bridged sandbox with a published port
+// over the API and reaches a server inside it from the host.
+func TestServerBridgePublish(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	e := newServerEnv(t, sandbox.Config{}, nil)
+	ctx := context.Background()
+	data := mustRaw(t, e, 201, "POST", "/v1/sandboxes", api.ContentTypeJSON,
+		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","network":"bridge","publish":["127.0.0.1:0:8080"]}`))
+	sb := decode[struct {
+		ID      string `json:"id"`
+		Network struct {
+			IP    string `json:"ip"`
+			Ports []struct {
+				HostPort      int `json:"host_port"`
+				ContainerPort int `json:"container_port"`
+			} `json:"ports"`
+		} `json:"network"`
+	}](t, data)
+	e.see(sb.ID)
+	if sb.Network.IP == "" || len(sb.Network.Ports) != 1 || sb.Network.Ports[0].HostPort == 0 {
+		t.Fatalf("bridged sandbox: %s", data)
+	}
+	var res execResult
+	if err := e.c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"command": "mkdir -p /tmp/www && echo hello-from-inside > /tmp/www/index.html && httpd -p 8080 -h /tmp/www"}, &res); err != nil || res.ExitCode != 0 {
+		t.Fatalf("start httpd: %+v %v", res, err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", sb.Network.Ports[0].HostPort)
+	var body []byte
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err == nil {
+			body, _ = io.ReadAll(resp.Body)
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("published port %s: %v", url, err)
+		}
+	}
+	if string(body) != "hello-from-inside\n" {
+		t.Fatalf("published port answered %q", body)
+	}
+	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+}
