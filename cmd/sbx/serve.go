@@ -18,6 +18,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 )
@@ -36,6 +37,7 @@ type serveOptions struct {
 	allowHostDirs                 []string
 	allowHostNetwork, allowPriv   bool
 	executorBinary                string
+	insecureRegistries            []string
 }
 
 func init() {
@@ -80,6 +82,7 @@ running.`,
 	f.StringArrayVar(&o.allowHostDirs, "allow-host-dir", nil, "host directory under which creates may name a rootfs or volumes (repeatable)")
 	f.BoolVar(&o.allowHostNetwork, "allow-host-network", false, "let creates ask for the host's network")
 	f.BoolVar(&o.allowPriv, "allow-privileged", false, "let creates add capabilities or choose another seccomp profile")
+	f.StringArrayVar(&o.insecureRegistries, "insecure-registry", nil, "registry host[:port] to pull from over plain HTTP (repeatable; localhost and 127.0.0.1 always are)")
 	f.StringVar(&o.executorBinary, "executor-binary", "", "static sbx binary to run as the sandboxes' executor (default: this one)")
 	_ = f.MarkHidden("executor-binary")
 	rootCmd.AddCommand(cmd)
@@ -151,13 +154,17 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return err
 	}
 	mcfg.Images = images
+	store, err := imagecache.Open(filepath.Join(global.root, "images"), imagecache.Options{InsecureRegistries: o.insecureRegistries})
+	if err != nil {
+		return err
+	}
 	mgr, err := sandbox.New(mcfg)
 	if err != nil {
 		return err
 	}
 	srv, err := server.New(server.Config{
 		Manager:              mgr,
-		Images:               serverImageStore(),
+		Images:               server.ImageCache(store),
 		Token:                token,
 		MaxBodyBytes:         sizes[0],
 		MaxUploadBytes:       sizes[1],
@@ -279,7 +286,3 @@ func listenUnix(path string) (net.Listener, error) {
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	return ln, nil
 }
-
-// serverImageStore is the image store behind the image routes; nil until
-// the image cache is part of the build.
-func serverImageStore() server.ImageStore { return nil }
