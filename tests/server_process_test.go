@@ -418,6 +418,28 @@ func TestServerRemoteCLI(t *testing.T) {
 	if r = sbx("inspect", "remote1"); r.code != 1 {
 		t.Fatalf("remote inspect after rm: exit %d, want 1", r.code)
 	}
+	// Images on the server: pull with progress, list, remove.
+	reg := fixture.StartRegistry(t)
+	ref := reg.Push(t, "remote/busybox:1", fixture.BusyboxImage(t))
+	if r = sbx("pull", ref); r.code != 0 || !strings.Contains(r.stdout, "sha256:") {
+		t.Fatalf("remote pull: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("images", "--format", "json"); r.code != 0 || !strings.Contains(r.stdout, "remote/busybox:1") {
+		t.Fatalf("remote images: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = runSbx(t, "", "--root", local+"/root", "--run-root", local+"/run", "images", "-q"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("the remote pull landed in the local cache: %q %s", r.stdout, r.stderr)
+	}
+	if r = sbx("rmi", ref); r.code != 0 {
+		t.Fatalf("remote rmi: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("rmi", ref); r.code == 0 {
+		t.Fatal("remote rmi of a removed image succeeded")
+	}
+	// Commands that act on this host only refuse --host.
+	if r = sbx("gc"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+		t.Fatalf("gc with --host: %d %s", r.code, r.stderr)
+	}
 	t.Setenv("SBX_TOKEN", "wrong-token-wrong-token")
 	if r = sbx("ps"); r.code == 0 || !strings.Contains(r.stderr, "unauthorized") {
 		t.Fatalf("remote ps with a wrong token: %d %s", r.code, r.stderr)

@@ -42,6 +42,7 @@ type Options struct {
 
 // Client calls one sbx server. It is safe for concurrent use.
 type Client struct {
+	host string // as given to New, for messages
 	base string // scheme://host, no trailing slash
 	// dialRaw opens a plain connection to the server (for tunnels).
 	dialRaw func(ctx context.Context) (net.Conn, error)
@@ -67,7 +68,7 @@ func New(host string, opts Options) (*Client, error) {
 		ForceAttemptHTTP2:     opts.TLS != nil,
 		ExpectContinueTimeout: time.Second,
 	}
-	c := &Client{tr: tr, opts: opts}
+	c := &Client{host: host, tr: tr, opts: opts}
 	switch {
 	case strings.HasPrefix(host, "unix://"):
 		sock := strings.TrimPrefix(host, "unix://")
@@ -171,7 +172,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body io.Reader, co
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("sbx server %s: %w", c.base, err)
+		return nil, fmt.Errorf("sbx server %s: %w", c.host, err)
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
@@ -445,7 +446,7 @@ func (c *Client) Events(ctx context.Context, since uint64, fn func(api.Event) er
 func (c *Client) DialExecutor(ctx context.Context, ref string) (net.Conn, error) {
 	conn, err := c.dialRaw(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("sbx server %s: %w", c.base, err)
+		return nil, fmt.Errorf("sbx server %s: %w", c.host, err)
 	}
 	if d, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(d)
