@@ -1,6 +1,6 @@
 // Package client is the Go client of sbx's REST server (sbx serve). It
-// needs no cgo and nothing of the server but its wire types (server/api),
-// so remote controllers can embed it.
+// needs no cgo, only the wire types of the server (server/api) and of the
+// executor (executor/api), so remote controllers can embed it.
 //
 //	c, _ := client.New("unix:///run/sbx/sbx.sock", client.Options{})
 //	sb, _ := c.CreateSandbox(ctx, api.CreateRequest{Image: "busybox"})
@@ -24,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
 )
 
@@ -488,3 +489,12 @@ type bufferedConn struct {
 }
 
 func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// Executor returns a client of the executor of sandbox ref that reaches it
+// through tunnels (DialExecutor): exec, streamed exec, shell sessions,
+// files and archives with the executor's own types, exactly as on the host.
+func (c *Client) Executor(ref string, opts execclient.Options) *execclient.Client {
+	return execclient.NewWithDialer(func(ctx context.Context) (net.Conn, error) {
+		return c.DialExecutor(ctx, ref)
+	}, opts)
+}
