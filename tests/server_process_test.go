@@ -3,10 +3,19 @@ package tests
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +27,8 @@ import (
 	"testing"
 	"time"
 
+	execapi "github.com/sbxrun/sbx/executor/api"
+	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -447,4 +458,88 @@ func TestServerRemoteCLI(t *testing.T) {
 	if entries, _ := os.ReadDir(local); len(entries) > 0 {
 		t.Logf("local state dirs created: %d (only directories; no sandbox)", len(entries))
 	}
+}
+
+// TestServerTLS serves the API over TLS with a token and reaches it, and
+// a sandbox's executor through a tunnel, with the Go client.
+func TestServerTLS(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	certPEM, keyPEM := selfSignedCert(t)
+	certFile, keyFile := filepath.Join(p.dir, "cert.pem"), filepath.Join(p.dir, "key.pem")
+	_ = os.WriteFile(certFile, certPEM, 0o600)
+	_ = os.WriteFile(keyFile, keyPEM, 0o600)
+	addr := "127.0.0.1:17972"
+	cmd := exec.Command(sbxBin, append(p.args(), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile)...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	c, err := client.New("https://"+addr, client.Options{Token: serverTestToken, TLS: &tls.Config{RootCAs: pool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err = c.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TLS server: %v\n%s", err, log.String())
+		}
+	}
+	sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.RemoveSandbox(ctx, sb.ID, true) }()
+	res, err := c.Executor(sb.ID, execclient.Options{}).Exec(ctx, execapi.ExecRequest{Argv: []string{"echo", "tls"}})
+	if err != nil || res.Stdout != "tls\n" {
+		t.Fatalf("exec through a TLS tunnel: %+v %v", res, err)
+	}
+	// Plain HTTP to the TLS port fails; a client that does not trust the
+	// certificate fails.
+	if plain, _ := client.New("http://"+addr, client.Options{Token: serverTestToken}); plain != nil {
+		if _, err := plain.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+			t.Fatal("plain HTTP to the TLS listener succeeded")
+		}
+	}
+	untrusting, _ := client.New("https://"+addr, client.Options{Token: serverTestToken})
+	if _, err := untrusting.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+		t.Fatal("a client without the CA trusted the server")
+	}
+	if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// selfSignedCert makes a certificate for 127.0.0.1.
+func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "sbx test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
 }

@@ -198,7 +198,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 				_ = ln.Close()
 				return fmt.Errorf("load TLS certificate: %w", err)
 			}
-			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}})
+			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
 		}
 		listeners = append(listeners, ln)
 	}
