@@ -30,31 +30,45 @@ func BenchmarkServerCreateExecDelete(b *testing.B) {
 		b.Run(fmt.Sprintf("http/c%d", conc), func(b *testing.B) {
 			e := newServerEnv(b, sandbox.Config{}, nil)
 			ctx := context.Background()
+			var ph phases
 			runCycles(b, conc, func() error {
+				t0 := time.Now()
 				sb, err := e.c.CreateSandbox(ctx, busyboxCreate(""))
 				if err != nil {
 					return err
 				}
+				t1 := time.Now()
 				var res execResult
 				if err := e.c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"argv": []string{"true"}}, &res); err != nil {
 					return err
 				}
-				return e.c.RemoveSandbox(ctx, sb.ID, true)
+				t2 := time.Now()
+				err = e.c.RemoveSandbox(ctx, sb.ID, true)
+				ph.add(t1.Sub(t0), t2.Sub(t1), time.Since(t2))
+				return err
 			})
+			ph.report(b)
 		})
 		b.Run(fmt.Sprintf("direct/c%d", conc), func(b *testing.B) {
 			e := newServerEnv(b, sandbox.Config{}, nil)
 			ctx := context.Background()
+			var ph phases
 			runCycles(b, conc, func() error {
+				t0 := time.Now()
 				sb, err := e.mgr.Create(ctx, sandbox.Options{Rootfs: rootfs})
 				if err != nil {
 					return err
 				}
+				t1 := time.Now()
 				if err := execOnSocket(ctx, sb.Socket); err != nil {
 					return err
 				}
-				return e.mgr.Remove(ctx, sb.ID, true)
+				t2 := time.Now()
+				err = e.mgr.Remove(ctx, sb.ID, true)
+				ph.add(t1.Sub(t0), t2.Sub(t1), time.Since(t2))
+				return err
 			})
+			ph.report(b)
 		})
 	}
 }
@@ -119,4 +133,30 @@ func runCycles(b *testing.B, conc int, cycle func() error) {
 	b.ReportMetric(ms(lat[len(lat)/2]), "median-ms")
 	b.ReportMetric(ms(lat[min(len(lat)-1, len(lat)*99/100)]), "p99-ms")
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
+}
+
+// phases collects the create, exec and delete parts of the cycles.
+type phases struct {
+	mu                    sync.Mutex
+	create, exec, destroy []time.Duration
+}
+
+func (p *phases) add(c, e, d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.create, p.exec, p.destroy = append(p.create, c), append(p.exec, e), append(p.destroy, d)
+}
+
+// report adds the median of each part.
+func (p *phases) report(b *testing.B) {
+	med := func(l []time.Duration) float64 {
+		s := append([]time.Duration(nil), l...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return float64(s[len(s)/2]) / float64(time.Millisecond)
+	}
+	if len(p.create) > 0 {
+		b.ReportMetric(med(p.create), "create-ms")
+		b.ReportMetric(med(p.exec), "exec-ms")
+		b.ReportMetric(med(p.destroy), "delete-ms")
+	}
 }

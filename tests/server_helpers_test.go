@@ -2,6 +2,8 @@ package tests
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -56,6 +58,8 @@ func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)
 	}
 	e := &serverEnv{dir: dir, root: filepath.Join(dir, "root"), runRoot: filepath.Join(dir, "run"), ids: map[string]bool{}}
 	mcfg.Root, mcfg.RunRoot, mcfg.Helper = e.root, e.runRoot, serverExecutorBin()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mcfg.Logger = quiet
 	if e.mgr, err = sandbox.New(mcfg); err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +68,7 @@ func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)
 		Token:           serverTestToken,
 		AllowedHostDirs: []string{fixture.CacheDir, dir},
 		WatchInterval:   100 * time.Millisecond,
+		Logger:          quiet,
 	}
 	if mutate != nil {
 		mutate(&cfg)
