@@ -200,6 +200,9 @@ func (m *Manager) build(ctx context.Context, sb *Sandbox, lowers []string) error
 	if err := os.Mkdir(run, 0o700); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
+	if err := os.WriteFile(filepath.Join(run, rootOwnerFile), []byte(m.store.Root()), 0o600); err != nil {
+		return fmt.Errorf("create runtime directory: %w", err)
+	}
 	return m.startRuntime(ctx, sb, lowers)
 }
 

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
@@ -20,8 +19,8 @@ type GCReport struct {
 	Interrupted []string `json:"interrupted,omitempty"`
 	// Stopped sandboxes found dead and marked stopped.
 	Stopped []string `json:"stopped,omitempty"`
-	// Orphans are runtime directories, cgroups, names and expiry entries
-	// of sandboxes with no record.
+	// Orphans are runtime directories and names of sandboxes of this
+	// root that have no record.
 	Orphans []string `json:"orphans,omitempty"`
 }
 
@@ -128,9 +127,10 @@ func (m *Manager) recover(ctx context.Context, rep *GCReport) ([]*Sandbox, error
 }
 
 // GC removes whatever crashes left behind: expired sandboxes, interrupted
-// creates and removes (with every resource they recorded), and runtime
-// directories, mounts, cgroups, names and expiry entries that belong to no
-// sandbox. Sandboxes busy with another operation are left alone.
+// creates and removes (with every resource they recorded: mounts,
+// container, cgroups, network), and runtime directories and names of this
+// root that belong to no sandbox. Sandboxes busy with another operation
+// are left alone, and so is everything of other roots and of one-shot runs.
 func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 	rep := &GCReport{Expired: m.reapExpired(ctx)}
 	_, err := m.recover(ctx, rep)
@@ -139,11 +139,15 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 		_, err := os.Stat(m.store.Dir(id))
 		return err == nil
 	}
-	// Runtime directories (with their mounts and containers) of no sandbox.
+	// Runtime directories of no sandbox of this root (someone removed the
+	// root's records by hand). Everything else a sandbox creates is found
+	// through its record, which exists before the resource and goes after
+	// it; host-wide sweeps (cgroups, veths, libcontainer state) would hit
+	// the sandboxes of other roots and of one-shot runs, so there are none.
 	runDirs, err := m.store.RunDirs()
 	errs = append(errs, err)
 	for _, id := range runDirs {
-		if state.ValidID(id) != nil || exists(id) {
+		if state.ValidID(id) != nil || exists(id) || !m.ownsRunDir(id) {
 			continue
 		}
 		orphan := Sandbox{ID: id}
@@ -152,44 +156,6 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 			continue
 		}
 		rep.Orphans = append(rep.Orphans, "rundir:"+id)
-	}
-	// libcontainer state of no sandbox (one-shot runs use other ids).
-	if entries, err := os.ReadDir(m.containerRoot()); err == nil {
-		for _, e := range entries {
-			id := e.Name()
-			if state.ValidID(id) != nil || exists(id) {
-				continue
-			}
-			if err := m.releaseContainer(ctx, Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: id}); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			rep.Orphans = append(rep.Orphans, "container:"+id)
-		}
-	}
-	// Cgroups of no sandbox. One-shot runs use other ids and are not ours.
-	for id, paths := range cgroup.Leftovers() {
-		if state.ValidID(id) != nil || exists(id) {
-			continue
-		}
-		if err := killCgroup(ctx, id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if err := cgroup.RemovePaths(paths); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		rep.Orphans = append(rep.Orphans, "cgroup:"+id)
-	}
-	// Network leases, veths, namespaces and rules of no sandbox (nor of a
-	// one-shot run still going).
-	if _, err := os.Stat(filepath.Join(m.store.Root(), "network")); err == nil {
-		removed, err := m.gcNetwork(ctx)
-		errs = append(errs, err)
-		for _, r := range removed {
-			rep.Orphans = append(rep.Orphans, "network:"+r)
-		}
 	}
 	// Names and expiry entries of no sandbox.
 	names, err := m.store.Names()
@@ -203,28 +169,15 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 	return rep, errors.Join(errs...)
 }
 
-// gcNetwork removes network leftovers. Live owners are this store's
-// sandboxes and the one-shot runs whose directory still exists (sbx gc
-// removes those of crashed runs first).
-func (m *Manager) gcNetwork(ctx context.Context) ([]string, error) {
-	n, err := m.network()
-	if err != nil {
-		return nil, err
-	}
-	live := map[string]bool{}
-	ids, err := m.store.IDs()
-	if err != nil {
-		return nil, err
-	}
-	for _, id := range ids {
-		live[id] = true
-	}
-	if runs, err := os.ReadDir(filepath.Join(m.store.RunRoot(), runsDir)); err == nil {
-		for _, r := range runs {
-			live[r.Name()] = true
-		}
-	}
-	return n.GC(ctx, live)
+// ownerFile in a runtime directory names the root whose sandbox it is, so
+// that stores sharing a run root never collect each other's directories.
+const rootOwnerFile = "root"
+
+// ownsRunDir reports whether the runtime directory of id belongs to this
+// Manager's root.
+func (m *Manager) ownsRunDir(id string) bool {
+	data, err := os.ReadFile(filepath.Join(m.store.RunDir(id), rootOwnerFile))
+	return err == nil && string(data) == m.store.Root()
 }
 
 // Network returns the bridge network the Manager attaches sandboxes to, for

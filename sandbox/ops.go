@@ -37,6 +37,9 @@ func (m *Manager) refresh(l *state.Lock, sb *Sandbox) {
 	if err == nil {
 		st = ctr.Status()
 	}
+	if os.Getenv("SBX_DEBUG_REFRESH") != "" && st != "running" && st != "paused" {
+		m.log.Warn("refresh", "id", sb.ID, "status", st, "err", err)
+	}
 	if st == "stopped" {
 		m.markStopped(l, sb)
 	}

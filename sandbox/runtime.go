@@ -241,7 +241,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 		ExtraFiles: []*os.File{lnFile},
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("%w%s", err, logTail(filepath.Join(run, executorLog)))
 	}
 	// Reap PID 1 when it exits while this process lives (a server); a CLI
 	// process exits first and PID 1 is reparented.
