@@ -415,6 +415,27 @@ func TestServerRemoteCLI(t *testing.T) {
 	if r = sbx("stats", "--no-stream", "--format", "json", "remote1"); r.code != 0 || !strings.Contains(r.stdout, `"memory_limit_bytes":67108864`) {
 		t.Fatalf("remote stats: %d %s %s", r.code, r.stdout, r.stderr)
 	}
+	// exec streams and propagates the exit code; cp goes both ways.
+	if r = sbx("exec", "remote1", "--", "sh", "-c", "echo out; echo err >&2; exit 7"); r.code != 7 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Fatalf("remote exec: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("exec", "nosuch", "--", "true"); r.code != 1 {
+		t.Fatalf("remote exec in no sandbox: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	if r = sbx("exec", "-t", "remote1", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+		t.Fatalf("remote exec -t: %d %s", r.code, r.stderr)
+	}
+	hostDir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(hostDir, "in.txt"), []byte("to the sandbox\n"), 0o644)
+	if r = sbx("cp", filepath.Join(hostDir, "in.txt"), "remote1:/tmp/in.txt"); r.code != 0 {
+		t.Fatalf("remote cp to: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("cp", "remote1:/tmp/in.txt", filepath.Join(hostDir, "back.txt")); r.code != 0 {
+		t.Fatalf("remote cp from: %d %s", r.code, r.stderr)
+	}
+	if data, _ := os.ReadFile(filepath.Join(hostDir, "back.txt")); string(data) != "to the sandbox\n" {
+		t.Fatalf("cp round trip: %q", data)
+	}
 	for _, args := range [][]string{{"pause", "remote1"}, {"resume", "remote1"}, {"stop", "-t", "1s", "remote1"}, {"start", "remote1"}} {
 		if r = sbx(args...); r.code != 0 {
 			t.Fatalf("remote %v: %d %s", args, r.code, r.stderr)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
+	execapi "github.com/sbxrun/sbx/executor/api"
+	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
@@ -43,6 +45,12 @@ type sandboxBackend interface {
 	// tunnel through the server remotely. executor/client.NewWithDialer
 	// over it gives exec, sessions and files either way.
 	Dial(ctx context.Context, ref string) (net.Conn, error)
+	// Exec runs a command through the executor, streaming its output to
+	// onOutput when given.
+	Exec(ctx context.Context, ref string, req execapi.ExecRequest, onOutput func(execapi.ExecFrame) error) (execapi.ExecResult, error)
+	// CopyFrom and CopyTo copy between the sandbox and this host.
+	CopyFrom(ctx context.Context, ref, src, dst string) error
+	CopyTo(ctx context.Context, ref, src, dst string) error
 }
 
 // openSandboxes returns the remote server of --host (SBX_HOST) when one is
@@ -193,6 +201,31 @@ func (r remoteSandboxes) Stop(ctx context.Context, ref string, timeout time.Dura
 func (r remoteSandboxes) Dial(ctx context.Context, ref string) (net.Conn, error) {
 	c, err := r.c.DialExecutor(ctx, ref)
 	return c, remoteErr(err)
+}
+
+func (r remoteSandboxes) Exec(ctx context.Context, ref string, req execapi.ExecRequest, onOutput func(execapi.ExecFrame) error) (execapi.ExecResult, error) {
+	ex := r.c.Executor(ref, execclient.Options{})
+	defer ex.Close()
+	var res execapi.ExecResult
+	var err error
+	if onOutput == nil {
+		res, err = ex.Exec(ctx, req)
+	} else {
+		res, err = ex.ExecStream(ctx, req, onOutput)
+	}
+	return res, remoteErr(err)
+}
+
+func (r remoteSandboxes) CopyFrom(ctx context.Context, ref, src, dst string) error {
+	ex := r.c.Executor(ref, execclient.Options{})
+	defer ex.Close()
+	return remoteErr(sandbox.CopyFromExecutor(ctx, ex, src, dst))
+}
+
+func (r remoteSandboxes) CopyTo(ctx context.Context, ref, src, dst string) error {
+	ex := r.c.Executor(ref, execclient.Options{})
+	defer ex.Close()
+	return remoteErr(sandbox.CopyToExecutor(ctx, ex, src, dst))
 }
 
 func (r remoteSandboxes) Remove(ctx context.Context, ref string, force bool) error {
