@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 )
@@ -35,7 +36,7 @@ func statusOf(err error) (int, string) {
 		return se.Status, se.Code
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge
-	case errors.Is(err, sandbox.ErrNotFound):
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, imagecache.ErrNotFound):
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, sandbox.ErrNameInUse), errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrState):
 		return http.StatusConflict, api.CodeConflict

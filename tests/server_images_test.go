@@ -27,7 +27,7 @@ func TestServerImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := newServerEnv(t, sandbox.Config{}, func(c *server.Config) { c.Images = server.ImageCache(store) })
+	e := newServerEnv(t, sandbox.Config{Images: sandbox.NewImageSource(store, imagecache.PullNever)}, func(c *server.Config) { c.Images = server.ImageCache(store) })
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	events := make(chan api.Event, 64)
@@ -69,6 +69,24 @@ func TestServerImages(t *testing.T) {
 		t.Fatalf("pull of a bad reference: %d %s", st, body)
 	}
 
+	// A sandbox from the pulled image, and one from an image not in the
+	// cache (the server's policy here is never to pull on create).
+	sb, err := e.c.CreateSandbox(ctx, api.CreateRequest{Image: ref, Env: []string{"FROM=image"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	var res execResult
+	if err := e.c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"command": "echo $FROM; ls /bin/busybox"}, &res); err != nil || res.Stdout != "image\n/bin/busybox\n" {
+		t.Fatalf("exec in a sandbox from an image: %+v %v", res, err)
+	}
+	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CreateSandbox(ctx, api.CreateRequest{Image: reg.Host + "/not/cached:1"}); client.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("create from an image not in the cache: %v", err)
+	}
+
 	list, err := e.c.ListImages(ctx)
 	if err != nil || len(list) != 2 {
 		t.Fatalf("list: %+v %v", list, err)
@@ -89,13 +107,25 @@ func TestServerImages(t *testing.T) {
 	}
 	want := []string{api.EventImagePulled, api.EventImagePulled, api.EventImagePulled, api.EventImageRemove, api.EventImageRemove}
 	for i, w := range want {
+		ev := nextImageEvent(t, events)
+		if ev.Type != w {
+			t.Fatalf("event %d: %s %s, want %s", i, ev.Type, ev.Image, w)
+		}
+	}
+}
+
+// nextImageEvent returns the next image event, skipping sandbox events.
+func nextImageEvent(t *testing.T, events <-chan api.Event) api.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
 		select {
 		case ev := <-events:
-			if ev.Type != w {
-				t.Fatalf("event %d: %s %s, want %s", i, ev.Type, ev.Image, w)
+			if strings.HasPrefix(ev.Type, "image.") {
+				return ev
 			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("event %d (%s) missing", i, w)
+		case <-timeout:
+			t.Fatal("no image event within 10s")
 		}
 	}
 }
