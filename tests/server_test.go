@@ -274,6 +274,45 @@ func TestServerSandboxRoutes(t *testing.T) {
 	if !found {
 		t.Fatal("downloaded archive lacks sub/f.txt")
 	}
+	// The rest of the executor routes the other way round: sessions
+	// created raw and listed by the client, listing raw, archives uploaded
+	// by the client and fetched raw, info by the client.
+	rawSess := decode[struct {
+		ID string `json:"id"`
+	}](t, mustRaw(t, e, 201, "POST", "/v1/sandboxes/"+sbA.ID+"/sessions", api.ContentTypeJSON, []byte(`{}`)))
+	var sessList struct {
+		Sessions []struct {
+			ID string `json:"id"`
+		} `json:"sessions"`
+	}
+	if err := c.Call(ctx, "GET", client.SandboxPath(sbA.ID, "/sessions"), nil, &sessList); err != nil || len(sessList.Sessions) != 1 || sessList.Sessions[0].ID != rawSess.ID {
+		t.Fatalf("client session list: %+v %v", sessList, err)
+	}
+	if !strings.Contains(string(mustRaw(t, e, 200, "GET", "/v1/sandboxes/"+sbA.ID+"/fs/list?path=/tmp/dir", "", nil)), "hello.txt") {
+		t.Fatal("raw fs list lacks hello.txt")
+	}
+	resp, err = c.Do(ctx, "PUT", client.SandboxPath(sbA.ID, "/fs/archive?path=/tmp/up2"), bytes.NewReader(tb.Bytes()), "application/x-tar")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := mustRaw(t, e, 200, "GET", "/v1/sandboxes/"+sbA.ID+"/fs/archive?path=/tmp/up2/sub/f.txt", "", nil); !bytes.Contains(got, []byte("tar!\n")) {
+		t.Fatalf("raw archive download: %d bytes", len(got))
+	}
+	var infoReply map[string]any
+	if err := c.Call(ctx, "GET", client.SandboxPath(sbA.ID, "/info"), nil, &infoReply); err != nil || infoReply["memory"] == nil {
+		t.Fatalf("client info: %v %v", infoReply, err)
+	}
+	resp, err = c.Do(ctx, "GET", "/v1/openapi.yaml", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !bytes.HasPrefix(doc, []byte("openapi: 3")) {
+		t.Fatalf("openapi document: %.40q", doc)
+	}
+
 	// Info from inside the sandbox.
 	info := mustRaw(t, e, 200, "GET", "/v1/sandboxes/"+sbA.ID+"/info", "", nil)
 	if !strings.Contains(string(info), `"memory"`) {
@@ -368,6 +407,7 @@ func TestServerLimits(t *testing.T) {
 	fixture.BusyboxRootfs(t)
 	e := newServerEnv(t, sandbox.Config{MaxSandboxes: 2}, func(c *server.Config) {
 		c.MaxUploadBytes = 1 << 20
+		c.MaxReplyBytes = 256 << 10
 		c.MaxConcurrentCreates = 1
 	})
 	ctx := context.Background()
@@ -401,6 +441,25 @@ func TestServerLimits(t *testing.T) {
 	}
 	if strings.Contains(res.Stdout, "big") && !strings.Contains(res.Stdout, "No such") {
 		t.Fatalf("a refused upload left a file: %q", res.Stdout)
+	}
+
+	// Replies from the executor are capped: a file under the cap comes
+	// whole, one over it is cut off, never passed on in full.
+	var made execResult
+	if err := e.c.Call(ctx, "POST", client.SandboxPath(a.ID, "/exec"), map[string]any{"command": "head -c 200000 /dev/zero > /tmp/small; head -c 4000000 /dev/zero > /tmp/large"}, &made); err != nil || made.ExitCode != 0 {
+		t.Fatalf("make files: %+v %v", made, err)
+	}
+	if st, data := rawCall(t, e, "GET", "/v1/sandboxes/"+a.ID+"/files?path=/tmp/small", "", nil); st != 200 || len(data) != 200000 {
+		t.Fatalf("file under the reply cap: %d, %d bytes", st, len(data))
+	}
+	req0, _ := http.NewRequest("GET", e.url+"/v1/sandboxes/"+a.ID+"/files?path=/tmp/large", nil)
+	req0.Header.Set("Authorization", "Bearer "+serverTestToken)
+	if resp, err := http.DefaultClient.Do(req0); err == nil {
+		n, rerr := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if (resp.StatusCode == 200 && rerr == nil) || n >= 4000000 {
+			t.Fatalf("file over the reply cap: HTTP %d, %d bytes, read error %v", resp.StatusCode, n, rerr)
+		}
 	}
 
 	// A TTL sandbox disappears while the server runs, with an event.
@@ -490,6 +549,24 @@ func TestServerEventsInOrder(t *testing.T) {
 			}
 		}
 	}
+	// A raw SSE reader sees the same stream.
+	rawReq, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/events", nil)
+	rawReq.Header.Set("Authorization", "Bearer "+serverTestToken)
+	rawResp, err := http.DefaultClient.Do(rawReq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rawResp.Body.Close()
+	if ct := rawResp.Header.Get("Content-Type"); ct != api.ContentTypeSSE {
+		t.Fatalf("events Content-Type %q", ct)
+	}
+	rawLines := make(chan string, 256)
+	go func() {
+		sc := bufio.NewScanner(rawResp.Body)
+		for sc.Scan() {
+			rawLines <- sc.Text()
+		}
+	}()
 	req := busyboxCreate("ev")
 	req.Limits.Memory = 96 << 20
 	sb, err := e.c.CreateSandbox(ctx, req)
@@ -542,6 +619,22 @@ func TestServerEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(sb.ID, api.EventRemoved)
+
+	// The raw stream carried the same events, as id/event/data records.
+	var rawEvents []string
+	for len(rawEvents) < int(last) {
+		select {
+		case l := <-rawLines:
+			if typ, ok := strings.CutPrefix(l, "event: "); ok {
+				rawEvents = append(rawEvents, typ)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("raw SSE stream: %d of %d events: %v", len(rawEvents), last, rawEvents)
+		}
+	}
+	if rawEvents[0] != api.EventCreated || rawEvents[len(rawEvents)-1] != api.EventRemoved {
+		t.Fatalf("raw SSE stream: %v", rawEvents)
+	}
 
 	// The counters moved.
 	resp, err := e.c.Do(ctx, "GET", "/metrics", nil, "")
