@@ -2,11 +2,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
+	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/cgroup"
@@ -26,23 +28,24 @@ func (m *Manager) container(sb *Sandbox) (*isolate.Container, error) {
 	return ctr, nil
 }
 
-// alive reports whether the sandbox's PID 1 still runs, and refreshes the
-// record's status if it died on its own.
+// refresh marks a running or paused sandbox stopped when its PID 1 is
+// gone (it exited on its own, or the host restarted). Only a container
+// that libcontainer reports stopped, or whose state no longer exists,
+// counts; any other error leaves the record alone.
 func (m *Manager) refresh(l *state.Lock, sb *Sandbox) {
 	if sb.Status != StatusRunning && sb.Status != StatusPaused {
 		return
 	}
 	ctr, err := m.container(sb)
-	st := "stopped"
-	if err == nil {
-		st = ctr.Status()
+	switch {
+	case errors.Is(err, libcontainer.ErrNotExist):
+	case err != nil:
+		m.log.Warn("cannot tell whether the sandbox runs", "id", sb.ID, "err", err)
+		return
+	case ctr.Status() != "stopped":
+		return
 	}
-	if os.Getenv("SBX_DEBUG_REFRESH") != "" && st != "running" && st != "paused" {
-		m.log.Warn("refresh", "id", sb.ID, "status", st, "err", err)
-	}
-	if st == "stopped" {
-		m.markStopped(l, sb)
-	}
+	m.markStopped(l, sb)
 }
 
 func (m *Manager) markStopped(l *state.Lock, sb *Sandbox) {
