@@ -30,6 +30,9 @@ var OpenAPI []byte
 type Config struct {
 	// Manager runs the sandboxes. Required.
 	Manager *sandbox.Manager
+	// ManagerEvents, if set, is the forwarder given to the Manager's
+	// Config.Events; the server then reports the Manager's changes at once.
+	ManagerEvents *ManagerEvents
 	// Images serves the image routes; without it they answer 503.
 	Images ImageStore
 	// Token is the bearer token every route but /healthz requires. Empty
@@ -140,6 +143,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.mux.Handle("/", s.metrics.instrument("unmatched", http.HandlerFunc(s.notFound)))
 	s.handler = http.HandlerFunc(s.serveHTTP)
+	if cfg.ManagerEvents != nil {
+		cfg.ManagerEvents.bind(s)
+	}
 	return s, nil
 }
 

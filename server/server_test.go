@@ -607,3 +607,32 @@ func TestMetricsMove(t *testing.T) {
 		t.Errorf("sbx_sandboxes{state=running} missing")
 	}
 }
+
+func TestManagerEventsForwarded(t *testing.T) {
+	var fwd ManagerEvents
+	fwd.Handle(sandbox.Event{Type: sandbox.EventCreated, ID: "early"}) // before the server: dropped
+	s, _ := newTestServer(t, func(c *Config) { c.ManagerEvents = &fwd; c.WatchInterval = time.Hour })
+	_, sub := s.events.subscribe(s.events.last())
+	for _, typ := range []string{sandbox.EventCreated, sandbox.EventReady, sandbox.EventPaused, sandbox.EventResumed,
+		sandbox.EventStopped, sandbox.EventStarted, sandbox.EventExpired, sandbox.EventRemoved} {
+		fwd.Handle(sandbox.Event{Type: typ, ID: "x", Name: "n"})
+	}
+	// The server's own report of the same change adds nothing.
+	s.tracker.gone("x")
+	want := []string{api.EventCreated, api.EventReady, api.EventPaused, api.EventResumed, api.EventExited, api.EventStarted, api.EventRemoved}
+	for i, w := range want {
+		select {
+		case e := <-sub.ch:
+			if e.Type != w || e.Sandbox != "x" || e.Name != "n" {
+				t.Fatalf("event %d: %+v, want %s", i, e, w)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("event %d (%s) missing", i, w)
+		}
+	}
+	select {
+	case e := <-sub.ch:
+		t.Fatalf("unexpected event %+v", e)
+	case <-time.After(200 * time.Millisecond):
+	}
+}

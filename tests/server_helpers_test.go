@@ -60,6 +60,8 @@ func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)
 	mcfg.Root, mcfg.RunRoot, mcfg.Helper = e.root, e.runRoot, serverExecutorBin()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	mcfg.Logger = quiet
+	var events server.ManagerEvents
+	mcfg.Events = events.Handle
 	if e.mgr, err = sandbox.New(mcfg); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +71,7 @@ func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)
 		AllowedHostDirs: []string{fixture.CacheDir, dir},
 		WatchInterval:   100 * time.Millisecond,
 		Logger:          quiet,
+		ManagerEvents:   &events,
 	}
 	if mutate != nil {
 		mutate(&cfg)

@@ -154,6 +154,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return err
 	}
 	mcfg.Images = images
+	var events server.ManagerEvents
+	mcfg.Events = events.Handle
 	store, err := imagecache.Open(filepath.Join(global.root, "images"), imagecache.Options{InsecureRegistries: o.insecureRegistries})
 	if err != nil {
 		return err
@@ -164,6 +166,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	srv, err := server.New(server.Config{
 		Manager:              mgr,
+		ManagerEvents:        &events,
 		Images:               server.ImageCache(store),
 		Token:                token,
 		MaxBodyBytes:         sizes[0],
