@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -19,11 +18,6 @@ import (
 	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
-
-// libcontainer joins containers' namespaces on locked threads; keeping the
-// main goroutine on the main thread keeps /proc/self clean (see sandbox's
-// tests).
-func init() { runtime.LockOSThread() }
 
 const serverTestToken = "server-test-token-0123456789abcdef"
 
