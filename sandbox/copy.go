@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/sbxrun/sbx/executor/client"
 )
 
 // MaxCopyBytes caps the tar stream of one CopyFrom: the sandbox decides
@@ -34,7 +36,16 @@ func (m *Manager) CopyFrom(ctx context.Context, ref, src, dst string) error {
 		return err
 	}
 	defer c.Close()
-	dst, err = filepath.Abs(dst)
+	return CopyFromExecutor(ctx, c, src, dst)
+}
+
+// CopyFromExecutor is CopyFrom over an executor client that the caller
+// reaches some other way (a tunnel through sbx serve).
+func CopyFromExecutor(ctx context.Context, c *client.Client, src, dst string) error {
+	if !path.IsAbs(src) {
+		return fmt.Errorf("%w: sandbox path %q must be absolute", ErrInvalid, src)
+	}
+	dst, err := filepath.Abs(dst)
 	if err != nil {
 		return err
 	}
@@ -79,6 +90,22 @@ func (m *Manager) CopyTo(ctx context.Context, ref, src, dst string) error {
 		return err
 	}
 	defer c.Close()
+	return CopyToExecutor(ctx, c, src, dst)
+}
+
+// CopyToExecutor is CopyTo over an executor client that the caller
+// reaches some other way (a tunnel through sbx serve).
+func CopyToExecutor(ctx context.Context, c *client.Client, src, dst string) error {
+	if !path.IsAbs(dst) {
+		return fmt.Errorf("%w: sandbox path %q must be absolute", ErrInvalid, dst)
+	}
+	src, err := filepath.Abs(src)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Lstat(src); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	dst = path.Clean(dst)
 	dir, name := dst, filepath.Base(src)
 	if _, err := c.List(ctx, dst); err != nil {

@@ -21,7 +21,7 @@ otherwise DST is created with SRC's content.`,
 			if srcIn == dstIn {
 				return &exitError{code: exitSbxFailed, msg: "give ID:/path on exactly one side of sbx cp"}
 			}
-			m, err := openManager()
+			m, err := openSandboxes()
 			if err != nil {
 				return sbxError(err)
 			}

@@ -71,13 +71,17 @@ func runExec(cmd *cobra.Command, o *execOptions, ref string, argv []string) erro
 	if o.timeout < 0 {
 		return &exitError{code: exitSbxFailed, msg: "invalid --timeout: must be positive"}
 	}
-	m, err := openManager()
+	b, err := openSandboxes()
 	if err != nil {
 		return sbxError(err)
 	}
 	ctx, cancel := signalContext()
 	defer cancel()
 	if o.interactive || o.tty {
+		m, ok := b.(*sandbox.Manager)
+		if !ok {
+			return &exitError{code: exitSbxFailed, msg: "sbx exec -i/-t attaches on this host only; without them exec works with --host"}
+		}
 		return attach(ctx, cmd, m, ref, sandbox.AttachOptions{
 			Args: argv, Env: o.env, Cwd: o.workdir, User: o.user, Tty: o.tty,
 		}, o.interactive, o.timeout)
@@ -91,7 +95,7 @@ func runExec(cmd *cobra.Command, o *execOptions, ref string, argv []string) erro
 		}
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	res, err := m.Exec(ctx, ref, req, func(f api.ExecFrame) error {
+	res, err := b.Exec(ctx, ref, req, func(f api.ExecFrame) error {
 		switch f.Type {
 		case api.FrameStdout:
 			_, err := io.WriteString(stdout, f.Data)

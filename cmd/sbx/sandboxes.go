@@ -99,7 +99,7 @@ sbx exec --timeout.`,
 			if err != nil {
 				return &exitError{code: exitSbxFailed, msg: err.Error()}
 			}
-			m, err := openManager()
+			m, err := openSandboxes()
 			if err != nil {
 				return sbxError(err)
 			}
@@ -109,8 +109,8 @@ sbx exec --timeout.`,
 			if err != nil {
 				return sbxError(err)
 			}
-			if sb.ExpiresAt != nil {
-				startExpiryReaper(m)
+			if lm, ok := m.(*sandbox.Manager); ok && sb.ExpiresAt != nil {
+				startExpiryReaper(lm) // a server reaps its own
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 			return nil
@@ -273,7 +273,7 @@ func init() {
 					}
 				}
 				f.Running = !all && f.Status == ""
-				m, err := openManager()
+				m, err := openSandboxes()
 				if err != nil {
 					return sbxError(err)
 				}
@@ -362,7 +362,7 @@ func init() {
 		Short: "Print sandboxes as JSON: spec, state, times, PIDs, network, socket, resources",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := openManager()
+			m, err := openSandboxes()
 			if err != nil {
 				return sbxError(err)
 			}
@@ -390,7 +390,7 @@ func init() {
 			if format != "table" && format != "json" {
 				return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
 			}
-			m, err := openManager()
+			m, err := openSandboxes()
 			if err != nil {
 				return sbxError(err)
 			}
@@ -442,8 +442,8 @@ func init() {
 
 // eachSandbox runs op for every argument, printing the ID of each success
 // (as docker does) and going on after errors.
-func eachSandbox(cmd *cobra.Command, args []string, op func(context.Context, *sandbox.Manager, string) error) error {
-	m, err := openManager()
+func eachSandbox(cmd *cobra.Command, args []string, op func(context.Context, sandboxBackend, string) error) error {
+	m, err := openSandboxes()
 	if err != nil {
 		return sbxError(err)
 	}
@@ -470,17 +470,17 @@ func eachSandbox(cmd *cobra.Command, args []string, op func(context.Context, *sa
 func init() {
 	simple := []struct {
 		use, short string
-		op         func(context.Context, *sandbox.Manager, string) error
+		op         func(context.Context, sandboxBackend, string) error
 	}{
-		{"pause ID...", "Freeze every process of sandboxes (cgroup freezer)", func(ctx context.Context, m *sandbox.Manager, ref string) error {
+		{"pause ID...", "Freeze every process of sandboxes (cgroup freezer)", func(ctx context.Context, m sandboxBackend, ref string) error {
 			_, err := m.Pause(ctx, ref)
 			return err
 		}},
-		{"resume ID...", "Thaw paused sandboxes", func(ctx context.Context, m *sandbox.Manager, ref string) error {
+		{"resume ID...", "Thaw paused sandboxes", func(ctx context.Context, m sandboxBackend, ref string) error {
 			_, err := m.Resume(ctx, ref)
 			return err
 		}},
-		{"start ID...", "Start stopped sandboxes again on their kept root", func(ctx context.Context, m *sandbox.Manager, ref string) error {
+		{"start ID...", "Start stopped sandboxes again on their kept root", func(ctx context.Context, m sandboxBackend, ref string) error {
 			_, err := m.Start(ctx, ref)
 			return err
 		}},
@@ -503,7 +503,7 @@ func init() {
 		Short: "Stop sandboxes: SIGTERM to PID 1, then SIGKILL after --time",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return eachSandbox(cmd, args, func(ctx context.Context, m *sandbox.Manager, ref string) error {
+			return eachSandbox(cmd, args, func(ctx context.Context, m sandboxBackend, ref string) error {
 				_, err := m.Stop(ctx, ref, stopTime)
 				return err
 			})
@@ -518,7 +518,7 @@ func init() {
 		Short: "Remove sandboxes and everything they created on the host",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return eachSandbox(cmd, args, func(ctx context.Context, m *sandbox.Manager, ref string) error {
+			return eachSandbox(cmd, args, func(ctx context.Context, m sandboxBackend, ref string) error {
 				return m.Remove(ctx, ref, force)
 			})
 		},
