@@ -134,8 +134,9 @@ func (m *Manager) network() (*netns.Network, error) {
 	m.netOnce.Do(func() {
 		m.net, m.netErr = netns.Open(netns.Config{
 			StateDir: filepath.Join(m.store.Root(), "network"),
-			RunDir:   filepath.Join(m.store.RunRoot(), "netns"),
-			Logger:   m.log,
+			RunDir:    filepath.Join(m.store.RunRoot(), "netns"),
+			HostNetNS: m.cfg.HostNetNS,
+			Logger:    m.log,
 		})
 	})
 	return m.net, m.netErr

@@ -1,7 +1,14 @@
 package tests
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,4 +71,36 @@ func TestRunBridgeNetwork(t *testing.T) {
 	if out, err := sbx("run", "--network", "bogus", "--rootfs", root, "true"); err == nil || !strings.Contains(out, "network") {
 		t.Errorf("--network bogus: %v %s", err, out)
 	}
+}
+
+// httpClientInNS returns an HTTP client whose connections are made inside
+// the network namespace at nsPath (a socket keeps the namespace it was
+// created in).
+func httpClientInNS(t testing.TB, nsPath string) *http.Client {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			runtime.LockOSThread() // the thread is left to die: it changed namespace
+			target, err := os.Open(nsPath)
+			if err != nil {
+				ch <- result{nil, err}
+				return
+			}
+			defer target.Close()
+			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+				ch <- result{nil, fmt.Errorf("setns %s: %w", nsPath, err)}
+				return
+			}
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			ch <- result{c, err}
+		}()
+		r := <-ch
+		return r.c, r.err
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 }
