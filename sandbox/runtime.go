@@ -133,7 +133,7 @@ func isolateNetwork(sb *Sandbox) string {
 func (m *Manager) network() (*netns.Network, error) {
 	m.netOnce.Do(func() {
 		m.net, m.netErr = netns.Open(netns.Config{
-			StateDir: filepath.Join(m.store.Root(), "network"),
+			StateDir:  filepath.Join(m.store.Root(), "network"),
 			RunDir:    filepath.Join(m.store.RunRoot(), "netns"),
 			HostNetNS: m.cfg.HostNetNS,
 			Logger:    m.log,

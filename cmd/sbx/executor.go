@@ -1,10 +1,10 @@
 package main
 
 import (
-	"io"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
