@@ -64,6 +64,26 @@ func TestRunBridgeNetwork(t *testing.T) {
 	for _, l := range leases {
 		t.Errorf("leftover lease %s", l.Name())
 	}
+	// A bridged run whose sbx is killed: sbx gc releases its lease and veth.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+ns, sbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run"),
+		"run", "--network", "bridge", "--rootfs", root, "--", "sleep", "106")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return countHostProcesses(t, "sleep 106") == 1 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	if out, err := sbx("gc"); err != nil {
+		t.Fatalf("gc: %v\n%s", err, out)
+	}
+	links, _ = exec.Command("ip", "-n", ns, "-o", "link").CombinedOutput()
+	if strings.Count(string(links), "sbx") != 1 {
+		t.Errorf("after a killed run and gc the test host has links:\n%s", links)
+	}
+	leases, _ = os.ReadDir(filepath.Join(state, "lib", "network", "leases"))
+	for _, l := range leases {
+		t.Errorf("leftover lease %s after gc", l.Name())
+	}
 	// Bad network flags fail clearly and change nothing.
 	if out, err := sbx("run", "--network", "none", "-p", "8080:80", "--rootfs", root, "true"); err == nil || !strings.Contains(out, "bridge") {
 		t.Errorf("-p without bridge: %v %s", err, out)
