@@ -12,6 +12,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/cgroup"
 )
 
 // Status is how the command ended, written as one JSON line to the status fd.
@@ -87,6 +89,7 @@ func run(o Options, signals chan os.Signal) Status {
 	if err != nil {
 		return execFailure(o.Args[0], err)
 	}
+	cgroup.RaiseOOMScore(pid) // under the memory limit, the command goes first
 	for sig := range signals {
 		s, ok := sig.(syscall.Signal)
 		if !ok {

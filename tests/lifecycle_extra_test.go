@@ -28,3 +28,18 @@ func TestLifecycleEnvNotOnCommandLine(t *testing.T) {
 	}
 	h.must(t, "rm", "-f", id)
 }
+
+// Under a small memory limit an OOM kill takes the command, not the
+// executor: the sandbox keeps answering.
+func TestLifecycleOOMSparesExecutor(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t, "-m", "24m")
+	r := h.sbx(t, "", "exec", id, "--", "awk", `BEGIN { s = "xxxxxxxxxxxxxxxx"; while (1) s = s s }`)
+	if r.code != 137 {
+		t.Fatalf("memory hog: exit %d (%s), want 137", r.code, r.stderr)
+	}
+	if out := h.must(t, "exec", id, "--", "echo", "alive"); out != "alive\n" {
+		t.Fatalf("after the OOM kill: %q", out)
+	}
+	h.must(t, "rm", "-f", id)
+}
