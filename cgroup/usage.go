@@ -58,6 +58,9 @@ func UsageFrom(st *ocg.Stats, paths map[string]string) Usage {
 		}
 		u.PidsPeak = readUint(filepath.Join(p, "pids.peak"))
 	}
+	if p, ok := paths["pids"]; ok && p != "" && u.PidsPeak == 0 {
+		u.PidsPeak = readUint(filepath.Join(p, "pids.peak")) // v1 has it since Linux 6.1
+	}
 	return u
 }
 

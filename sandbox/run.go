@@ -274,7 +274,7 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		CapAdd:            spec.CapAdd,
 		CapDrop:           spec.CapDrop,
 		Seccomp:           spec.Seccomp,
-		Limits:            spec.Limits,
+		Limits:            spec.Limits.WithInitAllowance(),
 		Network:           network,
 		Mounts:            mounts,
 		Tty:               spec.Tty,

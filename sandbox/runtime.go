@@ -229,7 +229,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 			MemoryBytes: sb.Options.Limits.MemoryBytes,
 			CPUs:        sb.Options.Limits.CPUs,
 			Pids:        sb.Options.Limits.Pids,
-		},
+		}.WithInitAllowance(),
 		HelperSeccomp: true,
 		Network:       isolateNetwork(sb),
 		Mounts:        mounts,

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,9 @@ type Options struct {
 // Run starts the command, supervises it, and returns the exit code PID 1
 // should exit with. It never returns before the command has ended.
 func Run(o Options) int {
+	// One P is plenty for an init that only waits, and keeps its threads,
+	// which count against the sandbox's pids limit, few.
+	runtime.GOMAXPROCS(1)
 	if o.LifelineFD >= 0 {
 		go watchLifeline(o.LifelineFD)
 	}
