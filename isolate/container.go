@@ -58,7 +58,11 @@ var allowedDevices = []*config.Rule{
 // OCISpec returns the OCI runtime spec equivalent to s, with its seccomp
 // profile resolved, e.g. to run the same sandbox with another runtime.
 func OCISpec(s *Spec) (*specs.Spec, error) {
-	oci, err := s.oci()
+	return ociSpec(s, true)
+}
+
+func ociSpec(s *Spec, portable bool) (*specs.Spec, error) {
+	oci, err := s.oci(portable)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +104,7 @@ func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
 }
 
 func libcontainerConfig(s *Spec) (*configs.Config, error) {
-	oci, err := OCISpec(s)
+	oci, err := ociSpec(s, false)
 	if err != nil {
 		return nil, err
 	}

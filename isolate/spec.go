@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/moby/sys/capability"
@@ -141,7 +142,9 @@ func Capabilities(add, drop []string) ([]string, error) {
 }
 
 // oci turns the spec into an OCI runtime spec for libcontainer's converter.
-func (s *Spec) oci() (*specs.Spec, error) {
+// A portable spec mounts /sys/fs/cgroup the standard way (a cgroup mount)
+// for other runtimes; sbx's own binds the sandbox's cgroup directories.
+func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 	if s.ID == "" || s.Rootfs == "" || len(s.Args) == 0 {
 		return nil, errors.New("isolate: spec needs an ID, a root filesystem and a command")
 	}
@@ -176,12 +179,12 @@ func (s *Spec) oci() (*specs.Spec, error) {
 				Permitted: caps,
 			},
 		},
-		Mounts: append(defaultMounts(s.ReadonlyRootfs), s.Mounts...),
+		Mounts: append(append(defaultMounts(s.ReadonlyRootfs), cgroupMounts(s.ID, portable)...), s.Mounts...),
 		Linux: &specs.Linux{
 			CgroupsPath:   cgroup.SandboxPath(s.ID),
 			Resources:     s.Limits.OCIResources(),
 			MaskedPaths:   append(append([]string{}, DefaultMaskedPaths...), s.MaskedPaths...),
-			ReadonlyPaths: DefaultReadonlyPaths,
+			ReadonlyPaths: append(append([]string{}, DefaultReadonlyPaths...), cgroup.Root),
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
@@ -204,6 +207,30 @@ func (s *Spec) oci() (*specs.Spec, error) {
 	return spec, nil
 }
 
+// cgroupMounts show the sandbox its own cgroups at /sys/fs/cgroup, read-only:
+// bind mounts of the sandbox's directory in each hierarchy (which exist
+// once libcontainer has applied the cgroup, before the root is set up).
+// Binds cost microseconds where mounting each v1 hierarchy anew costs
+// about a millisecond apiece; with the cgroup namespace, /proc/self/cgroup
+// still shows "/".
+func cgroupMounts(id string, portable bool) []specs.Mount {
+	if portable {
+		return []specs.Mount{{Destination: cgroup.Root, Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}}}
+	}
+	bind := []string{"rbind", "ro", "nosuid", "nodev", "noexec"}
+	mps := cgroup.Mountpoints()
+	if len(mps) == 1 && mps[0] == cgroup.Root { // pure v2
+		return []specs.Mount{{Destination: cgroup.Root, Type: "bind", Source: cgroup.SandboxDirs(id)[cgroup.Root], Options: bind}}
+	}
+	m := []specs.Mount{{Destination: cgroup.Root, Type: "tmpfs", Source: "tmpfs",
+		Options: []string{"nosuid", "nodev", "noexec", "mode=755", "size=4k", "nr_inodes=64"}}}
+	for mp, dir := range cgroup.SandboxDirs(id) {
+		m = append(m, specs.Mount{Destination: mp, Type: "bind", Source: dir, Options: bind})
+	}
+	sort.Slice(m[1:], func(i, j int) bool { return m[1+i].Destination < m[1+j].Destination })
+	return m
+}
+
 // defaultMounts are the kernel filesystems of every sandbox, as Docker
 // mounts them: fresh /proc, a small /dev tmpfs with devpts, shm and mqueue,
 // read-only /sys and cgroup.
@@ -216,7 +243,6 @@ func defaultMounts(readonly bool) []specs.Mount {
 		{Destination: "/dev/shm", Type: "tmpfs", Source: "shm", Options: []string{"nosuid", "noexec", "nodev", "mode=1777", "size=65536k"}},
 		{Destination: "/dev/mqueue", Type: "mqueue", Source: "mqueue", Options: []string{"nosuid", "noexec", "nodev"}},
 		{Destination: "/sys", Type: "sysfs", Source: "sysfs", Options: []string{"nosuid", "noexec", "nodev", "ro"}},
-		{Destination: "/sys/fs/cgroup", Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}},
 	}
 	if readonly {
 		m = append(m, specs.Mount{Destination: "/tmp", Type: "tmpfs", Source: "tmpfs", Options: tmpOpts})

@@ -30,7 +30,7 @@ func TestSpecValidation(t *testing.T) {
 		{ID: "x", Rootfs: "/", Args: []string{"true"}, Cwd: "rel"}, // relative cwd
 		{ID: "x", Rootfs: "/", Args: []string{"true"}, Network: "/nonexistent/netns"},
 	} {
-		if _, err := s.oci(); err == nil {
+		if _, err := s.oci(false); err == nil {
 			t.Errorf("spec %+v accepted", s)
 		}
 	}
