@@ -196,8 +196,9 @@ func (b *bwrapAnchor) Close() error {
 // podmanAnchor runs the command with podman on the same root directory
 // (as an overlay, so the directory is not changed).
 type podmanAnchor struct {
-	w   Workload
-	bin string
+	w       Workload
+	bin     string
+	cgroups newCgroups
 }
 
 func (p *podmanAnchor) Name() string { return "podman" }
@@ -208,6 +209,7 @@ func (p *podmanAnchor) Setup(ctx context.Context) (Info, error) {
 	if p.bin, err = lookPath("podman", "podman"); err != nil {
 		return info, err
 	}
+	p.cgroups = watchCgroups("libpod_parent")
 	if out, err := runCmd(ctx, 20*time.Second, p.bin, "--version"); err == nil {
 		info.Version = firstLine(out)
 	}
@@ -226,20 +228,21 @@ func (p *podmanAnchor) Once(ctx context.Context) (Sample, error) {
 	return Sample{Value: Ms(d)}, nil
 }
 
-func (p *podmanAnchor) Close() error { return nil }
+func (p *podmanAnchor) Close() error { return p.cgroups.remove() }
 
 // dockerAnchor runs the command with docker from an image imported from
 // the same root directory, through the given daemon socket; it can start a
 // private dockerd when none answers.
 type dockerAnchor struct {
-	w      Workload
-	host   string
-	start  bool
-	bin    string
-	image  string
-	daemon *exec.Cmd
-	exited chan struct{}
-	dir    string
+	w       Workload
+	host    string
+	start   bool
+	bin     string
+	image   string
+	daemon  *exec.Cmd
+	exited  chan struct{}
+	dir     string
+	cgroups newCgroups
 }
 
 func (d *dockerAnchor) Name() string { return "docker" }
@@ -318,6 +321,7 @@ func (d *dockerAnchor) startDaemon(ctx context.Context) error {
 		return err
 	}
 	d.host = "unix://" + filepath.Join(d.dir, "docker.sock")
+	d.cgroups = watchCgroups("docker")
 	logf, err := os.Create(filepath.Join(d.dir, "dockerd.log"))
 	if err != nil {
 		return err
@@ -383,8 +387,58 @@ func (d *dockerAnchor) Close() error {
 		d.daemon = nil
 	}
 	if d.dir != "" {
-		errs = append(errs, unmountUnder(d.dir), os.RemoveAll(d.dir))
+		errs = append(errs, unmountUnder(d.dir), os.RemoveAll(d.dir), d.cgroups.remove())
 		d.dir = ""
+	}
+	return errors.Join(errs...)
+}
+
+// newCgroups are the cgroup directories of one name that did not exist
+// when watchCgroups was called: parents a runtime creates and leaves.
+type newCgroups []string
+
+// watchCgroups lists where a cgroup directory called name would appear
+// (every v1 hierarchy and the v2 root) and is not there yet.
+func watchCgroups(name string) newCgroups {
+	var out newCgroups
+	cands, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", name))
+	cands = append(cands, filepath.Join("/sys/fs/cgroup", name))
+	dirs, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, d := range dirs {
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
+			cands = append(cands, filepath.Join(d, name))
+		}
+	}
+	seen := map[string]bool{}
+	for _, c := range cands {
+		if seen[c] {
+			continue
+		}
+		seen[c] = true
+		if _, err := os.Stat(c); os.IsNotExist(err) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// remove deletes the watched directories that appeared, with any empty
+// children, deepest first.
+func (n newCgroups) remove() error {
+	var errs []error
+	for _, dir := range n {
+		var all []string
+		_ = filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				all = append(all, p)
+			}
+			return nil
+		})
+		for i := len(all) - 1; i >= 0; i-- {
+			if err := os.Remove(all[i]); err != nil && !os.IsNotExist(err) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", all[i], err))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -372,13 +371,3 @@ func ratios(ref, s *Summary) *Ratios {
 
 // ErrNotFound is wrapped by Setup errors of runtimes that are not installed.
 var ErrNotFound = errors.New("not installed")
-
-// sortedNames returns the keys of m in order.
-func sortedNames(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}

@@ -97,6 +97,13 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 			return fail("--plot %s: use a .svg or .png file name", o.plotPath)
 		}
 	}
+	var plotter string
+	if o.plotPath != "" {
+		var err error
+		if plotter, err = findPlotHelper(); err != nil {
+			return fail("%v", err)
+		}
+	}
 	if o.samples < 1 || o.warmup < 0 {
 		return fail("--samples must be at least 1 and --warmup at least 0")
 	}
@@ -158,7 +165,7 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 		}
 	}
 	if o.plotPath != "" {
-		if err := drawPlot(ctx, rep, o.jsonPath, o.plotPath); err != nil {
+		if err := drawPlot(ctx, plotter, rep, o.jsonPath, o.plotPath); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -178,22 +185,22 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 // sandbox's init, which re-executes the sbx binary.
 const plotHelper = "sbx-bench-plot"
 
-// drawPlot runs sbx-bench-plot (next to this binary, or in PATH) on the
-// report's JSON.
-func drawPlot(ctx context.Context, rep *bench.Report, jsonPath, plotPath string) error {
-	helper := ""
+// findPlotHelper finds sbx-bench-plot next to this binary or in PATH.
+func findPlotHelper() (string, error) {
 	if exe, err := os.Executable(); err == nil {
 		if p := filepath.Join(filepath.Dir(exe), plotHelper); fileExists(p) {
-			helper = p
+			return p, nil
 		}
 	}
-	if helper == "" {
-		p, err := exec.LookPath(plotHelper)
-		if err != nil {
-			return fmt.Errorf("--plot needs %s next to sbx or in PATH: build it with `go build -o bin/%s ./bench/chart/cmd/%s`", plotHelper, plotHelper, plotHelper)
-		}
-		helper = p
+	p, err := exec.LookPath(plotHelper)
+	if err != nil {
+		return "", fmt.Errorf("--plot needs %s next to sbx or in PATH: build it with `go build -o bin/%s ./bench/chart/cmd/%s`", plotHelper, plotHelper, plotHelper)
 	}
+	return p, nil
+}
+
+// drawPlot runs the plot helper on the report's JSON.
+func drawPlot(ctx context.Context, helper string, rep *bench.Report, jsonPath, plotPath string) error {
 	if jsonPath == "" {
 		f, err := os.CreateTemp("", "sbx-bench-*.json")
 		if err != nil {
