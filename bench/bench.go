@@ -140,6 +140,9 @@ type SubjectResult struct {
 	// Ratio is sbx's statistic divided by this subject's: below 1 means
 	// sbx took less time (or, for throughputs, did less).
 	Ratio *Ratios `json:"ratio_sbx_to_this,omitempty"`
+	// Phases are the medians of the phases this subject reports, with
+	// shares of its own median.
+	Phases []PhaseResult `json:"phases,omitempty"`
 }
 
 // Ratios are sbx's statistics divided by another subject's.
@@ -314,16 +317,18 @@ func RunScenario(ctx context.Context, sc *Scenario, o Options) ScenarioResult {
 		}
 	}
 	ref := out.Subjects[0].Summary
-	for i := range out.Subjects {
-		out.Subjects[i].Ratio = ratios(ref, out.Subjects[i].Summary)
-	}
-	if len(states) > 0 && ref != nil {
-		st := states[0]
+	for i, st := range states {
+		res := &out.Subjects[i]
+		res.Ratio = ratios(ref, res.Summary)
+		if res.Summary == nil {
+			continue
+		}
 		for _, name := range st.phaseOrder {
 			v := Summarize(st.phases[name])
-			out.Breakdown = append(out.Breakdown, PhaseResult{Name: name, P50: v.P50, Share: share(v.P50, ref.P50), Source: "sbx"})
+			res.Phases = append(res.Phases, PhaseResult{Name: name, P50: v.P50, Share: share(v.P50, res.Summary.P50), Source: res.Name})
 		}
 	}
+	out.Breakdown = append(out.Breakdown, out.Subjects[0].Phases...)
 	for i, p := range sc.Probes {
 		pr := PhaseResult{Name: p.Name, Source: "probe", Note: p.Note}
 		if v := Summarize(probeSamples[i]); v != nil {

@@ -120,6 +120,11 @@ func Text(w io.Writer, rep *bench.Report) error {
 				return err
 			}
 		}
+		for _, s := range anchors(sc) {
+			if len(s.Phases) > 0 {
+				fmt.Fprintf(w, "%s's phases: %s\n", s.Name, phaseList(s.Phases))
+			}
+		}
 		for _, l := range subjectNotes(sc) {
 			fmt.Fprintln(w, l)
 		}
@@ -164,6 +169,11 @@ func Markdown(w io.Writer, rep *bench.Report) error {
 			}
 		}
 		fmt.Fprintln(w)
+		for _, s := range anchors(sc) {
+			if len(s.Phases) > 0 {
+				fmt.Fprintf(w, "- %s's phases: %s\n", s.Name, phaseList(s.Phases))
+			}
+		}
 		for _, l := range subjectNotes(sc) {
 			fmt.Fprintf(w, "- %s\n", l)
 		}
@@ -196,4 +206,21 @@ func subjectNotes(sc *bench.ScenarioResult) []string {
 		}
 	}
 	return out
+}
+
+// phaseList formats phases on one line: "name 1.20 ms (10%), ...".
+func phaseList(ph []bench.PhaseResult) string {
+	var parts []string
+	for _, p := range ph {
+		parts = append(parts, fmt.Sprintf("%s %s ms (%s)", p.Name, fmtV(p.P50), pct(p.Share)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// anchors are the subjects after sbx.
+func anchors(sc *bench.ScenarioResult) []bench.SubjectResult {
+	if len(sc.Subjects) < 2 {
+		return nil
+	}
+	return sc.Subjects[1:]
 }
