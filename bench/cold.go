@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -70,6 +71,11 @@ func (s *sbxCold) Once(ctx context.Context) (Sample, error) {
 	total := time.Since(t0)
 	if err != nil {
 		return Sample{}, fmt.Errorf("sbx run: %w: %s", err, lastLines(string(out), 3))
+	}
+	// The command prints nothing; anything sbx printed is a warning, such
+	// as a failed cleanup, that must not pass unseen.
+	if len(bytes.TrimSpace(out)) > 0 {
+		return Sample{}, fmt.Errorf("sbx run warned: %s", lastLines(string(out), 3))
 	}
 	data, err := os.ReadFile(reportPath)
 	if err != nil {
