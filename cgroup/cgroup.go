@@ -3,6 +3,7 @@ package cgroup
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -139,7 +140,11 @@ func (l Limits) OCIResources() *specs.LinuxResources {
 // libcontainer. Budget limits for all sandboxes together can be given.
 func EnsureParent(budget Limits) error {
 	res := budget.OCIResources()
-	switch DetectMode() {
+	mode := DetectMode()
+	if budget == (Limits{}) && parentExists(mode) {
+		return nil // the common case on the start path: one stat
+	}
+	switch mode {
 	case ModeV2:
 		m, err := cgroup2.NewManager(Root, "/"+DefaultParent, cgroup2.ToResources(res))
 		if err != nil {
@@ -155,20 +160,30 @@ func EnsureParent(budget Limits) error {
 				want = append(want, c)
 			}
 		}
+		// libcontainer enables what each sandbox needs on its own path; a
+		// controller the host does not delegate only matters when a limit
+		// asks for it, and then libcontainer reports it.
 		if err := m.ToggleControllers(want, cgroup2.Enable); err != nil {
-			return fmt.Errorf("enable controllers %v in parent cgroup: %w", want, err)
+			slog.Warn("could not enable cgroup controllers for sandboxes", "controllers", want, "err", err)
 		}
 		return nil
 	case ModeV1, ModeHybrid:
-		if _, err := cgroup1.Load(cgroup1.StaticPath("/" + DefaultParent)); err == nil {
-			return nil
-		}
 		if _, err := cgroup1.New(cgroup1.StaticPath("/"+DefaultParent), res); err != nil {
 			return fmt.Errorf("create parent cgroup %s: %w", DefaultParent, err)
 		}
 		return nil
 	}
 	return errors.New("cgroups are not available on this host")
+}
+
+// parentExists reports whether the parent cgroup is already there.
+func parentExists(mode Mode) bool {
+	p := filepath.Join(Root, DefaultParent)
+	if mode != ModeV2 {
+		p = filepath.Join(Root, "memory", DefaultParent)
+	}
+	_, err := os.Stat(p)
+	return err == nil
 }
 
 // SandboxPath returns the cgroup path of sandbox id below the parent.

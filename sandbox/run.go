@@ -22,6 +22,7 @@ import (
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/isolate/reaper"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
 )
 
@@ -45,7 +46,7 @@ type RunSpec struct {
 	CapAdd, CapDrop []string
 	Limits          cgroup.Limits
 	DiskBytes       int64
-	Network         string // isolate.NetworkNone or isolate.NetworkHost
+	Network         netns.AttachOptions // mode none (default), host or bridge
 	Mounts          []specs.Mount
 	Timeout         time.Duration // wall-clock limit; 0 for none
 
@@ -115,6 +116,8 @@ type Runner struct {
 	// Helper is the path of a statically linked sbx binary; it is
 	// bind-mounted at isolate.HelperPath and runs as the sandbox's init.
 	Helper string
+	// Network attaches bridged sandboxes; needed only for bridge mode.
+	Network *netns.Network
 }
 
 // runsDir and containersDir are below RunRoot.
@@ -154,11 +157,15 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 	}
 	var root *rootfs.Root
 	var ctr *isolate.Container
+	var attached bool
 	defer func() {
 		t := time.Now()
 		var errs []error
 		if ctr != nil {
 			errs = append(errs, ctr.Destroy())
+		}
+		if attached {
+			errs = append(errs, r.Network.Detach(context.WithoutCancel(ctx), id))
 		}
 		if root != nil {
 			errs = append(errs, root.Release())
@@ -178,8 +185,25 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		DiskBytes:  spec.DiskBytes,
 		Hostname:   hostname,
 		Hosts:      hostsFile(hostname),
-		ResolvConf: resolvConf(spec.Network),
+		ResolvConf: resolvConf(spec.Network.Mode),
 		Dirs:       []string{"/.sbx"},
+	}
+	network := isolate.NetworkNone
+	switch spec.Network.Mode {
+	case netns.ModeHost:
+		network = isolate.NetworkHost
+	case netns.ModeBridge:
+		if r.Network == nil {
+			return nil, errors.New("bridge networking needs a network (Runner.Network)")
+		}
+		opts := spec.Network
+		opts.Hostname = hostname
+		attached = true // recorded on disk by the lease before anything is created
+		att, err := r.Network.Attach(ctx, id, opts)
+		if err != nil {
+			return nil, err
+		}
+		network, ro.Hosts, ro.ResolvConf = att.NetNSPath, att.Hosts, att.ResolvConf
 	}
 	cwd := spec.Cwd
 	var err error
@@ -238,7 +262,7 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		CapDrop:           spec.CapDrop,
 		Seccomp:           spec.Seccomp,
 		Limits:            spec.Limits,
-		Network:           spec.Network,
+		Network:           network,
 		Mounts:            mounts,
 		Tty:               spec.Tty,
 		HelperSeccomp:     true,
@@ -398,12 +422,12 @@ func hostsFile(hostname string) string {
 // resolvConf is the host's resolver configuration; loopback nameservers are
 // dropped for sandboxes with their own network namespace, where they would
 // point at the sandbox itself.
-func resolvConf(network string) string {
+func resolvConf(mode netns.Mode) string {
 	data, err := os.ReadFile("/etc/resolv.conf")
 	if err != nil {
 		return ""
 	}
-	if network == isolate.NetworkHost {
+	if mode == netns.ModeHost {
 		return string(data)
 	}
 	var b strings.Builder

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -77,6 +78,12 @@ func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
 	spec.Signals = forwardSignals(ctx, cancel)
 
 	runner := &sandbox.Runner{RunRoot: global.runRoot, Helper: helper}
+	if spec.Network.Mode == netns.ModeBridge {
+		if runner.Network, err = openNetwork(); err != nil {
+			return &exitError{code: exitSbxFailed, msg: err.Error()}
+		}
+		defer runner.Network.Close()
+	}
 	rep, err := runner.Run(ctx, spec)
 	if err != nil {
 		return &exitError{code: exitSbxFailed, msg: err.Error()}
@@ -101,7 +108,7 @@ func (o *runOptions) runSpec(args []string) (sandbox.RunSpec, error) {
 	if err != nil {
 		return spec, err
 	}
-	network, err := o.networkMode()
+	network, err := o.networkOptions()
 	if err != nil {
 		return spec, err
 	}
@@ -141,6 +148,14 @@ func (o *runOptions) runSpec(args []string) (sandbox.RunSpec, error) {
 	spec.Timeout = o.timeout
 	spec.Tty = o.tty
 	return spec, nil
+}
+
+// openNetwork opens the bridge network state shared by every sbx process.
+func openNetwork() (*netns.Network, error) {
+	return netns.Open(netns.Config{
+		StateDir: filepath.Join(global.root, "network"),
+		RunDir:   filepath.Join(global.runRoot, "netns"),
+	})
 }
 
 // helperBinary returns the path of this sbx binary, which runs inside the

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/netns"
 )
 
 // sandboxFlags are the flags shared by `sbx run` and `sbx create`, spelled
@@ -32,6 +33,10 @@ type sandboxFlags struct {
 	capAdd    []string
 	capDrop   []string
 	network   string
+	publish   []string
+	egress    string
+	hostPorts []string
+	dns       []string
 	rootfs    string
 	disk      string
 }
@@ -50,7 +55,11 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.seccomp, "seccomp", "default", "seccomp profile: default, unconfined, or a JSON profile file")
 	fs.StringSliceVar(&f.capAdd, "cap-add", nil, "add capabilities to Docker's default set (or ALL)")
 	fs.StringSliceVar(&f.capDrop, "cap-drop", nil, "drop capabilities (or ALL)")
-	fs.StringVar(&f.network, "network", "none", "network: none (only lo) or host")
+	fs.StringVar(&f.network, "network", "none", "network: none (only lo), host, or bridge (NAT through sbx0)")
+	fs.StringArrayVarP(&f.publish, "publish", "p", nil, "publish a port with --network bridge: [IP:]HOSTPORT:CTRPORT[/tcp|/udp]")
+	fs.StringVar(&f.egress, "egress", "", "bridge egress: CIDR[,CIDR...] allow-list or none (default: internet, no private ranges)")
+	fs.StringArrayVar(&f.hostPorts, "allow-host-port", nil, "let a bridged sandbox reach this host port: PORT[/tcp|/udp]")
+	fs.StringArrayVar(&f.dns, "dns", nil, "name server for a bridged sandbox's /etc/resolv.conf")
 	fs.StringVar(&f.rootfs, "rootfs", "", "root filesystem directory (read-only lower layer; never modified)")
 	fs.StringVar(&f.disk, "disk", "", "size cap of the writable layer (e.g. 512m; default 2g)")
 }
@@ -87,16 +96,17 @@ func (f *sandboxFlags) diskBytes() (int64, error) {
 	return n, nil
 }
 
-func (f *sandboxFlags) networkMode() (string, error) {
-	switch f.network {
-	case "", "none":
-		return isolate.NetworkNone, nil
-	case "host":
-		return isolate.NetworkHost, nil
-	case "bridge":
-		return "", fmt.Errorf("--network bridge is not available yet: use none or host")
+// networkOptions parses the network flags.
+func (f *sandboxFlags) networkOptions() (netns.AttachOptions, error) {
+	o, err := netns.ParseFlags(netns.Flags{Network: f.network, Publish: f.publish, Egress: f.egress,
+		AllowHostPorts: f.hostPorts, DNS: f.dns, Hostname: f.hostname})
+	if err != nil {
+		return o, err
 	}
-	return "", fmt.Errorf("invalid --network %q: use none or host", f.network)
+	if o.Mode == netns.ModeHost {
+		slog.Warn("--network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
+	}
+	return o, nil
 }
 
 // userIDs parses -u UID[:GID]. Without a GID the group is the UID.

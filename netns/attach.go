@@ -1,0 +1,527 @@
+package netns
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// Attachment is the network of one sandbox, as the Manager needs it to start
+// the sandbox and as `sbx inspect` shows it.
+type Attachment struct {
+	SandboxID string `json:"sandbox_id"`
+	Mode      Mode   `json:"mode"`
+	// NetNSPath is the prepared namespace to join (bridge mode). Empty in
+	// none mode (give the sandbox a new namespace with only loopback) and
+	// in host mode (give it no network namespace of its own).
+	NetNSPath string       `json:"netns_path,omitempty"`
+	IP        netip.Addr   `json:"ip,omitzero"`
+	Gateway   netip.Addr   `json:"gateway,omitzero"`
+	Subnet    netip.Prefix `json:"subnet,omitzero"`
+	HostVeth  string       `json:"host_veth,omitempty"`
+	// Ports are the published ports, with host ports picked for HostPort 0.
+	Ports          []PortMapping `json:"ports,omitempty"`
+	Egress         EgressPolicy  `json:"egress,omitzero"`
+	AllowHostPorts []HostPort    `json:"allow_host_ports,omitempty"`
+	DNS            []netip.Addr  `json:"dns,omitempty"`
+	// ResolvConf and Hosts are the contents for the sandbox's
+	// /etc/resolv.conf and /etc/hosts.
+	ResolvConf string `json:"-"`
+	Hosts      string `json:"-"`
+	// FromPool says whether the namespace came ready from the pool.
+	FromPool bool `json:"from_pool,omitempty"`
+}
+
+// Attach gives sandboxID its network. In bridge mode it takes a namespace
+// from the pool (or prepares one), installs the egress policy and published
+// ports, and records everything in a lease before changing the host. The
+// caller should record the sandbox on disk first, so a concurrent GC counts
+// it as live. On error nothing is left behind.
+func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptions) (*Attachment, error) {
+	if sandboxID == "" {
+		return nil, errors.New("attach network: empty sandbox ID")
+	}
+	if opts.Mode == "" {
+		opts.Mode = ModeNone
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	hostname := opts.Hostname
+	if hostname == "" {
+		hostname = "sandbox"
+	}
+	switch opts.Mode {
+	case ModeNone:
+		return &Attachment{SandboxID: sandboxID, Mode: ModeNone,
+			ResolvConf: n.hostResolvConf(), Hosts: hostsFile(netip.Addr{}, hostname)}, nil
+	case ModeHost:
+		n.log.Warn("sandbox shares the host network namespace: it can reach every host service and bind host ports", "sandbox", sandboxID)
+		return &Attachment{SandboxID: sandboxID, Mode: ModeHost,
+			ResolvConf: n.hostResolvConf(), Hosts: hostsFile(netip.Addr{}, hostname)}, nil
+	}
+
+	lk, err := n.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer lk.unlock()
+	if err := n.ensureBridge(); err != nil {
+		return nil, err
+	}
+	leases, err := n.readLeases()
+	if err != nil {
+		return nil, err
+	}
+	var l *lease
+	for _, x := range leases {
+		if x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
+			return nil, fmt.Errorf("sandbox %s already has a network (%s); detach it first", sandboxID, x.IP)
+		}
+		if l == nil && x.State == statePooled && n.pooledUsable(x) {
+			l = x
+		}
+	}
+	fromPool := l != nil
+	dns, resolv := n.sandboxDNS(opts.DNS)
+	ports, err := n.resolvePorts(opts.Publish, leases)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		if l, err = n.prepare(); err != nil {
+			return nil, err
+		}
+	}
+	l.State, l.Owner = stateAttaching, sandboxID
+	l.Ports, l.Egress, l.AllowHostPorts = ports, opts.Egress, opts.AllowHostPorts
+	l.DNS, l.Hostname = opts.DNS, hostname
+	if l.Egress.Kind == "" {
+		l.Egress.Kind = EgressDefault
+	}
+	fail := func(err error) (*Attachment, error) {
+		if terr := n.teardown(l); terr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up (run sbx gc): %w", terr))
+		}
+		return nil, err
+	}
+	if err := n.writeLease(l); err != nil {
+		return fail(err)
+	}
+	c, err := n.nft()
+	if err != nil {
+		return fail(err)
+	}
+	if err := n.addSandboxRules(c, l, dns); err != nil {
+		return fail(fmt.Errorf("build rules for sandbox %s: %w", sandboxID, err))
+	}
+	if err := c.Flush(); err != nil {
+		return fail(fmt.Errorf("install rules for sandbox %s: %w", sandboxID, err))
+	}
+	l.State = stateAttached
+	if err := n.writeLease(l); err != nil {
+		return fail(err)
+	}
+	a := n.attachment(l)
+	a.ResolvConf, a.FromPool = resolv, fromPool
+	return a, nil
+}
+
+func (n *Network) attachment(l *lease) *Attachment {
+	dns, resolv := n.sandboxDNS(l.DNS)
+	return &Attachment{
+		SandboxID: l.Owner, Mode: ModeBridge, NetNSPath: l.NetNSPath,
+		IP: l.IP, Gateway: n.gateway, Subnet: n.subnet, HostVeth: l.HostVeth,
+		Ports: l.Ports, Egress: l.Egress, AllowHostPorts: l.AllowHostPorts, DNS: dns,
+		ResolvConf: resolv, Hosts: hostsFile(l.IP, l.Hostname),
+	}
+}
+
+// Lookup returns the bridged network of sandboxID, or nil if it has none.
+func (n *Network) Lookup(sandboxID string) (*Attachment, error) {
+	lk, err := n.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer lk.unlock()
+	l, err := n.findLease(sandboxID)
+	if err != nil || l == nil {
+		return nil, err
+	}
+	if err := n.readBridge(); err != nil {
+		return nil, err
+	}
+	return n.attachment(l), nil
+}
+
+// Detach releases the network of sandboxID: rules, published ports, veth,
+// namespace and lease. Detaching a sandbox without a bridged network (or
+// twice) is not an error. If cleanup fails the lease stays for GC.
+func (n *Network) Detach(ctx context.Context, sandboxID string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lk, err := n.lock()
+	if err != nil {
+		return err
+	}
+	defer lk.unlock()
+	l, err := n.findLease(sandboxID)
+	if err != nil || l == nil {
+		return err
+	}
+	if err := n.teardown(l); err != nil {
+		return fmt.Errorf("detach network of sandbox %s: %w", sandboxID, err)
+	}
+	return nil
+}
+
+// prepare reserves an address and builds a namespace with its veth on the
+// bridge and the anti-spoofing guard; the lease ends in state pooled. Call
+// with the lock held and the bridge ready.
+func (n *Network) prepare() (*lease, error) {
+	key := newKey()
+	l := &lease{Key: key, HostVeth: "sbx" + key, NetNSPath: filepath.Join(n.cfg.RunDir, key), State: statePreparing}
+	if err := n.reserveLease(l); err != nil {
+		return nil, err
+	}
+	if err := n.build(l); err != nil {
+		if terr := n.teardown(l); terr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up (run sbx gc): %w", terr))
+		}
+		return nil, err
+	}
+	l.State = statePooled
+	if err := n.writeLease(l); err != nil {
+		_ = n.teardown(l)
+		return nil, err
+	}
+	return l, nil
+}
+
+func (n *Network) build(l *lease) error {
+	gw, bits := n.gateway, n.subnet.Bits()
+	hostFD := n.hostFD()
+	var mac net.HardwareAddr
+	err := CreateNamespace(l.NetNSPath, func() error {
+		// This runs on a thread inside the new namespace: the default
+		// netlink handle talks to it.
+		lo, err := netlink.LinkByName("lo")
+		if err != nil {
+			return fmt.Errorf("find loopback: %w", err)
+		}
+		if err := netlink.LinkSetUp(lo); err != nil {
+			return fmt.Errorf("set loopback up: %w", err)
+		}
+		_ = writeSysctl("net/ipv6/conf/all/disable_ipv6", "1")
+		_ = writeSysctl("net/ipv6/conf/default/disable_ipv6", "1")
+		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: l.HostVeth, PeerNamespace: netlink.NsFd(hostFD)}
+		if err := netlink.LinkAdd(veth); err != nil {
+			return fmt.Errorf("create veth pair eth0/%s: %w", l.HostVeth, err)
+		}
+		eth, err := netlink.LinkByName("eth0")
+		if err != nil {
+			return fmt.Errorf("find eth0: %w", err)
+		}
+		mac = eth.Attrs().HardwareAddr
+		addr := &netlink.Addr{IPNet: &net.IPNet{IP: l.IP.AsSlice(), Mask: net.CIDRMask(bits, 32)}}
+		if err := netlink.AddrAdd(eth, addr); err != nil {
+			return fmt.Errorf("address %s on eth0: %w", l.IP, err)
+		}
+		if err := netlink.LinkSetUp(eth); err != nil {
+			return fmt.Errorf("set eth0 up: %w", err)
+		}
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: gw.AsSlice()}); err != nil {
+			return fmt.Errorf("default route via %s: %w", gw, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	hv, err := n.host.LinkByName(l.HostVeth)
+	if err != nil {
+		return fmt.Errorf("find host veth %s: %w", l.HostVeth, err)
+	}
+	br, err := n.host.LinkByName(n.cfg.BridgeName)
+	if err != nil {
+		return fmt.Errorf("find bridge %s: %w", n.cfg.BridgeName, err)
+	}
+	if err := n.host.LinkSetMaster(hv, br); err != nil {
+		return fmt.Errorf("attach %s to bridge %s: %w", l.HostVeth, n.cfg.BridgeName, err)
+	}
+	// Isolated bridge ports reach the host but not each other.
+	if err := n.host.LinkSetIsolated(hv, true); err != nil {
+		return fmt.Errorf("isolate bridge port %s: %w", l.HostVeth, err)
+	}
+	if err := n.host.LinkSetUp(hv); err != nil {
+		return fmt.Errorf("set %s up: %w", l.HostVeth, err)
+	}
+	c, err := n.nft()
+	if err != nil {
+		return err
+	}
+	if err := n.addSpoofGuard(c, l.Key, l.HostVeth, l.IP, mac); err != nil {
+		return fmt.Errorf("anti-spoofing rules for %s: %w", l.HostVeth, err)
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("install anti-spoofing rules for %s: %w", l.HostVeth, err)
+	}
+	return nil
+}
+
+// teardown removes everything of a lease and then the lease itself. Call
+// with the lock held. Missing pieces are fine; on failure the lease stays.
+// Rule removal and veth deletion each wait for a kernel RCU grace period, so
+// they run side by side.
+func (n *Network) teardown(l *lease) error {
+	var ruleErr error
+	var wg sync.WaitGroup
+	if l.Key != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.removeLeaseRules(l); err != nil && !errors.Is(err, os.ErrNotExist) {
+				ruleErr = err
+			}
+		}()
+	}
+	var ctErr error
+	if l.IP.IsValid() && (l.State == stateAttached || l.State == stateAttaching) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctErr = n.forgetConnections(l.IP)
+		}()
+	}
+	var errs []error
+	if l.HostVeth != "" {
+		if link, err := n.host.LinkByName(l.HostVeth); err == nil {
+			if err := n.host.LinkDel(link); err != nil {
+				errs = append(errs, fmt.Errorf("delete veth %s: %w", l.HostVeth, err))
+			}
+		}
+	}
+	if l.NetNSPath != "" {
+		if err := RemoveNamespace(l.NetNSPath); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	wg.Wait()
+	if ruleErr != nil {
+		errs = append(errs, ruleErr)
+	}
+	if ctErr != nil {
+		// Not fatal: stale entries time out; but say so.
+		n.log.Warn("could not delete conntrack entries of a removed sandbox", "ip", l.IP, "err", ctErr)
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	return n.removeLease(l)
+}
+
+// forgetConnections deletes the host's conntrack entries from or to ip, so
+// published-port flows (UDP above all) do not keep going to the address of a
+// removed sandbox, and a later sandbox with the same address gets none of
+// the old one's traffic.
+func (n *Network) forgetConnections(ip netip.Addr) error {
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(n.hostFD()), unix.NETLINK_NETFILTER)
+	if err != nil {
+		return fmt.Errorf("conntrack handle: %w", err)
+	}
+	defer h.Close()
+	orig, reply := &netlink.ConntrackFilter{}, &netlink.ConntrackFilter{}
+	if err := orig.AddIP(netlink.ConntrackOrigSrcIP, ip.AsSlice()); err != nil {
+		return err
+	}
+	if err := reply.AddIP(netlink.ConntrackReplySrcIP, ip.AsSlice()); err != nil {
+		return err
+	}
+	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, orig, reply); err != nil {
+		return fmt.Errorf("delete conntrack entries of %s: %w", ip, err)
+	}
+	return nil
+}
+
+// pooledUsable checks that a pooled lease still has its namespace, and its
+// veth on the bridge, in the bridge's current subnet.
+func (n *Network) pooledUsable(l *lease) bool {
+	if l.NetNSPath == "" || !n.subnet.Contains(l.IP) || !isNamespaceMount(l.NetNSPath) {
+		return false
+	}
+	link, err := n.host.LinkByName(l.HostVeth)
+	if err != nil {
+		return false
+	}
+	br, err := n.host.LinkByName(n.cfg.BridgeName)
+	return err == nil && link.Attrs().MasterIndex == br.Attrs().Index
+}
+
+func isNamespaceMount(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.NSFS_MAGIC
+}
+
+// resolvePorts checks published ports against other sandboxes' and the
+// host's sockets and picks free host ports for HostPort 0. Call with the
+// lock held.
+func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMapping, error) {
+	if len(req) == 0 {
+		return nil, nil
+	}
+	var taken []PortMapping
+	owner := map[PortMapping]string{}
+	for _, l := range leases {
+		if l.State == stateAttached || l.State == stateAttaching {
+			for _, p := range l.Ports {
+				taken = append(taken, p)
+				owner[p] = l.Owner
+			}
+		}
+	}
+	out := make([]PortMapping, len(req))
+	copy(out, req)
+	err := InNamespace(n.hostFD(), func() error {
+		for i := range out {
+			p := &out[i]
+			if p.HostPort != 0 {
+				for _, t := range taken {
+					if portsClash(*p, t) {
+						return fmt.Errorf("host port %s is already published by sandbox %s; choose another port or 0 for a free one", p, owner[t])
+					}
+				}
+				if _, err := probePort(*p); err != nil {
+					return err
+				}
+				taken = append(taken, *p)
+				continue
+			}
+			found := false
+			for try := 0; try < 64 && !found; try++ {
+				port, err := probePort(*p)
+				if err != nil {
+					return err
+				}
+				cand := *p
+				cand.HostPort = port
+				clash := false
+				for _, t := range taken {
+					clash = clash || portsClash(cand, t)
+				}
+				if !clash {
+					*p, found = cand, true
+				}
+			}
+			if !found {
+				return fmt.Errorf("no free host port found for %s", p)
+			}
+			taken = append(taken, *p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// probePort binds the mapping's host address and port (0: any) in the
+// current namespace and returns the port bound, so host services that hold
+// the port are detected. Published ports are kernel rules, not sockets: a
+// host process that binds the port later loses its traffic to the sandbox.
+func probePort(p PortMapping) (uint16, error) {
+	typ := unix.SOCK_STREAM
+	if p.Proto == UDP {
+		typ = unix.SOCK_DGRAM
+	}
+	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0, fmt.Errorf("probe host port %s: %w", p, err)
+	}
+	defer unix.Close(fd)
+	sa := &unix.SockaddrInet4{Port: int(p.HostPort)}
+	if p.HostIP.IsValid() {
+		sa.Addr = p.HostIP.As4()
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		switch {
+		case errors.Is(err, unix.EADDRINUSE):
+			return 0, fmt.Errorf("host port %s is in use by a process on the host; choose another port or 0 for a free one", p)
+		case errors.Is(err, unix.EADDRNOTAVAIL):
+			return 0, fmt.Errorf("host address %s of --publish %s is not an address of this host", p.HostIP, p)
+		case errors.Is(err, unix.EACCES):
+			return 0, fmt.Errorf("host port %s: permission denied", p)
+		}
+		return 0, fmt.Errorf("probe host port %s: %w", p, err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		return 0, fmt.Errorf("probe host port %s: %w", p, err)
+	}
+	return uint16(got.(*unix.SockaddrInet4).Port), nil
+}
+
+// sandboxDNS returns the name servers of a bridged sandbox and its
+// resolv.conf: the --dns servers, else the host's (loopback servers are
+// unreachable from a sandbox and dropped), else public fallback servers.
+func (n *Network) sandboxDNS(servers []netip.Addr) ([]netip.Addr, string) {
+	var other []string
+	if len(servers) == 0 {
+		data, _ := os.ReadFile(n.cfg.HostResolvConf)
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "nameserver" {
+				if a, err := netip.ParseAddr(f[1]); err == nil && a.Is4() && !a.IsLoopback() {
+					servers = append(servers, a)
+				}
+			} else if len(f) >= 2 && (f[0] == "search" || f[0] == "options") {
+				other = append(other, strings.Join(f, " "))
+			}
+		}
+		if len(servers) == 0 {
+			servers = fallbackDNS
+		}
+	}
+	var b strings.Builder
+	for _, s := range servers {
+		fmt.Fprintf(&b, "nameserver %s\n", s)
+	}
+	for _, o := range other {
+		b.WriteString(o + "\n")
+	}
+	return servers, b.String()
+}
+
+// fallbackDNS are used, like Docker does, when the host has only loopback
+// name servers and no --dns is given.
+var fallbackDNS = []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("8.8.4.4")}
+
+func (n *Network) hostResolvConf() string {
+	data, _ := os.ReadFile(n.cfg.HostResolvConf)
+	return string(data)
+}
+
+func hostsFile(ip netip.Addr, hostname string) string {
+	var b strings.Builder
+	b.WriteString("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n")
+	if ip.IsValid() {
+		fmt.Fprintf(&b, "%s\t%s\n", ip, hostname)
+	} else {
+		fmt.Fprintf(&b, "127.0.1.1\t%s\n", hostname)
+	}
+	return b.String()
+}

@@ -1,0 +1,192 @@
+package netns
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// leaseState is where a lease is in its life.
+type leaseState string
+
+const (
+	// statePreparing: recorded before the namespace and veth are made. Seen
+	// by GC (which holds the lock, so nobody is still building) it is debris.
+	statePreparing leaseState = "preparing"
+	// statePooled: a ready namespace waiting in the pool.
+	statePooled leaseState = "pooled"
+	// stateAttaching: claimed by a sandbox, rules being installed.
+	stateAttaching leaseState = "attaching"
+	// stateAttached: in use by Owner.
+	stateAttached leaseState = "attached"
+)
+
+// lease is the on-disk record of one bridged namespace: its address, veth,
+// namespace mount and, once attached, the sandbox and its settings. The file
+// is named after the address, so creating it with O_EXCL reserves the address.
+type lease struct {
+	Key            string        `json:"key"`
+	IP             netip.Addr    `json:"ip"`
+	HostVeth       string        `json:"host_veth"`
+	NetNSPath      string        `json:"netns_path"`
+	State          leaseState    `json:"state"`
+	Owner          string        `json:"owner,omitempty"`
+	Ports          []PortMapping `json:"ports,omitempty"`
+	Egress         EgressPolicy  `json:"egress"`
+	AllowHostPorts []HostPort    `json:"allow_host_ports,omitempty"`
+	DNS            []netip.Addr  `json:"dns,omitempty"`
+	Hostname       string        `json:"hostname,omitempty"`
+}
+
+func newKey() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// stateLock is the exclusive lock over the network state shared by every sbx
+// process (leases, ports, bridge and rule setup).
+type stateLock struct{ f *os.File }
+
+func (n *Network) lock() (*stateLock, error) {
+	f, err := os.OpenFile(filepath.Join(n.cfg.StateDir, "lock"), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open network lock: %w", err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
+		if !errors.Is(err, unix.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock network state: %w", err)
+	}
+	return &stateLock{f: f}, nil
+}
+
+func (l *stateLock) unlock() { l.f.Close() }
+
+func (n *Network) leaseDir() string { return filepath.Join(n.cfg.StateDir, "leases") }
+
+func (n *Network) leasePath(ip netip.Addr) string {
+	return filepath.Join(n.leaseDir(), ip.String()+".json")
+}
+
+// reserveLease creates the lease file for the first free address of the
+// subnet (after the gateway) with O_EXCL.
+func (n *Network) reserveLease(l *lease) error {
+	sub := n.subnet
+	last := lastAddr(sub)
+	for ip := n.gateway.Next(); ip.IsValid() && ip.Less(last); ip = ip.Next() {
+		f, err := os.OpenFile(n.leasePath(ip), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if errors.Is(err, os.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("create lease for %s: %w", ip, err)
+		}
+		l.IP = ip
+		data, _ := json.Marshal(l)
+		_, werr := f.Write(data)
+		cerr := f.Close()
+		if err := errors.Join(werr, cerr); err != nil {
+			os.Remove(n.leasePath(ip))
+			return fmt.Errorf("write lease for %s: %w", ip, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("no free address left in %s; remove sandboxes or run sbx gc", sub)
+}
+
+// writeLease replaces a lease file atomically.
+func (n *Network) writeLease(l *lease) error {
+	data, err := json.MarshalIndent(l, "", "  ")
+	if err != nil {
+		return err
+	}
+	p := n.leasePath(l.IP)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write lease %s: %w", l.IP, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write lease %s: %w", l.IP, err)
+	}
+	return nil
+}
+
+func (n *Network) removeLease(l *lease) error {
+	if err := os.Remove(n.leasePath(l.IP)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove lease %s: %w", l.IP, err)
+	}
+	return nil
+}
+
+// readLeases returns every lease on disk. Unreadable files are returned as
+// leases with only IP set and State empty, so GC can remove them.
+func (n *Network) readLeases() ([]*lease, error) {
+	ents, err := os.ReadDir(n.leaseDir())
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	var out []*lease
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			if strings.HasSuffix(e.Name(), ".tmp") {
+				os.Remove(filepath.Join(n.leaseDir(), e.Name()))
+			}
+			continue
+		}
+		ip, err := netip.ParseAddr(name)
+		if err != nil {
+			continue
+		}
+		l := &lease{IP: ip}
+		data, err := os.ReadFile(filepath.Join(n.leaseDir(), e.Name()))
+		if err == nil {
+			if json.Unmarshal(data, l) != nil || l.IP != ip {
+				l = &lease{IP: ip}
+			}
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+func (n *Network) findLease(sandboxID string) (*lease, error) {
+	ls, err := n.readLeases()
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range ls {
+		if l.Owner == sandboxID && (l.State == stateAttached || l.State == stateAttaching) {
+			return l, nil
+		}
+	}
+	return nil, nil
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	a := p.Masked().Addr().As4()
+	bits := p.Bits()
+	for i := 0; i < 4; i++ {
+		for b := 0; b < 8; b++ {
+			if i*8+b >= bits {
+				a[i] |= 0x80 >> b
+			}
+		}
+	}
+	return netip.AddrFrom4(a)
+}

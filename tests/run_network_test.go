@@ -1,0 +1,64 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// testHostNS creates a network namespace that stands in for the host, so
+// that bridge networking never touches the machine's real interfaces.
+func testHostNS(t *testing.T) string {
+	t.Helper()
+	name := fmt.Sprintf("sbxt-host-%d", os.Getpid())
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "delete", name).Run() })
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up: %v\n%s", err, out)
+	}
+	return name
+}
+
+func TestRunBridgeNetwork(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	ns := testHostNS(t)
+	state := t.TempDir()
+	sbx := func(args ...string) (string, error) {
+		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, sbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run")}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := sbx("run", "--network", "bridge", "--hostname", "web", "--dns", "203.0.113.53", "--rootfs", root, "--",
+		"sh", "-c", "ip -4 -o addr show eth0; ip route; cat /etc/resolv.conf; grep web /etc/hosts; ping -c1 -W2 $(ip route | awk '/default/ {print $3}') >/dev/null && echo gateway=reachable || echo gateway=blocked")
+	if err != nil {
+		t.Fatalf("bridged run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"eth0", "inet 10.", "default via 10.", "nameserver 203.0.113.53", "web", "gateway=blocked"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("bridged sandbox: missing %q in:\n%s", want, out)
+		}
+	}
+	// The sandbox's veth and lease are gone after the run; the bridge stays.
+	links, _ := exec.Command("ip", "-n", ns, "-o", "link").CombinedOutput()
+	if strings.Count(string(links), "sbx") != 1 {
+		t.Errorf("after the run the test host has links:\n%s", links)
+	}
+	leases, _ := os.ReadDir(filepath.Join(state, "lib", "network", "leases"))
+	for _, l := range leases {
+		t.Errorf("leftover lease %s", l.Name())
+	}
+	// Bad network flags fail clearly and change nothing.
+	if out, err := sbx("run", "--network", "none", "-p", "8080:80", "--rootfs", root, "true"); err == nil || !strings.Contains(out, "bridge") {
+		t.Errorf("-p without bridge: %v %s", err, out)
+	}
+	if out, err := sbx("run", "--network", "bogus", "--rootfs", root, "true"); err == nil || !strings.Contains(out, "network") {
+		t.Errorf("--network bogus: %v %s", err, out)
+	}
+}
