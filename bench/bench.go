@@ -42,6 +42,12 @@ type Subject interface {
 	Close() error
 }
 
+// Noter is a subject with remarks to add to its scenario after the
+// rounds, e.g. memory per sandbox in the density scenario.
+type Noter interface {
+	Notes() []string
+}
+
 // Probe measures one component of sbx's path in isolation (e.g. creating
 // a network namespace), to explain where the time of a scenario goes.
 type Probe struct {
@@ -61,7 +67,8 @@ type Scenario struct {
 	// Subjects[0] is the reference for ratios (sbx).
 	Subjects []Subject
 	Probes   []Probe
-	// Samples and Warmup override the options when nonzero.
+	// Samples and Warmup override the options when nonzero; a negative
+	// Warmup means none.
 	Samples, Warmup int
 	Notes           []string
 }
@@ -226,6 +233,8 @@ func RunScenario(ctx context.Context, sc *Scenario, o Options) ScenarioResult {
 	}
 	if sc.Warmup > 0 {
 		o.Warmup = sc.Warmup
+	} else if sc.Warmup < 0 {
+		o.Warmup = 0
 	}
 	t0 := time.Now()
 	out := ScenarioResult{Name: sc.Name, Description: sc.Description, Unit: sc.Unit, HigherIsBetter: sc.HigherIsBetter,
@@ -311,6 +320,9 @@ func RunScenario(ctx context.Context, sc *Scenario, o Options) ScenarioResult {
 	}
 
 	for _, st := range states {
+		if n, ok := st.s.(Noter); ok && st.res.Error == "" {
+			out.Notes = append(out.Notes, n.Notes()...)
+		}
 		st.res.Summary = Summarize(st.res.Samples)
 		if st.res.Summary == nil && st.res.Error == "" {
 			st.res.Error = "no samples"
