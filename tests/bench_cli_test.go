@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/bench"
-	"github.com/sbxrun/sbx/bench/report"
+	benchreport "github.com/sbxrun/sbx/bench/report"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -225,7 +225,7 @@ func TestBenchMarkdownTable(t *testing.T) {
 	sc.Subjects[0].Ratio = &bench.Ratios{P50: 1}
 	rep := &bench.Report{Machine: bench.DescribeMachine(0), Samples: 10, Scenarios: []bench.ScenarioResult{sc}}
 	var b bytes.Buffer
-	if err := report.Markdown(&b, rep); err != nil {
+	if err := benchreport.Markdown(&b, rep); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
