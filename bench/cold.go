@@ -58,6 +58,9 @@ func (s *sbxCold) Setup(ctx context.Context) (Info, error) {
 		return info, err
 	}
 	info.Version = firstLine(out)
+	if i := strings.Index(info.Version, ","); i > 0 { // drop the Go version and platform
+		info.Version = info.Version[:i] + ")"
+	}
 	s.dir, err = os.MkdirTemp("", "sbx-bench-cold-")
 	return info, err
 }

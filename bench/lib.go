@@ -41,7 +41,7 @@ func (s *sbxLib) Name() string { return "sbx" }
 
 func (s *sbxLib) Setup(context.Context) (Info, error) {
 	s.r = &sandbox.Runner{RunRoot: s.w.RunRoot, Helper: s.w.SbxBin}
-	return Info{Command: "sandbox.Runner.Run(RunSpec{Rootfs: DIR, Args: " + fmt.Sprintf("%q", s.w.Args) + "})"}, nil
+	return Info{Version: SbxVersion(), Command: "sandbox.Runner.Run(RunSpec{Rootfs: DIR, Args: " + fmt.Sprintf("%q", s.w.Args) + "})"}, nil
 }
 
 func (s *sbxLib) Once(ctx context.Context) (Sample, error) {

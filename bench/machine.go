@@ -39,7 +39,7 @@ func DescribeMachine(busyWindow time.Duration) Machine {
 		CPUs:       runtime.NumCPU(),
 		CgroupMode: string(cgroup.DetectMode()),
 		GoVersion:  runtime.Version(),
-		SbxVersion: version.Version + " (" + version.Commit + ")",
+		SbxVersion: SbxVersion(),
 		LoadStart:  LoadAvg(),
 	}
 	var u unix.Utsname
@@ -106,4 +106,9 @@ func cpuTimes() (busy, total uint64) {
 		}
 	}
 	return busy, total
+}
+
+// SbxVersion is the version of the sbx code in this process.
+func SbxVersion() string {
+	return "sbx " + version.Version + " (commit " + version.Commit + ")"
 }

@@ -33,7 +33,7 @@ func Header(rep *bench.Report) []string {
 			units.BytesSize(float64(m.MemoryBytes)), m.CgroupMode),
 		fmt.Sprintf("load average: %s at start, %s at end; CPUs busy before the run: %.0f%% (other work on the host)",
 			m.LoadStart, m.LoadEnd, 100*m.BusyBefore),
-		fmt.Sprintf("sbx %s, %s; %s UTC; %d measured rounds after %d warm-up rounds, subjects interleaved",
+		fmt.Sprintf("%s, %s; %s UTC; %d measured rounds after %d warm-up rounds, subjects interleaved",
 			m.SbxVersion, m.GoVersion, rep.Started.Format("2006-01-02 15:04"), rep.Samples, rep.Warmup),
 	}
 	return lines
