@@ -54,7 +54,7 @@ func Draw(rep *bench.Report, path string) error {
 		}
 		plots = append(plots, []*plot.Plot{p})
 	}
-	width := 7 * vg.Inch
+	width := 8 * vg.Inch
 	height := vg.Length(len(plots)) * 2.6 * vg.Inch
 	var c interface {
 		vg.CanvasSizer
@@ -99,9 +99,10 @@ func panel(sc *bench.ScenarioResult) (*plot.Plot, error) {
 	var names []string
 	var failed []int
 	for i, s := range sc.Subjects {
-		label := s.Name
+		// Long names break at their first dash so neighbours do not overlap.
+		label := strings.Replace(s.Name, "-", "\n", 1)
 		if s.Summary != nil {
-			label = fmt.Sprintf("%s\np50 %s", s.Name, fmtV(s.Summary.P50))
+			label = fmt.Sprintf("%s\np50 %s", label, fmtV(s.Summary.P50))
 		}
 		names = append(names, label)
 		var vals plotter.Values
