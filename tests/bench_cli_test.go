@@ -187,7 +187,6 @@ func TestBenchBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"cold"}, "give --rootfs DIR"},
 		{[]string{"--rootfs", root, "warm"}, `unknown scenario "warm"`},
 		{[]string{"--rootfs", "/nonexistent", "cold"}, "is not a directory"},
 		{[]string{"--rootfs", root, "--format", "html", "cold"}, `invalid --format "html"`},
@@ -259,4 +258,22 @@ func tableRows(out, scenario string) []string {
 		}
 	}
 	return rows
+}
+
+// TestBenchDefaultRoot: without --rootfs the bench builds (once) and uses
+// a busybox root from the host's busybox-static.
+func TestBenchDefaultRoot(t *testing.T) {
+	r := benchSbx(t, nil, "--samples", "2", "--warmup", "0", "cold")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	for _, f := range []string{".complete", "bin/busybox", "bin/true", "bin/sleep"} {
+		if _, err := os.Lstat(filepath.Join(bench.DefaultRootDir, f)); err != nil {
+			t.Errorf("default root: %v", err)
+		}
+	}
+	if rows := tableRows(r.stdout, "cold"); len(rows) != 1 || !strings.HasPrefix(rows[0], "sbx ") {
+		t.Errorf("rows: %q", rows)
+	}
+	assertNoLeftovers(t)
 }

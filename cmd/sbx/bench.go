@@ -53,7 +53,7 @@ func init() {
 	}
 	o := &benchOptions{}
 	cmd := &cobra.Command{
-		Use:   "bench [flags] --rootfs DIR [SCENARIO...]",
+		Use:   "bench [flags] [--rootfs DIR] [SCENARIO...]",
 		Short: "Measure sandbox start-up latency against other runtimes",
 		Long: `Measure sbx's start-up latency and, with --compare, the runtimes users would
 pick instead, on the same root filesystem with equivalent isolation.
@@ -70,7 +70,7 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.rootfs, "rootfs", "", "unpacked root filesystem every runtime uses (read-only), e.g. a busybox root")
+	f.StringVar(&o.rootfs, "rootfs", "", "unpacked root filesystem every runtime uses (read-only); it needs `true` and `sleep` (default: a busybox root built once under "+bench.DefaultRootDir+")")
 	f.StringSliceVar(&o.compare, "compare", nil, "runtimes to compare with: "+strings.Join(bench.AnchorNames, ","))
 	f.IntVar(&o.samples, "samples", 100, "measured rounds per scenario (p99 needs 100)")
 	f.IntVar(&o.warmup, "warmup", 5, "warm-up rounds per scenario, not counted")
@@ -122,11 +122,15 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 	if o.samples < 1 || o.warmup < 0 {
 		return fail("--samples must be at least 1 and --warmup at least 0")
 	}
-	if o.rootfs == "" {
-		return fail("give --rootfs DIR: an unpacked root filesystem with the command `true`, e.g. a busybox root (see BENCHMARKS.md)")
-	}
 	if os.Geteuid() != 0 {
 		return fail("sbx bench needs root: it creates namespaces, cgroups and mounts")
+	}
+	if o.rootfs == "" {
+		root, err := bench.BusyboxRoot(bench.DefaultRootDir)
+		if err != nil {
+			return fail("%v", err)
+		}
+		o.rootfs = root
 	}
 	bin := o.sbxBin
 	if bin == "" {
