@@ -3,21 +3,54 @@ package tests
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx/bench"
 	benchreport "github.com/sbxrun/sbx/bench/report"
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
-// benchSbx runs `sbx bench` with env added to the environment.
-func benchSbx(t *testing.T, env []string, args ...string) result {
+// benchEnv runs `sbx bench` with a private runtime root, so that its
+// leftover checks see only what this test's bench made: other sbx
+// processes on the machine use /run/sbx at the same time.
+type benchEnv struct {
+	t        *testing.T
+	runRoot  string
+	cgBefore map[string]bool
+	globs    map[string]bool
+}
+
+// benchGlobs are where the bench keeps temporary state.
+var benchGlobs = []string{"/run/sbx-bench-*", "/tmp/sbx-bench-*"}
+
+func newBenchEnv(t *testing.T) *benchEnv {
 	t.Helper()
-	cmd := exec.Command(sbxBin, append([]string{"bench"}, args...)...)
+	e := &benchEnv{t: t, runRoot: fmt.Sprintf("/run/sbxbt-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6),
+		cgBefore: map[string]bool{}, globs: map[string]bool{}}
+	for id := range cgroup.Leftovers() {
+		e.cgBefore[id] = true
+	}
+	for _, g := range benchGlobs {
+		m, _ := filepath.Glob(g)
+		for _, p := range m {
+			e.globs[p] = true
+		}
+	}
+	t.Cleanup(e.check)
+	return e
+}
+
+// run runs `sbx --run-root PRIVATE bench ARGS...` with env added.
+func (e *benchEnv) run(env []string, args ...string) result {
+	e.t.Helper()
+	cmd := exec.Command(sbxBin, append([]string{"--run-root", e.runRoot, "bench"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -26,17 +59,67 @@ func benchSbx(t *testing.T, env []string, args ...string) result {
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("sbx bench: %v", err)
+		e.t.Fatalf("sbx bench: %v", err)
 	}
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// check fails the test if the bench left mounts, state, temporary
+// directories or cgroups behind.
+func (e *benchEnv) check() {
+	t := e.t
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, e.runRoot+"/") {
+			t.Errorf("leftover mount: %s", line)
+		}
+	}
+	for _, sub := range []string{"runs", "containers"} {
+		if entries, _ := os.ReadDir(filepath.Join(e.runRoot, sub)); len(entries) > 0 {
+			t.Errorf("leftover %s in %s: %d", sub, e.runRoot, len(entries))
+		}
+	}
+	for _, g := range benchGlobs {
+		m, _ := filepath.Glob(g)
+		for _, p := range m {
+			if !e.globs[p] {
+				t.Errorf("leftover bench state: %s", p)
+			}
+		}
+	}
+	// Cgroups of other processes' sandboxes come and go; only those that
+	// appeared during the test and stay are the bench's.
+	var stale []string
+	for i := 0; i < 50; i++ {
+		stale = stale[:0]
+		for id := range cgroup.Leftovers() {
+			if !e.cgBefore[id] && !strings.HasPrefix(id, "sbx-bench-probe") {
+				stale = append(stale, id)
+			}
+		}
+		if len(stale) == 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for id := range cgroup.Leftovers() {
+		if strings.HasPrefix(id, "sbx-bench-probe") {
+			stale = append(stale, id)
+		}
+	}
+	if len(stale) > 0 {
+		t.Errorf("leftover cgroups: %v", stale)
+	}
+	_ = os.RemoveAll(e.runRoot)
 }
 
 // TestBenchMissingRuntimeIsReported: a runtime that is not installed keeps
 // its row with FAILED and its error; sbx's own figures are still there.
 func TestBenchMissingRuntimeIsReported(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
+	e := newBenchEnv(t)
 	// An empty PATH hides every runtime; sbx itself needs none.
-	r := benchSbx(t, []string{"PATH=/nonexistent"}, "--rootfs", root, "--samples", "3", "--warmup", "0",
+	r := e.run([]string{"PATH=/nonexistent"}, "--rootfs", root, "--samples", "3", "--warmup", "0",
 		"--compare", "runc,podman", "cold")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -62,7 +145,6 @@ func TestBenchMissingRuntimeIsReported(t *testing.T) {
 			t.Errorf("row %q: want FAILED", row)
 		}
 	}
-	assertNoLeftovers(t)
 }
 
 // TestBenchEveryRuntimeHasFiguresOrError: with the runtimes of this host,
@@ -72,7 +154,8 @@ func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "rep.json")
-	r := benchSbx(t, nil, "--rootfs", root, "--samples", "4", "--warmup", "1",
+	e := newBenchEnv(t)
+	r := e.run(nil, "--rootfs", root, "--samples", "4", "--warmup", "1",
 		"--compare", "runc,crun,bwrap", "--json", jsonPath, "cold", "lib")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -124,7 +207,6 @@ func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 			t.Errorf("breakdown lacks %q: %q", want, phases)
 		}
 	}
-	assertNoLeftovers(t)
 }
 
 // TestBenchPlot draws the JSON report with sbx-bench-plot, found in PATH.
@@ -137,14 +219,15 @@ func TestBenchPlot(t *testing.T) {
 		t.Fatalf("build sbx-bench-plot: %v\n%s", err, out)
 	}
 	root := fixture.BusyboxRootfs(t)
+	e := newBenchEnv(t)
 	for _, name := range []string{"out.svg", "out.png"} {
 		out := filepath.Join(dir, name)
-		r := benchSbx(t, []string{"PATH=" + dir + ":" + os.Getenv("PATH")}, "--rootfs", root, "--samples", "3",
+		r := e.run([]string{"PATH=" + dir + ":" + os.Getenv("PATH")}, "--rootfs", root, "--samples", "3",
 			"--warmup", "0", "--compare", "nosuchruntime-is-rejected-below", "--plot", out, "lib")
 		if r.code != 125 || !strings.Contains(r.stderr, `unknown runtime "nosuchruntime-is-rejected-below"`) {
 			t.Fatalf("an unknown runtime must be rejected before anything runs: exit %d %s", r.code, r.stderr)
 		}
-		r = benchSbx(t, []string{"PATH=" + dir + ":" + os.Getenv("PATH")}, "--rootfs", root, "--samples", "3",
+		r = e.run([]string{"PATH=" + dir + ":" + os.Getenv("PATH")}, "--rootfs", root, "--samples", "3",
 			"--warmup", "0", "--plot", out, "lib")
 		if r.code != 0 {
 			t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
@@ -177,7 +260,6 @@ func TestBenchPlot(t *testing.T) {
 		strings.Contains(string(out), "setting up") {
 		t.Fatalf("missing helper: %v, %s", err, out)
 	}
-	assertNoLeftovers(t)
 }
 
 // TestBenchBadInput: bad flags give a clear error and exit 125.
@@ -193,7 +275,7 @@ func TestBenchBadInput(t *testing.T) {
 		{[]string{"--rootfs", root, "--plot", "x.jpg", "cold"}, "use a .svg or .png"},
 		{[]string{"--rootfs", root, "--samples", "0", "cold"}, "--samples must be at least 1"},
 	} {
-		r := benchSbx(t, nil, tc.args...)
+		r := newBenchEnv(t).run(nil, tc.args...)
 		if r.code != 125 || !strings.Contains(r.stderr, tc.want) {
 			t.Errorf("sbx bench %v: exit %d, stderr %q; want 125 and %q", tc.args, r.code, r.stderr, tc.want)
 		}
@@ -263,7 +345,7 @@ func tableRows(out, scenario string) []string {
 // TestBenchDefaultRoot: without --rootfs the bench builds (once) and uses
 // a busybox root from the host's busybox-static.
 func TestBenchDefaultRoot(t *testing.T) {
-	r := benchSbx(t, nil, "--samples", "2", "--warmup", "0", "cold")
+	r := newBenchEnv(t).run(nil, "--samples", "2", "--warmup", "0", "cold")
 	if r.code != 0 {
 		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
 	}
@@ -275,5 +357,4 @@ func TestBenchDefaultRoot(t *testing.T) {
 	if rows := tableRows(r.stdout, "cold"); len(rows) != 1 || !strings.HasPrefix(rows[0], "sbx ") {
 		t.Errorf("rows: %q", rows)
 	}
-	assertNoLeftovers(t)
 }
