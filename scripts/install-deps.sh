@@ -5,9 +5,9 @@
 set -euo pipefail
 
 pkgs=(gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
-      iproute2 nftables iptables procps python3 tar)
+      iproute2 nftables iptables procps python3 tar skopeo umoci)
 if [[ "${1:-}" == "--bench" ]]; then
-	pkgs+=(runc crun bubblewrap skopeo umoci hyperfine docker.io podman)
+	pkgs+=(runc crun bubblewrap hyperfine docker.io podman)
 fi
 
 missing=()

@@ -254,9 +254,10 @@ func TestRunCPUQuota(t *testing.T) {
 	if rep.Status != sandbox.StatusTimeout {
 		t.Fatalf("spinner: report %+v", rep)
 	}
+	// The quota caps the share; a loaded machine may give less, never more.
 	share := rep.CPUTimeS / rep.WallTimeS
-	if share < 0.35 || share > 0.65 {
-		t.Errorf("--cpus 0.5 gave %.2f of a CPU (cpu %.2fs over %.2fs wall), want about 0.5", share, rep.CPUTimeS, rep.WallTimeS)
+	if share < 0.2 || share > 0.6 {
+		t.Errorf("--cpus 0.5 gave %.2f of a CPU (cpu %.2fs over %.2fs wall), want at most about 0.5", share, rep.CPUTimeS, rep.WallTimeS)
 	}
 }
 

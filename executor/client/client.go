@@ -1,0 +1,443 @@
+// Package client talks to an sbx executor over its unix socket. It is used
+// by the sandbox Manager, the CLI and the REST server's proxy.
+//
+// The executor runs inside the sandbox and is untrusted: every call has a
+// deadline (the context's, or a default when it has none) and every reply
+// is read under a size cap, so a hostile or stuck executor can neither hang
+// nor exhaust the host.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/sbxrun/sbx/executor/api"
+)
+
+// Options tune a Client. Zero values take the defaults in brackets.
+type Options struct {
+	// Timeout is the deadline of calls whose context has none and whose
+	// duration the request does not say [30 s].
+	Timeout time.Duration
+	// TransferTimeout is the deadline of file and archive transfers and of
+	// commands without timeout_s, when the context has none [10 min].
+	TransferTimeout time.Duration
+	// Grace is added to a request's own timeout (timeout_s) to get the
+	// call's deadline [10 s].
+	Grace time.Duration
+	// MaxReplyBytes caps a JSON reply [64 MiB]; exec replies are capped by
+	// what max_output_bytes allows.
+	MaxReplyBytes int64
+	// MaxFrameBytes caps one line of a streamed exec [1 MiB].
+	MaxFrameBytes int
+}
+
+// Client calls one executor. It is safe for concurrent use and keeps
+// connections open between calls.
+type Client struct {
+	hc   *http.Client
+	tr   *http.Transport
+	opts Options
+}
+
+// New returns a client for the executor listening on socketPath.
+func New(socketPath string, opts Options) *Client {
+	var d net.Dialer
+	return NewWithDialer(func(ctx context.Context) (net.Conn, error) {
+		return d.DialContext(ctx, "unix", socketPath)
+	}, opts)
+}
+
+// NewWithDialer returns a client that reaches the executor through dial
+// (for sockets whose path is too long for a sockaddr, or that live in
+// another mount namespace).
+func NewWithDialer(dial func(ctx context.Context) (net.Conn, error), opts Options) *Client {
+	if opts.Timeout <= 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if opts.TransferTimeout <= 0 {
+		opts.TransferTimeout = 10 * time.Minute
+	}
+	if opts.Grace <= 0 {
+		opts.Grace = 10 * time.Second
+	}
+	if opts.MaxReplyBytes <= 0 {
+		opts.MaxReplyBytes = 64 << 20
+	}
+	if opts.MaxFrameBytes <= 0 {
+		opts.MaxFrameBytes = 1 << 20
+	}
+	tr := &http.Transport{
+		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
+		MaxIdleConnsPerHost:    16,
+		IdleConnTimeout:        90 * time.Second,
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &Client{hc: &http.Client{Transport: tr}, tr: tr, opts: opts}
+}
+
+// Close drops idle connections.
+func (c *Client) Close() { c.tr.CloseIdleConnections() }
+
+// Error is an error reply of the executor.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Lines   []int
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("executor: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+}
+
+// IsCode reports whether err is an executor error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// ErrReplyTooLarge reports a reply over its size cap.
+var ErrReplyTooLarge = errors.New("executor reply exceeds its size cap")
+
+// withDeadline adds d to ctx unless it already has a deadline.
+func withDeadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// seconds converts a request's timeout, capped at a week (the executor's
+// own cap) so huge values cannot overflow.
+func seconds(s float64) time.Duration {
+	const week = 7 * 24 * time.Hour
+	if s*float64(time.Second) >= float64(week) {
+		return week
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// Do sends one request and returns the reply with its body capped at
+// maxBytes (reading past it fails with ErrReplyTooLarge). Non-2xx replies
+// come back as *Error. The caller closes the body. The REST proxy uses it.
+func (c *Client) Do(ctx context.Context, method, pathQuery string, body io.Reader, contentType string, maxBytes int64) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://executor"+pathQuery, body)
+	if err != nil {
+		return nil, fmt.Errorf("executor request: %w", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("executor %s %s: %w", method, pathQuery, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	resp.Body = &cappedBody{rc: resp.Body, left: maxBytes}
+	return resp, nil
+}
+
+func decodeError(resp *http.Response) error {
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var e api.Error
+	if err := json.Unmarshal(data, &e); err != nil || e.Error.Code == "" {
+		return &Error{Status: resp.StatusCode, Code: api.CodeInternal, Message: fmt.Sprintf("unexpected reply: %.200q", data)}
+	}
+	return &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Lines: e.Error.Lines}
+}
+
+// cappedBody fails reads past its cap instead of truncating silently.
+type cappedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// Allow a clean EOF exactly at the cap.
+		var one [1]byte
+		if n, _ := b.rc.Read(one[:]); n == 0 {
+			return 0, io.EOF
+		}
+		return 0, ErrReplyTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
+
+// call sends a JSON request (nil for none) and decodes a JSON reply into out.
+func (c *Client) call(ctx context.Context, timeout time.Duration, method, pathQuery string, in, out any, maxBytes int64) error {
+	ctx, cancel := withDeadline(ctx, timeout)
+	defer cancel()
+	var body io.Reader
+	ct := ""
+	if in != nil {
+		data, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body, ct = bytes.NewReader(data), "application/json"
+	}
+	resp, err := c.Do(ctx, method, pathQuery, body, ct, maxBytes)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+		return err
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("executor %s %s: decode reply: %w", method, pathQuery, err)
+	}
+	return nil
+}
+
+// Health checks that the executor answers.
+func (c *Client) Health(ctx context.Context) (api.Health, error) {
+	var h api.Health
+	err := c.call(ctx, c.opts.Timeout, http.MethodGet, api.PathHealth, nil, &h, 64<<10)
+	return h, err
+}
+
+// Info reports resource use inside the sandbox.
+func (c *Client) Info(ctx context.Context) (api.Info, error) {
+	var i api.Info
+	err := c.call(ctx, c.opts.Timeout, http.MethodGet, api.PathInfo, nil, &i, 64<<10)
+	return i, err
+}
+
+// execBudget is the call deadline and reply cap of an exec request.
+func (c *Client) execBudget(req api.ExecRequest) (time.Duration, int64) {
+	d := c.opts.TransferTimeout
+	if req.TimeoutS > 0 {
+		d = seconds(req.TimeoutS) + c.opts.Grace
+	}
+	out := int64(req.MaxOutputBytes)
+	if out <= 0 {
+		out = 1 << 20
+	}
+	out = min(out, 8<<20)
+	// Two streams, JSON escaping (up to 6 bytes per byte), the marker.
+	return d, 2*6*out + 64<<10
+}
+
+// Exec runs one command to its end.
+func (c *Client) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult, error) {
+	d, maxBytes := c.execBudget(req)
+	var res api.ExecResult
+	err := c.call(ctx, d, http.MethodPost, api.PathExec, req, &res, maxBytes)
+	return res, err
+}
+
+// ExecStream runs one command and calls onOutput with each stdout or stderr
+// frame as it is produced; it returns the final result. An error from
+// onOutput ends the call (and the executor kills the command).
+func (c *Client) ExecStream(ctx context.Context, req api.ExecRequest, onOutput func(api.ExecFrame) error) (api.ExecResult, error) {
+	d, _ := c.execBudget(req)
+	ctx, cancel := withDeadline(ctx, d)
+	defer cancel()
+	data, err := json.Marshal(req)
+	if err != nil {
+		return api.ExecResult{}, fmt.Errorf("encode request: %w", err)
+	}
+	resp, err := c.Do(ctx, http.MethodPost, api.PathExec+"?stream=1", bytes.NewReader(data), "application/json", 1<<62)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	for {
+		line, err := readLine(br, c.opts.MaxFrameBytes)
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return api.ExecResult{}, fmt.Errorf("executor exec stream: %w", err)
+		}
+		var f api.ExecFrame
+		if err := json.Unmarshal(line, &f); err != nil {
+			return api.ExecResult{}, fmt.Errorf("executor exec stream: bad frame: %w", err)
+		}
+		switch f.Type {
+		case api.FrameStdout, api.FrameStderr:
+			if err := onOutput(f); err != nil {
+				return api.ExecResult{}, err
+			}
+		case api.FrameResult:
+			if f.Result == nil {
+				return api.ExecResult{}, errors.New("executor exec stream: result frame without result")
+			}
+			return *f.Result, nil
+		case api.FrameError:
+			if f.Error == nil {
+				return api.ExecResult{}, errors.New("executor exec stream: error frame without error")
+			}
+			return api.ExecResult{}, &Error{Status: http.StatusOK, Code: f.Error.Code, Message: f.Error.Message}
+		default:
+			return api.ExecResult{}, fmt.Errorf("executor exec stream: unknown frame type %q", f.Type)
+		}
+	}
+}
+
+// readLine reads one "\n"-terminated line of at most max bytes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if len(line)+len(chunk) > max {
+			return nil, fmt.Errorf("frame longer than %d bytes: %w", max, ErrReplyTooLarge)
+		}
+		line = append(line, chunk...)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		return line, nil
+	}
+}
+
+// CreateSession starts a shell session.
+func (c *Client) CreateSession(ctx context.Context, req api.SessionRequest) (api.Session, error) {
+	var s api.Session
+	err := c.call(ctx, c.opts.Timeout, http.MethodPost, api.PathSessions, req, &s, 64<<10)
+	return s, err
+}
+
+// ListSessions lists the open sessions.
+func (c *Client) ListSessions(ctx context.Context) ([]api.Session, error) {
+	var l api.SessionList
+	err := c.call(ctx, c.opts.Timeout, http.MethodGet, api.PathSessions, nil, &l, 4<<20)
+	return l.Sessions, err
+}
+
+// DeleteSession kills a session's shell and everything it started.
+func (c *Client) DeleteSession(ctx context.Context, id string) error {
+	return c.call(ctx, c.opts.Timeout, http.MethodDelete, api.PathSessions+"/"+url.PathEscape(id), nil, nil, 64<<10)
+}
+
+// Run runs a command in a session, continues it (Command "") or sends it
+// input (IsInput). The call lasts at most the request's timeout_s (default
+// 120 s) plus the grace.
+func (c *Client) Run(ctx context.Context, id string, req api.RunRequest) (api.RunResult, error) {
+	d := 120 * time.Second
+	if req.TimeoutS > 0 {
+		d = seconds(req.TimeoutS)
+	}
+	out := int64(req.MaxOutputBytes)
+	if out <= 0 {
+		out = 64 << 10
+	}
+	out = min(out, 8<<20)
+	var res api.RunResult
+	err := c.call(ctx, d+c.opts.Grace, http.MethodPost, api.PathSessions+"/"+url.PathEscape(id)+"/run", req, &res, 6*out+64<<10)
+	return res, err
+}
+
+// ReadFile copies the file at path into w, failing with ErrReplyTooLarge
+// past max bytes.
+func (c *Client) ReadFile(ctx context.Context, path string, w io.Writer, max int64) (int64, error) {
+	return c.download(ctx, api.PathFiles+"?path="+url.QueryEscape(path), w, max)
+}
+
+// ReadLines returns lines start..end (1-based, inclusive; end -1 for the
+// last) of a text file.
+func (c *Client) ReadLines(ctx context.Context, path string, start, end int, max int64) ([]byte, error) {
+	var b bytes.Buffer
+	q := url.Values{"path": {path}, "start_line": {strconv.Itoa(start)}, "end_line": {strconv.Itoa(end)}}
+	_, err := c.download(ctx, api.PathFiles+"?"+q.Encode(), &b, max)
+	return b.Bytes(), err
+}
+
+// GetArchive writes a tar of the file or directory at path into w, failing
+// with ErrReplyTooLarge past max bytes.
+func (c *Client) GetArchive(ctx context.Context, path string, w io.Writer, max int64) (int64, error) {
+	return c.download(ctx, api.PathFsArchive+"?path="+url.QueryEscape(path), w, max)
+}
+
+func (c *Client) download(ctx context.Context, pathQuery string, w io.Writer, max int64) (int64, error) {
+	ctx, cancel := withDeadline(ctx, c.opts.TransferTimeout)
+	defer cancel()
+	resp, err := c.Do(ctx, http.MethodGet, pathQuery, nil, "", max)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(w, resp.Body)
+	if err != nil {
+		return n, fmt.Errorf("executor GET %s: %w", pathQuery, err)
+	}
+	return n, nil
+}
+
+// WriteFile replaces the file at path with the content of r, atomically.
+// mode 0 keeps an existing file's mode (0644 for a new file).
+func (c *Client) WriteFile(ctx context.Context, path string, r io.Reader, mode os.FileMode) (api.WriteResult, error) {
+	q := url.Values{"path": {path}}
+	if mode != 0 {
+		q.Set("mode", strconv.FormatUint(uint64(mode.Perm()), 8))
+	}
+	var res api.WriteResult
+	err := c.upload(ctx, api.PathFiles+"?"+q.Encode(), r, "application/octet-stream", &res)
+	return res, err
+}
+
+// PutArchive extracts the tar stream r into the directory dir.
+func (c *Client) PutArchive(ctx context.Context, dir string, r io.Reader) (api.ArchiveResult, error) {
+	var res api.ArchiveResult
+	err := c.upload(ctx, api.PathFsArchive+"?path="+url.QueryEscape(dir), r, "application/x-tar", &res)
+	return res, err
+}
+
+func (c *Client) upload(ctx context.Context, pathQuery string, r io.Reader, ct string, out any) error {
+	ctx, cancel := withDeadline(ctx, c.opts.TransferTimeout)
+	defer cancel()
+	resp, err := c.Do(ctx, http.MethodPut, pathQuery, r, ct, 64<<10)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("executor PUT %s: decode reply: %w", pathQuery, err)
+	}
+	return nil
+}
+
+// Edit runs one editor command (view, create, str_replace, insert,
+// undo_edit).
+func (c *Client) Edit(ctx context.Context, req api.EditRequest) (api.EditResult, error) {
+	var res api.EditResult
+	err := c.call(ctx, c.opts.Timeout, http.MethodPost, api.PathFilesEdit, req, &res, 16<<20)
+	return res, err
+}
+
+// List lists a directory.
+func (c *Client) List(ctx context.Context, path string) (api.Listing, error) {
+	var l api.Listing
+	err := c.call(ctx, c.opts.Timeout, http.MethodGet, api.PathFsList+"?path="+url.QueryEscape(path), nil, &l, c.opts.MaxReplyBytes)
+	return l, err
+}

@@ -1,0 +1,103 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/executor/api"
+)
+
+// hostile serves h on a unix socket, as a misbehaving executor would.
+func hostile(t *testing.T, h http.HandlerFunc) *Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c := New(sock, Options{Timeout: 300 * time.Millisecond, Grace: 300 * time.Millisecond, TransferTimeout: time.Second})
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestClientDeadlineOnSilentExecutor(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})
+	if _, err := c.Health(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("health: %v", err)
+	}
+	// A session run waits its own timeout plus the grace, then gives up.
+	start := time.Now()
+	if _, err := c.Run(context.Background(), "x", api.RunRequest{Command: "true", TimeoutS: 0.2}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("run: %v", err)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Fatal("run outlived its deadline")
+	}
+	// A stream that stalls mid-way ends at the deadline as well.
+	if _, err := c.ExecStream(context.Background(), api.ExecRequest{Argv: []string{"x"}, TimeoutS: 0.1}, func(api.ExecFrame) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("stream: %v", err)
+	}
+}
+
+func TestClientCapsReplies(t *testing.T) {
+	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.RawQuery, "stream"):
+			io.WriteString(w, `{"type":"stdout","data":"`+strings.Repeat("a", 4<<20)+`"}`+"\n")
+		case r.URL.Path == api.PathFiles:
+			io.WriteString(w, strings.Repeat("b", 1<<20))
+		default:
+			io.WriteString(w, `{"status":"`+strings.Repeat("c", 8<<20)+`"}`)
+		}
+	})
+	ctx := context.Background()
+	if _, err := c.Health(ctx); !errors.Is(err, ErrReplyTooLarge) {
+		t.Fatalf("health: %v", err)
+	}
+	if _, err := c.ReadFile(ctx, "/f", io.Discard, 1000); !errors.Is(err, ErrReplyTooLarge) {
+		t.Fatalf("read: %v", err)
+	}
+	if n, err := c.ReadFile(ctx, "/f", io.Discard, 1<<20); err != nil || n != 1<<20 {
+		t.Fatalf("read at exactly the cap: %d %v", n, err)
+	}
+	if _, err := c.ExecStream(ctx, api.ExecRequest{Argv: []string{"x"}}, func(api.ExecFrame) error { return nil }); !errors.Is(err, ErrReplyTooLarge) {
+		t.Fatalf("stream: %v", err)
+	}
+}
+
+func TestClientDecodesErrors(t *testing.T) {
+	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == api.PathHealth {
+			w.WriteHeader(http.StatusBadGateway)
+			io.WriteString(w, "<html>not json</html>")
+			return
+		}
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		io.WriteString(w, `{"error":{"code":"multiple_matches","message":"twice","lines":[2,4]}}`)
+	})
+	_, err := c.Edit(context.Background(), api.EditRequest{Command: "str_replace"})
+	var e *Error
+	if !errors.As(err, &e) || e.Code != api.CodeMultiMatch || e.Status != 422 || len(e.Lines) != 2 {
+		t.Fatalf("edit: %#v", err)
+	}
+	if _, err := c.Health(context.Background()); !errors.As(err, &e) || e.Status != 502 || e.Code != api.CodeInternal {
+		t.Fatalf("health: %#v", err)
+	}
+}

@@ -1,0 +1,288 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/executor/internal/outbuf"
+	"github.com/sbxrun/sbx/executor/internal/proc"
+)
+
+// Exec limits.
+const (
+	// DefaultExecOutput is the default max_output_bytes of /v1/exec, per
+	// stream (stdout and stderr each).
+	DefaultExecOutput = 1 << 20
+	// MaxExecOutput caps max_output_bytes: with MaxExecs commands at most
+	// 1 GiB of output is held, whatever they print.
+	MaxExecOutput = 8 << 20
+	// pipeDrain is how long output is still read after the command exits,
+	// for background children that keep its pipes open.
+	pipeDrain = 250 * time.Millisecond
+)
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req api.ExecRequest
+	if err := decode(w, r, &req); err != nil {
+		s.fail(w, err)
+		return
+	}
+	select {
+	case s.execs <- struct{}{}:
+		defer func() { <-s.execs }()
+	default:
+		writeError(w, http.StatusTooManyRequests, api.CodeLimit, fmt.Sprintf("%d commands already run; retry later", cap(s.execs)))
+		return
+	}
+	if r.URL.Query().Get("stream") == "1" || r.URL.Query().Get("stream") == "true" {
+		s.execStream(w, r, req)
+		return
+	}
+	maxOut := DefaultExecOutput
+	if req.MaxOutputBytes > 0 {
+		maxOut = min(req.MaxOutputBytes, MaxExecOutput)
+	}
+	stdout, stderr := outbuf.New(maxOut), outbuf.New(maxOut)
+	var mu sync.Mutex
+	res, err := s.runCommand(r.Context(), req, func(stream string, b []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if stream == api.FrameStdout {
+			stdout.Write(b)
+		} else {
+			stderr.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	res.Stdout, res.Stderr = string(stdout.Bytes()), string(stderr.Bytes())
+	res.Truncated = stdout.Truncated() || stderr.Truncated()
+	writeJSON(w, http.StatusOK, res)
+}
+
+// execStream sends output frames as they come, then the result frame.
+func (s *Server) execStream(w http.ResponseWriter, r *http.Request, req api.ExecRequest) {
+	w.Header().Set("Content-Type", api.ContentTypeNDJSON)
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	enc := json.NewEncoder(w)
+	var mu sync.Mutex
+	send := func(f api.ExecFrame) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if err := enc.Encode(f); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	res, err := s.runCommand(r.Context(), req, func(stream string, b []byte) error {
+		return send(api.ExecFrame{Type: stream, Data: string(b)})
+	})
+	if err != nil {
+		body := api.ErrorBody{Code: api.CodeInternal, Message: err.Error()}
+		var ae *apiError
+		if errors.As(err, &ae) {
+			body.Code = ae.code
+		}
+		_ = send(api.ExecFrame{Type: api.FrameError, Error: &body})
+		return
+	}
+	_ = send(api.ExecFrame{Type: api.FrameResult, Result: &res})
+}
+
+// runCommand runs one command to its end, passing output to sink as it is
+// read. The command gets its own process group; the timeout, or the caller
+// going away, kills the whole group.
+func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(stream string, b []byte) error) (api.ExecResult, error) {
+	if s.isStopping() {
+		return api.ExecResult{}, errStopping
+	}
+	argv := req.Argv
+	switch {
+	case len(argv) > 0 && req.Command != "":
+		return api.ExecResult{}, badRequest("give either argv or command, not both")
+	case req.Command != "":
+		argv = []string{"/bin/sh", "-c", req.Command}
+	case len(argv) == 0:
+		return api.ExecResult{}, badRequest("argv or command is required")
+	}
+	if req.TimeoutS < 0 {
+		return api.ExecResult{}, badRequest("timeout_s must not be negative")
+	}
+	id, err := s.identity(req.User)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	cred, err := id.Credential()
+	if err != nil {
+		return api.ExecResult{}, badRequest("%v", err)
+	}
+	dir, err := s.workdir(req.Cwd)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	env := proc.BuildEnv(s.cfg.Env, req.Env, id)
+	start := time.Now()
+	path, err := proc.LookPath(argv[0], env, dir)
+	if err != nil {
+		return failedStart(127, err, start, sink), nil
+	}
+
+	stdin := s.devNull
+	var stdinW *os.File
+	if req.Stdin != "" {
+		if stdin, stdinW, err = os.Pipe(); err != nil {
+			return api.ExecResult{}, fmt.Errorf("stdin pipe: %w", err)
+		}
+	}
+	closeStdin := func() {
+		if stdin != s.devNull {
+			stdin.Close()
+		}
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		closeStdin()
+		return api.ExecResult{}, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		closeStdin()
+		outR.Close()
+		outW.Close()
+		return api.ExecResult{}, fmt.Errorf("stderr pipe: %w", err)
+	}
+	p, err := s.sup.Start(path, argv, &os.ProcAttr{
+		Dir:   dir,
+		Env:   env,
+		Files: []*os.File{stdin, outW, errW},
+		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: cred},
+	})
+	closeStdin()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		if stdinW != nil {
+			stdinW.Close()
+		}
+		code := 126
+		if errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		return failedStart(code, err, start, sink), nil
+	}
+	if stdinW != nil {
+		go func() {
+			_, _ = io.Copy(stdinW, strings.NewReader(req.Stdin))
+			stdinW.Close()
+		}()
+	}
+
+	// drained closes when both streams reached EOF (or gave up).
+	drained := make(chan struct{})
+	var readersLeft atomic.Int32
+	readersLeft.Store(2)
+	sinkFailed := make(chan struct{})
+	var failOnce sync.Once
+	pump := func(r *os.File, stream string) {
+		defer func() {
+			if readersLeft.Add(-1) == 0 {
+				close(drained)
+			}
+		}()
+		bp := readBufs.Get().(*[]byte)
+		defer readBufs.Put(bp)
+		buf := *bp
+		for {
+			n, err := r.Read(buf)
+			if n > 0 {
+				if sink(stream, buf[:n]) != nil {
+					failOnce.Do(func() { close(sinkFailed) })
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
+	}
+	go pump(outR, api.FrameStdout)
+	go pump(errR, api.FrameStderr)
+
+	var timeout <-chan time.Time
+	if req.TimeoutS > 0 {
+		t := time.NewTimer(proc.Seconds(req.TimeoutS))
+		defer t.Stop()
+		timeout = t.C
+	}
+	timedOut := false
+	select {
+	case <-p.Done():
+	case <-timeout:
+		timedOut = true
+		_ = p.SignalGroup(unix.SIGKILL)
+		<-p.Done()
+	case <-ctx.Done():
+		_ = p.SignalGroup(unix.SIGKILL)
+		<-p.Done()
+	case <-sinkFailed:
+		_ = p.SignalGroup(unix.SIGKILL)
+		<-p.Done()
+	}
+	if timedOut {
+		// Members of the group that outlived the leader die too.
+		_ = p.SignalGroup(unix.SIGKILL)
+	}
+	select {
+	case <-drained:
+	default:
+		drainTimer := time.NewTimer(pipeDrain)
+		select {
+		case <-drained:
+		case <-drainTimer.C:
+			// Background children hold the pipes open; stop reading.
+			outR.Close()
+			errR.Close()
+			<-drained
+		}
+		drainTimer.Stop()
+	}
+	outR.Close()
+	errR.Close()
+	code, sig := p.ExitCode()
+	return api.ExecResult{
+		ExitCode:  code,
+		Signal:    sig,
+		TimedOut:  timedOut,
+		DurationS: time.Since(start).Seconds(),
+	}, nil
+}
+
+// readBufs recycles the buffers that read command output.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// failedStart is the result of a command that could not start: exit code
+// 127 (not found) or 126 (not executable), as a shell reports them, with
+// the reason on stderr.
+func failedStart(code int, err error, start time.Time, sink func(string, []byte) error) api.ExecResult {
+	_ = sink(api.FrameStderr, []byte(fmt.Sprintf("sbx: %v\n", err)))
+	return api.ExecResult{ExitCode: code, DurationS: time.Since(start).Seconds()}
+}

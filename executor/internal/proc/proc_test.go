@@ -1,0 +1,99 @@
+package proc
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestStatFieldSurvivesOddCommandNames(t *testing.T) {
+	stat := []byte("1234 (a) b (c)) S 77 1234 99 0 -1")
+	if got := statField(stat, 4); got != 77 {
+		t.Fatalf("ppid = %d", got)
+	}
+	if got := statField(stat, 6); got != 99 {
+		t.Fatalf("sid = %d", got)
+	}
+	if got := statField([]byte("garbage"), 4); got != -1 {
+		t.Fatalf("garbage = %d", got)
+	}
+}
+
+func TestBuildEnv(t *testing.T) {
+	env := BuildEnv([]string{"A=1", "PATH=/img", "B=2"}, map[string]string{"B": "3", "C": "4"}, Identity{Name: "u", Home: "/home/u"})
+	want := "A=1 PATH=/img B=3 C=4 HOME=/home/u USER=u LOGNAME=u"
+	if strings.Join(env, " ") != want {
+		t.Fatalf("env %v, want %s", env, want)
+	}
+	if Getenv(env, "B") != "3" || Getenv(env, "NOPE") != "" {
+		t.Fatal("Getenv")
+	}
+	if env := BuildEnv(nil, nil, Identity{Home: "/"}); Getenv(env, "PATH") != DefaultPath {
+		t.Fatalf("default PATH missing: %v", env)
+	}
+}
+
+func TestLookPath(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(dir+"/tool", []byte("#!/bin/sh\n"), 0o755)
+	os.WriteFile(dir+"/data", nil, 0o644)
+	env := []string{"PATH=/nonexistent:" + dir}
+	if p, err := LookPath("tool", env, "/"); err != nil || p != dir+"/tool" {
+		t.Fatalf("tool: %q %v", p, err)
+	}
+	if _, err := LookPath("data", env, "/"); err == nil {
+		t.Fatal("found a non-executable file")
+	}
+	if p, _ := LookPath("./x", env, "/"); p != "./x" {
+		t.Fatalf("a path with a slash is kept: %q", p)
+	}
+}
+
+func TestSupervisorReapsChildrenAndOrphans(t *testing.T) {
+	sup, err := NewSupervisor()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sup.Close()
+	sh := "/bin/sh"
+	p, err := sup.Start(sh, []string{"sh", "-c", "sleep 0.1 & exit 3"}, &os.ProcAttr{
+		Files: []*os.File{nil, nil, nil}, Sys: &syscall.SysProcAttr{Setpgid: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("child never reaped")
+	}
+	if code, sig := p.ExitCode(); code != 3 || sig != "" {
+		t.Fatalf("exit %d %q", code, sig)
+	}
+	// The orphaned sleep comes back to this process (a subreaper) and is
+	// reaped without an owner.
+	for deadline := time.Now().Add(10 * time.Second); sup.Orphans() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("orphan never reaped")
+		}
+	}
+	p, err = sup.Start(sh, []string{"sh", "-c", "kill -KILL $$"}, &os.ProcAttr{Files: []*os.File{nil, nil, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	if code, sig := p.ExitCode(); code != 137 || sig != "SIGKILL" {
+		t.Fatalf("killed: %d %q", code, sig)
+	}
+	if len(sup.Running()) != 0 {
+		t.Fatalf("still running: %v", sup.Running())
+	}
+}
+
+func TestSecondsCaps(t *testing.T) {
+	if Seconds(1.5) != 1500*time.Millisecond || Seconds(1e300) != MaxTimeout || Seconds(1e12) != MaxTimeout {
+		t.Fatal("Seconds")
+	}
+}

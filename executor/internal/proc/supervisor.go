@@ -1,0 +1,185 @@
+// Package proc starts and reaps the executor's processes. One goroutine owns
+// every wait: it reaps each child that exits, hands the status to the
+// Process that started it, and silently reaps orphans re-parented to the
+// executor (as PID 1 of a sandbox, or as a child subreaper otherwise). No
+// other code may call wait on children, so nothing races with it.
+package proc
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Supervisor starts processes and reaps all children of this process.
+type Supervisor struct {
+	mu      sync.Mutex
+	procs   map[int]*Process
+	orphans uint64
+	sigc    chan os.Signal
+	stop    chan struct{}
+	stopped sync.WaitGroup
+}
+
+// Process is a child started by a Supervisor. Its pid is also its process
+// group id (and session id when started with Setsid).
+type Process struct {
+	Pid    int
+	done   chan struct{}
+	status unix.WaitStatus
+	rusage unix.Rusage
+}
+
+// NewSupervisor makes this process reap its descendants: as PID 1 it does
+// so anyway; otherwise it becomes a child subreaper so that orphans of its
+// commands are re-parented to it rather than to the host's init.
+func NewSupervisor() (*Supervisor, error) {
+	if os.Getpid() != 1 {
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("become child subreaper: %w", err)
+		}
+	}
+	s := &Supervisor{
+		procs: make(map[int]*Process),
+		sigc:  make(chan os.Signal, 1),
+		stop:  make(chan struct{}),
+	}
+	signal.Notify(s.sigc, unix.SIGCHLD)
+	s.stopped.Add(1)
+	go s.loop()
+	return s, nil
+}
+
+// Close stops reaping. Children started afterwards are never waited for.
+func (s *Supervisor) Close() {
+	signal.Stop(s.sigc)
+	close(s.stop)
+	s.stopped.Wait()
+}
+
+func (s *Supervisor) loop() {
+	defer s.stopped.Done()
+	// SIGCHLD can coalesce; the ticker is a safety net, never the main path.
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		s.reapAll()
+		select {
+		case <-s.sigc:
+		case <-tick.C:
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+// reapAll collects every child that has exited. It holds mu across wait4 so
+// that a child started by Start is always registered before it can be reaped.
+func (s *Supervisor) reapAll() {
+	for {
+		var ws unix.WaitStatus
+		var ru unix.Rusage
+		s.mu.Lock()
+		pid, err := unix.Wait4(-1, &ws, unix.WNOHANG, &ru)
+		if pid > 0 {
+			if p := s.procs[pid]; p != nil {
+				delete(s.procs, pid)
+				p.status, p.rusage = ws, ru
+				close(p.done)
+			} else {
+				s.orphans++
+			}
+		}
+		s.mu.Unlock()
+		if pid <= 0 {
+			if err != nil && err != unix.ECHILD && err != unix.EINTR {
+				slog.Warn("executor: wait4 failed", "err", err)
+			}
+			if err == unix.EINTR {
+				continue
+			}
+			return
+		}
+	}
+}
+
+// Start starts argv[0] (an absolute path) with attr and registers it for
+// reaping. The caller waits with Done.
+func (s *Supervisor) Start(path string, argv []string, attr *os.ProcAttr) (*Process, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := os.StartProcess(path, argv, attr)
+	if err != nil {
+		return nil, err
+	}
+	proc := &Process{Pid: p.Pid, done: make(chan struct{})}
+	s.procs[p.Pid] = proc
+	// The supervisor waits with wait4; the os.Process handle (a pidfd) is
+	// not needed.
+	_ = p.Release()
+	return proc, nil
+}
+
+// Running returns the pids of the processes started by Start that have not
+// exited yet.
+func (s *Supervisor) Running() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pids := make([]int, 0, len(s.procs))
+	for pid := range s.procs {
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// Orphans is the number of re-parented processes reaped so far.
+func (s *Supervisor) Orphans() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.orphans
+}
+
+// Done is closed when the process has exited and been reaped.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the process has been reaped.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Status is the wait status; valid once Done is closed.
+func (p *Process) Status() unix.WaitStatus { return p.status }
+
+// ExitCode returns the exit code as a shell reports it (128+n for a signal)
+// and the name of the signal that ended the process, if any.
+func (p *Process) ExitCode() (int, string) {
+	ws := p.status
+	if ws.Signaled() {
+		return 128 + int(ws.Signal()), unix.SignalName(ws.Signal())
+	}
+	return ws.ExitStatus(), ""
+}
+
+// SignalGroup sends sig to the process group the process leads. It is a
+// no-op error (ESRCH) once the whole group is gone.
+func (p *Process) SignalGroup(sig unix.Signal) error {
+	return unix.Kill(-p.Pid, sig)
+}
+
+// Signal sends sig to the process itself while it has not been reaped.
+func (p *Process) Signal(sig unix.Signal) error {
+	if p.Exited() {
+		return unix.ESRCH
+	}
+	return unix.Kill(p.Pid, sig)
+}

@@ -1,0 +1,392 @@
+// Package executor is sbx's agent inside a sandbox: `sbx executor`, PID 1 of
+// every long-lived sandbox. It serves HTTP/1.1 with JSON on a unix socket and
+// runs commands, persistent shell sessions (on a pseudo-terminal) and file
+// operations inside the sandbox, as the sandbox's configured user and
+// environment. It reaps every orphan, and its memory stays bounded whatever
+// the commands print. The wire types are in executor/api, the host-side
+// client in executor/client.
+package executor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/executor/internal/fileops"
+	"github.com/sbxrun/sbx/executor/internal/proc"
+	"github.com/sbxrun/sbx/executor/internal/shell"
+	"github.com/sbxrun/sbx/internal/version"
+)
+
+// Config is how the executor runs commands. The host passes the image's
+// config (user, environment, working directory) through it.
+type Config struct {
+	// User is the default user: "name", "uid" or "uid:gid" (empty: the
+	// executor's own).
+	User string
+	// Env is the default environment, "K=V" entries.
+	Env []string
+	// Workdir is the default working directory (empty: "/").
+	Workdir string
+	// ScratchDir holds the sessions' command files (empty: a new directory
+	// under the first writable of /tmp, /dev/shm, /run).
+	ScratchDir string
+	// StopTimeout is the grace between SIGTERM and SIGKILL at shutdown
+	// (default 5 s).
+	StopTimeout time.Duration
+	// MaxSessions and MaxExecs bound concurrent sessions and commands
+	// (defaults 64 and 64).
+	MaxSessions, MaxExecs int
+	// Logger receives the executor's logs (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// Server is the executor's HTTP API.
+type Server struct {
+	cfg         Config
+	user        proc.Identity
+	sup         *proc.Supervisor
+	files       *fileops.Files
+	log         *slog.Logger
+	started     time.Time
+	execs       chan struct{}
+	scratch     string
+	ownsScratch bool
+	devNull     *os.File // stdin of commands without input
+
+	mu       sync.Mutex
+	sessions map[string]*shell.Session
+	stopping bool
+}
+
+// maxJSONBody caps JSON request bodies (an edit's file_text is at most
+// 10 MiB).
+const maxJSONBody = 16 << 20
+
+// New checks cfg and starts reaping children. Close releases it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Workdir == "" {
+		cfg.Workdir = "/"
+	}
+	if !filepath.IsAbs(cfg.Workdir) {
+		return nil, fmt.Errorf("working directory %q must be absolute", cfg.Workdir)
+	}
+	if cfg.StopTimeout <= 0 {
+		cfg.StopTimeout = 5 * time.Second
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 64
+	}
+	if cfg.MaxExecs <= 0 {
+		cfg.MaxExecs = 64
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	user := proc.Current()
+	if cfg.User != "" {
+		u, err := proc.LookupUser(cfg.User)
+		if err != nil {
+			return nil, fmt.Errorf("default user: %w", err)
+		}
+		if _, err := u.Credential(); err != nil {
+			return nil, fmt.Errorf("default user: %w", err)
+		}
+		user = u
+	}
+	s := &Server{
+		cfg:      cfg,
+		user:     user,
+		log:      cfg.Logger,
+		started:  time.Now(),
+		execs:    make(chan struct{}, cfg.MaxExecs),
+		sessions: make(map[string]*shell.Session),
+		files:    fileops.New(int(user.UID), int(user.GID), cfg.Workdir, 64<<20),
+	}
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	s.devNull = devNull
+	if err := s.makeScratch(); err != nil {
+		devNull.Close()
+		return nil, err
+	}
+	sup, err := proc.NewSupervisor()
+	if err != nil {
+		devNull.Close()
+		s.removeScratch()
+		return nil, err
+	}
+	s.sup = sup
+	return s, nil
+}
+
+func (s *Server) makeScratch() error {
+	if s.cfg.ScratchDir != "" {
+		if err := os.MkdirAll(s.cfg.ScratchDir, 0o711); err != nil {
+			return fmt.Errorf("scratch directory: %w", err)
+		}
+		s.scratch = s.cfg.ScratchDir
+		return nil
+	}
+	var errs []error
+	for _, base := range []string{os.TempDir(), "/dev/shm", "/run", "/var/tmp"} {
+		dir, err := os.MkdirTemp(base, ".sbx-executor-")
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := os.Chmod(dir, 0o711); err != nil {
+			os.Remove(dir)
+			errs = append(errs, err)
+			continue
+		}
+		s.scratch, s.ownsScratch = dir, true
+		return nil
+	}
+	return fmt.Errorf("no writable scratch directory for shell sessions (set --scratch-dir): %w", errors.Join(errs...))
+}
+
+func (s *Server) removeScratch() {
+	if s.ownsScratch {
+		os.RemoveAll(s.scratch)
+	}
+}
+
+// Handler returns the HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+api.PathHealth, s.health)
+	mux.HandleFunc("GET "+api.PathInfo, s.info)
+	mux.HandleFunc("POST "+api.PathExec, s.exec)
+	mux.HandleFunc("POST "+api.PathSessions, s.createSession)
+	mux.HandleFunc("GET "+api.PathSessions, s.listSessions)
+	mux.HandleFunc("DELETE "+api.PathSessions+"/{id}", s.deleteSession)
+	mux.HandleFunc("POST "+api.PathSessions+"/{id}/run", s.runSession)
+	mux.HandleFunc("GET "+api.PathFiles, s.readFile)
+	mux.HandleFunc("PUT "+api.PathFiles, s.writeFile)
+	mux.HandleFunc("POST "+api.PathFilesEdit, s.editFile)
+	mux.HandleFunc("GET "+api.PathFsList, s.listDir)
+	mux.HandleFunc("GET "+api.PathFsArchive, s.getArchive)
+	mux.HandleFunc("PUT "+api.PathFsArchive, s.putArchive)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+// Serve answers requests on ln until ctx ends, then shuts down: it stops
+// every command (SIGTERM, then SIGKILL after StopTimeout), closes the
+// sessions and returns. As PID 1 it signals every process of the sandbox.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       5 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.shutdown()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("executor: shutting down")
+	s.shutdown()
+	_ = srv.Close()
+	<-errc
+	return nil
+}
+
+// shutdown stops every process and session and releases the supervisor.
+func (s *Server) shutdown() {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.stopping = true
+	sessions := make([]*shell.Session, 0, len(s.sessions))
+	for _, ss := range s.sessions {
+		sessions = append(sessions, ss)
+	}
+	s.mu.Unlock()
+
+	s.signalAll(unix.SIGTERM, sessions)
+	deadline := time.Now().Add(s.cfg.StopTimeout)
+	for time.Now().Before(deadline) && s.childrenLeft() {
+		time.Sleep(20 * time.Millisecond)
+	}
+	s.signalAll(unix.SIGKILL, sessions)
+	for _, ss := range sessions {
+		ss.Close()
+	}
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end) && s.childrenLeft(); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	s.sup.Close()
+	s.removeScratch()
+}
+
+// signalAll sends sig to everything the executor started. As PID 1 of a
+// sandbox that is every other process (kill -1); as a plain process it is
+// the process groups of its commands and the sessions of its shells.
+func (s *Server) signalAll(sig unix.Signal, sessions []*shell.Session) {
+	// Interactive shells ignore SIGTERM; a hangup ends them, as when a
+	// terminal closes.
+	for _, ss := range sessions {
+		if sig == unix.SIGTERM {
+			ss.Signal(unix.SIGHUP)
+		}
+		ss.Signal(sig)
+	}
+	if os.Getpid() == 1 {
+		_ = unix.Kill(-1, sig)
+		return
+	}
+	for _, pid := range s.sup.Running() {
+		_ = unix.Kill(-pid, sig)
+	}
+}
+
+// childrenLeft reports whether any child of the executor is alive.
+func (s *Server) childrenLeft() bool {
+	return len(s.sup.Running()) > 0 || proc.HasChildren()
+}
+
+// Close stops everything without serving (for callers of Handler).
+func (s *Server) Close() { s.shutdown() }
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: version.Version, UptimeS: time.Since(s.started).Seconds()})
+}
+
+func newID() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.Error{Error: api.ErrorBody{Code: code, Message: msg}})
+}
+
+// fail writes err with the status its kind calls for.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	var fe *fileops.Error
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.status, ae.code, ae.msg)
+	case errors.As(err, &fe):
+		writeJSON(w, fileStatus[fe.Code], api.Error{Error: api.ErrorBody{Code: fe.Code, Message: fe.Msg, Lines: fe.Lines}})
+	case errors.Is(err, shell.ErrNotRunning):
+		writeError(w, http.StatusConflict, api.CodeNotRunning, err.Error())
+	case errors.Is(err, shell.ErrCallWaiting):
+		writeError(w, http.StatusConflict, api.CodeBusy, err.Error())
+	case errors.Is(err, shell.ErrClosed):
+		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusServiceUnavailable, api.CodeInternal, err.Error())
+	default:
+		s.log.Warn("executor: request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
+	}
+}
+
+var fileStatus = map[string]int{
+	api.CodeBadRequest:  http.StatusBadRequest,
+	api.CodeNotFound:    http.StatusNotFound,
+	api.CodeExists:      http.StatusConflict,
+	api.CodeIsDirectory: http.StatusBadRequest,
+	api.CodeBinary:      http.StatusUnsupportedMediaType,
+	api.CodeTooLarge:    http.StatusRequestEntityTooLarge,
+	api.CodeNoMatch:     http.StatusUnprocessableEntity,
+	api.CodeMultiMatch:  http.StatusUnprocessableEntity,
+	api.CodeBadRange:    http.StatusBadRequest,
+	api.CodeNoHistory:   http.StatusConflict,
+	api.CodeUnsafePath:  http.StatusBadRequest,
+}
+
+// apiError is an error with its HTTP status and API code.
+type apiError struct {
+	status    int
+	code, msg string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func badRequest(format string, args ...any) error {
+	return &apiError{http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf(format, args...)}
+}
+
+// decode reads a JSON body of at most maxJSONBody bytes into v.
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxJSONBody)}
+		}
+		return badRequest("invalid JSON body: %v", err)
+	}
+	return nil
+}
+
+// identity resolves a request's user, the default when empty.
+func (s *Server) identity(spec string) (proc.Identity, error) {
+	if spec == "" {
+		return s.user, nil
+	}
+	u, err := proc.LookupUser(spec)
+	if err != nil {
+		return proc.Identity{}, badRequest("%v", err)
+	}
+	return u, nil
+}
+
+// workdir resolves a request's working directory and checks it exists.
+func (s *Server) workdir(cwd string) (string, error) {
+	if cwd == "" {
+		cwd = s.cfg.Workdir
+	} else if !filepath.IsAbs(cwd) {
+		cwd = filepath.Join(s.cfg.Workdir, cwd)
+	}
+	fi, err := os.Stat(cwd)
+	if err != nil || !fi.IsDir() {
+		return "", badRequest("working directory %s does not exist or is not a directory", cwd)
+	}
+	return cwd, nil
+}
+
+func (s *Server) isStopping() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
+}
+
+var errStopping = &apiError{http.StatusServiceUnavailable, api.CodeShuttingDown, "the executor is shutting down"}

@@ -1,0 +1,185 @@
+package imagecache
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	securejoin "github.com/cyphar/filepath-securejoin"
+	"github.com/moby/sys/user"
+)
+
+// Image is a cached image, ready to run.
+type Image struct {
+	Name     string      `json:"name"`     // canonical name, e.g. index.docker.io/library/busybox:latest
+	Digest   string      `json:"digest"`   // manifest digest (sha256:...); the config digest for docker save and local images
+	Created  time.Time   `json:"created"`  // creation time from the image config
+	Platform string      `json:"platform"` // os/arch[/variant]
+	Size     int64       `json:"size"`     // bytes of the unpacked layers' files
+	Config   ImageConfig `json:"config"`
+	// LayerDirs are the unpacked layers, LOWEST FIRST. Each is usable as an
+	// overlayfs lower directory as is (whiteouts in overlayfs form); an
+	// overlay mount takes them in reverse order (lowerdir=top:...:bottom).
+	LayerDirs []string `json:"layerDirs"`
+	DiffIDs   []string `json:"diffIDs"` // the layers' diffIDs, lowest first
+}
+
+// ImageConfig is the part of the OCI image config that decides how a
+// process starts in the image.
+type ImageConfig struct {
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Cmd        []string          `json:"cmd,omitempty"`
+	Env        []string          `json:"env,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	StopSignal string            `json:"stopSignal,omitempty"`
+}
+
+// DefaultPath is the PATH a process gets when the image sets none.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// ProcessOverrides are what a user gives on the command line to change how
+// the image's process starts; zero fields keep the image's values.
+type ProcessOverrides struct {
+	// Entrypoint replaces the image's Entrypoint when non-nil (an empty,
+	// non-nil slice clears it), and then the image's Cmd is dropped too,
+	// as docker does.
+	Entrypoint []string
+	Cmd        []string // replaces the image's Cmd when non-empty (the args after IMAGE)
+	Env        []string // KEY=VALUE, added to or replacing the image's; KEY alone is dropped
+	WorkingDir string   // replaces the image's WorkingDir
+	User       string   // replaces the image's User (name, uid, name:group, uid:gid)
+}
+
+// Process is the first process of a sandbox as the image and the overrides
+// ask for it. User is still a string: resolve it with LookupUser in the
+// mounted root.
+type Process struct {
+	Args []string
+	Env  []string
+	Cwd  string
+	User string
+}
+
+// Process combines the image config with overrides the way docker run does:
+// argv = Entrypoint + Cmd, Env merged by key with PATH defaulted, the
+// working directory defaulting to "/".
+func (c ImageConfig) Process(o ProcessOverrides) (Process, error) {
+	entry, cmd := c.Entrypoint, c.Cmd
+	if o.Entrypoint != nil {
+		entry, cmd = o.Entrypoint, nil
+	}
+	if len(o.Cmd) > 0 {
+		cmd = o.Cmd
+	}
+	p := Process{Args: append(append([]string{}, entry...), cmd...)}
+	if len(p.Args) == 0 {
+		return Process{}, errors.New("no command to run: the image has no Entrypoint or Cmd; give a command after the image name")
+	}
+	p.Env = MergeEnv(c.Env, o.Env)
+	if !hasKey(p.Env, "PATH") {
+		p.Env = append([]string{"PATH=" + DefaultPath}, p.Env...)
+	}
+	p.Cwd = c.WorkingDir
+	if o.WorkingDir != "" {
+		p.Cwd = o.WorkingDir
+	}
+	if p.Cwd == "" {
+		p.Cwd = "/"
+	}
+	p.Cwd = path.Clean("/" + p.Cwd)
+	p.User = c.User
+	if o.User != "" {
+		p.User = o.User
+	}
+	return p, nil
+}
+
+// MergeEnv returns base with each KEY=VALUE of over replacing the entry of
+// the same key (or appended); an entry of over without "=" removes the key.
+func MergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	pos := map[string]int{}
+	put := func(kv string) {
+		k, _, hasEq := strings.Cut(kv, "=")
+		i, seen := pos[k]
+		switch {
+		case !hasEq && seen:
+			out[i] = ""
+			delete(pos, k)
+		case !hasEq:
+		case seen:
+			out[i] = kv
+		default:
+			pos[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	for _, kv := range base {
+		put(kv)
+	}
+	for _, kv := range over {
+		put(kv)
+	}
+	res := out[:0]
+	for _, kv := range out {
+		if kv != "" {
+			res = append(res, kv)
+		}
+	}
+	return res
+}
+
+func hasKey(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// User is a resolved user: numeric ids and home directory.
+type User struct {
+	UID, GID         int
+	AdditionalGroups []int
+	Home             string
+}
+
+// LookupUser resolves spec (name, uid, name:group, uid:gid, or empty for
+// root) against /etc/passwd and /etc/group of rootfs, the mounted root of
+// the sandbox. The files are found with in-root path resolution, so
+// symlinks in a hostile image cannot point outside rootfs. Numeric ids
+// need no entry in the files, as with docker.
+func LookupUser(rootfs, spec string) (User, error) {
+	passwd, err := securejoin.SecureJoin(rootfs, "/etc/passwd")
+	if err != nil {
+		return User{}, fmt.Errorf("find /etc/passwd in the image: %w", err)
+	}
+	group, err := securejoin.SecureJoin(rootfs, "/etc/group")
+	if err != nil {
+		return User{}, fmt.Errorf("find /etc/group in the image: %w", err)
+	}
+	defaults := &user.ExecUser{Uid: 0, Gid: 0, Home: "/"}
+	if spec == "" {
+		defaults.Home = "/root"
+		spec = "0"
+	}
+	eu, err := user.GetExecUserPath(spec, defaults, passwd, group)
+	if err != nil {
+		return User{}, fmt.Errorf("user %q of the image: %w", spec, err)
+	}
+	return User{UID: eu.Uid, GID: eu.Gid, AdditionalGroups: eu.Sgids, Home: eu.Home}, nil
+}
+
+// EnvWithHome returns env with HOME=home added unless env sets HOME, as
+// docker does once the user is resolved.
+func EnvWithHome(env []string, home string) []string {
+	if hasKey(env, "HOME") || home == "" {
+		return env
+	}
+	return append(append([]string{}, env...), "HOME="+home)
+}

@@ -1,0 +1,458 @@
+package imagecache
+
+import (
+	"archive/tar"
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"golang.org/x/sys/unix"
+)
+
+// Archive formats Import recognises.
+const (
+	FormatOCILayout  = "oci-layout"  // a directory with oci-layout, index.json and blobs/
+	FormatOCIArchive = "oci-archive" // a tar of an OCI layout
+	FormatDockerSave = "docker-save" // a docker save tar (manifest.json)
+	FormatRootfs     = "rootfs"      // a plain root filesystem tarball, possibly compressed
+)
+
+// Import adds the image at path to the store under name: an OCI image
+// layout directory, an OCI archive, a docker save tar or a plain root
+// filesystem tarball (tar, tar.gz or tar.zst). name may be empty when the
+// archive names its image; a root filesystem always needs one.
+func (s *Store) Import(ctx context.Context, path, name string, progress ProgressFunc) (*Image, error) {
+	format, err := DetectFormat(path)
+	if err != nil {
+		return nil, err
+	}
+	switch format {
+	case FormatOCILayout:
+		return s.importLayout(ctx, path, name, progress)
+	case FormatOCIArchive:
+		dir, err := os.MkdirTemp(filepath.Join(s.root, "tmp"), "import-")
+		if err != nil {
+			return nil, diskErr(s.root, err)
+		}
+		defer os.RemoveAll(dir)
+		if err := extractLayout(path, dir); err != nil {
+			return nil, diskErr(s.root, fmt.Errorf("import %s: %w", path, err))
+		}
+		return s.importLayout(ctx, dir, name, progress)
+	case FormatDockerSave:
+		return s.importDockerSave(ctx, path, name, progress)
+	default:
+		return s.importRootfs(ctx, path, name, progress)
+	}
+}
+
+// DetectFormat tells which kind of image archive path is.
+func DetectFormat(p string) (string, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return "", fmt.Errorf("import: %w", err)
+	}
+	if fi.IsDir() {
+		if exists(filepath.Join(p, "index.json")) {
+			return FormatOCILayout, nil
+		}
+		return "", fmt.Errorf("import %s: directory is not an OCI image layout (no index.json); to import a root directory, tar it first", p)
+	}
+	names := map[string]bool{}
+	err = scanTar(p, func(hdr *tar.Header, _ io.Reader) error {
+		names[path.Clean(strings.TrimPrefix(hdr.Name, "./"))] = true
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("import %s: not a tar archive (or a gzip or zstd compressed one): %w", p, err)
+	}
+	switch {
+	case names["oci-layout"] && names["index.json"]:
+		return FormatOCIArchive, nil
+	case names["manifest.json"]:
+		return FormatDockerSave, nil
+	}
+	return FormatRootfs, nil
+}
+
+// openTar opens p, decompressing gzip or zstd.
+func openTar(p string) (io.Reader, func(), error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(f, 1<<20)
+	r, closeDec, err := decompressor(br)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return r, func() { closeDec(); f.Close() }, nil
+}
+
+func scanTar(p string, fn func(*tar.Header, io.Reader) error) error {
+	r, done, err := openTar(p)
+	if err != nil {
+		return err
+	}
+	defer done()
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(hdr, tr); err != nil {
+			return err
+		}
+	}
+}
+
+var layoutName = regexp.MustCompile(`^(oci-layout|index\.json|blobs/[a-z0-9]+/[a-f0-9]{32,128})$`)
+
+// extractLayout writes the OCI layout files of the archive p into dir,
+// ignoring anything else: only regular files with layout names, so a
+// hostile archive cannot place files elsewhere.
+func extractLayout(p, dir string) error {
+	return scanTar(p, func(hdr *tar.Header, r io.Reader) error {
+		n := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
+		if hdr.Typeflag != tar.TypeReg || !layoutName.MatchString(n) {
+			return nil
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(n))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+			return err
+		}
+		f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, r)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// Annotations naming an image in an OCI index.
+const (
+	annotationRefName   = "org.opencontainers.image.ref.name"
+	annotationImageName = "io.containerd.image.name"
+)
+
+type candidate struct {
+	desc v1.Descriptor
+	idx  v1.ImageIndex
+}
+
+func (s *Store) importLayout(ctx context.Context, dir, want string, progress ProgressFunc) (*Image, error) {
+	ii, err := layout.ImageIndexFromPath(dir)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: read OCI layout: %w", dir, err)
+	}
+	var cands []candidate
+	if err := collectImages(ii, &cands, 0); err != nil {
+		return nil, fmt.Errorf("import %s: %w", dir, err)
+	}
+	if len(cands) == 0 {
+		return nil, fmt.Errorf("import %s: %w: the layout holds no image", dir, ErrUnsupported)
+	}
+	plat := s.platform()
+	var matched []candidate
+	for _, c := range cands {
+		if c.desc.Platform == nil || c.desc.Platform.Satisfies(plat) {
+			matched = append(matched, c)
+		}
+	}
+	if len(matched) == 0 {
+		return nil, fmt.Errorf("import %s: %w: no image for platform %s; choose one with --platform", dir, ErrUnsupported, plat.String())
+	}
+	chosen, nameFromArchive := matched[0], ""
+	if len(matched) > 1 {
+		found := false
+		for _, c := range matched {
+			if want != "" && s.sameName(refNameOf(c.desc), want) {
+				chosen, found = c, true
+				break
+			}
+		}
+		if !found {
+			var names []string
+			for _, c := range matched {
+				names = append(names, refNameOf(c.desc))
+			}
+			return nil, fmt.Errorf("import %s: the layout holds %d images (%s); give the NAME of one", dir, len(matched), strings.Join(names, ", "))
+		}
+	}
+	nameFromArchive = refNameOf(chosen.desc)
+	finalName := want
+	if finalName == "" {
+		finalName = nameFromArchive
+	}
+	if finalName == "" || !strings.ContainsAny(finalName, "/:") && nameFromArchive == finalName {
+		return nil, fmt.Errorf("import %s: the archive does not name its image (ref name %q); give a NAME", dir, nameFromArchive)
+	}
+	ref, err := s.canonicalName(finalName)
+	if err != nil {
+		return nil, err
+	}
+	img, err := chosen.idx.Image(chosen.desc.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", dir, err)
+	}
+	return s.addImage(ctx, ref.Name(), chosen.desc.Digest.String(), img, blobsHashed, progress)
+}
+
+// collectImages lists the image manifests of ii, descending into nested
+// indexes.
+func collectImages(ii v1.ImageIndex, out *[]candidate, depth int) error {
+	if depth > 4 {
+		return errors.New("image indexes nested too deep")
+	}
+	im, err := ii.IndexManifest()
+	if err != nil {
+		return err
+	}
+	for _, d := range im.Manifests {
+		switch {
+		case d.MediaType.IsImage():
+			*out = append(*out, candidate{desc: d, idx: ii})
+		case d.MediaType.IsIndex():
+			child, err := ii.ImageIndex(d.Digest)
+			if err != nil {
+				return err
+			}
+			n := len(*out)
+			if err := collectImages(child, out, depth+1); err != nil {
+				return err
+			}
+			// Children inherit the name of the index that lists them.
+			for i := n; i < len(*out); i++ {
+				if refNameOf((*out)[i].desc) == "" && d.Annotations != nil {
+					if (*out)[i].desc.Annotations == nil {
+						(*out)[i].desc.Annotations = map[string]string{}
+					}
+					for _, k := range []string{annotationImageName, annotationRefName} {
+						if v := d.Annotations[k]; v != "" {
+							(*out)[i].desc.Annotations[k] = v
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func refNameOf(d v1.Descriptor) string {
+	if n := d.Annotations[annotationImageName]; n != "" {
+		return n
+	}
+	return d.Annotations[annotationRefName]
+}
+
+// sameName compares two references after normalisation; a bare tag matches
+// the tag of the other.
+func (s *Store) sameName(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ra, err1 := s.canonicalName(a)
+	rb, err2 := s.canonicalName(b)
+	if err1 == nil && err2 == nil && ra.Name() == rb.Name() {
+		return true
+	}
+	if t, ok := rb.(name.Tag); ok && err2 == nil && a == t.TagStr() {
+		return true
+	}
+	return false
+}
+
+type dockerManifest struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
+func (s *Store) importDockerSave(ctx context.Context, p, want string, progress ProgressFunc) (*Image, error) {
+	var manifest []dockerManifest
+	err := scanTar(p, func(hdr *tar.Header, r io.Reader) error {
+		if path.Clean(strings.TrimPrefix(hdr.Name, "./")) != "manifest.json" {
+			return nil
+		}
+		return json.NewDecoder(io.LimitReader(r, 16<<20)).Decode(&manifest)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("import %s: read manifest.json: %w", p, err)
+	}
+	if len(manifest) == 0 {
+		return nil, fmt.Errorf("import %s: manifest.json lists no image", p)
+	}
+	var tag *name.Tag
+	finalName := want
+	if len(manifest) > 1 || (want == "" && len(manifest[0].RepoTags) > 0) {
+		var all []string
+		for _, m := range manifest {
+			for _, t := range m.RepoTags {
+				all = append(all, t)
+				if (want == "" && tag == nil) || (want != "" && s.sameName(t, want)) {
+					nt, err := name.NewTag(t)
+					if err != nil {
+						return nil, fmt.Errorf("import %s: tag %q: %w", p, t, err)
+					}
+					tag = &nt
+				}
+			}
+		}
+		if tag == nil || (want == "" && len(manifest) > 1) {
+			return nil, fmt.Errorf("import %s: the archive holds %d images (%s); give the NAME of one", p, len(manifest), strings.Join(all, ", "))
+		}
+		if finalName == "" {
+			finalName = tag.String()
+		}
+	}
+	if finalName == "" {
+		return nil, fmt.Errorf("import %s: the archive does not name its image; give a NAME", p)
+	}
+	ref, err := s.canonicalName(finalName)
+	if err != nil {
+		return nil, err
+	}
+	opener := func() (io.ReadCloser, error) {
+		r, done, err := openTar(p)
+		if err != nil {
+			return nil, err
+		}
+		return readCloser{r, done}, nil
+	}
+	img, err := tarball.Image(opener, tag)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", p, err)
+	}
+	// docker save has no manifest digest; the config digest is the image ID.
+	id, err := img.ConfigName()
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", p, err)
+	}
+	return s.addImage(ctx, ref.Name(), id.String(), img, blobsUncompressed, progress)
+}
+
+type readCloser struct {
+	io.Reader
+	done func()
+}
+
+func (r readCloser) Close() error { r.done(); return nil }
+
+func (s *Store) importRootfs(ctx context.Context, p, want string, progress ProgressFunc) (*Image, error) {
+	if want == "" {
+		return nil, fmt.Errorf("import %s: a root filesystem tarball needs a NAME", p)
+	}
+	ref, err := s.canonicalName(want)
+	if err != nil {
+		return nil, err
+	}
+	var size int64
+	if fi, err := os.Stat(p); err == nil {
+		size = fi.Size()
+	}
+	src := layerSource{size: size, open: func() (io.ReadCloser, error) { return os.Open(p) }}
+	unlock, err := s.lock(ctx, "store", unix.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	recs, err := s.ingest(ctx, []layerSource{src}, progress)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", p, err)
+	}
+	return s.record(ctx, ref.Name(), recs, ImageConfig{}, "linux/"+runtime.GOARCH)
+}
+
+// record stores an image built here (rootfs import, commit): its digest is
+// that of a config listing its diffIDs and runtime config.
+func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg ImageConfig, platform string) (*Image, error) {
+	now := time.Now().UTC()
+	diffIDs := make([]string, len(recs))
+	for i, r := range recs {
+		diffIDs[i] = r.DiffID
+	}
+	blob, _ := json.Marshal(struct {
+		Created  time.Time   `json:"created"`
+		Platform string      `json:"platform"`
+		Config   ImageConfig `json:"config"`
+		DiffIDs  []string    `json:"diff_ids"`
+	}{now, platform, cfg, diffIDs})
+	sum := sha256.Sum256(blob)
+	rec := record{
+		Name:     name,
+		Digest:   "sha256:" + hex.EncodeToString(sum[:]),
+		Created:  now,
+		Stored:   now,
+		Platform: platform,
+		Config:   cfg,
+		Layers:   recs,
+	}
+	if err := s.put(ctx, rec); err != nil {
+		return nil, err
+	}
+	return s.image(&rec), nil
+}
+
+// Commit stores layer, an uncompressed tar stream in OCI form (whiteouts as
+// .wh. files, as a container's writable layer is exported), as a new layer
+// on top of base and records the result as a new image called name, with
+// cfg as its config (nil keeps the config of base).
+func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.Reader, cfg *ImageConfig) (*Image, error) {
+	ref, err := s.canonicalName(name)
+	if err != nil {
+		return nil, err
+	}
+	if base == nil {
+		return nil, errors.New("commit: no base image")
+	}
+	unlock, err := s.lock(ctx, "store", unix.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	// The base must still be complete: a concurrent gc may have run.
+	recs := make([]layerRec, 0, len(base.LayerDirs)+1)
+	for i, d := range base.LayerDirs {
+		if !exists(d) {
+			return nil, fmt.Errorf("commit: layer %s of the base image is gone; pull %s again", filepath.Base(d), FamiliarName(base.Name))
+		}
+		key := filepath.Base(d)
+		recs = append(recs, layerRec{Key: key, DiffID: base.DiffIDs[i], Size: s.readMeta(key).Size})
+	}
+	src := layerSource{open: func() (io.ReadCloser, error) { return io.NopCloser(layer), nil }}
+	newRecs, err := s.ingest(ctx, []layerSource{src}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	c := base.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, base.Platform)
+}
