@@ -117,6 +117,8 @@ type Report struct {
 	Samples   int              `json:"samples"`
 	Warmup    int              `json:"warmup"`
 	Scenarios []ScenarioResult `json:"scenarios"`
+	// Targets are sbx's speed targets checked against these figures.
+	Targets []TargetResult `json:"targets,omitempty"`
 }
 
 // ScenarioResult holds the figures of one scenario.
@@ -183,6 +185,7 @@ func Run(ctx context.Context, scenarios []*Scenario, o Options) *Report {
 		}
 		rep.Scenarios = append(rep.Scenarios, RunScenario(ctx, sc, o))
 	}
+	rep.Targets = CheckTargets(rep)
 	return rep
 }
 

@@ -151,3 +151,25 @@ func (s *slowSubject) Once(ctx context.Context) (Sample, error) {
 	time.Sleep(s.d)
 	return s.scripted.Once(ctx)
 }
+
+func TestCheckTargets(t *testing.T) {
+	sum := func(v float64) *Summary { return Summarize([]float64{v}) }
+	rep := &Report{Scenarios: []ScenarioResult{
+		{Name: "cold", Unit: "ms", Subjects: []SubjectResult{
+			{Name: "sbx", Summary: sum(30)}, {Name: "runc", Summary: sum(60)}, {Name: "docker", Error: "no daemon"}}},
+		{Name: "churn", Unit: "sandboxes/s", Subjects: []SubjectResult{{Name: "sbx c=4", Summary: sum(40)}}},
+	}}
+	got := CheckTargets(rep)
+	if len(got) != 3 {
+		t.Fatalf("want the targets of cold (2) and churn (1), got %+v", got)
+	}
+	if r := got[0]; r.Anchor != "runc" || r.Value != 0.5 || !r.Met || r.Text != "cold: sbx/runc p50 ≤ 0.6" {
+		t.Errorf("cold vs runc: %+v", r)
+	}
+	if r := got[1]; r.Met || r.Missing != "no figures for docker: no daemon" {
+		t.Errorf("cold vs docker without figures: %+v", r)
+	}
+	if r := got[2]; r.Met || r.Value != 40 || r.Text != "churn: sbx c=4 p50 ≥ 50 sandboxes/s" {
+		t.Errorf("churn: %+v", r)
+	}
+}

@@ -90,6 +90,24 @@ func oneLine(s string) string {
 	return s
 }
 
+// targetLines describe the targets checked in rep.
+func targetLines(rep *bench.Report) []string {
+	var out []string
+	for _, t := range rep.Targets {
+		var v string
+		switch {
+		case t.Missing != "":
+			v = "not measured: " + oneLine(t.Missing)
+		case t.Met:
+			v = fmt.Sprintf("met (%s)", fmtV(t.Value))
+		default:
+			v = fmt.Sprintf("MISSED (%s)", fmtV(t.Value))
+		}
+		out = append(out, t.Text+": "+v)
+	}
+	return out
+}
+
 // Text writes the report as aligned plain text.
 func Text(w io.Writer, rep *bench.Report) error {
 	for _, l := range Header(rep) {
@@ -130,6 +148,12 @@ func Text(w io.Writer, rep *bench.Report) error {
 		}
 		for _, n := range sc.Notes {
 			fmt.Fprintln(w, "note:", n)
+		}
+	}
+	if lines := targetLines(rep); len(lines) > 0 {
+		fmt.Fprintln(w, "\ntargets:")
+		for _, l := range lines {
+			fmt.Fprintln(w, "  "+l)
 		}
 	}
 	return nil
@@ -179,6 +203,12 @@ func Markdown(w io.Writer, rep *bench.Report) error {
 		}
 		for _, n := range sc.Notes {
 			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+	if lines := targetLines(rep); len(lines) > 0 {
+		fmt.Fprintln(w, "\n**targets**\n")
+		for _, l := range lines {
+			fmt.Fprintf(w, "- %s\n", l)
 		}
 	}
 	return nil
