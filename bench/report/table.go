@@ -206,7 +206,7 @@ func Markdown(w io.Writer, rep *bench.Report) error {
 		}
 	}
 	if lines := targetLines(rep); len(lines) > 0 {
-		fmt.Fprintln(w, "\n**targets**\n")
+		fmt.Fprint(w, "\n**targets**\n\n")
 		for _, l := range lines {
 			fmt.Fprintf(w, "- %s\n", l)
 		}
