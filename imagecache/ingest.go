@@ -181,6 +181,9 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 		if label == "" {
 			label = src.diffID
 		}
+		if label == "" {
+			label = fmt.Sprintf("layer%d", i+1) // not known before it is read
+		}
 		report(Progress{Layer: label, Index: i, Phase: PhaseWaiting, Total: src.size})
 		wg.Add(1)
 		go func() {

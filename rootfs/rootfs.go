@@ -131,7 +131,7 @@ func mkdirIn(upper, p string) error {
 		return fmt.Errorf("create %s in the writable layer: %w", clean, err)
 	}
 	if base := filepath.Base(clean); base == "tmp" {
-		return os.Chmod(full, 0o1777)
+		return os.Chmod(full, os.ModeSticky|0o777)
 	}
 	return nil
 }

@@ -20,6 +20,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/isolate/reaper"
 	"github.com/sbxrun/sbx/netns"
@@ -36,10 +37,13 @@ type RunSpec struct {
 	Rootfs   string
 	ReadOnly bool
 
-	Args     []string
-	Env      []string
-	Cwd      string
-	UID, GID uint32
+	Args []string
+	Env  []string
+	Cwd  string
+	// User is who the command runs as: a name, uid, name:group or uid:gid,
+	// resolved in the sandbox's own /etc/passwd and /etc/group (in host
+	// mode, the host's). Empty means root.
+	User     string
 	Hostname string
 
 	Seccomp         string // default, unconfined or a JSON profile file
@@ -223,6 +227,14 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		return nil, err
 	}
 	rep.Timings.RootfsS = time.Since(t0).Seconds()
+	userRoot := root.Path
+	if len(spec.Lowers) == 0 && spec.Rootfs == "" {
+		userRoot = "/" // host mode: the host's passwd and group
+	}
+	user, err := imagecache.LookupUser(userRoot, spec.User)
+	if err != nil {
+		return nil, err
+	}
 
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
@@ -253,10 +265,11 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		Rootfs:            root.Path,
 		ReadonlyRootfs:    spec.ReadOnly,
 		Args:              args,
-		Env:               processEnv(spec.Env, hostname, spec.Tty, spec.UID),
+		Env:               processEnv(imagecache.EnvWithHome(spec.Env, user.Home), hostname, spec.Tty, uint32(user.UID)),
 		Cwd:               cwd,
-		UID:               spec.UID,
-		GID:               spec.GID,
+		UID:               uint32(user.UID),
+		GID:               uint32(user.GID),
+		AdditionalGIDs:    gids(user.AdditionalGroups),
 		Hostname:          hostname,
 		CapAdd:            spec.CapAdd,
 		CapDrop:           spec.CapDrop,
@@ -387,6 +400,14 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+func gids(groups []int) []uint32 {
+	var out []uint32
+	for _, g := range groups {
+		out = append(out, uint32(g))
+	}
+	return out
 }
 
 // processEnv completes the command's environment as docker does.

@@ -26,8 +26,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "tests:", err)
 		os.Exit(1)
 	}
+	// A private runtime root: leftovers are checked there, undisturbed by
+	// other sbx processes on the machine.
+	runRoot := fmt.Sprintf("/run/sbx-test-%d", os.Getpid())
+	os.Setenv("SBX_RUN_ROOT", runRoot)
 	code := m.Run()
 	cleanup()
+	os.RemoveAll(runRoot)
 	// The parent cgroup goes when no sandbox is left in it.
 	_ = cgroup.RemoveParentIfEmpty()
 	os.Exit(code)
@@ -94,25 +99,39 @@ func mustRun(t testing.TB, args ...string) string {
 // or processes behind.
 func assertNoLeftovers(t testing.TB) {
 	t.Helper()
+	runRoot := os.Getenv("SBX_RUN_ROOT")
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(mi), "\n") {
-		if strings.Contains(line, "/run/sbx/runs/") {
+		if strings.Contains(line, runRoot+"/runs/") {
 			t.Errorf("leftover mount: %s", line)
 		}
 	}
-	if entries, _ := os.ReadDir("/run/sbx/runs"); len(entries) > 0 {
-		t.Errorf("leftover run directories: %d in /run/sbx/runs", len(entries))
+	if entries, _ := os.ReadDir(runRoot + "/runs"); len(entries) > 0 {
+		t.Errorf("leftover run directories: %d in %s/runs", len(entries), runRoot)
 	}
-	if entries, _ := os.ReadDir("/run/sbx/containers"); len(entries) > 0 {
+	if entries, _ := os.ReadDir(runRoot + "/containers"); len(entries) > 0 {
 		for _, e := range entries {
 			if strings.HasPrefix(e.Name(), "run-") {
 				t.Errorf("leftover container state: %s", e.Name())
 			}
 		}
 	}
+	// A leaked cgroup is an empty one; cgroups with processes belong to
+	// runs of other sbx processes that are still going.
 	for id, paths := range cgroup.Leftovers() {
-		if strings.HasPrefix(id, "run-") {
+		if strings.HasPrefix(id, "run-") && cgroupEmpty(paths) {
 			t.Errorf("leftover cgroups of %s: %v", id, paths)
 		}
 	}
+}
+
+// cgroupEmpty reports whether none of the cgroup directories has a process.
+func cgroupEmpty(paths []string) bool {
+	for _, p := range paths {
+		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
+		if err == nil && len(strings.TrimSpace(string(data))) > 0 {
+			return false
+		}
+	}
+	return true
 }

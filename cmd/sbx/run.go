@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -16,12 +17,16 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
 type runOptions struct {
 	sandboxFlags
+	images      imageFlags
+	pull        string
+	entrypoint  string
 	interactive bool
 	tty         bool
 	report      string
@@ -31,11 +36,16 @@ type runOptions struct {
 func init() {
 	o := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run [flags] [--rootfs DIR] [--] CMD [ARG...]",
+		Use:   "run [flags] (IMAGE [CMD...] | --rootfs DIR [--] CMD... | [--] CMD...)",
 		Short: "Run one command in a fresh sandbox and remove it afterwards",
 		Long: `Run one command in a fresh, fully isolated sandbox and tear it down when the
-command exits. Without --rootfs the sandbox runs in host mode: the host's
-system directories read-only, with a private writable layer on top.
+command exits. The root is an image (pulled when missing), a directory given
+with --rootfs, or, in host mode, the host's system directories read-only with
+a private writable layer on top.
+
+The first argument names an image when it is in the image cache, contains
+':', '/' or '@' (busybox:latest, 127.0.0.1:5000/app) or --pull is given;
+otherwise it is a host-mode command. "sbx run -- CMD" is always host mode.
 
 Exit codes: the command's own; 128+N when killed by signal N; 137 on an OOM
 kill; 124 when --timeout fired; 126 when the command cannot be executed; 127
@@ -47,6 +57,9 @@ when it is not found; 125 when sbx itself failed.`,
 	}
 	cmd.Flags().SetInterspersed(false)
 	o.register(cmd.Flags())
+	o.images.register(cmd)
+	cmd.Flags().StringVar(&o.pull, "pull", "missing", "pull the image: missing, always or never")
+	cmd.Flags().StringVar(&o.entrypoint, "entrypoint", "", "replace the image's entrypoint (and drop its Cmd)")
 	cmd.Flags().BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
 	cmd.Flags().StringVar(&o.report, "report", "", "write a JSON resource report to this file")
@@ -58,6 +71,11 @@ func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
 	spec, err := o.runSpec(args)
 	if err != nil {
 		return &exitError{code: exitSbxFailed, msg: err.Error()}
+	}
+	if o.rootfs == "" && o.isImage(cmd, args) {
+		if err := o.useImage(cmd, &spec, args); err != nil {
+			return &exitError{code: exitSbxFailed, msg: err.Error()}
+		}
 	}
 	helper, err := helperBinary(spec.Rootfs != "" || len(spec.Lowers) > 0)
 	if err != nil {
@@ -112,10 +130,6 @@ func (o *runOptions) runSpec(args []string) (sandbox.RunSpec, error) {
 	if err != nil {
 		return spec, err
 	}
-	uid, gid, err := o.userIDs()
-	if err != nil {
-		return spec, err
-	}
 	env, err := o.environ()
 	if err != nil {
 		return spec, err
@@ -137,7 +151,7 @@ func (o *runOptions) runSpec(args []string) (sandbox.RunSpec, error) {
 	spec.Args = args
 	spec.Env = env
 	spec.Cwd = o.workdir
-	spec.UID, spec.GID = uid, gid
+	spec.User = o.user
 	spec.Hostname = o.hostname
 	spec.ReadOnly = o.readOnly
 	spec.Seccomp = o.seccomp
@@ -148,6 +162,60 @@ func (o *runOptions) runSpec(args []string) (sandbox.RunSpec, error) {
 	spec.Timeout = o.timeout
 	spec.Tty = o.tty
 	return spec, nil
+}
+
+// isImage decides whether the first argument names an image (see the
+// command's help).
+func (o *runOptions) isImage(cmd *cobra.Command, args []string) bool {
+	if cmd.Flags().ArgsLenAtDash() == 0 {
+		return false
+	}
+	ref := args[0]
+	if strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, ".") {
+		return false
+	}
+	if cmd.Flags().Changed("pull") || strings.ContainsAny(ref, ":/@") {
+		return true
+	}
+	store, err := openImageStore(&o.images)
+	if err != nil {
+		return false
+	}
+	_, err = store.Resolve(ref)
+	return err == nil
+}
+
+// useImage resolves (or pulls) the image and makes the spec run its
+// process: Entrypoint + Cmd, Env, WorkingDir and User, as docker does.
+func (o *runOptions) useImage(cmd *cobra.Command, spec *sandbox.RunSpec, args []string) error {
+	policy, err := imagecache.ParsePullPolicy(o.pull)
+	if err != nil {
+		return err
+	}
+	store, err := openImageStore(&o.images)
+	if err != nil {
+		return err
+	}
+	prog := newImageProgress(cmd.ErrOrStderr(), !term.IsTerminal(int(os.Stderr.Fd())))
+	img, err := store.Ensure(cmd.Context(), args[0], policy, prog.update)
+	prog.finish()
+	if err != nil {
+		return err
+	}
+	over := imagecache.ProcessOverrides{Cmd: args[1:], Env: spec.Env, WorkingDir: o.workdir, User: o.user}
+	if cmd.Flags().Changed("entrypoint") {
+		over.Entrypoint = []string{}
+		if o.entrypoint != "" {
+			over.Entrypoint = []string{o.entrypoint}
+		}
+	}
+	p, err := img.Config.Process(over)
+	if err != nil {
+		return fmt.Errorf("image %s: %w", args[0], err)
+	}
+	spec.Lowers = img.LayerDirs
+	spec.Args, spec.Env, spec.Cwd, spec.User = p.Args, p.Env, p.Cwd, p.User
+	return nil
 }
 
 // openNetwork opens the bridge network state shared by every sbx process.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +48,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from sbx's environment)")
 	fs.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file (KEY=VALUE lines)")
 	fs.StringVarP(&f.workdir, "workdir", "w", "", "working directory inside the sandbox")
-	fs.StringVarP(&f.user, "user", "u", "", "user to run as: UID[:GID]")
+	fs.StringVarP(&f.user, "user", "u", "", "user to run as: name, UID, name:group or UID:GID (resolved in the sandbox's /etc/passwd)")
 	fs.StringVar(&f.hostname, "hostname", "", "hostname inside the sandbox")
 	fs.BoolVar(&f.readOnly, "read-only", false, "mount the root filesystem read-only (with a tmpfs at /tmp)")
 	fs.StringVar(&f.seccomp, "seccomp", "default", "seccomp profile: default, unconfined, or a JSON profile file")
@@ -109,24 +108,6 @@ func (f *sandboxFlags) networkOptions() (netns.AttachOptions, error) {
 	return o, nil
 }
 
-// userIDs parses -u UID[:GID]. Without a GID the group is the UID.
-func (f *sandboxFlags) userIDs() (uid, gid uint32, err error) {
-	if f.user == "" {
-		return 0, 0, nil
-	}
-	us, gs, hasGID := strings.Cut(f.user, ":")
-	u, err := strconv.ParseUint(us, 10, 32)
-	if err != nil {
-		return 0, 0, fmt.Errorf("invalid --user %q: use numeric UID[:GID]", f.user)
-	}
-	g := u
-	if hasGID {
-		if g, err = strconv.ParseUint(gs, 10, 32); err != nil {
-			return 0, 0, fmt.Errorf("invalid --user %q: use numeric UID[:GID]", f.user)
-		}
-	}
-	return uint32(u), uint32(g), nil
-}
 
 // environ collects --env-file and --env, in that order (later wins).
 func (f *sandboxFlags) environ() ([]string, error) {
