@@ -29,9 +29,13 @@ type Compare struct {
 // ColdScenario measures one-shot `sbx run --rootfs DIR CMD` as its own
 // process, what a CI job sees, against the anchors' one-shot runs.
 func ColdScenario(w Workload, c Compare) *Scenario {
+	what := "--rootfs DIR"
+	if w.Image != "" {
+		what = w.Image
+	}
 	sc := &Scenario{
 		Name:        "cold",
-		Description: "one-shot run of `" + strings.Join(w.Args, " ") + "` as a fresh process, until it has exited and everything is torn down",
+		Description: "one-shot `sbx run " + what + " " + strings.Join(w.Args, " ") + "` as a fresh process, until it has exited and everything is torn down",
 		Unit:        "ms",
 		Subjects:    []Subject{&sbxCold{w: w}},
 		Probes:      componentProbes(w),
@@ -53,6 +57,9 @@ func (s *sbxCold) Name() string { return "sbx" }
 
 func (s *sbxCold) Setup(ctx context.Context) (Info, error) {
 	info := Info{Command: "sbx run --rootfs DIR -- " + strings.Join(s.w.Args, " ")}
+	if s.w.Image != "" {
+		info.Command = "sbx run --pull never " + s.w.Image + " " + strings.Join(s.w.Args, " ")
+	}
 	out, err := runCmd(ctx, 10*time.Second, s.w.SbxBin, "version")
 	if err != nil {
 		return info, err
@@ -68,6 +75,9 @@ func (s *sbxCold) Setup(ctx context.Context) (Info, error) {
 func (s *sbxCold) Once(ctx context.Context) (Sample, error) {
 	reportPath := filepath.Join(s.dir, "report.json")
 	args := []string{"--run-root", s.w.RunRoot, "run", "--rootfs", s.w.Rootfs, "--report", reportPath, "--"}
+	if s.w.Image != "" {
+		args = []string{"--root", s.w.StateRoot, "--run-root", s.w.RunRoot, "run", "--pull", "never", "--report", reportPath, s.w.Image}
+	}
 	cmd := exec.CommandContext(ctx, s.w.SbxBin, append(args, s.w.Args...)...)
 	t0 := time.Now()
 	out, err := cmd.CombinedOutput()
@@ -88,7 +98,11 @@ func (s *sbxCold) Once(ctx context.Context) (Sample, error) {
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return Sample{}, fmt.Errorf("sbx run report: %w", err)
 	}
-	return Sample{Value: Ms(total), Phases: runPhases(rep.Timings, total, "sbx process: exec, flags, report, exit")}, nil
+	rest := "sbx process: exec, flags, report, exit"
+	if s.w.Image != "" {
+		rest = "sbx process: exec, flags, image lookup, report, exit"
+	}
+	return Sample{Value: Ms(total), Phases: runPhases(rep.Timings, total, rest)}, nil
 }
 
 func (s *sbxCold) Close() error {

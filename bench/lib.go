@@ -46,7 +46,11 @@ func (s *sbxLib) Setup(context.Context) (Info, error) {
 
 func (s *sbxLib) Once(ctx context.Context) (Sample, error) {
 	t0 := time.Now()
-	rep, err := s.r.Run(ctx, sandbox.RunSpec{Rootfs: s.w.Rootfs, Args: s.w.Args, Stdout: io.Discard, Stderr: io.Discard})
+	spec := sandbox.RunSpec{Rootfs: s.w.Rootfs, Args: s.w.Args, Stdout: io.Discard, Stderr: io.Discard}
+	if len(s.w.Lowers) > 0 {
+		spec.Rootfs, spec.Lowers = "", s.w.Lowers
+	}
+	rep, err := s.r.Run(ctx, spec)
 	total := time.Since(t0)
 	if err != nil {
 		return Sample{}, err

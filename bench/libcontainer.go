@@ -77,7 +77,11 @@ func (p *plainLibcontainer) Setup(context.Context) (Info, error) {
 func (p *plainLibcontainer) Once(ctx context.Context) (Sample, error) {
 	id := nextID("bench-lib")
 	t0 := time.Now()
-	root, err := rootfs.Prepare(filepath.Join(p.dir, id), []string{p.w.Rootfs}, rootfs.Options{Hostname: id})
+	lowers := []string{p.w.Rootfs}
+	if len(p.w.Lowers) > 0 {
+		lowers = p.w.Lowers
+	}
+	root, err := rootfs.Prepare(filepath.Join(p.dir, id), lowers, rootfs.Options{Hostname: id})
 	if err != nil {
 		return Sample{}, err
 	}

@@ -28,17 +28,18 @@ const (
 	ProbeExec    = "sbx binary: fork, exec, Go start-up, exit"
 	ProbeSeccomp = "seccomp: build Docker's filter with libseccomp"
 	ProbeExeseal = "libcontainer: sealed clone of the binary for its init"
+	ProbeImage   = "image lookup: resolve the image in the cache"
 )
 
 // componentProbes measure the components of a sandbox start in isolation.
 func componentProbes(w Workload) []Probe {
-	return []Probe{
+	return append(imageProbe(w), []Probe{
 		{Name: ProbeNetns, Note: "in libcontainer's start; the kernel frees the namespace later, asynchronously", Once: netnsProbe},
 		{Name: ProbeCgroup, Note: "in libcontainer's start and teardown; every v1 hierarchy on hybrid hosts", Once: cgroupProbe()},
 		{Name: ProbeExec, Note: "paid per re-exec: sbx run, libcontainer's init, the sandbox's init", Once: execProbe(w.SbxBin)},
 		{Name: ProbeExeseal, Note: "libcontainer's guard against binary overwrites, in every start: an overlayfs mount, or a memfd copy of the whole binary", Once: exesealProbe},
 		{Name: ProbeSeccomp, Note: "what runc pays in every container's init; sbx loads a cached compiled filter instead", Once: seccompProbe(w)},
-	}
+	}...)
 }
 
 // netnsProbe creates a network namespace with lo up on a thread that then

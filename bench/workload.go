@@ -9,14 +9,23 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/sbxrun/sbx/imagecache"
 )
 
 // Workload is what every subject of a scenario runs: the same command in
 // the same unpacked root filesystem.
 type Workload struct {
 	// Rootfs is the unpacked root directory; every subject uses it
-	// read-only.
+	// read-only (sbx uses Image instead when it is set).
 	Rootfs string
+	// Image, when set, is the image sbx runs (`sbx run IMAGE` and the
+	// layers Lowers in-process); its store belongs to the sbx --root
+	// StateRoot. See UseImage.
+	Image      string
+	Lowers     []string
+	StateRoot  string
+	imageStore *imagecache.Store
 	// Args is the command; ["true"] when empty.
 	Args []string
 	// SbxBin is a statically linked sbx binary: the CLI of the cold

@@ -1,7 +1,9 @@
 package tests
 
 import (
+	"archive/tar"
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +16,7 @@ import (
 	"github.com/sbxrun/sbx/bench"
 	benchreport "github.com/sbxrun/sbx/bench/report"
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -356,5 +359,54 @@ func TestBenchDefaultRoot(t *testing.T) {
 	}
 	if rows := tableRows(r.stdout, "cold"); len(rows) != 1 || !strings.HasPrefix(rows[0], "sbx ") {
 		t.Errorf("rows: %q", rows)
+	}
+}
+
+// TestBenchImageWithLayers: --image runs a cached two-layer image with sbx
+// and gives the other runtimes the same files through a read-only overlay
+// of its layers, unmounted afterwards.
+func TestBenchImageWithLayers(t *testing.T) {
+	stateRoot := t.TempDir()
+	store, err := imagecache.Open(filepath.Join(stateRoot, "images"), imagecache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := bench.ImportRoot(context.Background(), store, fixture.BusyboxRootfs(t), "bench-test/base:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	body := []byte("#!/bin/sh\nexit 0\n")
+	if err := tw.WriteHeader(&tar.Header{Name: "usr/local/bin/ok", Mode: 0o755, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	tw.Write(body)
+	tw.Close()
+	img, err := store.Commit(context.Background(), base, "bench-test/two:1", &layer, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(img.LayerDirs) != 2 {
+		t.Fatalf("want a two-layer image, got %d layers", len(img.LayerDirs))
+	}
+	e := newBenchEnv(t)
+	cmd := exec.Command(sbxBin, "--root", stateRoot, "--run-root", e.runRoot, "bench", "--image", "bench-test/two:1",
+		"--samples", "2", "--warmup", "0", "--compare", "runc,bwrap", "cold", "lib")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("sbx bench --image: %v\n%s", err, out)
+	}
+	s := string(out)
+	if !strings.Contains(s, "sbx run bench-test/two:1 true") || !strings.Contains(s, bench.ProbeImage) {
+		t.Errorf("cold does not run the image or lacks the image lookup:\n%s", s)
+	}
+	for _, row := range append(tableRows(s, "cold"), tableRows(s, "lib")...) {
+		if strings.Contains(row, "FAILED") {
+			t.Errorf("a runtime failed on the image's root: %q\n%s", row, s)
+		}
+	}
+	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), "bench-image-") {
+		t.Error("the overlay of the image's layers is still mounted")
 	}
 }

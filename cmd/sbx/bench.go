@@ -17,10 +17,12 @@ import (
 
 	"github.com/sbxrun/sbx/bench"
 	"github.com/sbxrun/sbx/bench/report"
+	"github.com/sbxrun/sbx/imagecache"
 )
 
 type benchOptions struct {
 	rootfs       string
+	image        string
 	compare      []string
 	samples      int
 	warmup       int
@@ -53,7 +55,7 @@ func init() {
 	}
 	o := &benchOptions{}
 	cmd := &cobra.Command{
-		Use:   "bench [flags] [--rootfs DIR] [SCENARIO...]",
+		Use:   "bench [flags] [--image REF | --rootfs DIR] [SCENARIO...]",
 		Short: "Measure sandbox start-up latency against other runtimes",
 		Long: `Measure sbx's start-up latency and, with --compare, the runtimes users would
 pick instead, on the same root filesystem with equivalent isolation.
@@ -70,7 +72,8 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.rootfs, "rootfs", "", "unpacked root filesystem every runtime uses (read-only); it needs `true` and `sleep` (default: a busybox root built once under "+bench.DefaultRootDir+")")
+	f.StringVar(&o.rootfs, "rootfs", "", "unpacked root filesystem every runtime uses (read-only); it needs `true` and `sleep`")
+	f.StringVar(&o.image, "image", "", "cached image sbx runs (sbx run IMAGE); the other runtimes use its unpacked layers (default: a busybox root built once under "+bench.DefaultRootDir+" and imported into the bench's own image store)")
 	f.StringSliceVar(&o.compare, "compare", nil, "runtimes to compare with: "+strings.Join(bench.AnchorNames, ","))
 	f.IntVar(&o.samples, "samples", 100, "measured rounds per scenario (p99 needs 100)")
 	f.IntVar(&o.warmup, "warmup", 5, "warm-up rounds per scenario, not counted")
@@ -125,12 +128,8 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 	if os.Geteuid() != 0 {
 		return fail("sbx bench needs root: it creates namespaces, cgroups and mounts")
 	}
-	if o.rootfs == "" {
-		root, err := bench.BusyboxRoot(bench.DefaultRootDir)
-		if err != nil {
-			return fail("%v", err)
-		}
-		o.rootfs = root
+	if o.rootfs != "" && o.image != "" {
+		return fail("give --rootfs or --image, not both")
 	}
 	bin := o.sbxBin
 	if bin == "" {
@@ -140,11 +139,12 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 		}
 		bin = exe
 	}
-	root, err := filepath.Abs(o.rootfs)
+	w := bench.Workload{Args: []string{"true"}, SbxBin: bin, RunRoot: global.runRoot}
+	unmount, err := benchWorkload(cmd.Context(), o, &w)
 	if err != nil {
 		return fail("%v", err)
 	}
-	w := bench.Workload{Rootfs: root, Args: []string{"true"}, SbxBin: bin, RunRoot: global.runRoot}
+	defer func() { _ = unmount() }()
 	if err := w.Validate(); err != nil {
 		return fail("%v", err)
 	}
@@ -242,4 +242,36 @@ func drawPlot(ctx context.Context, helper string, rep *bench.Report, jsonPath, p
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
+}
+
+// benchWorkload sets the root filesystem or image of the workload: the
+// directory of --rootfs, the cached image of --image, or by default a
+// busybox root imported into the bench's own image store.
+func benchWorkload(ctx context.Context, o *benchOptions, w *bench.Workload) (func() error, error) {
+	none := func() error { return nil }
+	if o.rootfs != "" {
+		root, err := filepath.Abs(o.rootfs)
+		w.Rootfs = root
+		return none, err
+	}
+	stateRoot, ref := global.root, o.image
+	if ref == "" {
+		dir, err := bench.BusyboxRoot(bench.DefaultRootDir)
+		if err != nil {
+			return none, err
+		}
+		stateRoot, ref = bench.DefaultStateRoot, bench.DefaultImage
+		store, err := imagecache.Open(filepath.Join(stateRoot, "images"), imagecache.Options{})
+		if err != nil {
+			return none, fmt.Errorf("open the bench's image store: %w", err)
+		}
+		if _, err := bench.ImportRoot(ctx, store, dir, ref); err != nil {
+			return none, err
+		}
+	}
+	store, err := imagecache.Open(filepath.Join(stateRoot, "images"), imagecache.Options{})
+	if err != nil {
+		return none, fmt.Errorf("open the image store: %w", err)
+	}
+	return bench.UseImage(w, store, stateRoot, ref, filepath.Join(w.RunRoot, fmt.Sprintf("bench-image-%d", os.Getpid())))
 }
