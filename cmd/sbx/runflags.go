@@ -108,7 +108,6 @@ func (f *sandboxFlags) networkOptions() (netns.AttachOptions, error) {
 	return o, nil
 }
 
-
 // environ collects --env-file and --env, in that order (later wins).
 func (f *sandboxFlags) environ() ([]string, error) {
 	var out []string
