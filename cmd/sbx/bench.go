@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -39,20 +38,6 @@ type benchOptions struct {
 var benchScenarios = []string{"cold", "lib"}
 
 func init() {
-	// libcontainer joins a new container's mount namespace on a locked
-	// thread that it never unlocks, so that Go ends the thread afterwards;
-	// if that thread is the main thread, Go parks it instead, and
-	// /proc/self/mountinfo (the main thread's view) then shows the
-	// container's mounts, so rootfs cleanup misses the sandbox's own.
-	// Keeping the main goroutine on the main thread rules that out for the
-	// bench's in-process sandboxes. (The same applies to every command
-	// that starts sandboxes.)
-	for _, a := range os.Args[1:] {
-		if a == "bench" {
-			runtime.LockOSThread()
-			break
-		}
-	}
 	o := &benchOptions{}
 	cmd := &cobra.Command{
 		Use:   "bench [flags] [--image REF | --rootfs DIR] [SCENARIO...]",
