@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/runc/libcontainer"
@@ -249,8 +250,11 @@ func (c *Container) Wait() (unix.WaitStatus, error) {
 	if ps == nil {
 		return 0, err
 	}
-	ws, _ := ps.Sys().(unix.WaitStatus)
-	return ws, nil
+	ws, ok := ps.Sys().(syscall.WaitStatus)
+	if !ok {
+		return 0, fmt.Errorf("sandbox %s: unexpected wait status %T", c.ID(), ps.Sys())
+	}
+	return unix.WaitStatus(ws), nil
 }
 
 // Signal sends sig to the sandbox's PID 1.

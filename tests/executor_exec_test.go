@@ -88,6 +88,9 @@ func TestExecutorExecBasics(t *testing.T) {
 		{"python3", api.ExecRequest{Argv: []string{"python3", "-c", "import sys; print(6*7); sys.exit(4)"}}, api.ExecResult{ExitCode: 4, Stdout: "42\n"}},
 		{"busybox", api.ExecRequest{Argv: []string{"/usr/bin/busybox", "sh", "-c", "echo $((1+2))"}}, api.ExecResult{Stdout: "3\n"}},
 		{"signal", api.ExecRequest{Command: "kill -TERM $$"}, api.ExecResult{ExitCode: 143, Signal: "SIGTERM"}},
+		// Commands start with no signal ignored or blocked.
+		{"clean signal state", api.ExecRequest{Argv: []string{"grep", "-E", "^Sig(Ign|Blk)", "/proc/self/status"}},
+			api.ExecResult{Stdout: "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,20 +43,13 @@ func startExecutor(t testing.TB, flags ...string) *runningExecutor {
 	t.Helper()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "executor.sock")
-	ln, err := net.Listen("unix", sock)
+	lf, err := client.ListenFile(sock)
 	if err != nil {
-		t.Fatalf("listen: %v", err)
+		t.Fatal(err)
 	}
-	lf, err := ln.(*net.UnixListener).File()
-	if err != nil {
-		t.Fatalf("listener file: %v", err)
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	ln.Close() // the dup in lf keeps the socket listening
-	args := append([]string{"executor", "--listen-fd", "3", "--log-level", "debug",
-		"--env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"--stop-timeout", "2s"}, flags...)
-	cmd := exec.Command(sbxBinary(t), args...)
+	args := append(client.Args(sbxBinary(t), "", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, ""),
+		append([]string{"--log-level", "debug", "--stop-timeout", "2s"}, flags...)...)
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.ExtraFiles = []*os.File{lf}
 	var stderr strings.Builder
 	lw := &lockedWriter{w: &stderr}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -58,13 +57,7 @@ func startSandboxedExecutor(t *testing.T, lower string, limits cgroup.Limits) *s
 		}
 	})
 	sock := filepath.Join(dir, "executor.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	lf, err := ln.(*net.UnixListener).File()
-	ln.Close()
+	lf, err := client.ListenFile(sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +67,8 @@ func startSandboxedExecutor(t *testing.T, lower string, limits cgroup.Limits) *s
 	spec := &isolate.Spec{
 		ID:     id,
 		Rootfs: root.Path,
-		Args: []string{isolate.HelperPath, "executor", "--listen-fd", "3", "--log-level", "debug",
-			"--workdir", "/root", "--env", "PATH=" + isolate.DefaultPath, "--env", "LANG=C.UTF-8", "--stop-timeout", "2s"},
+		Args: append(client.Args(isolate.HelperPath, "", []string{"PATH=" + isolate.DefaultPath, "LANG=C.UTF-8"}, "/root"),
+			"--log-level", "debug", "--stop-timeout", "2s"),
 		Env:      []string{"PATH=" + isolate.DefaultPath},
 		Cwd:      "/",
 		Hostname: id,

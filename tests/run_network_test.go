@@ -6,16 +6,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
+var testNSCount atomic.Int64
+
 // testHostNS creates a network namespace that stands in for the host, so
 // that bridge networking never touches the machine's real interfaces.
 func testHostNS(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("sbxt-host-%d", os.Getpid())
+	name := fmt.Sprintf("sbxt-%d-%d", os.Getpid(), testNSCount.Add(1))
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v\n%s", err, out)
 	}

@@ -83,8 +83,16 @@ func runExecutor(o executorOptions) error {
 	// Signals next: a SIGTERM during start-up must stop cleanly too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	// A hangup of a terminal the executor never owns must not stop it.
-	signal.Ignore(syscall.SIGHUP)
+	// A hangup of a terminal the executor never owns must not stop it. The
+	// signal is caught, not ignored: an ignored signal stays ignored in
+	// every command the executor starts.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			slog.Debug("executor: SIGHUP ignored")
+		}
+	}()
 	ln, err := executorListener(o)
 	if err != nil {
 		return err

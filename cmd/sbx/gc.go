@@ -23,6 +23,9 @@ func init() {
 			if err != nil {
 				return err
 			}
+			if err := gcSandboxes(cmd.Context(), cmd.OutOrStdout()); err != nil {
+				return err
+			}
 			return cgroup.RemoveParentIfEmpty()
 		},
 	})

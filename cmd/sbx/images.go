@@ -48,6 +48,9 @@ func newPullCmd() *cobra.Command {
 		Short: "Pull an image from a registry into the image cache",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remotePull(cmd, args[0], f.quiet)
+			}
 			s, err := openImageStore(&f)
 			if err != nil {
 				return err
@@ -121,6 +124,9 @@ func newImagesCmd(use string) *cobra.Command {
 		Short: "List the cached images",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remoteImages(cmd, format, quiet)
+			}
 			s, err := openImageStore(nil)
 			if err != nil {
 				return err
@@ -187,6 +193,9 @@ func newRmiCmd(use string) *cobra.Command {
 		Short: "Remove images from the cache (run sbx image gc to free their layers)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remoteRmi(cmd, args)
+			}
 			s, err := openImageStore(nil)
 			if err != nil {
 				return err

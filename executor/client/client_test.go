@@ -101,3 +101,49 @@ func TestClientDecodesErrors(t *testing.T) {
 		t.Fatalf("health: %#v", err)
 	}
 }
+
+func TestListenFileAcceptsBeforeAnyServer(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "e.sock")
+	f, err := ListenFile(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A connection is queued before anything serves.
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatalf("dial before serving: %v", err)
+	}
+	conn.Close()
+	// Serving on the passed file answers the client.
+	ln, err := net.FileListener(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"status":"ok","version":"t","uptime_s":1}`)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := New(sock, Options{Timeout: 5 * time.Second})
+	defer c.Close()
+	if h, err := c.Health(context.Background()); err != nil || h.Status != "ok" {
+		t.Fatalf("health: %+v %v", h, err)
+	}
+	// A stale socket is replaced.
+	f2, err := ListenFile(sock)
+	if err != nil {
+		t.Fatalf("replace stale socket: %v", err)
+	}
+	f2.Close()
+}
+
+func TestArgs(t *testing.T) {
+	got := strings.Join(Args("/.sbx/sbx", "1000:1000", []string{"A=1", "B=2"}, "/work"), " ")
+	if got != "/.sbx/sbx executor --listen-fd 3 --user 1000:1000 --env A=1 --env B=2 --workdir /work" {
+		t.Fatal(got)
+	}
+	if got := strings.Join(Args("/.sbx/sbx", "", nil, ""), " "); got != "/.sbx/sbx executor --listen-fd 3" {
+		t.Fatal(got)
+	}
+}

@@ -156,15 +156,11 @@ func newNonce() string {
 
 // start launches a new shell in dir. Callers hold no lock.
 func (s *Session) start(ctx context.Context, dir string) error {
-	ptm, tty, err := pty.Open()
+	ptm, tty, err := openPTY()
 	if err != nil {
-		return fmt.Errorf("open a pseudo-terminal: %w", err)
+		return err
 	}
 	defer tty.Close()
-	if err := pty.Setsize(ptm, &pty.Winsize{Rows: 50, Cols: 200}); err != nil {
-		ptm.Close()
-		return fmt.Errorf("set terminal size: %w", err)
-	}
 	if err := setNoEcho(ptm); err != nil {
 		ptm.Close()
 		return err
@@ -225,6 +221,31 @@ func (s *Session) start(ctx context.Context, dir string) error {
 	}
 }
 
+// openPTY opens a pseudo-terminal of 200x50. creack/pty leaves the master
+// in blocking mode (it uses File.Fd); the master returned here is a
+// non-blocking duplicate on Go's poller, so that closing it interrupts a
+// pending read.
+func openPTY() (ptm, tty *os.File, err error) {
+	blocking, tty, err := pty.Open()
+	if err != nil {
+		return nil, nil, fmt.Errorf("open a pseudo-terminal: %w", err)
+	}
+	defer blocking.Close()
+	if err := pty.Setsize(blocking, &pty.Winsize{Rows: 50, Cols: 200}); err != nil {
+		tty.Close()
+		return nil, nil, fmt.Errorf("set terminal size: %w", err)
+	}
+	fd, err := unix.FcntlInt(blocking.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+	}
+	if err != nil {
+		tty.Close()
+		return nil, nil, fmt.Errorf("duplicate the terminal master: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "/dev/ptmx"), tty, nil
+}
+
 // interactiveFlags makes the shell interactive (prompts, job control, C-c
 // returns to the prompt) and, for bash, turns off readline, which would
 // echo input itself.
@@ -237,16 +258,27 @@ func interactiveFlags(argv []string) []string {
 
 // setNoEcho turns off terminal echo, keeping line editing and signals.
 func setNoEcho(ptm *os.File) error {
-	t, err := unix.IoctlGetTermios(int(ptm.Fd()), unix.TCGETS)
+	rc, err := ptm.SyscallConn()
 	if err != nil {
-		return fmt.Errorf("read terminal attributes: %w", err)
+		return fmt.Errorf("terminal attributes: %w", err)
 	}
-	t.Lflag &^= unix.ECHO | unix.ECHONL
-	t.Lflag |= unix.ICANON | unix.ISIG
-	if err := unix.IoctlSetTermios(int(ptm.Fd()), unix.TCSETS, t); err != nil {
-		return fmt.Errorf("set terminal attributes: %w", err)
+	var ioErr error
+	err = rc.Control(func(fd uintptr) {
+		t, err := unix.IoctlGetTermios(int(fd), unix.TCGETS)
+		if err != nil {
+			ioErr = fmt.Errorf("read terminal attributes: %w", err)
+			return
+		}
+		t.Lflag &^= unix.ECHO | unix.ECHONL
+		t.Lflag |= unix.ICANON | unix.ISIG
+		if err := unix.IoctlSetTermios(int(fd), unix.TCSETS, t); err != nil {
+			ioErr = fmt.Errorf("set terminal attributes: %w", err)
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("terminal attributes: %w", err)
 	}
-	return nil
+	return ioErr
 }
 
 // kill ends a shell that failed to start.

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/server/api"
+)
+
+// remoteCommands are the commands that act on the server of --host; the
+// others act on this host only and refuse --host rather than silently
+// doing something local.
+var remoteCommands = map[string]bool{
+	"create": true, "ps": true, "ls": true, "inspect": true, "stats": true, "pause": true,
+	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "cp": true,
+	"pull": true, "images": true, "rmi": true, "image ls": true, "image rm": true, "image pull": true,
+	"version": true, "help": true, "completion": true,
+}
+
+func init() {
+	prev := rootCmd.PersistentPreRunE
+	rootCmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if prev != nil {
+			if err := prev(cmd, args); err != nil {
+				return err
+			}
+		}
+		if remoteHost == "" || cmd == rootCmd {
+			return nil
+		}
+		path := cmd.CommandPath()
+		name := path[len(rootCmd.Name())+1:]
+		for c := cmd; c != nil && c.Parent() != rootCmd && c.Parent() != nil; c = c.Parent() {
+			if c.Parent().Name() == "completion" || c.Parent().Name() == "help" {
+				return nil
+			}
+		}
+		if !remoteCommands[name] {
+			return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("sbx %s acts on this host only and does not take --host (or SBX_HOST)", name)}
+		}
+		return nil
+	}
+}
+
+// remotePull pulls through the server with its progress bars.
+func remotePull(cmd *cobra.Command, ref string, quiet bool) error {
+	c, err := remoteClient()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	prog := newImageProgress(cmd.ErrOrStderr(), quiet)
+	img, err := c.PullImage(ctx, ref, func(p api.PullProgress) {
+		prog.update(imagecache.Progress{Layer: p.Layer, Index: p.Index, Phase: imagecache.Phase(p.Phase), Current: p.Current, Total: p.Total})
+	})
+	prog.finish()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", imagecache.FamiliarName(img.Name), img.Digest)
+	return nil
+}
+
+// remoteImages lists the server's images like sbx images.
+func remoteImages(cmd *cobra.Command, format string, quiet bool) error {
+	c, err := remoteClient()
+	if err != nil {
+		return err
+	}
+	imgs, err := c.ListImages(cmd.Context())
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	switch {
+	case format == "json":
+		list := make([]imageSummary, 0, len(imgs))
+		for _, img := range imgs {
+			list = append(list, imageSummary{Name: img.Name, Digest: img.Digest, Size: img.Size, Created: img.Created, Platform: img.Platform})
+		}
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	case format != "table" && format != "":
+		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
+	case quiet:
+		for _, img := range imgs {
+			fmt.Fprintln(out, shortID(img.Digest))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED")
+	for _, img := range imgs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", imagecache.FamiliarName(img.Name), shortID(img.Digest), humanBytes(img.Size), humanAge(img.Created))
+	}
+	return tw.Flush()
+}
+
+// remoteRmi removes images on the server like sbx rmi.
+func remoteRmi(cmd *cobra.Command, refs []string) error {
+	c, err := remoteClient()
+	if err != nil {
+		return err
+	}
+	var failed error
+	for _, ref := range refs {
+		if err := c.RemoveImage(cmd.Context(), ref); err != nil {
+			fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", err)
+			failed = exitWith(exitSbxFailed)
+			continue
+		}
+		fmt.Fprintln(cmd.OutOrStdout(), "Untagged:", ref)
+	}
+	return failed
+}

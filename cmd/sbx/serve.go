@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	units "github.com/docker/go-units"
+	"github.com/spf13/cobra"
+
+	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server"
+)
+
+type serveOptions struct {
+	listen, unix                  string
+	tokenFile                     string
+	tlsCert, tlsKey               string
+	insecureNoAuth                bool
+	maxSandboxes                  int
+	memoryBudget                  string
+	maxCreates                    int
+	maxBody, maxUpload, maxReply  string
+	proxyTimeout, shutdownTimeout time.Duration
+	watchInterval                 time.Duration
+	allowHostDirs                 []string
+	allowHostNetwork, allowPriv   bool
+	executorBinary                string
+	insecureRegistries            []string
+}
+
+func init() {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve [--listen ADDR] [--unix PATH] [--token-file F] [--tls-cert F --tls-key F]",
+		Short: "Serve the REST API for remote and cluster use",
+		Long: `Serve sbx's REST API (see docs/server.md and GET /v1/openapi.yaml).
+
+Without --listen the server listens only on a unix socket (--unix, default
+<run-root>/sbx.sock, mode 0600). A TCP listener refuses to start without a
+token (--token-file) unless --insecure-no-auth is given. With a token, every
+route but /healthz needs "Authorization: Bearer <token>" on every listener.
+
+At start the server re-adopts the sandboxes a previous server (or the CLI)
+left running; SIGTERM or SIGINT stop it gracefully and leave sandboxes
+running.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := runServe(cmd.Context(), o); err != nil {
+				return &exitError{code: exitSbxFailed, msg: err.Error()}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.listen, "listen", "", "TCP address to listen on, e.g. 127.0.0.1:7070")
+	f.StringVar(&o.unix, "unix", "", "unix socket to listen on (default <run-root>/sbx.sock without --listen)")
+	f.StringVar(&o.tokenFile, "token-file", "", "file holding the bearer token clients must send")
+	f.StringVar(&o.tlsCert, "tls-cert", "", "TLS certificate (PEM) for the TCP listener")
+	f.StringVar(&o.tlsKey, "tls-key", "", "TLS private key (PEM) for the TCP listener")
+	f.BoolVar(&o.insecureNoAuth, "insecure-no-auth", false, "allow a TCP listener without a token (anyone who reaches it controls sandboxes)")
+	f.IntVar(&o.maxSandboxes, "max-sandboxes", 0, "maximum number of sandboxes (0: no limit)")
+	f.StringVar(&o.memoryBudget, "memory-budget", "", "maximum sum of the sandboxes' memory limits, e.g. 64g")
+	f.IntVar(&o.maxCreates, "max-concurrent-creates", 16, "creates in flight at once; more get HTTP 429")
+	f.StringVar(&o.maxBody, "max-body-size", "1m", "maximum JSON request body")
+	f.StringVar(&o.maxUpload, "max-upload-size", "1g", "maximum file or archive upload to a sandbox")
+	f.StringVar(&o.maxReply, "max-reply-size", "1g", "maximum reply taken from a sandbox's executor")
+	f.DurationVar(&o.proxyTimeout, "proxy-timeout", time.Hour, "deadline of one call to a sandbox's executor")
+	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")
+	f.DurationVar(&o.watchInterval, "watch-interval", time.Second, "how often to look for changes made elsewhere and expired TTLs")
+	f.StringArrayVar(&o.allowHostDirs, "allow-host-dir", nil, "host directory under which creates may name a rootfs or volumes (repeatable)")
+	f.BoolVar(&o.allowHostNetwork, "allow-host-network", false, "let creates ask for the host's network")
+	f.BoolVar(&o.allowPriv, "allow-privileged", false, "let creates add capabilities or choose another seccomp profile")
+	f.StringArrayVar(&o.insecureRegistries, "insecure-registry", nil, "registry host[:port] to pull from over plain HTTP (repeatable; localhost and 127.0.0.1 always are)")
+	f.StringVar(&o.executorBinary, "executor-binary", "", "static sbx binary to run as the sandboxes' executor (default: this one)")
+	_ = f.MarkHidden("executor-binary")
+	rootCmd.AddCommand(cmd)
+}
+
+func parseSizeFlag(name, v string) (int64, error) {
+	n, err := units.RAMInBytes(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("invalid --%s %q: want a size like 16m", name, v)
+	}
+	return n, nil
+}
+
+func runServe(ctx context.Context, o *serveOptions) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	log := slog.Default()
+	token := ""
+	if o.tokenFile != "" {
+		data, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return fmt.Errorf("read --token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(data))
+		if len(token) < 16 {
+			return fmt.Errorf("the token in %s has %d characters: use at least 16 (e.g. openssl rand -hex 32)", o.tokenFile, len(token))
+		}
+	}
+	if o.listen != "" && token == "" && !o.insecureNoAuth {
+		return errors.New("a TCP listener needs a token (--token-file F); to serve without one, add --insecure-no-auth")
+	}
+	if (o.tlsCert == "") != (o.tlsKey == "") {
+		return errors.New("give both --tls-cert and --tls-key, or neither")
+	}
+	if o.tlsCert != "" && o.listen == "" {
+		return errors.New("--tls-cert applies to the TCP listener: add --listen ADDR")
+	}
+	var sizes [3]int64
+	for i, fl := range []struct{ name, v string }{{"max-body-size", o.maxBody}, {"max-upload-size", o.maxUpload}, {"max-reply-size", o.maxReply}} {
+		n, err := parseSizeFlag(fl.name, fl.v)
+		if err != nil {
+			return err
+		}
+		sizes[i] = n
+	}
+	mcfg := sandbox.Config{Root: global.root, RunRoot: global.runRoot, MaxSandboxes: o.maxSandboxes, Logger: log}
+	if o.maxSandboxes < 0 {
+		return fmt.Errorf("invalid --max-sandboxes %d", o.maxSandboxes)
+	}
+	if o.memoryBudget != "" {
+		n, err := parseSizeFlag("memory-budget", o.memoryBudget)
+		if err != nil {
+			return err
+		}
+		mcfg.MemoryBudget = n
+	}
+	helper := o.executorBinary
+	if helper == "" {
+		h, err := helperBinary(true)
+		if err != nil {
+			return err
+		}
+		helper = h
+	}
+	mcfg.Helper = helper
+	images, err := imageSource()
+	if err != nil {
+		return err
+	}
+	mcfg.Images = images
+	var events server.ManagerEvents
+	mcfg.Events = events.Handle
+	store, err := imagecache.Open(filepath.Join(global.root, "images"), imagecache.Options{InsecureRegistries: o.insecureRegistries})
+	if err != nil {
+		return err
+	}
+	mgr, err := sandbox.New(mcfg)
+	if err != nil {
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Manager:              mgr,
+		ManagerEvents:        &events,
+		Images:               server.ImageCache(store),
+		Token:                token,
+		MaxBodyBytes:         sizes[0],
+		MaxUploadBytes:       sizes[1],
+		MaxReplyBytes:        sizes[2],
+		ProxyTimeout:         o.proxyTimeout,
+		MaxConcurrentCreates: o.maxCreates,
+		AllowedHostDirs:      o.allowHostDirs,
+		AllowHostNetwork:     o.allowHostNetwork,
+		AllowPrivileged:      o.allowPriv,
+		WatchInterval:        o.watchInterval,
+		Logger:               log,
+	})
+	if err != nil {
+		return err
+	}
+
+	var listeners []net.Listener
+	closeAll := func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}
+	if o.listen != "" {
+		ln, err := net.Listen("tcp", o.listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", o.listen, err)
+		}
+		if o.tlsCert != "" {
+			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+			if err != nil {
+				_ = ln.Close()
+				return fmt.Errorf("load TLS certificate: %w", err)
+			}
+			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+		}
+		listeners = append(listeners, ln)
+	}
+	sock := o.unix
+	if sock == "" && o.listen == "" {
+		sock = filepath.Join(global.runRoot, "sbx.sock")
+	}
+	if sock != "" {
+		ln, err := listenUnix(sock)
+		if err != nil {
+			closeAll()
+			return err
+		}
+		listeners = append(listeners, ln)
+	}
+
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := srv.Start(ctx); err != nil {
+		closeAll()
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
+	hs.RegisterOnShutdown(srv.Shutdown)
+	errc := make(chan error, len(listeners))
+	for _, ln := range listeners {
+		log.Info("sbx serve: listening", "addr", ln.Addr().String())
+		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("sbx serve: shutting down; sandboxes keep running")
+	case serveErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Warn("sbx serve: requests still running at the shutdown deadline were cut", "err", err)
+		_ = hs.Close()
+	}
+	srv.Close()
+	if sock != "" {
+		_ = os.Remove(sock)
+	}
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
+}
+
+// listenUnix listens on a unix socket that only its owner (root) may use:
+// the socket is created inside a umask of 077 and then chmod 0600, and a
+// stale socket of a dead server is replaced.
+func listenUnix(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create the socket's directory: %w", err)
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode().Type() != os.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is not a socket; remove it or choose another --unix path", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("another server is listening on %s", path)
+		}
+		_ = os.Remove(path)
+	}
+	old := syscall.Umask(0o077)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("chmod %s: %w", path, err)
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	return ln, nil
+}

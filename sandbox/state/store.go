@@ -1,0 +1,656 @@
+// Package state keeps the on-disk state of sandboxes: one directory per
+// sandbox holding its record and a lock file, a directory of names, and an
+// index of expiry times. Every process that manages sandboxes (CLI
+// invocations, a server) shares it; flock(2) on each sandbox's lock file
+// serialises changes, and records are replaced atomically, so readers never
+// need a lock and never see a half-written record.
+//
+// Layout under the persistent root:
+//
+//	sandboxes/<id>/record.json   the record (any JSON the caller chooses)
+//	sandboxes/<id>/lock          flock target; held by whoever changes <id>
+//	names/<name>                 contains the id owning name (O_EXCL claim)
+//	expiry/<unix-nanos>.<id>     one empty file per sandbox with a deadline
+//	admission.lock               held briefly while admitting a new sandbox
+//
+// and under the runtime root (normally on tmpfs, gone after a reboot):
+//
+//	sandboxes/<id>/              mounts, sockets and runtime state
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Errors reported by the store. Test for them with errors.Is.
+var (
+	// ErrNotFound means no sandbox has the given id or name.
+	ErrNotFound = errors.New("no such sandbox")
+	// ErrExists means a sandbox with that id already exists.
+	ErrExists = errors.New("sandbox already exists")
+	// ErrNameInUse means another sandbox already has that name.
+	ErrNameInUse = errors.New("name already in use")
+	// ErrLocked means another process holds the sandbox's lock.
+	ErrLocked = errors.New("sandbox is locked by another operation")
+	// ErrNoRecord means the sandbox directory exists but holds no record
+	// yet (or an unreadable one): its creator died before writing it.
+	ErrNoRecord = errors.New("sandbox has no record")
+)
+
+const (
+	recordFile    = "record.json"
+	lockFile      = "lock"
+	sandboxesDir  = "sandboxes"
+	namesDir      = "names"
+	expiryDir     = "expiry"
+	admissionLock = "admission.lock"
+)
+
+// Store is the on-disk state of all sandboxes. It is safe for concurrent
+// use by goroutines and by processes.
+type Store struct {
+	root    string
+	runRoot string
+}
+
+// Open returns the store under root (persistent) and runRoot (runtime),
+// creating its directories if needed.
+func Open(root, runRoot string) (*Store, error) {
+	if root == "" || runRoot == "" {
+		return nil, errors.New("state: root and run root must be set")
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("state: root %q: %w", root, err)
+	}
+	runRoot, err = filepath.Abs(runRoot)
+	if err != nil {
+		return nil, fmt.Errorf("state: run root %q: %w", runRoot, err)
+	}
+	for _, d := range []string{
+		filepath.Join(root, sandboxesDir),
+		filepath.Join(root, namesDir),
+		filepath.Join(root, expiryDir),
+		filepath.Join(runRoot, sandboxesDir),
+	} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state: create %s: %w (is --root writable? sbx needs root)", d, err)
+		}
+	}
+	return &Store{root: root, runRoot: runRoot}, nil
+}
+
+// Root is the persistent root directory.
+func (s *Store) Root() string { return s.root }
+
+// RunRoot is the runtime root directory.
+func (s *Store) RunRoot() string { return s.runRoot }
+
+// Dir is the persistent directory of sandbox id.
+func (s *Store) Dir(id string) string { return filepath.Join(s.root, sandboxesDir, id) }
+
+// RunDir is the runtime directory of sandbox id. The store does not create
+// it; the caller records it as a resource first.
+func (s *Store) RunDir(id string) string { return filepath.Join(s.runRoot, sandboxesDir, id) }
+
+// RunDirs lists the names of the runtime directories that exist, for
+// finding those whose record is gone.
+func (s *Store) RunDirs() ([]string, error) {
+	return readNames(filepath.Join(s.runRoot, sandboxesDir))
+}
+
+// Lock is a held exclusive lock on one sandbox. Only the holder may write
+// the record or remove the sandbox.
+type Lock struct {
+	s  *Store
+	id string
+	f  *os.File
+}
+
+// ID is the id of the locked sandbox.
+func (l *Lock) ID() string { return l.id }
+
+// Unlock releases the lock. It is safe to call more than once.
+func (l *Lock) Unlock() {
+	if l == nil || l.f == nil {
+		return
+	}
+	_ = l.f.Close() // closing the last descriptor releases the flock
+	l.f = nil
+}
+
+// Create makes the directory of a new sandbox and returns it locked. The
+// caller writes the first record with Lock.Write. It fails with ErrExists
+// if id is taken.
+func (s *Store) Create(id string) (*Lock, error) {
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	dir := s.Dir(id)
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("sandbox %s: %w", id, ErrExists)
+		}
+		return nil, fmt.Errorf("state: create %s: %w", dir, err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		_ = os.Remove(dir)
+		return nil, fmt.Errorf("state: create lock of %s: %w", id, err)
+	}
+	// Nobody else can have the file open yet except a GC that saw the
+	// empty directory; a non-blocking lock settles that race.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("state: lock new sandbox %s: %w", id, err)
+	}
+	return &Lock{s: s, id: id, f: f}, nil
+}
+
+// Lock waits for the exclusive lock of sandbox id, or until ctx is done.
+// It fails with ErrNotFound if the sandbox does not exist or is removed
+// while waiting.
+func (s *Store) Lock(ctx context.Context, id string) (*Lock, error) {
+	return s.lock(ctx, id, true)
+}
+
+// TryLock takes the lock of sandbox id only if it is free; otherwise it
+// fails with ErrLocked at once.
+func (s *Store) TryLock(id string) (*Lock, error) {
+	return s.lock(context.Background(), id, false)
+}
+
+func (s *Store) lock(ctx context.Context, id string, wait bool) (*Lock, error) {
+	if err := ValidID(id); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(s.Dir(id), lockFile)
+	for {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				if _, serr := os.Stat(s.Dir(id)); serr == nil {
+					// The directory exists without a lock file: a creator
+					// died between mkdir and creating the lock. Create the
+					// lock so GC can take over.
+					f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("sandbox %s: %w", id, ErrNotFound)
+				}
+			} else {
+				return nil, fmt.Errorf("state: open lock of %s: %w", id, err)
+			}
+		}
+		if err := flock(ctx, f, wait); err != nil {
+			_ = f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("sandbox %s: %w", id, ErrLocked)
+			}
+			return nil, fmt.Errorf("state: lock %s: %w", id, err)
+		}
+		// The holder before us may have removed the sandbox (and a new one
+		// may even have reused the path): the lock only counts if the file
+		// we locked is still the one at the path.
+		same, err := sameFile(f, path)
+		if err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		if same {
+			return &Lock{s: s, id: id, f: f}, nil
+		}
+		_ = f.Close()
+		if _, err := os.Stat(s.Dir(id)); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("sandbox %s: %w", id, ErrNotFound)
+		}
+	}
+}
+
+// flock takes an exclusive flock on f. Waiting happens in the kernel; when
+// ctx ends first the waiter is abandoned and closes its descriptor once the
+// lock arrives (closing releases it).
+func flock(ctx context.Context, f *os.File, wait bool) error {
+	if !wait {
+		return unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err == nil || !errors.Is(err, unix.EWOULDBLOCK) {
+		return err
+	}
+	if ctx.Done() == nil {
+		return retryEINTR(func() error { return unix.Flock(int(f.Fd()), unix.LOCK_EX) })
+	}
+	// Waiting on a duplicate lets us give up on ctx by closing our own
+	// descriptor while the kernel wait finishes in the background.
+	dup, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := retryEINTR(func() error { return unix.Flock(dup, unix.LOCK_EX) })
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		_ = unix.Close(dup)
+		return err
+	case <-ctx.Done():
+		go func() {
+			<-done
+			// Both descriptors share one open file description: unlock
+			// explicitly so the caller's close is not needed for release.
+			_ = unix.Flock(dup, unix.LOCK_UN)
+			_ = unix.Close(dup)
+		}()
+		return fmt.Errorf("waiting for the sandbox lock: %w", ctx.Err())
+	}
+}
+
+func retryEINTR(fn func() error) error {
+	for {
+		err := fn()
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}
+
+func sameFile(f *os.File, path string) (bool, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("state: stat lock: %w", err)
+	}
+	pi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("state: stat lock: %w", err)
+	}
+	return os.SameFile(fi, pi), nil
+}
+
+// Write replaces the record of the locked sandbox atomically: readers see
+// either the old or the new record, also if the process dies midway.
+func (l *Lock) Write(v any) error {
+	if l.f == nil {
+		return errors.New("state: write through a released lock")
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("state: encode record of %s: %w", l.id, err)
+	}
+	return writeAtomic(filepath.Join(l.s.Dir(l.id), recordFile), data)
+}
+
+// writeAtomic writes data to a temporary file next to path and renames it
+// over path. The data is not fsynced: records only need to survive the
+// death of a process; after a host crash the runtime state they describe
+// is gone too, and GC treats unreadable records as stale.
+func writeAtomic(path string, data []byte) error {
+	tmp := path + ".tmp." + strconv.Itoa(os.Getpid())
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("state: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("state: replace %s: %w", path, err)
+	}
+	return nil
+}
+
+// Read decodes the record of sandbox id into v without locking. It fails
+// with ErrNotFound if the sandbox does not exist and with ErrNoRecord if
+// its directory exists without a readable record.
+func (s *Store) Read(id string, v any) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(s.Dir(id), recordFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(s.Dir(id)); serr == nil {
+				return fmt.Errorf("sandbox %s: %w", id, ErrNoRecord)
+			}
+			return fmt.Errorf("sandbox %s: %w", id, ErrNotFound)
+		}
+		return fmt.Errorf("state: read record of %s: %w", id, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("sandbox %s: %w: %v", id, ErrNoRecord, err)
+	}
+	return nil
+}
+
+// Read decodes the locked sandbox's record into v.
+func (l *Lock) Read(v any) error { return l.s.Read(l.id, v) }
+
+// Remove deletes the locked sandbox's persistent directory and releases
+// the lock. Waiters then find the sandbox gone. The runtime directory and
+// the sandbox's name and expiry entries are the caller's to remove first.
+func (l *Lock) Remove() error {
+	if l.f == nil {
+		return errors.New("state: remove through a released lock")
+	}
+	dir := l.s.Dir(l.id)
+	// Unlink the lock file first, while holding it: a waiter that gets the
+	// lock next sees its file is no longer at the path and gives up.
+	if err := os.Remove(filepath.Join(dir, lockFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("state: remove lock of %s: %w", l.id, err)
+	}
+	err := os.RemoveAll(dir)
+	l.Unlock()
+	if err != nil {
+		return fmt.Errorf("state: remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// IDs lists the ids of all sandboxes, sorted. It reads one directory and
+// no records.
+func (s *Store) IDs() ([]string, error) {
+	names, err := readNames(filepath.Join(s.root, sandboxesDir))
+	if err != nil {
+		return nil, err
+	}
+	ids := names[:0]
+	for _, n := range names {
+		if ValidID(n) == nil {
+			ids = append(ids, n)
+		}
+	}
+	return ids, nil
+}
+
+func readNames(dir string) ([]string, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("state: list %s: %w", dir, err)
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("state: list %s: %w", dir, err)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Entry is one sandbox found by ReadAll: its record, or why it could not be
+// read (ErrNoRecord for a creator that died before the first write,
+// ErrNotFound for one removed while listing).
+type Entry[T any] struct {
+	ID     string
+	Record T
+	Err    error
+}
+
+// ReadAll reads the records of all sandboxes in parallel, in id order.
+func ReadAll[T any](s *Store) ([]Entry[T], error) {
+	ids, err := s.IDs()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry[T], len(ids))
+	workers := min(runtime.GOMAXPROCS(0)*2, len(ids))
+	var wg sync.WaitGroup
+	next := make(chan int, len(ids))
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i].ID = ids[i]
+				out[i].Err = s.Read(ids[i], &out[i].Record)
+			}
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// ClaimName reserves name for sandbox id. It fails with ErrNameInUse if
+// another sandbox holds it. Claiming a name id already holds succeeds.
+func (s *Store) ClaimName(name, id string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	path := filepath.Join(s.root, namesDir, name)
+	for {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, werr := f.WriteString(id)
+			cerr := f.Close()
+			if werr != nil || cerr != nil {
+				_ = os.Remove(path)
+				return fmt.Errorf("state: claim name %q: %w", name, errors.Join(werr, cerr))
+			}
+			return nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("state: claim name %q: %w", name, err)
+		}
+		owner, err := s.nameOwner(name)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // released meanwhile
+		}
+		if err != nil {
+			return err
+		}
+		if owner == id {
+			return nil
+		}
+		// A name whose owner is gone is stale (its remover died): take it.
+		if _, err := os.Stat(s.Dir(owner)); errors.Is(err, fs.ErrNotExist) && owner != "" {
+			if s.releaseNameIf(name, owner) {
+				continue
+			}
+		}
+		return fmt.Errorf("name %q is used by sandbox %s: %w", name, short(owner), ErrNameInUse)
+	}
+}
+
+// ReleaseName frees name if sandbox id holds it.
+func (s *Store) ReleaseName(name, id string) {
+	if ValidName(name) != nil {
+		return
+	}
+	s.releaseNameIf(name, id)
+}
+
+func (s *Store) releaseNameIf(name, id string) bool {
+	path := filepath.Join(s.root, namesDir, name)
+	owner, err := s.nameOwner(name)
+	if err != nil || owner != id {
+		return false
+	}
+	return os.Remove(path) == nil
+}
+
+func (s *Store) nameOwner(name string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(s.root, namesDir, name))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(data)), nil
+}
+
+// LookupName returns the id of the sandbox called name.
+func (s *Store) LookupName(name string) (string, error) {
+	if ValidName(name) != nil {
+		return "", fmt.Errorf("sandbox %q: %w", name, ErrNotFound)
+	}
+	id, err := s.nameOwner(name)
+	if errors.Is(err, fs.ErrNotExist) || (err == nil && ValidID(id) != nil) {
+		return "", fmt.Errorf("sandbox %q: %w", name, ErrNotFound)
+	}
+	if err != nil {
+		return "", fmt.Errorf("state: look up name %q: %w", name, err)
+	}
+	return id, nil
+}
+
+// Names returns every claimed name and its owner, for GC.
+func (s *Store) Names() (map[string]string, error) {
+	names, err := readNames(filepath.Join(s.root, namesDir))
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(names))
+	for _, n := range names {
+		if owner, err := s.nameOwner(n); err == nil {
+			out[n] = owner
+		}
+	}
+	return out, nil
+}
+
+// SetExpiry records that sandbox id expires at t, replacing any earlier
+// deadline. A zero t removes the deadline.
+func (s *Store) SetExpiry(id string, t time.Time) error {
+	if err := ValidID(id); err != nil {
+		return err
+	}
+	s.ClearExpiry(id)
+	if t.IsZero() {
+		return nil
+	}
+	path := filepath.Join(s.root, expiryDir, fmt.Sprintf("%020d.%s", t.UnixNano(), id))
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		return fmt.Errorf("state: record expiry of %s: %w", id, err)
+	}
+	return nil
+}
+
+// ClearExpiry removes the deadline of sandbox id, if any.
+func (s *Store) ClearExpiry(id string) {
+	matches, _ := filepath.Glob(filepath.Join(s.root, expiryDir, "*."+id))
+	for _, m := range matches {
+		_ = os.Remove(m)
+	}
+}
+
+// Expired lists the sandboxes whose deadline is at or before now, earliest
+// first. It reads one small directory and no records, so every command can
+// afford to call it.
+func (s *Store) Expired(now time.Time) ([]string, error) {
+	names, err := readNames(filepath.Join(s.root, expiryDir))
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, n := range names { // sorted: zero-padded times order lexically
+		ts, id, ok := strings.Cut(n, ".")
+		if !ok || ValidID(id) != nil {
+			continue
+		}
+		nanos, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil {
+			continue
+		}
+		if nanos > now.UnixNano() {
+			break
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// NextExpiry returns the earliest deadline of any sandbox, or the zero
+// time when none has one.
+func (s *Store) NextExpiry() (time.Time, error) {
+	names, err := readNames(filepath.Join(s.root, expiryDir))
+	if err != nil {
+		return time.Time{}, err
+	}
+	for _, n := range names {
+		ts, id, ok := strings.Cut(n, ".")
+		if !ok || ValidID(id) != nil {
+			continue
+		}
+		if nanos, err := strconv.ParseInt(ts, 10, 64); err == nil {
+			return time.Unix(0, nanos), nil
+		}
+	}
+	return time.Time{}, nil
+}
+
+// ExpiryDir is the directory of expiry entries, for watching it.
+func (s *Store) ExpiryDir() string { return filepath.Join(s.root, expiryDir) }
+
+// Admission holds the store-wide admission lock while a new sandbox is
+// counted against the configured limits, so two processes cannot both
+// take the last slot.
+type Admission struct{ f *os.File }
+
+// Admit waits for the admission lock.
+func (s *Store) Admit(ctx context.Context) (*Admission, error) {
+	f, err := os.OpenFile(filepath.Join(s.root, admissionLock), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: open admission lock: %w", err)
+	}
+	if err := flock(ctx, f, true); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("state: admission lock: %w", err)
+	}
+	return &Admission{f: f}, nil
+}
+
+// Release gives the admission lock back.
+func (a *Admission) Release() {
+	if a != nil && a.f != nil {
+		_ = a.f.Close()
+		a.f = nil
+	}
+}
+
+// LockFile takes an exclusive flock on path (created if needed), waiting
+// until ctx ends, and returns the function that releases it.
+func LockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: open lock %s: %w", path, err)
+	}
+	if err := flock(ctx, f, true); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("state: lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil
+}
+
+// TryLockFile takes an exclusive flock on path (created if needed) only if
+// it is free; otherwise it fails with ErrLocked.
+func TryLockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state: open lock %s: %w", path, err)
+	}
+	if err := flock(context.Background(), f, false); err != nil {
+		_ = f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, ErrLocked
+		}
+		return nil, fmt.Errorf("state: lock %s: %w", path, err)
+	}
+	return func() { _ = f.Close() }, nil
+}

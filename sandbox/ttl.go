@@ -1,0 +1,124 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/sandbox/state"
+)
+
+// WatchExpiry removes sandboxes as their TTLs pass, sleeping in between
+// until the next deadline or a change of the expiry index (inotify, no
+// polling). It returns when ctx ends, or with untilIdle as soon as no
+// sandbox has a deadline any more. The CLI runs it in a short-lived
+// background process (`sbx ttl-reaper`) started by the first create with a
+// TTL; a server runs it for its lifetime.
+func (m *Manager) WatchExpiry(ctx context.Context, untilIdle bool) error {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return fmt.Errorf("watch expiry index: %w", err)
+	}
+	defer unix.Close(fd)
+	if _, err := unix.InotifyAddWatch(fd, m.store.ExpiryDir(), unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM); err != nil {
+		return fmt.Errorf("watch expiry index: %w", err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		m.reapExpired(ctx)
+		next, err := m.store.NextExpiry()
+		if err != nil {
+			return err
+		}
+		if next.IsZero() && untilIdle {
+			return nil
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			// A little after the deadline, so that it has passed.
+			wait = min(wait, time.Until(next)+time.Millisecond)
+		}
+		if d, ok := ctx.Deadline(); ok {
+			wait = min(wait, time.Until(d))
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := waitReadable(ctx, fd, max(wait, 0)); err != nil {
+			return err
+		}
+		for { // drain the events; the loop re-reads the index anyway
+			if _, err := unix.Read(fd, buf); err != nil {
+				break
+			}
+		}
+	}
+}
+
+// waitReadable waits until fd is readable, d passes or ctx ends (checked
+// at least every second).
+func waitReadable(ctx context.Context, fd int, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		ms := int(min(left, time.Second) / time.Millisecond)
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, max(ms, 1))
+		if err != nil && !errors.Is(err, unix.EINTR) {
+			return fmt.Errorf("watch expiry index: %w", err)
+		}
+		if n > 0 {
+			return nil
+		}
+	}
+}
+
+// reaperLock is held by the process that runs RunExpiryReaper.
+const reaperLock = "ttl-reaper.lock"
+
+// RunExpiryReaper runs WatchExpiry until no sandbox has a deadline, unless
+// another process already does (then it returns false at once). At most
+// one reaper runs per root.
+func (m *Manager) RunExpiryReaper(ctx context.Context) (bool, error) {
+	path := filepath.Join(m.store.Root(), reaperLock)
+	ran := false
+	for {
+		unlock, err := state.TryLockFile(path)
+		if errors.Is(err, state.ErrLocked) {
+			return ran, nil
+		}
+		if err != nil {
+			return ran, err
+		}
+		ran = true
+		err = m.WatchExpiry(ctx, true)
+		unlock()
+		if err != nil {
+			return ran, err
+		}
+		// A create may have added a deadline after the last look but
+		// before the lock was released, and seen the lock held: look again.
+		if next, err := m.store.NextExpiry(); err != nil || next.IsZero() {
+			return ran, err
+		}
+	}
+}
+
+// ExpiryReaperRunning reports whether a process runs RunExpiryReaper.
+func (m *Manager) ExpiryReaperRunning() bool {
+	unlock, err := state.TryLockFile(filepath.Join(m.store.Root(), reaperLock))
+	if err != nil {
+		return true
+	}
+	unlock()
+	return false
+}

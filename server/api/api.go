@@ -1,0 +1,307 @@
+// Package api holds the wire types of sbx's REST server (sbx serve): the
+// JSON bodies of its /v1 routes. It depends on nothing but the standard
+// library, so remote controllers can use it (and server/client) without
+// cgo. The executor's own types, which the server proxies unchanged under
+// /v1/sandboxes/{id}/, live in executor/api.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Content types of the server's replies.
+const (
+	ContentTypeJSON   = "application/json"
+	ContentTypeNDJSON = "application/x-ndjson"
+	ContentTypeSSE    = "text/event-stream"
+)
+
+// Error codes of the server's own errors (the executor's pass through
+// unchanged).
+const (
+	CodeBadRequest   = "bad_request"        // 400: malformed JSON, query or id
+	CodeUnauthorized = "unauthorized"       // 401: no or wrong bearer token
+	CodeForbidden    = "forbidden"          // 422: the server's policy refuses the option
+	CodeNotFound     = "not_found"          // 404: no such sandbox, image or route
+	CodeMethod       = "method_not_allowed" // 405
+	CodeConflict     = "conflict"           // 409: name in use, sandbox busy or in the wrong state
+	CodeTooLarge     = "too_large"          // 413: request body over the cap
+	CodeInvalid      = "invalid"            // 422: well-formed but unacceptable options
+	CodeLimit        = "limit"              // 429: a sandbox or concurrency limit
+	CodeInternal     = "internal"           // 500
+	CodeBadGateway   = "bad_gateway"        // 502: the sandbox's executor failed
+	CodeUnavailable  = "unavailable"        // 503: shutting down, or a feature not configured
+)
+
+// Error is the body of every error reply: {"error":{"code","message"}}.
+type Error struct {
+	Error ErrorBody `json:"error"`
+}
+
+// ErrorBody says what failed and, in Message, what to do about it.
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// CreateRequest is the body of POST /v1/sandboxes. Exactly one of Image and
+// Rootfs is set; Rootfs and volume host paths must lie under directories
+// the server allows.
+type CreateRequest struct {
+	Name     string   `json:"name,omitempty"`
+	Image    string   `json:"image,omitempty"`
+	Rootfs   string   `json:"rootfs,omitempty"`
+	Cmd      []string `json:"cmd,omitempty"`
+	Env      []string `json:"env,omitempty"` // KEY=VALUE
+	Workdir  string   `json:"workdir,omitempty"`
+	User     string   `json:"user,omitempty"`
+	Hostname string   `json:"hostname,omitempty"`
+	Limits   Limits   `json:"limits,omitzero"`
+	// Network is none (default), bridge or host. Publish, Egress,
+	// AllowHostPorts and DNS apply to bridge mode, in the syntax of the
+	// CLI flags (docs/network.md): "8080:80", "127.0.0.1:8080:80/udp".
+	Network        string            `json:"network,omitempty"`
+	Publish        []string          `json:"publish,omitempty"`
+	Egress         string            `json:"egress,omitempty"`
+	AllowHostPorts []string          `json:"allow_host_ports,omitempty"`
+	DNS            []string          `json:"dns,omitempty"`
+	Volumes        []Volume          `json:"volumes,omitempty"`
+	Tmpfs          []Tmpfs           `json:"tmpfs,omitempty"`
+	Labels         map[string]string `json:"labels,omitempty"`
+	// TTL removes the sandbox this long after its creation.
+	TTL            Duration `json:"ttl,omitempty"`
+	ReadonlyRootfs bool     `json:"readonly_rootfs,omitempty"`
+	CapAdd         []string `json:"cap_add,omitempty"`
+	CapDrop        []string `json:"cap_drop,omitempty"`
+	Seccomp        string   `json:"seccomp,omitempty"`
+}
+
+// Limits are a sandbox's resource limits; zero means the server's default.
+type Limits struct {
+	Memory Size    `json:"memory,omitempty"`
+	CPUs   float64 `json:"cpus,omitempty"`
+	Pids   int64   `json:"pids,omitempty"`
+	Disk   Size    `json:"disk,omitempty"`
+}
+
+// Volume mounts HostPath (on the server) at Path inside the sandbox.
+type Volume struct {
+	HostPath string `json:"host_path"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Tmpfs mounts an empty in-memory file system at Path.
+type Tmpfs struct {
+	Path string `json:"path"`
+	Size Size   `json:"size,omitempty"`
+}
+
+// Size is a byte count. In JSON it is a number of bytes or a string with
+// a binary unit: "512m", "1GiB", "64k".
+type Size int64
+
+// UnmarshalJSON accepts a number or a string with a unit.
+func (s *Size) UnmarshalJSON(b []byte) error {
+	var n int64
+	if err := json.Unmarshal(b, &n); err == nil {
+		*s = Size(n)
+		return nil
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return fmt.Errorf("size: want a number of bytes or a string like \"512m\"")
+	}
+	v, err := ParseSize(str)
+	if err != nil {
+		return err
+	}
+	*s = Size(v)
+	return nil
+}
+
+// ParseSize parses a byte count with an optional binary unit (k, m, g, t,
+// with or without "b", "ib"); "512m" is 512 MiB.
+func ParseSize(s string) (int64, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}} {
+		for _, suf := range []string{u.suffix + "ib", u.suffix + "b", u.suffix} {
+			if strings.HasSuffix(t, suf) {
+				t, mult = strings.TrimSpace(strings.TrimSuffix(t, suf)), u.mult
+				goto parse
+			}
+		}
+	}
+	t = strings.TrimSuffix(t, "b")
+parse:
+	f, err := strconv.ParseFloat(t, 64)
+	if err != nil || f < 0 || f*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("size %q: want bytes or a number with k, m, g or t", s)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// Duration is a time span. In JSON it is a number of seconds or a Go
+// duration string ("90s", "30m", "2h").
+type Duration time.Duration
+
+// UnmarshalJSON accepts seconds or a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var f float64
+	if err := json.Unmarshal(b, &f); err == nil {
+		*d = Duration(f * float64(time.Second))
+		return nil
+	}
+	var str string
+	if err := json.Unmarshal(b, &str); err != nil {
+		return fmt.Errorf("duration: want seconds or a string like \"30m\"")
+	}
+	v, err := time.ParseDuration(str)
+	if err != nil {
+		return fmt.Errorf("duration %q: want seconds or a string like \"30m\"", str)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes a duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Sandbox is a sandbox's record, as `sbx inspect` prints it. Spec holds
+// the options it was created with, in the Manager's form (limits in bytes,
+// ttl in nanoseconds).
+type Sandbox struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name,omitempty"`
+	Status    string          `json:"status"`
+	Spec      json.RawMessage `json:"spec,omitempty"`
+	Image     json.RawMessage `json:"image,omitempty"`
+	Pid       int             `json:"pid,omitempty"`
+	Pids      []int           `json:"pids,omitempty"` // every process, in GET /v1/sandboxes/{id}
+	Socket    string          `json:"socket,omitempty"`
+	Network   json.RawMessage `json:"network,omitempty"`
+	RootPath  string          `json:"root_path,omitempty"`
+	ExitCode  *int            `json:"exit_code,omitempty"`
+	Created   time.Time       `json:"created"`
+	Started   *time.Time      `json:"started,omitempty"`
+	Stopped   *time.Time      `json:"stopped,omitempty"`
+	ExpiresAt *time.Time      `json:"expires_at,omitempty"`
+	// CreateTimings break a create down into admit, rootfs, start and
+	// ready seconds.
+	CreateTimings json.RawMessage `json:"create_timings,omitempty"`
+	Resources     json.RawMessage `json:"resources,omitempty"`
+}
+
+// SandboxList is the reply of GET /v1/sandboxes.
+type SandboxList struct {
+	Sandboxes []Sandbox `json:"sandboxes"`
+}
+
+// StopRequest is the optional body of POST /v1/sandboxes/{id}/stop:
+// seconds (or a duration string) between SIGTERM and SIGKILL.
+type StopRequest struct {
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Stats is the reply of GET /v1/sandboxes/{id}/stats: what the sandbox's
+// cgroups say it uses now. Times are in nanoseconds.
+type Stats struct {
+	CPUTime       time.Duration `json:"cpu_time"`
+	UserTime      time.Duration `json:"user_time"`
+	SysTime       time.Duration `json:"sys_time"`
+	MemoryCurrent uint64        `json:"memory_current_bytes"`
+	MemoryPeak    uint64        `json:"memory_peak_bytes"`
+	MemoryLimit   uint64        `json:"memory_limit_bytes,omitempty"`
+	OOMKills      uint64        `json:"oom_kills"`
+	Pids          uint64        `json:"pids"`
+	PidsPeak      uint64        `json:"pids_peak,omitempty"`
+	PidsLimit     uint64        `json:"pids_limit,omitempty"`
+	CPUThrottled  time.Duration `json:"cpu_throttled"`
+}
+
+// PullRequest is the body of POST /v1/images/pull.
+type PullRequest struct {
+	Ref string `json:"ref"`
+}
+
+// Image is a cached image.
+type Image struct {
+	Name     string    `json:"name"`
+	Digest   string    `json:"digest"`
+	Created  time.Time `json:"created,omitzero"`
+	Platform string    `json:"platform,omitempty"`
+	Size     int64     `json:"size"`
+}
+
+// ImageList is the reply of GET /v1/images.
+type ImageList struct {
+	Images []Image `json:"images"`
+}
+
+// PullProgress reports one layer's state during a pull.
+type PullProgress struct {
+	Layer   string `json:"layer"`
+	Index   int    `json:"index"`
+	Phase   string `json:"phase"`
+	Current int64  `json:"current"`
+	Total   int64  `json:"total"`
+}
+
+// Frame types of a pull with NDJSON progress (Accept: application/x-ndjson
+// or ?progress=1).
+const (
+	FrameProgress = "progress"
+	FrameResult   = "result"
+	FrameError    = "error"
+)
+
+// PullFrame is one line of a pull with progress: progress frames, then
+// exactly one result or error frame.
+type PullFrame struct {
+	Type     string        `json:"type"`
+	Progress *PullProgress `json:"progress,omitempty"`
+	Image    *Image        `json:"image,omitempty"`
+	Error    *ErrorBody    `json:"error,omitempty"`
+}
+
+// Event types of GET /v1/events.
+const (
+	EventCreated     = "sandbox.created"
+	EventReady       = "sandbox.ready"
+	EventPaused      = "sandbox.paused"
+	EventResumed     = "sandbox.resumed"
+	EventStarted     = "sandbox.started"
+	EventOOM         = "sandbox.oom"
+	EventExited      = "sandbox.exited"
+	EventRemoved     = "sandbox.removed"
+	EventImagePulled = "image.pulled"
+	EventImageRemove = "image.removed"
+)
+
+// Event is one server-sent event. Seq increases by one per event, so a
+// gap shows a lost event; reconnect with Last-Event-ID: Seq to resume.
+type Event struct {
+	Seq      uint64    `json:"seq"`
+	Type     string    `json:"type"`
+	Time     time.Time `json:"time"`
+	Sandbox  string    `json:"sandbox,omitempty"`
+	Name     string    `json:"name,omitempty"`
+	Status   string    `json:"status,omitempty"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	OOMKills uint64    `json:"oom_kills,omitempty"`
+	Image    string    `json:"image,omitempty"`
+}
+
+// Health is the reply of GET /healthz.
+type Health struct {
+	Status  string `json:"status"`
+	Version string `json:"version"`
+}

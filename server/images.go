@@ -1,0 +1,127 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/sbxrun/sbx/server/api"
+)
+
+// ImageStore is what the image routes need of the image cache. Errors may
+// be *StatusError to choose the reply (404 for an unknown image).
+type ImageStore interface {
+	// Pull fetches ref into the cache, reporting progress (never
+	// concurrently) if progress is not nil.
+	Pull(ctx context.Context, ref string, progress func(api.PullProgress)) (api.Image, error)
+	// List returns the cached images.
+	List(ctx context.Context) ([]api.Image, error)
+	// Remove drops ref from the cache.
+	Remove(ctx context.Context, ref string) error
+}
+
+var errNoImages = &StatusError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
+	Message: "this server has no image store: create sandboxes with a rootfs, or run a server built with the image cache"}
+
+// wantsNDJSON reports whether a pull asked for NDJSON progress.
+func wantsNDJSON(r *http.Request) bool {
+	if v := r.URL.Query().Get("progress"); v != "" {
+		b, _ := strconv.ParseBool(v)
+		return b
+	}
+	return strings.Contains(r.Header.Get("Accept"), api.ContentTypeNDJSON)
+}
+
+func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
+	var req api.PullRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Ref) == "" {
+		s.fail(w, unprocessable(api.CodeInvalid, "ref is required: the image reference to pull"))
+		return
+	}
+	if s.cfg.Images == nil {
+		s.fail(w, errNoImages)
+		return
+	}
+	if !wantsNDJSON(r) {
+		img, err := s.cfg.Images.Pull(r.Context(), req.Ref, nil)
+		if err != nil {
+			s.metrics.pulls.WithLabelValues("error").Inc()
+			s.fail(w, err)
+			return
+		}
+		s.pulled(img)
+		writeJSON(w, http.StatusOK, img)
+		return
+	}
+	// Progress as NDJSON: one frame per line, flushed, ending with one
+	// result or error frame.
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", api.ContentTypeNDJSON)
+	w.WriteHeader(http.StatusOK)
+	var mu sync.Mutex
+	enc := json.NewEncoder(w)
+	write := func(f api.PullFrame) {
+		mu.Lock()
+		defer mu.Unlock()
+		_ = enc.Encode(f)
+		_ = rc.Flush()
+	}
+	img, err := s.cfg.Images.Pull(r.Context(), req.Ref, func(p api.PullProgress) {
+		write(api.PullFrame{Type: api.FrameProgress, Progress: &p})
+	})
+	if err != nil {
+		s.metrics.pulls.WithLabelValues("error").Inc()
+		_, code := statusOf(err)
+		s.metrics.errors.WithLabelValues(code).Inc()
+		write(api.PullFrame{Type: api.FrameError, Error: &api.ErrorBody{Code: code, Message: err.Error()}})
+		return
+	}
+	s.pulled(img)
+	write(api.PullFrame{Type: api.FrameResult, Image: &img})
+}
+
+func (s *Server) pulled(img api.Image) {
+	s.metrics.pulls.WithLabelValues("ok").Inc()
+	s.events.publish(api.Event{Type: api.EventImagePulled, Image: img.Name})
+}
+
+func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Images == nil {
+		s.fail(w, errNoImages)
+		return
+	}
+	list, err := s.cfg.Images.List(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if list == nil {
+		list = []api.Image{}
+	}
+	writeJSON(w, http.StatusOK, api.ImageList{Images: list})
+}
+
+func (s *Server) removeImage(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Images == nil {
+		s.fail(w, errNoImages)
+		return
+	}
+	ref := r.PathValue("ref")
+	if ref == "" {
+		s.fail(w, badRequest("give the image reference: DELETE /v1/images/{ref}"))
+		return
+	}
+	if err := s.cfg.Images.Remove(r.Context(), ref); err != nil {
+		s.fail(w, err)
+		return
+	}
+	s.events.publish(api.Event{Type: api.EventImageRemove, Image: ref})
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,311 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sbxrun/sbx/internal/version"
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server/api"
+)
+
+// OpenAPI is the OpenAPI 3 document of the server's API; GET
+// /v1/openapi.yaml serves it and a test checks it against Routes.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// Config configures a Server. Zero values take the defaults in brackets.
+type Config struct {
+	// Manager runs the sandboxes. Required.
+	Manager *sandbox.Manager
+	// ManagerEvents, if set, is the forwarder given to the Manager's
+	// Config.Events; the server then reports the Manager's changes at once.
+	ManagerEvents *ManagerEvents
+	// Images serves the image routes; without it they answer 503.
+	Images ImageStore
+	// Token is the bearer token every route but /healthz requires. Empty
+	// turns auth off: only for a unix socket with mode 0600, or when the
+	// operator asked for it explicitly (--insecure-no-auth).
+	Token string
+	// MaxBodyBytes caps JSON request bodies [1 MiB].
+	MaxBodyBytes int64
+	// MaxUploadBytes caps bodies proxied to an executor (file and archive
+	// uploads) [1 GiB].
+	MaxUploadBytes int64
+	// MaxReplyBytes caps a reply proxied from an executor [1 GiB].
+	MaxReplyBytes int64
+	// ProxyTimeout bounds one proxied executor call, streaming included
+	// [1h].
+	ProxyTimeout time.Duration
+	// MaxConcurrentCreates bounds creates in flight; more get 429 [16].
+	MaxConcurrentCreates int
+	// AllowedHostDirs are the host directories under which a create may
+	// name a rootfs or volume host paths; none allowed when empty.
+	AllowedHostDirs []string
+	// AllowHostNetwork lets a create ask for network "host" or for
+	// allow_host_ports in bridge mode.
+	AllowHostNetwork bool
+	// AllowPrivileged lets a create add capabilities or choose a seccomp
+	// profile other than the default.
+	AllowPrivileged bool
+	// WatchInterval is how often the server looks for changes made outside
+	// it (a CLI, a dying PID 1, an OOM kill) and reaps expired sandboxes
+	// [1s].
+	WatchInterval time.Duration
+	// Logger receives the server's logs [slog.Default()].
+	Logger *slog.Logger
+}
+
+// Server serves the REST API. Create it with New, serve Handler on any
+// number of listeners, call Start once and Close at the end.
+type Server struct {
+	cfg       Config
+	mgr       *sandbox.Manager
+	log       *slog.Logger
+	tokenHash *[sha256.Size]byte
+	mux       *http.ServeMux
+	handler   http.Handler
+	metrics   *metrics
+	events    *eventBus
+	tracker   *tracker
+	proxy     *executorProxy
+	creates   chan struct{}
+
+	// done is closed by Shutdown: streaming handlers return.
+	done      chan struct{}
+	closeOnce sync.Once
+	wg        sync.WaitGroup
+}
+
+// New checks cfg and builds the server. It starts nothing; see Start.
+func New(cfg Config) (*Server, error) {
+	if cfg.Manager == nil {
+		return nil, errors.New("server: a sandbox Manager is required")
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.MaxUploadBytes <= 0 {
+		cfg.MaxUploadBytes = 1 << 30
+	}
+	if cfg.MaxReplyBytes <= 0 {
+		cfg.MaxReplyBytes = 1 << 30
+	}
+	if cfg.ProxyTimeout <= 0 {
+		cfg.ProxyTimeout = time.Hour
+	}
+	if cfg.MaxConcurrentCreates <= 0 {
+		cfg.MaxConcurrentCreates = 16
+	}
+	if cfg.WatchInterval <= 0 {
+		cfg.WatchInterval = time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for i, d := range cfg.AllowedHostDirs {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("server: allowed host directory %q must be absolute", d)
+		}
+		cfg.AllowedHostDirs[i] = filepath.Clean(d)
+	}
+	s := &Server{
+		cfg:     cfg,
+		mgr:     cfg.Manager,
+		log:     cfg.Logger,
+		creates: make(chan struct{}, cfg.MaxConcurrentCreates),
+		done:    make(chan struct{}),
+	}
+	if cfg.Token != "" {
+		h := sha256.Sum256([]byte(cfg.Token))
+		s.tokenHash = &h
+	}
+	s.metrics = newMetrics()
+	s.events = newEventBus(4096)
+	s.tracker = newTracker(s.events, s.metrics)
+	s.proxy = newExecutorProxy(s)
+	s.metrics.registerSandboxGauge(s.tracker)
+	s.mux = http.NewServeMux()
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.Method+" "+rt.Pattern, s.metrics.instrument(rt.Method+" "+rt.Pattern, rt.handler))
+	}
+	s.mux.Handle("/", s.metrics.instrument("unmatched", http.HandlerFunc(s.notFound)))
+	s.handler = http.HandlerFunc(s.serveHTTP)
+	if cfg.ManagerEvents != nil {
+		cfg.ManagerEvents.bind(s)
+	}
+	return s, nil
+}
+
+// Route is one route of the API.
+type Route struct {
+	Method  string
+	Pattern string // net/http ServeMux pattern without the method
+	// NoAuth is true only for /healthz.
+	NoAuth  bool
+	handler http.Handler
+}
+
+// Routes lists every route the server answers, for documentation and for
+// the test that checks the OpenAPI document.
+func Routes() []Route {
+	s := &Server{}
+	rs := s.routes()
+	for i := range rs {
+		rs[i].handler = nil
+	}
+	return rs
+}
+
+func (s *Server) routes() []Route {
+	h := func(method, pattern string, f http.HandlerFunc) Route {
+		return Route{Method: method, Pattern: pattern, handler: f}
+	}
+	p := func(method, pattern string) Route {
+		return Route{Method: method, Pattern: pattern, handler: http.HandlerFunc(s.proxyExecutor)}
+	}
+	return []Route{
+		{Method: http.MethodGet, Pattern: "/healthz", NoAuth: true, handler: http.HandlerFunc(s.healthz)},
+		h(http.MethodGet, "/metrics", s.serveMetrics),
+		h(http.MethodGet, "/v1/openapi.yaml", s.openapi),
+		h(http.MethodPost, "/v1/sandboxes", s.createSandbox),
+		h(http.MethodGet, "/v1/sandboxes", s.listSandboxes),
+		h(http.MethodGet, "/v1/sandboxes/{id}", s.getSandbox),
+		h(http.MethodDelete, "/v1/sandboxes/{id}", s.removeSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/pause", s.pauseSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/resume", s.resumeSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/stop", s.stopSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/start", s.startSandbox),
+		h(http.MethodGet, "/v1/sandboxes/{id}/stats", s.sandboxStats),
+		// The executor's API, proxied unchanged.
+		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
+		p(http.MethodGet, "/v1/sandboxes/{id}/info"),
+		p(http.MethodPost, "/v1/sandboxes/{id}/exec"),
+		p(http.MethodPost, "/v1/sandboxes/{id}/sessions"),
+		p(http.MethodGet, "/v1/sandboxes/{id}/sessions"),
+		p(http.MethodDelete, "/v1/sandboxes/{id}/sessions/{session}"),
+		p(http.MethodPost, "/v1/sandboxes/{id}/sessions/{session}/run"),
+		p(http.MethodGet, "/v1/sandboxes/{id}/files"),
+		p(http.MethodPut, "/v1/sandboxes/{id}/files"),
+		p(http.MethodPost, "/v1/sandboxes/{id}/files/edit"),
+		p(http.MethodGet, "/v1/sandboxes/{id}/fs/list"),
+		p(http.MethodGet, "/v1/sandboxes/{id}/fs/archive"),
+		p(http.MethodPut, "/v1/sandboxes/{id}/fs/archive"),
+		// Images.
+		h(http.MethodPost, "/v1/images/pull", s.pullImage),
+		h(http.MethodGet, "/v1/images", s.listImages),
+		h(http.MethodDelete, "/v1/images/{ref...}", s.removeImage),
+		// Events.
+		h(http.MethodGet, "/v1/events", s.streamEvents),
+	}
+}
+
+// Handler returns the API: auth, then the routes.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/healthz" && !s.authorized(r) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="sbx"`)
+		s.metrics.errors.WithLabelValues(api.CodeUnauthorized).Inc()
+		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>")
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// authorized compares the request's bearer token with the configured one
+// in constant time (of equal-length hashes, so the length leaks nothing
+// either).
+func (s *Server) authorized(r *http.Request) bool {
+	if s.tokenHash == nil {
+		return true
+	}
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) == 1
+}
+
+// Start re-adopts the sandboxes left by a previous server (Manager.Recover)
+// and starts watching for changes and expired TTLs until Close.
+func (s *Server) Start(ctx context.Context) error {
+	live, err := s.mgr.Recover(ctx)
+	if err != nil {
+		// Recover goes on after errors: what it could not undo stays for gc.
+		s.log.Warn("recover sandboxes", "err", err)
+	}
+	s.log.Info("re-adopted running sandboxes", "count", len(live))
+	s.tracker.seed(s.listAll(ctx))
+	s.wg.Add(2)
+	go s.watch()
+	go s.reapExpired()
+	return nil
+}
+
+// Shutdown ends streaming responses (events) so that an http.Server's
+// Shutdown can finish; register it with http.Server.RegisterOnShutdown.
+// Sandboxes keep running.
+func (s *Server) Shutdown() {
+	s.closeOnce.Do(func() { close(s.done) })
+}
+
+// Close stops the watcher and drops idle executor connections. Sandboxes
+// keep running; the next server re-adopts them.
+func (s *Server) Close() {
+	s.Shutdown()
+	s.wg.Wait()
+	s.proxy.close()
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, api.Health{Status: "ok", Version: version.Version})
+}
+
+func (s *Server) openapi(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	_, _ = w.Write(OpenAPI)
+}
+
+// notFound answers requests no route matched: 405 when the path exists
+// with another method, else 404, both as JSON errors.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pat := s.mux.Handler(probe); pat != "" && pat != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, http.StatusMethodNotAllowed, api.CodeMethod, fmt.Sprintf("%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+		return
+	}
+	writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", api.ContentTypeJSON)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, api.Error{Error: api.ErrorBody{Code: code, Message: msg}})
+}

@@ -1,0 +1,149 @@
+package tests
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server"
+	"github.com/sbxrun/sbx/server/client"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+const serverTestToken = "server-test-token-0123456789abcdef"
+
+// serverExecutorBin is the static sbx binary run as the sandboxes'
+// executor: $SBX_EXECUTOR_BIN, or the binary under test.
+func serverExecutorBin() string {
+	if p := os.Getenv("SBX_EXECUTOR_BIN"); p != "" {
+		return p
+	}
+	return sbxBin
+}
+
+// serverEnv is an in-process sbx server over a private state directory,
+// on a loopback TCP port, with a Go client.
+type serverEnv struct {
+	dir, root, runRoot string
+	mgr                *sandbox.Manager
+	srv                *server.Server
+	hs                 *httptest.Server
+	c                  *client.Client
+	url                string
+
+	mu  sync.Mutex
+	ids map[string]bool // every sandbox the test saw, for the leak check
+}
+
+func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)) *serverEnv {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sbxs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &serverEnv{dir: dir, root: filepath.Join(dir, "root"), runRoot: filepath.Join(dir, "run"), ids: map[string]bool{}}
+	mcfg.Root, mcfg.RunRoot, mcfg.Helper = e.root, e.runRoot, serverExecutorBin()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	mcfg.Logger = quiet
+	var events server.ManagerEvents
+	mcfg.Events = events.Handle
+	if e.mgr, err = sandbox.New(mcfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg := server.Config{
+		Manager:         e.mgr,
+		Token:           serverTestToken,
+		AllowedHostDirs: []string{fixture.CacheDir, dir},
+		WatchInterval:   100 * time.Millisecond,
+		Logger:          quiet,
+		ManagerEvents:   &events,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if e.srv, err = server.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.srv.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	e.hs = httptest.NewServer(e.srv.Handler())
+	e.url = e.hs.URL
+	if e.c, err = client.New(e.url, client.Options{Token: serverTestToken}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.srv.Shutdown()
+		e.hs.Close()
+		e.srv.Close()
+		ctx := context.Background()
+		list, _ := e.mgr.List(ctx, sandbox.Filter{})
+		for _, sb := range list {
+			e.see(sb.ID)
+			if err := e.mgr.Remove(ctx, sb.ID, true); err != nil {
+				t.Errorf("cleanup: remove %s: %v", sb.ID, err)
+			}
+		}
+		if _, err := e.mgr.GC(ctx); err != nil {
+			t.Errorf("cleanup: gc: %v", err)
+		}
+		serverAssertNoLeaks(t, e.runRoot, e.root, e.seen())
+		_ = os.RemoveAll(dir)
+	})
+	return e
+}
+
+func (e *serverEnv) see(id string) {
+	e.mu.Lock()
+	e.ids[id] = true
+	e.mu.Unlock()
+}
+
+func (e *serverEnv) seen() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for id := range e.ids {
+		out = append(out, id)
+	}
+	return out
+}
+
+// serverAssertNoLeaks fails if anything of the sandboxes under runRoot and
+// root is left: mounts (in any process), runtime and state directories,
+// cgroups, processes.
+func serverAssertNoLeaks(t testing.TB, runRoot, root string, ids []string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/mountinfo")
+	for _, p := range procs {
+		data, _ := os.ReadFile(p)
+		if strings.Contains(string(data), runRoot) {
+			comm, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+			t.Errorf("leak: process %s (%q) sees a mount under %s", p, comm, runRoot)
+		}
+	}
+	for _, d := range []string{filepath.Join(runRoot, "sandboxes"), filepath.Join(root, "sandboxes")} {
+		if entries, _ := os.ReadDir(d); len(entries) > 0 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Errorf("leak: %s still holds %v", d, names)
+		}
+	}
+	left := cgroup.Leftovers()
+	for _, id := range ids {
+		if len(left[id]) > 0 {
+			t.Errorf("leak: cgroups of sandbox %s: %v", id, left[id])
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server"
+	"github.com/sbxrun/sbx/server/api"
+	"github.com/sbxrun/sbx/server/client"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// TestServerImages pulls from an in-process registry through the API,
+// with and without NDJSON progress, lists and removes, and checks the
+// events and error statuses.
+func TestServerImages(t *testing.T) {
+	reg := fixture.StartRegistry(t)
+	ref := reg.Push(t, "library/busybox:1", fixture.BusyboxImage(t))
+	ref2 := reg.Push(t, "library/busybox:2", fixture.BusyboxImage(t))
+	store, err := imagecache.Open(t.TempDir(), imagecache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newServerEnv(t, sandbox.Config{Images: sandbox.NewImageSource(store, imagecache.PullNever)}, func(c *server.Config) { c.Images = server.ImageCache(store) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	events := make(chan api.Event, 64)
+	go func() { _ = e.c.Events(ctx, 0, func(ev api.Event) error { events <- ev; return nil }) }()
+	time.Sleep(100 * time.Millisecond)
+
+	// Through the client with progress.
+	var phases []string
+	img, err := e.c.PullImage(ctx, ref, func(p api.PullProgress) { phases = append(phases, p.Phase) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(img.Name, "library/busybox:1") || !strings.HasPrefix(img.Digest, "sha256:") || img.Size == 0 {
+		t.Fatalf("pulled: %+v", img)
+	}
+	if len(phases) == 0 || phases[len(phases)-1] != "done" && phases[len(phases)-1] != "cached" {
+		t.Fatalf("progress phases: %v", phases)
+	}
+	// Raw HTTP without progress: one JSON reply.
+	data := mustRaw(t, e, 200, "POST", "/v1/images/pull", api.ContentTypeJSON, []byte(`{"ref":"`+ref2+`"}`))
+	if img2 := decode[api.Image](t, data); img2.Digest != img.Digest {
+		t.Fatalf("second tag of the same image: %+v", img2)
+	}
+	// Raw HTTP with NDJSON: progress lines, then the result.
+	data = mustRaw(t, e, 200, "POST", "/v1/images/pull?progress=1", api.ContentTypeJSON, []byte(`{"ref":"`+ref+`"}`))
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	var last api.PullFrame
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Type != api.FrameResult || len(lines) < 2 {
+		t.Fatalf("NDJSON pull: %s", data)
+	}
+	// Errors: an unknown tag (in the stream and without), a bad reference.
+	if _, err := e.c.PullImage(ctx, reg.Host+"/library/busybox:nope", func(api.PullProgress) {}); !client.IsCode(err, api.CodeNotFound) {
+		t.Fatalf("pull of an unknown tag with progress: %v", err)
+	}
+	if st, body := rawCall(t, e, "POST", "/v1/images/pull", api.ContentTypeJSON, []byte(`{"ref":"`+reg.Host+`/library/busybox:nope"}`)); st != http.StatusNotFound {
+		t.Fatalf("pull of an unknown tag: %d %s", st, body)
+	}
+	if st, body := rawCall(t, e, "POST", "/v1/images/pull", api.ContentTypeJSON, []byte(`{"ref":"UPPER CASE!!"}`)); st != http.StatusUnprocessableEntity {
+		t.Fatalf("pull of a bad reference: %d %s", st, body)
+	}
+
+	// A sandbox from the pulled image, and one from an image not in the
+	// cache (the server's policy here is never to pull on create).
+	sb, err := e.c.CreateSandbox(ctx, api.CreateRequest{Image: ref, Env: []string{"FROM=image"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	var res execResult
+	if err := e.c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"command": "echo $FROM; ls /bin/busybox"}, &res); err != nil || res.Stdout != "image\n/bin/busybox\n" {
+		t.Fatalf("exec in a sandbox from an image: %+v %v", res, err)
+	}
+	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.CreateSandbox(ctx, api.CreateRequest{Image: reg.Host + "/not/cached:1"}); client.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("create from an image not in the cache: %v", err)
+	}
+
+	list, err := e.c.ListImages(ctx)
+	if err != nil || len(list) != 2 {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	raw := decode[api.ImageList](t, mustRaw(t, e, 200, "GET", "/v1/images", "", nil))
+	if len(raw.Images) != 2 {
+		t.Fatalf("raw list: %+v", raw)
+	}
+	if err := e.c.RemoveImage(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	mustRaw(t, e, 204, "DELETE", "/v1/images/"+ref2, "", nil)
+	if err := e.c.RemoveImage(ctx, ref); client.StatusOf(err) != http.StatusNotFound {
+		t.Fatalf("remove of a removed image: %v", err)
+	}
+	if list, _ := e.c.ListImages(ctx); len(list) != 0 {
+		t.Fatalf("images left: %+v", list)
+	}
+	want := []string{api.EventImagePulled, api.EventImagePulled, api.EventImagePulled, api.EventImageRemove, api.EventImageRemove}
+	for i, w := range want {
+		ev := nextImageEvent(t, events)
+		if ev.Type != w {
+			t.Fatalf("event %d: %s %s, want %s", i, ev.Type, ev.Image, w)
+		}
+	}
+}
+
+// nextImageEvent returns the next image event, skipping sandbox events.
+func nextImageEvent(t *testing.T, events <-chan api.Event) api.Event {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if strings.HasPrefix(ev.Type, "image.") {
+				return ev
+			}
+		case <-timeout:
+			t.Fatal("no image event within 10s")
+		}
+	}
+}

@@ -1,0 +1,566 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	execapi "github.com/sbxrun/sbx/executor/api"
+	execclient "github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/server/api"
+	"github.com/sbxrun/sbx/server/client"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// serveProc is `sbx serve` running as its own process.
+type serveProc struct {
+	dir, root, runRoot, sock, tokenFile string
+	cmd                                 *exec.Cmd
+	log                                 *bytes.Buffer
+}
+
+func newServeDirs(t *testing.T) *serveProc {
+	dir, err := os.MkdirTemp("", "sbxp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	p := &serveProc{dir: dir, root: filepath.Join(dir, "root"), runRoot: filepath.Join(dir, "run"),
+		sock: filepath.Join(dir, "sbx.sock"), tokenFile: filepath.Join(dir, "token")}
+	if err := os.WriteFile(p.tokenFile, []byte(serverTestToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (p *serveProc) args(extra ...string) []string {
+	return append([]string{"--root", p.root, "--run-root", p.runRoot, "--log-level", "info", "serve",
+		"--unix", p.sock, "--token-file", p.tokenFile, "--executor-binary", serverExecutorBin(),
+		"--allow-host-dir", fixture.CacheDir, "--watch-interval", "200ms"}, extra...)
+}
+
+// start runs the server and waits until it answers.
+func (p *serveProc) start(t *testing.T) {
+	t.Helper()
+	p.log = &bytes.Buffer{}
+	p.cmd = exec.Command(sbxBin, p.args()...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := p.client(t)
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.Health(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			_ = p.cmd.Process.Kill()
+			t.Fatalf("sbx serve did not answer within 20s: %v\n%s", err, p.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop sends SIGTERM and checks the server exits cleanly and promptly.
+func (p *serveProc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("sbx serve after SIGTERM: %v\n%s", err, p.log)
+		}
+	case <-time.After(40 * time.Second):
+		_ = p.cmd.Process.Kill()
+		t.Fatalf("sbx serve did not stop within 40s of SIGTERM\n%s", p.log)
+	}
+	if _, err := os.Stat(p.sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the socket %s is left after a graceful stop", p.sock)
+	}
+}
+
+func (p *serveProc) client(t *testing.T) *client.Client {
+	c, err := client.New("unix://"+p.sock, client.Options{Token: serverTestToken, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// stateIDs lists the sandbox records under the root.
+func (p *serveProc) stateIDs() []string {
+	entries, _ := os.ReadDir(filepath.Join(p.root, "sandboxes"))
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// assertNoSandboxProcesses fails if a process lives in a cgroup of ids.
+// Zombies are given time: the PID 1 of a sandbox whose server was killed
+// is reparented to the host's init, which reaps it when it gets to it.
+func assertNoSandboxProcesses(t *testing.T, ids []string) {
+	t.Helper()
+	var live []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		live = live[:0]
+		files, _ := filepath.Glob("/proc/[0-9]*/cgroup")
+		for _, f := range files {
+			data, _ := os.ReadFile(f)
+			for _, id := range ids {
+				if strings.Contains(string(data), id) {
+					stat, _ := os.ReadFile(filepath.Join(filepath.Dir(f), "stat"))
+					live = append(live, fmt.Sprintf("%s in sandbox %s: %.80s", filepath.Dir(f), id, stat))
+				}
+			}
+		}
+		if len(live) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, l := range live {
+		t.Errorf("leak: process %s", l)
+	}
+}
+
+// TestServerKill9Restart kills the server with SIGKILL while 8 clients
+// create, exec in and delete sandboxes, restarts it, and checks every
+// sandbox left is usable and that removing them leaks nothing.
+func TestServerKill9Restart(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	p.start(t)
+	killed := false
+	t.Cleanup(func() {
+		if !killed {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
+	c := p.client(t)
+	// Two sandboxes live across the kill, with files written before it.
+	var keep []string
+	for i := range 2 {
+		sb, err := c.CreateSandbox(context.Background(), busyboxCreate(fmt.Sprintf("keep%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.Do(context.Background(), "PUT", client.SandboxPath(sb.ID, "/files?path=/tmp/before"), strings.NewReader("written before the kill"), "application/octet-stream")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		keep = append(keep, sb.ID)
+	}
+	var (
+		mu      sync.Mutex
+		created = map[string]bool{}
+		done    atomic.Int64
+		stopped atomic.Bool
+	)
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := context.Background()
+			for i := 0; i < 200 && !stopped.Load(); i++ {
+				sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
+				if err != nil {
+					return // the server was killed
+				}
+				mu.Lock()
+				created[sb.ID] = true
+				mu.Unlock()
+				var res execResult
+				if err := c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"argv": []string{"echo", fmt.Sprint(w, i)}}, &res); err != nil {
+					return
+				}
+				if res.Stdout != fmt.Sprintln(w, i) {
+					t.Errorf("worker %d: exec said %q", w, res.Stdout)
+				}
+				if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+					return
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	// Kill once every worker is well into its loop.
+	for deadline := time.Now().Add(60 * time.Second); done.Load() < 16 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+	killed = true
+	stopped.Store(true)
+	wg.Wait()
+	left := p.stateIDs()
+	t.Logf("killed after %d create/exec/delete rounds; %d sandboxes on disk", done.Load(), len(left))
+	mu.Lock()
+	for _, id := range left {
+		created[id] = true
+	}
+	mu.Unlock()
+
+	// Restart: the server re-adopts what runs and undoes what was cut.
+	p.start(t)
+	killed = false
+	ctx := context.Background()
+	list, err := c.ListSandboxes(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range list {
+		if sb.Status != "running" {
+			t.Errorf("sandbox %s is %s after the restart, want running (interrupted creates are undone)", sb.ID, sb.Status)
+			continue
+		}
+		var res execResult
+		if err := c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"argv": []string{"echo", "still here"}}, &res); err != nil || res.Stdout != "still here\n" {
+			t.Errorf("sandbox %s after the restart: %+v %v", sb.ID, res, err)
+		}
+	}
+	running := map[string]bool{}
+	for _, sb := range list {
+		running[sb.ID] = sb.Status == "running"
+	}
+	for _, id := range keep {
+		if !running[id] {
+			t.Fatalf("sandbox %s, running before the kill, is not running after the restart", id)
+		}
+		resp, err := c.Do(ctx, "GET", client.SandboxPath(id, "/files?path=/tmp/before"), nil, "")
+		if err != nil {
+			t.Fatalf("read a file written before the kill: %v", err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(data) != "written before the kill" {
+			t.Fatalf("file written before the kill: %q", data)
+		}
+	}
+	t.Logf("%d sandboxes re-adopted and usable", len(list))
+	// The restarted server works as before.
+	sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	created[sb.ID] = true
+	list, _ = c.ListSandboxes(ctx, client.ListOptions{})
+	for _, sb := range list {
+		if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+			t.Errorf("remove %s: %v", sb.ID, err)
+		}
+	}
+	p.stop(t)
+	killed = true
+	var ids []string
+	for id := range created {
+		ids = append(ids, id)
+	}
+	serverAssertNoLeaks(t, p.runRoot, p.root, ids)
+	assertNoSandboxProcesses(t, ids)
+}
+
+// TestServerGracefulStopKeepsSandboxes stops the server with SIGTERM while
+// an event stream is open and a sandbox runs: the server exits at once and
+// the next one finds the sandbox running.
+func TestServerGracefulStopKeepsSandboxes(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	p.start(t)
+	c := p.client(t)
+	ctx := context.Background()
+	sb, err := c.CreateSandbox(ctx, busyboxCreate("keep"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamDone := make(chan error, 1)
+	go func() { streamDone <- c.Events(ctx, 0, func(api.Event) error { return nil }) }()
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	p.stop(t)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("graceful stop with an open event stream took %v", d)
+	}
+	select {
+	case <-streamDone:
+	case <-time.After(5 * time.Second):
+		t.Error("the event stream was not closed by the shutdown")
+	}
+	p.start(t)
+	defer p.stop(t)
+	var res execResult
+	if err := c.Call(ctx, "POST", client.SandboxPath("keep", "/exec"), map[string]any{"argv": []string{"echo", "kept"}}, &res); err != nil || res.Stdout != "kept\n" {
+		t.Fatalf("sandbox after a graceful restart: %+v %v", res, err)
+	}
+	if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestServerListeners checks the listener rules: a TCP listener needs a
+// token or --insecure-no-auth; the unix socket is mode 0600.
+func TestServerListeners(t *testing.T) {
+	p := newServeDirs(t)
+	r := runSbx(t, "", "--root", p.root, "--run-root", p.runRoot, "serve", "--listen", "127.0.0.1:0")
+	if r.code == 0 || !strings.Contains(r.stderr, "--insecure-no-auth") {
+		t.Fatalf("TCP without a token: exit %d, %s", r.code, r.stderr)
+	}
+	short := filepath.Join(p.dir, "short")
+	_ = os.WriteFile(short, []byte("abc\n"), 0o600)
+	r = runSbx(t, "", "--root", p.root, "--run-root", p.runRoot, "serve", "--listen", "127.0.0.1:0", "--token-file", short)
+	if r.code == 0 || !strings.Contains(r.stderr, "at least 16") {
+		t.Fatalf("short token: exit %d, %s", r.code, r.stderr)
+	}
+	p.start(t)
+	defer p.stop(t)
+	fi, err := os.Stat(p.sock)
+	if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode().Type() != os.ModeSocket {
+		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+	// A second server on the same socket refuses to start.
+	r = runSbx(t, "", p.args()...)
+	if r.code == 0 || !strings.Contains(r.stderr, "another server") {
+		t.Fatalf("second server: exit %d, %s", r.code, r.stderr)
+	}
+	// The unix socket also needs the token when one is configured.
+	bad, _ := client.New("unix://"+p.sock, client.Options{Token: "wrong-token-wrong-token"})
+	if _, err := bad.ListSandboxes(context.Background(), client.ListOptions{}); client.StatusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("wrong token on the socket: %v", err)
+	}
+	// --insecure-no-auth serves TCP without a token.
+	cmd := exec.Command(sbxBin, "--root", p.root, "--run-root", p.runRoot, "serve", "--listen", "127.0.0.1:17971", "--insecure-no-auth", "--executor-binary", serverExecutorBin())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	c, _ := client.New("127.0.0.1:17971", client.Options{})
+	var err2 error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, err2 = c.ListSandboxes(context.Background(), client.ListOptions{}); err2 == nil {
+			break
+		}
+	}
+	if err2 != nil {
+		t.Fatalf("--insecure-no-auth: %v", err2)
+	}
+}
+
+// TestServerRemoteCLI runs the sandbox commands of the CLI against a
+// server with --host.
+func TestServerRemoteCLI(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	p.start(t)
+	defer p.stop(t)
+	host := "unix://" + p.sock
+	t.Setenv("SBX_TOKEN", serverTestToken)
+	// The local state is elsewhere: the commands must act on the server.
+	local := t.TempDir()
+	sbx := func(args ...string) result {
+		return runSbx(t, "", append([]string{"--root", local + "/root", "--run-root", local + "/run", "--host", host}, args...)...)
+	}
+	r := sbx("create", "--rootfs", fixture.CacheDir+"/busybox", "--name", "remote1", "--label", "via=cli", "--memory", "64m")
+	if r.code != 0 {
+		t.Fatalf("remote create: %d %s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	r = sbx("ps", "--format", "json", "--filter", "label=via=cli")
+	var list []struct {
+		ID     string `json:"id"`
+		Status string `json:"status"`
+	}
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list) != 1 || list[0].ID != id {
+		t.Fatalf("remote ps: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("ps", "-q"); r.code != 0 || !strings.Contains(r.stdout, id[:12]) {
+		t.Fatalf("remote ps -q: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("inspect", "remote1"); r.code != 0 || !strings.Contains(r.stdout, id) {
+		t.Fatalf("remote inspect: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("stats", "--no-stream", "--format", "json", "remote1"); r.code != 0 || !strings.Contains(r.stdout, `"memory_limit_bytes":67108864`) {
+		t.Fatalf("remote stats: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// exec streams and propagates the exit code; cp goes both ways.
+	if r = sbx("exec", "remote1", "--", "sh", "-c", "echo out; echo err >&2; exit 7"); r.code != 7 || r.stdout != "out\n" || r.stderr != "err\n" {
+		t.Fatalf("remote exec: %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("exec", "nosuch", "--", "true"); r.code != 1 {
+		t.Fatalf("remote exec in no sandbox: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	if r = sbx("exec", "-t", "remote1", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+		t.Fatalf("remote exec -t: %d %s", r.code, r.stderr)
+	}
+	hostDir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(hostDir, "in.txt"), []byte("to the sandbox\n"), 0o644)
+	if r = sbx("cp", filepath.Join(hostDir, "in.txt"), "remote1:/tmp/in.txt"); r.code != 0 {
+		t.Fatalf("remote cp to: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("cp", "remote1:/tmp/in.txt", filepath.Join(hostDir, "back.txt")); r.code != 0 {
+		t.Fatalf("remote cp from: %d %s", r.code, r.stderr)
+	}
+	if data, _ := os.ReadFile(filepath.Join(hostDir, "back.txt")); string(data) != "to the sandbox\n" {
+		t.Fatalf("cp round trip: %q", data)
+	}
+	for _, args := range [][]string{{"pause", "remote1"}, {"resume", "remote1"}, {"stop", "-t", "1s", "remote1"}, {"start", "remote1"}} {
+		if r = sbx(args...); r.code != 0 {
+			t.Fatalf("remote %v: %d %s", args, r.code, r.stderr)
+		}
+	}
+	if r = sbx("rm", "remote1"); r.code != 1 {
+		t.Fatalf("remote rm of a running sandbox without -f: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	if r = sbx("rm", "-f", "remote1"); r.code != 0 {
+		t.Fatalf("remote rm -f: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("inspect", "remote1"); r.code != 1 {
+		t.Fatalf("remote inspect after rm: exit %d, want 1", r.code)
+	}
+	// Images on the server: pull with progress, list, remove.
+	reg := fixture.StartRegistry(t)
+	ref := reg.Push(t, "remote/busybox:1", fixture.BusyboxImage(t))
+	if r = sbx("pull", ref); r.code != 0 || !strings.Contains(r.stdout, "sha256:") {
+		t.Fatalf("remote pull: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("images", "--format", "json"); r.code != 0 || !strings.Contains(r.stdout, "remote/busybox:1") {
+		t.Fatalf("remote images: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = runSbx(t, "", "--root", local+"/root", "--run-root", local+"/run", "images", "-q"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("the remote pull landed in the local cache: %q %s", r.stdout, r.stderr)
+	}
+	if r = sbx("rmi", ref); r.code != 0 {
+		t.Fatalf("remote rmi: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("rmi", ref); r.code == 0 {
+		t.Fatal("remote rmi of a removed image succeeded")
+	}
+	// Commands that act on this host only refuse --host.
+	if r = sbx("gc"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+		t.Fatalf("gc with --host: %d %s", r.code, r.stderr)
+	}
+	t.Setenv("SBX_TOKEN", "wrong-token-wrong-token")
+	if r = sbx("ps"); r.code == 0 || !strings.Contains(r.stderr, "unauthorized") {
+		t.Fatalf("remote ps with a wrong token: %d %s", r.code, r.stderr)
+	}
+	if entries, _ := os.ReadDir(local); len(entries) > 0 {
+		t.Logf("local state dirs created: %d (only directories; no sandbox)", len(entries))
+	}
+}
+
+// TestServerTLS serves the API over TLS with a token and reaches it, and
+// a sandbox's executor through a tunnel, with the Go client.
+func TestServerTLS(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	certPEM, keyPEM := selfSignedCert(t)
+	certFile, keyFile := filepath.Join(p.dir, "cert.pem"), filepath.Join(p.dir, "key.pem")
+	_ = os.WriteFile(certFile, certPEM, 0o600)
+	_ = os.WriteFile(keyFile, keyPEM, 0o600)
+	addr := "127.0.0.1:17972"
+	cmd := exec.Command(sbxBin, append(p.args(), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile)...)
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certPEM)
+	c, err := client.New("https://"+addr, client.Options{Token: serverTestToken, TLS: &tls.Config{RootCAs: pool}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err = c.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("TLS server: %v\n%s", err, log.String())
+		}
+	}
+	sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.RemoveSandbox(ctx, sb.ID, true) }()
+	res, err := c.Executor(sb.ID, execclient.Options{}).Exec(ctx, execapi.ExecRequest{Argv: []string{"echo", "tls"}})
+	if err != nil || res.Stdout != "tls\n" {
+		t.Fatalf("exec through a TLS tunnel: %+v %v", res, err)
+	}
+	// Plain HTTP to the TLS port fails; a client that does not trust the
+	// certificate fails.
+	if plain, _ := client.New("http://"+addr, client.Options{Token: serverTestToken}); plain != nil {
+		if _, err := plain.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+			t.Fatal("plain HTTP to the TLS listener succeeded")
+		}
+	}
+	untrusting, _ := client.New("https://"+addr, client.Options{Token: serverTestToken})
+	if _, err := untrusting.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+		t.Fatal("a client without the CA trusted the server")
+	}
+	if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// selfSignedCert makes a certificate for 127.0.0.1.
+func selfSignedCert(t *testing.T) (certPEM, keyPEM []byte) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "sbx test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA:         true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})
+}
