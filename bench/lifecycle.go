@@ -115,7 +115,7 @@ func (s *sbxReady) Name() string { return "sbx" }
 func (s *sbxReady) Setup(context.Context) (Info, error) {
 	var err error
 	s.env, err = newManagerEnv(s.w)
-	return Info{Command: "sandbox.Manager.Create of the image (or root) until the executor answers; then Remove"}, err
+	return Info{Version: SbxVersion(), Command: "sandbox.Manager.Create of the image (or root) until the executor answers; then Remove"}, err
 }
 
 func (s *sbxReady) Once(ctx context.Context) (Sample, error) {
@@ -157,7 +157,7 @@ type sbxExec struct {
 func (s *sbxExec) Name() string { return "sbx" }
 
 func (s *sbxExec) Setup(ctx context.Context) (Info, error) {
-	info := Info{Command: "executor client Exec({argv: " + fmt.Sprintf("%q", s.w.Args) + "}) on one running sandbox"}
+	info := Info{Version: SbxVersion(), Command: "executor client Exec({argv: " + fmt.Sprintf("%q", s.w.Args) + "}) on one running sandbox"}
 	var err error
 	if s.env, err = newManagerEnv(s.w); err != nil {
 		return info, err
@@ -276,7 +276,7 @@ func (s *sbxChurn) Name() string { return fmt.Sprintf("sbx c=%d", s.n) }
 func (s *sbxChurn) Setup(context.Context) (Info, error) {
 	var err error
 	s.env, err = newManagerEnv(s.w)
-	return Info{Command: fmt.Sprintf("%d workers, each Create then Remove, %d cycles per sample", s.n, churnBatch(s.n))}, err
+	return Info{Version: SbxVersion(), Command: fmt.Sprintf("%d workers, each Create then Remove, %d cycles per sample", s.n, churnBatch(s.n))}, err
 }
 
 func churnBatch(n int) int { return max(2*n, 8) }
@@ -320,8 +320,9 @@ func churn(ctx context.Context, n, total int, cycle func(context.Context) error)
 	}
 	wg.Wait()
 	d := time.Since(t0)
-	if err := errors.Join(errs...); err != nil {
-		return Sample{}, err
+	if len(errs) > 0 {
+		// One worker's error says it; the others repeat it.
+		return Sample{}, fmt.Errorf("%w (%d workers failed)", errs[0], len(errs))
 	}
 	return Sample{Value: float64(total) / d.Seconds()}, nil
 }
@@ -354,7 +355,7 @@ func (s *sbxDensity) Setup(context.Context) (Info, error) {
 	var err error
 	s.env, err = newManagerEnv(s.w)
 	s.avail0 = memAvailable()
-	return Info{Command: "sandbox.Manager.Create, keeping every sandbox"}, err
+	return Info{Version: SbxVersion(), Command: "sandbox.Manager.Create, keeping every sandbox"}, err
 }
 
 func (s *sbxDensity) Once(ctx context.Context) (Sample, error) {
