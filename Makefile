@@ -37,7 +37,7 @@ lint:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags '$(TAGS)' ./...
 
 ## bench: go benchmarks of the hot paths (see BENCHMARKS.md for sbx bench)
-bench: build
+bench: deps-bench build
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 50x ./tests/...
 
 clean:

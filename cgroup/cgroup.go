@@ -79,6 +79,20 @@ type Limits struct {
 	Pids        int64   // maximum number of processes
 }
 
+// InitPidsAllowance is added to a sandbox's pids limit for sbx's own init
+// (the reaper or the executor): its Go runtime threads count as tasks, and
+// the limit is meant for the sandboxed command.
+const InitPidsAllowance = 16
+
+// WithInitAllowance returns the limits with InitPidsAllowance added to a
+// pids limit, for the cgroup of a sandbox whose PID 1 is sbx's init.
+func (l Limits) WithInitAllowance() Limits {
+	if l.Pids > 0 {
+		l.Pids += InitPidsAllowance
+	}
+	return l
+}
+
 // cpuPeriod is the CFS period used for CPU quotas, in microseconds.
 const cpuPeriod = 100000
 

@@ -5,7 +5,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
@@ -97,20 +96,17 @@ func PrepareHost(dir string, o Options) (_ *Root, retErr error) {
 // hideEtcSecrets puts an overlay whiteout in upper for every entry of etc
 // that is a known secret or not readable by everyone.
 func hideEtcSecrets(etc, upper string) error {
+	// Known secret names are hidden whether or not they exist yet, so a file
+	// created later under that name stays hidden too.
 	hide := map[string]bool{}
 	for _, h := range hiddenEtc {
-		if _, err := os.Lstat(filepath.Join(etc, h)); err == nil {
-			hide[h] = true
-		}
+		hide[h] = true
 	}
 	err := filepath.WalkDir(etc, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || p == etc {
 			return nil
 		}
 		rel, _ := filepath.Rel(etc, p)
-		if strings.Count(rel, "/") > 3 {
-			return fs.SkipDir
-		}
 		if hide[rel] {
 			if d.IsDir() {
 				return fs.SkipDir

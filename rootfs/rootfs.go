@@ -164,6 +164,10 @@ func (r *Root) writeEtc(etc string, o Options) error {
 }
 
 // mountOverlay mounts an overlay at target. lowers are given lowest first.
+// Up to a page of options goes through mount(2); deeper stacks use the
+// new mount API, which takes each lower layer on its own ("lowerdir+",
+// Linux 6.8 and later), so the number of layers is not bounded by the
+// length of their paths.
 func mountOverlay(target string, lowers []string, upper, work string) error {
 	ordered := make([]string, len(lowers))
 	for i, l := range lowers {
@@ -171,10 +175,43 @@ func mountOverlay(target string, lowers []string, upper, work string) error {
 	}
 	data := "lowerdir=" + strings.Join(ordered, ":") + ",upperdir=" + escapeOverlay(upper) + ",workdir=" + escapeOverlay(work)
 	if len(data) >= unix.Getpagesize() {
-		return fmt.Errorf("overlay options for %d layers exceed one page; use shorter store paths", len(lowers))
+		return mountOverlayFsconfig(target, lowers, upper, work)
 	}
 	if err := unix.Mount("overlay", target, "overlay", 0, data); err != nil {
 		return fmt.Errorf("mount overlay at %s: %w (is the overlay module available?)", target, err)
+	}
+	return nil
+}
+
+// mountOverlayFsconfig mounts an overlay with fsopen/fsconfig/fsmount,
+// adding the lower layers one by one, topmost first.
+func mountOverlayFsconfig(target string, lowers []string, upper, work string) error {
+	fsfd, err := unix.Fsopen("overlay", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("overlay of %d layers: fsopen: %w", len(lowers), err)
+	}
+	defer unix.Close(fsfd)
+	for i := len(lowers) - 1; i >= 0; i-- {
+		if err := unix.FsconfigSetString(fsfd, "lowerdir+", lowers[i]); err != nil {
+			return fmt.Errorf("overlay of %d layers: this kernel takes at most a page of layer paths (lowerdir+ needs Linux 6.8): %w", len(lowers), err)
+		}
+	}
+	if err := unix.FsconfigSetString(fsfd, "upperdir", upper); err != nil {
+		return fmt.Errorf("overlay upperdir: %w", err)
+	}
+	if err := unix.FsconfigSetString(fsfd, "workdir", work); err != nil {
+		return fmt.Errorf("overlay workdir: %w", err)
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return fmt.Errorf("create overlay of %d layers: %w", len(lowers), err)
+	}
+	mfd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("fsmount overlay: %w", err)
+	}
+	defer unix.Close(mfd)
+	if err := unix.MoveMount(mfd, "", unix.AT_FDCWD, target, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("move overlay to %s: %w", target, err)
 	}
 	return nil
 }

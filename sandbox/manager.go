@@ -69,6 +69,10 @@ type Config struct {
 	// Helper is the statically linked sbx binary bind-mounted into every
 	// sandbox as its executor (default: the running executable).
 	Helper string
+	// HostNetNS is the network namespace that plays the host for bridge
+	// networking (bridge, veths, rules); empty means the namespace sbx runs
+	// in. Tests pass a namespace of their own.
+	HostNetNS string
 	// Events, if set, is called after every change of a sandbox's state,
 	// in order for each sandbox (it runs while the sandbox is locked: keep
 	// it fast). Only changes made through this Manager are reported.

@@ -274,7 +274,7 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		CapAdd:            spec.CapAdd,
 		CapDrop:           spec.CapDrop,
 		Seccomp:           spec.Seccomp,
-		Limits:            spec.Limits,
+		Limits:            spec.Limits.WithInitAllowance(),
 		Network:           network,
 		Mounts:            mounts,
 		Tty:               spec.Tty,
@@ -501,8 +501,8 @@ func ownerAlive(record string) bool {
 }
 
 // GCRuns removes what crashed one-shot runs left behind: containers,
-// cgroups, mounts and directories of runs whose sbx process is gone. It
-// returns the IDs it cleaned.
+// cgroups, mounts, directories and (with a Network) network leases of runs
+// whose sbx process is gone. It returns the IDs it cleaned.
 func (r *Runner) GCRuns() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(r.RunRoot, runsDir))
 	if err != nil && !os.IsNotExist(err) {
@@ -525,6 +525,9 @@ func (r *Runner) GCRuns() ([]string, error) {
 			errs = append(errs, cgroup.RemovePaths(paths))
 		}
 		_ = os.RemoveAll(filepath.Join(r.RunRoot, containersDir, e.Name()))
+		if r.Network != nil { // a bridged run's lease, veth and rules
+			errs = append(errs, r.Network.Detach(context.Background(), e.Name()))
+		}
 		cleaned = append(cleaned, e.Name())
 	}
 	return cleaned, errors.Join(errs...)

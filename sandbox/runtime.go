@@ -133,9 +133,10 @@ func isolateNetwork(sb *Sandbox) string {
 func (m *Manager) network() (*netns.Network, error) {
 	m.netOnce.Do(func() {
 		m.net, m.netErr = netns.Open(netns.Config{
-			StateDir: filepath.Join(m.store.Root(), "network"),
-			RunDir:   filepath.Join(m.store.RunRoot(), "netns"),
-			Logger:   m.log,
+			StateDir:  filepath.Join(m.store.Root(), "network"),
+			RunDir:    filepath.Join(m.store.RunRoot(), "netns"),
+			HostNetNS: m.cfg.HostNetNS,
+			Logger:    m.log,
 		})
 	})
 	return m.net, m.netErr
@@ -217,7 +218,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 		ID:             sb.ID,
 		Rootfs:         sb.RootPath,
 		ReadonlyRootfs: sb.Options.ReadonlyRootfs,
-		Args:           executorArgs(isolate.HelperPath, sb, cmdEnv),
+		Args:           executorArgs(isolate.HelperPath, sb),
 		Env:            env,
 		Cwd:            "/",
 		Hostname:       hostname,
@@ -228,17 +229,24 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 			MemoryBytes: sb.Options.Limits.MemoryBytes,
 			CPUs:        sb.Options.Limits.CPUs,
 			Pids:        sb.Options.Limits.Pids,
-		},
+		}.WithInitAllowance(),
 		HelperSeccomp: true,
 		Network:       isolateNetwork(sb),
 		Mounts:        mounts,
 	}
+	// The commands' environment goes through a memfd, not the command
+	// line, so that no host user can read it with ps.
+	envFile, err := envMemfd(cmdEnv)
+	if err != nil {
+		return err
+	}
+	defer envFile.Close()
 	m.crashPoint(stepStart)
 	t0 := time.Now()
 	ctr, err := isolate.Start(m.containerRoot(), spec, isolate.IO{
 		Stdout:     logf,
 		Stderr:     logf,
-		ExtraFiles: []*os.File{lnFile},
+		ExtraFiles: []*os.File{lnFile, envFile},
 	})
 	if err != nil {
 		return fmt.Errorf("%w%s", err, logTail(filepath.Join(run, executorLog)))
@@ -469,8 +477,8 @@ func waitPidfd(ctx context.Context, pidfd int, timeout time.Duration) error {
 
 // executorArgs is the command line of a sandbox's PID 1: the executor with
 // the sandbox's defaults for commands.
-func executorArgs(helper string, sb *Sandbox, env []string) []string {
-	args := []string{helper, "executor", "--listen-fd", "3"}
+func executorArgs(helper string, sb *Sandbox) []string {
+	args := []string{helper, "executor", "--listen-fd", "3", "--env-fd", "4"}
 	workdir := sb.Options.Workdir
 	user := sb.Options.User
 	if sb.Image != nil {
@@ -487,8 +495,24 @@ func executorArgs(helper string, sb *Sandbox, env []string) []string {
 	if user != "" {
 		args = append(args, "--user", user)
 	}
-	for _, e := range env {
-		args = append(args, "--env", e)
-	}
 	return args
+}
+
+// envMemfd returns a memfd holding env as NUL-separated entries, read from
+// the start by the executor (--env-fd).
+func envMemfd(env []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("sbx-env", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd for the executor's environment: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "sbx-env")
+	if _, err := f.WriteString(strings.Join(env, "\x00")); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write the executor's environment: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -4,7 +4,7 @@
 # missing, so a fresh Debian machine needs nothing by hand.
 set -euo pipefail
 
-pkgs=(gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
+pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
       iproute2 nftables iptables procps python3 tar skopeo umoci)
 if [[ "${1:-}" == "--bench" ]]; then
 	pkgs+=(runc crun bubblewrap hyperfine docker.io podman)
@@ -25,6 +25,32 @@ if ((${#missing[@]})); then
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-if ! command -v go >/dev/null 2>&1 && [[ -x /usr/local/go/bin/go ]]; then
-	echo "install-deps: Go is at /usr/local/go/bin; add it to PATH" >&2
+# Go: go.mod needs Go 1.25 or later, newer than Debian's golang-go. When no
+# such Go is on PATH or in /usr/local/go, Debian's Go bootstraps the official
+# toolchain module (golang.org/toolchain) from the Go module proxy, and it is
+# installed into /usr/local/go.
+GO_VERSION=${SBX_GO_VERSION:-1.26.8}
+GO_ROOT=${SBX_GO_ROOT:-/usr/local/go}
+go_ok() { "$1" version 2>/dev/null | grep -qE 'go1\.(2[5-9]|[3-9][0-9])'; }
+if ! go_ok "$(command -v go || echo /nonexistent)" && ! go_ok "$GO_ROOT/bin/go"; then
+	[[ $(id -u) -eq 0 ]] || { echo "install-deps: need root to install Go" >&2; exit 1; }
+	echo "install-deps: installing Go $GO_VERSION into $GO_ROOT"
+	export DEBIAN_FRONTEND=noninteractive
+	command -v go >/dev/null 2>&1 || { apt-get update -q; apt-get install -y -q --no-install-recommends golang-go unzip ca-certificates; }
+	command -v unzip >/dev/null 2>&1 || apt-get install -y -q --no-install-recommends unzip
+	arch=$(dpkg --print-architecture)
+	mod="golang.org/toolchain@v0.0.1-go${GO_VERSION}.linux-${arch}"
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
+	zip=$(cd "$work" && GOPATH="$work/gopath" GOFLAGS=-modcacherw GOTOOLCHAIN=local go mod download -json "$mod" | sed -n 's/.*"Zip": "\(.*\)".*/\1/p')
+	[[ -f "$zip" ]] || { echo "install-deps: could not download $mod" >&2; exit 1; }
+	unzip -q "$zip" -d "$work/x"
+	src="$work/x/$mod"
+	chmod +x "$src"/bin/* "$src"/pkg/tool/*/*
+	rm -rf "$GO_ROOT.new" && mv "$src" "$GO_ROOT.new"
+	rm -rf "$GO_ROOT" && mv "$GO_ROOT.new" "$GO_ROOT"
+	go_ok "$GO_ROOT/bin/go" || { echo "install-deps: $GO_ROOT/bin/go does not run" >&2; exit 1; }
+fi
+if ! command -v go >/dev/null 2>&1 || ! go_ok "$(command -v go)"; then
+	echo "install-deps: Go is at $GO_ROOT/bin; put it first on PATH (export PATH=$GO_ROOT/bin:\$PATH)" >&2
 fi

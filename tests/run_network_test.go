@@ -1,7 +1,14 @@
 package tests
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"net/http"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +64,26 @@ func TestRunBridgeNetwork(t *testing.T) {
 	for _, l := range leases {
 		t.Errorf("leftover lease %s", l.Name())
 	}
+	// A bridged run whose sbx is killed: sbx gc releases its lease and veth.
+	cmd := exec.Command("nsenter", "--net=/run/netns/"+ns, sbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run"),
+		"run", "--network", "bridge", "--rootfs", root, "--", "sleep", "106")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return countHostProcesses(t, "sleep 106") == 1 })
+	cmd.Process.Kill()
+	cmd.Wait()
+	if out, err := sbx("gc"); err != nil {
+		t.Fatalf("gc: %v\n%s", err, out)
+	}
+	links, _ = exec.Command("ip", "-n", ns, "-o", "link").CombinedOutput()
+	if strings.Count(string(links), "sbx") != 1 {
+		t.Errorf("after a killed run and gc the test host has links:\n%s", links)
+	}
+	leases, _ = os.ReadDir(filepath.Join(state, "lib", "network", "leases"))
+	for _, l := range leases {
+		t.Errorf("leftover lease %s after gc", l.Name())
+	}
 	// Bad network flags fail clearly and change nothing.
 	if out, err := sbx("run", "--network", "none", "-p", "8080:80", "--rootfs", root, "true"); err == nil || !strings.Contains(out, "bridge") {
 		t.Errorf("-p without bridge: %v %s", err, out)
@@ -64,4 +91,36 @@ func TestRunBridgeNetwork(t *testing.T) {
 	if out, err := sbx("run", "--network", "bogus", "--rootfs", root, "true"); err == nil || !strings.Contains(out, "network") {
 		t.Errorf("--network bogus: %v %s", err, out)
 	}
+}
+
+// httpClientInNS returns an HTTP client whose connections are made inside
+// the network namespace at nsPath (a socket keeps the namespace it was
+// created in).
+func httpClientInNS(t testing.TB, nsPath string) *http.Client {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		type result struct {
+			c   net.Conn
+			err error
+		}
+		ch := make(chan result, 1)
+		go func() {
+			runtime.LockOSThread() // the thread is left to die: it changed namespace
+			target, err := os.Open(nsPath)
+			if err != nil {
+				ch <- result{nil, err}
+				return
+			}
+			defer target.Close()
+			if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+				ch <- result{nil, fmt.Errorf("setns %s: %w", nsPath, err)}
+				return
+			}
+			var d net.Dialer
+			c, err := d.DialContext(ctx, network, addr)
+			ch <- result{c, err}
+		}()
+		r := <-ch
+		return r.c, r.err
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 }

@@ -229,7 +229,7 @@ func TestRunPidsLimit(t *testing.T) {
 	// A fork bomb holds at the limit (busybox sh gives up at "can't fork"),
 	// or the timeout ends it; either way the run ends and the host is fine.
 	start := time.Now()
-	r, rep := runReport(t, "--pids-limit", "32", "--timeout", "3s", "--rootfs", root, "--", "sh", "-c", "f() { f | f & }; f; sleep 100")
+	r, rep := runReport(t, "--pids-limit", "32", "--timeout", "3s", "--rootfs", root, "--", "sh", "-c", "f() { f | f & }; f; sleep 107")
 	if r.code == 0 || rep.Status == sandbox.StatusOK {
 		t.Errorf("fork bomb: exit %d report %+v, want a failure", r.code, rep)
 	}
@@ -242,7 +242,7 @@ func TestRunPidsLimit(t *testing.T) {
 	if strings.Contains(out, "started=40") {
 		t.Errorf("40 processes started under --pids-limit 20: %q", out)
 	}
-	if n := countHostProcesses(t, "sleep 100"); n != 0 {
+	if n := countHostProcesses(t, "sleep 107"); n != 0 {
 		t.Errorf("%d fork bomb processes survived the run", n)
 	}
 	assertNoLeftovers(t)
@@ -415,4 +415,82 @@ func treeHash(t testing.TB, dir string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+func TestRunSmallPidsLimitAndPeak(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	// The limit is the command's: sbx's own init does not eat into it.
+	r, rep := runReport(t, "--pids-limit", "4", "--rootfs", root, "--", "sh", "-c", "sleep 0.3 & sleep 0.3 & wait; echo done")
+	if r.code != 0 || !strings.Contains(r.stdout, "done") {
+		t.Fatalf("--pids-limit 4 with 3 processes: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if rep.PidsPeak == nil || *rep.PidsPeak < 3 {
+		t.Errorf("pids_peak %v, want at least the command's 3 processes", rep.PidsPeak)
+	}
+	// sbx's init has a fixed allowance on top (cgroup.InitPidsAllowance), so
+	// the command gets at least its limit, and never the allowance's worth more.
+	out := runSbx(t, "", "run", "--pids-limit", "4", "--rootfs", root, "--", "sh", "-c", "i=0; while [ $i -lt 30 ]; do sleep 5 & i=$((i+1)); done; echo started=$i").stdout
+	if strings.Contains(out, "started=30") {
+		t.Errorf("30 processes started under --pids-limit 4: %q", out)
+	}
+	if r := runSbx(t, "", "run", "--cpus", "1000", "--rootfs", root, "true"); r.code != 125 || !strings.Contains(r.stderr, "CPUs") {
+		t.Errorf("--cpus above the host's CPUs: exit %d %q", r.code, r.stderr)
+	}
+	mustRun(t, "run", "--pids-limit", "-1", "--rootfs", root, "true")
+	assertNoLeftovers(t)
+}
+
+func TestRunHostModeHidesSecretsInEtc(t *testing.T) {
+	// A secret deep below /etc, and one created while the sandbox runs under
+	// a known secret name, both stay hidden.
+	dir := "/etc/sbx-test-deep/a/b/c/d"
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll("/etc/sbx-test-deep") })
+	if err := os.WriteFile(dir+"/secret", []byte("TOPSECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := runSbx(t, "", "run", "--", "sh", "-c", "cat /etc/sbx-test-deep/a/b/c/d/secret 2>&1; ls /etc/ssl/private /etc/shadow 2>&1; cat /etc/hostname").stdout
+	if strings.Contains(out, "TOPSECRET") || strings.Contains(out, "root:") {
+		t.Errorf("host mode shows secrets: %q", out)
+	}
+}
+
+func TestRunInfoAndVersion(t *testing.T) {
+	if out := mustRun(t, "version"); !strings.HasPrefix(out, "sbx ") {
+		t.Errorf("version: %q", out)
+	}
+	var info map[string]any
+	if err := json.Unmarshal([]byte(mustRun(t, "info", "--format", "json")), &info); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"kernel", "cgroup_mode", "cgroup_controllers", "seccomp", "overlayfs", "user_namespaces", "uses"} {
+		if _, ok := info[k]; !ok {
+			t.Errorf("sbx info has no %q: %v", k, info)
+		}
+	}
+	if info["seccomp"] != true {
+		t.Error("sbx info: the test binary must have seccomp support")
+	}
+}
+
+func TestRunDevicesAndEtcFiles(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	out := mustRun(t, "run", "--rootfs", root, "--hostname", "devbox", "--", "sh", "-c", `
+ls /dev | tr '\n' ' '; echo
+head -c 1 /dev/zero | wc -c
+mknod /tmp/mem c 1 1 2>/dev/null && (head -c 1 /tmp/mem >/dev/null 2>&1 && echo mem=readable || echo mem=denied) || echo mem=denied
+cat /etc/hostname; grep -c devbox /etc/hosts; test -f /etc/resolv.conf && echo resolv=yes
+grep -E "^memory|^pids" /proc/self/cgroup | head -1 >/dev/null; echo ok`)
+	for _, want := range []string{"full", "null", "ptmx", "pts", "random", "shm", "tty", "urandom", "zero", "mqueue", "\n1\n", "mem=denied", "devbox\n1\n", "resolv=yes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	// Capabilities added on the command line open the matching syscalls.
+	out = mustRun(t, "run", "--rootfs", root, "--cap-add", "SYS_ADMIN", "--", "sh", "-c", "mount -t tmpfs none /tmp && echo mount=allowed")
+	if !strings.Contains(out, "mount=allowed") {
+		t.Errorf("--cap-add SYS_ADMIN must allow mount: %q", out)
+	}
 }

@@ -715,7 +715,9 @@ func TestServerMetricsMove(t *testing.T) {
 // over the API and reaches a server inside it from the host.
 func TestServerBridgePublish(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	// The bridge lives in a namespace that stands in for the host.
+	hostNS := "/run/netns/" + testHostNS(t)
+	e := newServerEnv(t, sandbox.Config{HostNetNS: hostNS}, nil)
 	ctx := context.Background()
 	data := mustRaw(t, e, 201, "POST", "/v1/sandboxes", api.ContentTypeJSON,
 		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","network":"bridge","publish":["127.0.0.1:0:8080"]}`))
@@ -740,7 +742,7 @@ func TestServerBridgePublish(t *testing.T) {
 	url := fmt.Sprintf("http://127.0.0.1:%d/", sb.Network.Ports[0].HostPort)
 	var body []byte
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		resp, err := http.Get(url)
+		resp, err := httpClientInNS(t, hostNS).Get(url)
 		if err == nil {
 			body, _ = io.ReadAll(resp.Body)
 			resp.Body.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -25,6 +26,7 @@ const executorMemoryLimit = 32 << 20
 type executorOptions struct {
 	listenFD    int
 	seccompFD   int
+	envFD       int
 	socket      string
 	user        string
 	env         []string
@@ -54,6 +56,7 @@ stops every command, SIGKILL after --stop-timeout, and exits.`,
 	f.StringVar(&o.socket, "socket", "", "path of a unix socket to create and serve on")
 	f.StringVar(&o.user, "user", "", "default user of commands: name, uid or uid:gid (default: the executor's)")
 	f.StringArrayVar(&o.env, "env", nil, "default environment variable of commands, KEY=VALUE (repeatable)")
+	f.IntVar(&o.envFD, "env-fd", -1, "read more default environment variables (NUL-separated KEY=VALUE) from this fd, so that they do not show in ps")
 	f.StringVar(&o.workdir, "workdir", "/", "default working directory of commands")
 	f.StringVar(&o.scratchDir, "scratch-dir", "", "directory for session command files (default: a new one under /tmp)")
 	f.DurationVar(&o.stopTimeout, "stop-timeout", 5*time.Second, "grace between SIGTERM and SIGKILL of commands at shutdown")
@@ -63,6 +66,13 @@ stops every command, SIGKILL after --stop-timeout, and exits.`,
 func runExecutor(o executorOptions) error {
 	if (o.listenFD >= 0) == (o.socket != "") {
 		return &exitError{code: exitSbxFailed, msg: "executor: give exactly one of --listen-fd and --socket"}
+	}
+	if o.envFD >= 0 {
+		more, err := readEnvFD(o.envFD)
+		if err != nil {
+			return &exitError{code: exitSbxFailed, msg: "executor: " + err.Error()}
+		}
+		o.env = append(o.env, more...)
 	}
 	for _, kv := range o.env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
@@ -141,4 +151,27 @@ func executorListener(o executorOptions) (net.Listener, error) {
 		return nil, fmt.Errorf("executor: chmod %s: %w", o.socket, err)
 	}
 	return ln, nil
+}
+
+// maxEnvBytes caps the environment read from --env-fd.
+const maxEnvBytes = 1 << 20
+
+// readEnvFD reads NUL-separated KEY=VALUE entries from fd and closes it.
+func readEnvFD(fd int) ([]string, error) {
+	f := os.NewFile(uintptr(fd), "env")
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxEnvBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read --env-fd: %w", err)
+	}
+	if len(data) > maxEnvBytes {
+		return nil, fmt.Errorf("--env-fd: environment larger than %d bytes", maxEnvBytes)
+	}
+	var env []string
+	for _, kv := range strings.Split(string(data), "\x00") {
+		if kv != "" {
+			env = append(env, kv)
+		}
+	}
+	return env, nil
 }

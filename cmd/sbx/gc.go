@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -16,6 +18,14 @@ func init() {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			runner := &sandbox.Runner{RunRoot: global.runRoot}
+			if _, err := os.Stat(filepath.Join(global.root, "network")); err == nil {
+				nw, err := openNetwork()
+				if err != nil {
+					return err
+				}
+				defer nw.Close()
+				runner.Network = nw
+			}
 			cleaned, err := runner.GCRuns()
 			for _, id := range cleaned {
 				fmt.Fprintln(cmd.OutOrStdout(), "removed", id)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ type sandboxFlags struct {
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.memory, "memory", "m", "", "memory limit (e.g. 256m, 1g); swap is disabled")
 	fs.Float64Var(&f.cpus, "cpus", 0, "CPU quota in CPUs (e.g. 0.5)")
-	fs.Int64Var(&f.pidsLimit, "pids-limit", 0, "maximum number of processes (0: unlimited)")
+	fs.Int64Var(&f.pidsLimit, "pids-limit", 0, "maximum number of processes of the command (0 or -1: unlimited)")
 	fs.DurationVar(&f.timeout, "timeout", 0, "wall-clock limit (e.g. 30s); kills every process of the sandbox")
 	fs.StringArrayVarP(&f.env, "env", "e", nil, "set an environment variable (KEY=VALUE, or KEY to copy it from sbx's environment)")
 	fs.StringArrayVar(&f.envFiles, "env-file", nil, "read environment variables from a file (KEY=VALUE lines)")
@@ -74,9 +75,15 @@ func (f *sandboxFlags) limits() (cgroup.Limits, error) {
 		l.MemoryBytes = n
 	}
 	l.CPUs = f.cpus
+	if n := runtime.NumCPU(); f.cpus > float64(n) {
+		return l, fmt.Errorf("invalid --cpus %v: this host has %d CPUs", f.cpus, n)
+	}
 	l.Pids = f.pidsLimit
-	if f.pidsLimit < 0 {
-		return l, fmt.Errorf("invalid --pids-limit %d: must be positive", f.pidsLimit)
+	switch {
+	case f.pidsLimit == -1:
+		l.Pids = 0 // unlimited, as docker and podman take it
+	case f.pidsLimit < 0:
+		return l, fmt.Errorf("invalid --pids-limit %d: use a positive number, or -1 for no limit", f.pidsLimit)
 	}
 	if f.timeout < 0 {
 		return l, fmt.Errorf("invalid --timeout %v: must be positive", f.timeout)

@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/cgroup"
 )
 
 // Status is how the command ended, written as one JSON line to the status fd.
@@ -47,6 +50,9 @@ type Options struct {
 // Run starts the command, supervises it, and returns the exit code PID 1
 // should exit with. It never returns before the command has ended.
 func Run(o Options) int {
+	// One P is plenty for an init that only waits, and keeps its threads,
+	// which count against the sandbox's pids limit, few.
+	runtime.GOMAXPROCS(1)
 	if o.LifelineFD >= 0 {
 		go watchLifeline(o.LifelineFD)
 	}
@@ -87,6 +93,7 @@ func run(o Options, signals chan os.Signal) Status {
 	if err != nil {
 		return execFailure(o.Args[0], err)
 	}
+	cgroup.RaiseOOMScore(pid) // under the memory limit, the command goes first
 	for sig := range signals {
 		s, ok := sig.(syscall.Signal)
 		if !ok {

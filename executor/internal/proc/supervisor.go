@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/cgroup"
 )
 
 // Supervisor starts processes and reaps all children of this process.
@@ -119,6 +121,7 @@ func (s *Supervisor) Start(path string, argv []string, attr *os.ProcAttr) (*Proc
 	}
 	proc := &Process{Pid: p.Pid, done: make(chan struct{})}
 	s.procs[p.Pid] = proc
+	cgroup.RaiseOOMScore(p.Pid) // under a small memory limit, the command goes first
 	// The supervisor waits with wait4; the os.Process handle (a pidfd) is
 	// not needed.
 	_ = p.Release()

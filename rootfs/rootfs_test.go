@@ -1,0 +1,83 @@
+package rootfs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPrepareManyLayers mounts an overlay of more layers than fit in one
+// page of mount options, and checks that the topmost layer wins, that
+// writes land in the writable layer and that Release leaves nothing.
+func TestPrepareManyLayers(t *testing.T) {
+	base := t.TempDir()
+	var lowers []string
+	long := strings.Repeat("x", 100)
+	for i := 0; i < 120; i++ {
+		dir := filepath.Join(base, fmt.Sprintf("%s-layer-%03d", long, i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(dir, "which"), []byte(fmt.Sprint(i)), 0o644)
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("only-%d", i)), nil, 0o644)
+		lowers = append(lowers, dir)
+	}
+	dir := filepath.Join(t.TempDir(), "sb")
+	r, err := Prepare(dir, lowers, Options{DiskBytes: 8 << 20, Hostname: "h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if got, _ := os.ReadFile(filepath.Join(r.Path, "which")); string(got) != "119" {
+		t.Errorf("topmost layer should win, got %q", got)
+	}
+	for _, i := range []int{0, 60, 119} {
+		if _, err := os.Stat(filepath.Join(r.Path, fmt.Sprintf("only-%d", i))); err != nil {
+			t.Errorf("layer %d not visible: %v", i, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(r.Path, "new"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(lowers[119], "new")); err == nil {
+		t.Error("a write reached a lower layer")
+	}
+	if got, _ := os.ReadFile(filepath.Join(r.Path, "etc", "hostname")); string(got) != "h\n" {
+		t.Errorf("hostname file %q", got)
+	}
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("Release left %s", dir)
+	}
+}
+
+// TestPrepareDiskCap checks that the writable layer is capped.
+func TestPrepareDiskCap(t *testing.T) {
+	lower := t.TempDir()
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), []string{lower}, Options{DiskBytes: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	err = os.WriteFile(filepath.Join(r.Path, "big"), make([]byte, 4<<20), 0o644)
+	if err == nil || !strings.Contains(err.Error(), "no space") {
+		t.Fatalf("a 4 MiB write into a 2 MiB layer: %v", err)
+	}
+}
+
+func TestPrepareErrors(t *testing.T) {
+	if _, err := Prepare(filepath.Join(t.TempDir(), "a"), nil, Options{}); err == nil {
+		t.Error("no layers accepted")
+	}
+	dir := filepath.Join(t.TempDir(), "b")
+	if _, err := Prepare(dir, []string{"/nonexistent"}, Options{}); err == nil {
+		t.Error("missing layer accepted")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Error("a failed Prepare left its directory")
+	}
+}
