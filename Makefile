@@ -22,7 +22,7 @@ deps-bench:
 ## build: a statically linked bin/sbx, and the plot helper of sbx bench
 build:
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sbx
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/sbx-bench-plot ./bench/chart/cmd/sbx-bench-plot
+	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '-s -w' -o bin/sbx-bench-plot ./bench/chart/cmd/sbx-bench-plot
 
 $(BIN): build
 
