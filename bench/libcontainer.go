@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
@@ -106,11 +107,17 @@ func (p *plainLibcontainer) Once(ctx context.Context) (Sample, error) {
 	if p.noCgroupfs {
 		var mounts []*configs.Mount
 		for _, m := range cfg.Mounts {
-			if m.Destination != "/sys/fs/cgroup" {
+			if m.Destination != cgroup.Root && !strings.HasPrefix(m.Destination, cgroup.Root+"/") {
 				mounts = append(mounts, m)
 			}
 		}
-		cfg.Mounts = mounts
+		var ro []string
+		for _, p := range cfg.ReadonlyPaths {
+			if p != cgroup.Root {
+				ro = append(ro, p)
+			}
+		}
+		cfg.Mounts, cfg.ReadonlyPaths = mounts, ro
 	}
 	var tHook time.Time
 	cfg.Hooks = configs.Hooks{configs.CreateRuntime: configs.HookList{
