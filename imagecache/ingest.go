@@ -219,6 +219,9 @@ func (s *Store) ingest(ctx context.Context, srcs []layerSource, progress Progres
 				return
 			}
 			recs[i] = rec
+			if src.digest == "" && src.diffID == "" {
+				label = rec.DiffID // known now that the layer is read
+			}
 			if cached {
 				report(Progress{Layer: label, Index: i, Phase: PhaseCached, Current: src.size, Total: src.size})
 			} else {

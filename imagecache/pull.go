@@ -112,6 +112,11 @@ func (s *Store) Pull(ctx context.Context, ref string, progress ProgressFunc) (*I
 		if err != nil {
 			return nil, fmt.Errorf("pull %s: %w", ref, classify(err))
 		}
+		if s.opts.Platform != "" {
+			if err := checkPlatform(img, plat); err != nil {
+				return nil, fmt.Errorf("pull %s: %w", ref, err)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("pull %s: %w: manifest media type %s is not an image", ref, ErrUnsupported, desc.MediaType)
 	}
@@ -120,6 +125,23 @@ func (s *Store) Pull(ctx context.Context, ref string, progress ProgressFunc) (*I
 		return nil, fmt.Errorf("pull %s: %w", ref, classify(err))
 	}
 	return s.addImage(ctx, r.Name(), digest.String(), img, blobsVerifiedByReader, progress)
+}
+
+// checkPlatform fails with ErrUnsupported when a single-platform image's
+// config names another platform than want (an explicit --platform).
+func checkPlatform(img v1.Image, want v1.Platform) error {
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return fmt.Errorf("read image config: %w", classify(err))
+	}
+	got := cfg.Platform()
+	if got == nil {
+		return nil // the config names no platform: nothing differs
+	}
+	if !got.Satisfies(want) {
+		return fmt.Errorf("%w: the image is for platform %s, not the requested --platform %s (it is not a multi-platform index)", ErrUnsupported, platformString(cfg), want.String())
+	}
+	return nil
 }
 
 // blobCheck says how the compressed layer blobs of an image are verified.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -356,10 +357,21 @@ type GCResult struct {
 	KeptInUse     []string // unreferenced layers kept because a mount uses them
 }
 
+// Hold takes the store's lock shared until release is called: GC waits
+// for it. Hold it from resolving an image until its layers are protected
+// otherwise (mounted, or recorded where GC's inUse reports them), so that
+// a concurrent rmi and GC cannot remove layers about to be used.
+func (s *Store) Hold(ctx context.Context) (release func(), err error) {
+	return s.lock(ctx, "store", unix.LOCK_SH)
+}
+
 // GC removes the layers that no image in the index uses, except layers a
-// mount on this host still uses (an overlay of a running sandbox), and
-// leftovers of interrupted pulls. It waits for running pulls and imports.
-func (s *Store) GC(ctx context.Context) (GCResult, error) {
+// mount on this host still uses (an overlay of a running sandbox), layers
+// inUse reports (those of stopped sandboxes, whose overlays are not
+// mounted), and leftovers of interrupted pulls. It waits for running
+// pulls, imports and holders of Hold, and calls inUse (if not nil) with
+// the store locked exclusively; inUse returns layer directories.
+func (s *Store) GC(ctx context.Context, inUse func() ([]string, error)) (GCResult, error) {
 	var res GCResult
 	unlock, err := s.lock(ctx, "store", unix.LOCK_EX)
 	if err != nil {
@@ -374,6 +386,17 @@ func (s *Store) GC(ctx context.Context) (GCResult, error) {
 	for _, r := range idx.Images {
 		for _, l := range r.Layers {
 			used[l.Key] = true
+		}
+	}
+	if inUse != nil {
+		dirs, err := inUse()
+		if err != nil {
+			return res, fmt.Errorf("list the layers sandboxes use (nothing was removed): %w", err)
+		}
+		for _, d := range dirs {
+			if filepath.Dir(filepath.Clean(d)) == filepath.Join(s.root, "layers") {
+				used[filepath.Base(d)] = true
+			}
 		}
 	}
 	mounted := mountedPaths()
@@ -422,15 +445,85 @@ func (s *Store) GC(ctx context.Context) (GCResult, error) {
 	return res, nil
 }
 
-// mountedPaths returns a function reporting whether a directory appears in
-// the options or mount points of this host's mounts (overlay lowerdirs).
+// mountedPaths returns a function reporting whether a directory is the
+// mount point, root or source of one of this host's mounts, or a path in
+// their options (overlay lowerdir, upperdir, workdir).
 func mountedPaths() func(string) bool {
 	data, _ := os.ReadFile("/proc/self/mountinfo")
-	text := string(data)
-	return func(dir string) bool {
-		return strings.Contains(text, dir+":") || strings.Contains(text, dir+",") ||
-			strings.Contains(text, dir+" ") || strings.Contains(text, dir+"\n")
+	return mountinfoPaths(string(data))
+}
+
+// mountinfoPaths parses mountinfo text (see proc_pid_mountinfo(5)): its
+// fields are space-separated, options comma-separated, and the kernel
+// escapes space, tab, newline, backslash (and in options ',' and '=') as
+// \ooo octal. Overlay separates lower dirs with ':' and keeps the
+// backslash that escapes a ':' in a path.
+func mountinfoPaths(text string) func(string) bool {
+	paths := map[string]bool{}
+	for line := range strings.Lines(text) {
+		fields := strings.Fields(line)
+		if len(fields) < 10 {
+			continue
+		}
+		sep := slices.Index(fields, "-")
+		if sep < 0 || sep+3 >= len(fields) {
+			continue
+		}
+		paths[unescapeOctal(fields[3])] = true
+		paths[unescapeOctal(fields[4])] = true
+		paths[unescapeOctal(fields[sep+2])] = true
+		for _, opt := range strings.Split(fields[sep+3], ",") {
+			opt = unescapeOctal(opt)
+			if _, v, ok := strings.Cut(opt, "="); ok {
+				opt = v
+			}
+			for _, p := range splitEscaped(opt, ':') {
+				paths[p] = true
+			}
+		}
 	}
+	return func(dir string) bool { return paths[filepath.Clean(dir)] }
+}
+
+// unescapeOctal undoes the kernel's \ooo escapes of mountinfo fields.
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			b.WriteByte((s[i+1]-'0')<<6 | (s[i+2]-'0')<<3 | (s[i+3] - '0'))
+			i += 3
+			continue
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// splitEscaped splits s at each sep not preceded by a backslash, and
+// drops the backslashes that escape a character.
+func splitEscaped(s string, sep byte) []string {
+	var out []string
+	var cur strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' && i+1 < len(s) {
+			cur.WriteByte(s[i+1])
+			i++
+			continue
+		}
+		if c == sep {
+			out = append(out, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteByte(c)
+	}
+	return append(out, cur.String())
 }
 
 func dirSize(dir string) int64 {

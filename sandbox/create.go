@@ -52,12 +52,20 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 	sb.Resources = m.plan(sb)
 	t0 := time.Now()
 	// The image (or root directory) is checked, and pulled if need be,
-	// before anything is recorded: a bad reference creates nothing.
-	lowers, err := m.lowers(ctx, sb)
+	// before anything is recorded: a bad reference creates nothing. The
+	// image store stays held until the record naming the image's layers is
+	// written, from when on image GC keeps them.
+	release, err := m.holdImages(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
+	lowers, err := m.lowers(ctx, sb)
+	if err != nil {
+		release()
+		return nil, err
+	}
 	l, err := m.admit(ctx, sb)
+	release()
 	if err != nil {
 		return nil, err
 	}

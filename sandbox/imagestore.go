@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // NewImageSource adapts the image cache to the Manager: references are
@@ -32,6 +33,11 @@ func (c *cacheSource) Resolve(ctx context.Context, ref string) (*ResolvedImage, 
 	return resolved(img), nil
 }
 
+// Hold keeps image GC waiting until release is called.
+func (c *cacheSource) Hold(ctx context.Context) (release func(), err error) {
+	return c.s.Hold(ctx)
+}
+
 func (c *cacheSource) Commit(ctx context.Context, base, name string, layer io.Reader) (*ResolvedImage, error) {
 	b, err := c.s.Resolve(base)
 	if err != nil {
@@ -53,4 +59,40 @@ func resolved(img *imagecache.Image) *ResolvedImage {
 		Workdir: img.Config.WorkingDir,
 		User:    img.Config.User,
 	}
+}
+
+// imageHolder is an ImageSource whose GC can be held off (NewImageSource's).
+type imageHolder interface {
+	Hold(ctx context.Context) (release func(), err error)
+}
+
+// holdImages holds the image source's GC off while an image is resolved
+// and recorded; release is never nil.
+func (m *Manager) holdImages(ctx context.Context, opts Options) (release func(), err error) {
+	h, ok := m.cfg.Images.(imageHolder)
+	if !ok || opts.Image == "" {
+		return func() {}, nil
+	}
+	release, err = h.Hold(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("hold the image store: %w", err)
+	}
+	return release, nil
+}
+
+// ImageLayers returns the image layer directories of every sandbox on
+// record, running or stopped (a stopped sandbox's overlay is not mounted
+// but its next start needs them): image GC must keep them.
+func (m *Manager) ImageLayers() ([]string, error) {
+	entries, err := state.ReadAll[Sandbox](m.store)
+	if err != nil {
+		return nil, fmt.Errorf("read sandbox records: %w", err)
+	}
+	var dirs []string
+	for _, e := range entries {
+		if e.Err == nil && e.Record.Image != nil {
+			dirs = append(dirs, e.Record.Image.Layers...)
+		}
+	}
+	return dirs, nil
 }

@@ -36,6 +36,9 @@ type RunSpec struct {
 	Lowers   []string
 	Rootfs   string
 	ReadOnly bool
+	// RootReady, if set, is called once the root filesystem is mounted (or
+	// mounting it failed): callers holding the image store release it.
+	RootReady func()
 
 	Args []string
 	Env  []string
@@ -221,6 +224,9 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 			cwd = rootfs.HostWorkdir
 		}
 		root, err = rootfs.PrepareHost(filepath.Join(dir, "fs"), ro)
+	}
+	if spec.RootReady != nil {
+		spec.RootReady()
 	}
 	if err != nil {
 		root = nil

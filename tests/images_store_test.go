@@ -325,7 +325,7 @@ func TestImagesGC(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(s.Root(), "tmp", "layer-debris"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if res, err := s.GC(ctx); err != nil || len(res.RemovedLayers) != 0 {
+	if res, err := s.GC(ctx, nil); err != nil || len(res.RemovedLayers) != 0 {
 		t.Fatalf("gc with every layer in use removed %v (%v)", res.RemovedLayers, err)
 	}
 	if _, err := os.Stat(filepath.Join(s.Root(), "tmp", "layer-debris")); !os.IsNotExist(err) {
@@ -338,7 +338,7 @@ func TestImagesGC(t *testing.T) {
 	if _, err := s.Remove(ctx, reg.Host+"/gc:a"); !errors.Is(err, imagecache.ErrNotFound) {
 		t.Errorf("second remove: %v", err)
 	}
-	res, err := s.GC(ctx)
+	res, err := s.GC(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,14 +362,14 @@ func TestImagesGC(t *testing.T) {
 	if _, err := s.Remove(ctx, ib.Digest); err != nil {
 		t.Fatal(err)
 	}
-	res, err = s.GC(ctx)
+	res, err = s.GC(ctx, nil)
 	if err != nil || len(res.RemovedLayers) != 0 || len(res.KeptInUse) != 2 {
 		t.Errorf("gc with b mounted: removed %v kept %v (%v)", res.RemovedLayers, res.KeptInUse, err)
 	}
 	if err := unix.Unmount(m, 0); err != nil {
 		t.Fatal(err)
 	}
-	res, err = s.GC(ctx)
+	res, err = s.GC(ctx, nil)
 	if err != nil || len(res.RemovedLayers) != 2 {
 		t.Errorf("gc after unmount removed %v (%v)", res.RemovedLayers, err)
 	}

@@ -37,6 +37,11 @@ func TestRunImage(t *testing.T) {
 	if want := "args=x y|env=bye|cwd=/tmp|user=0:0|home=/root\n"; out != want {
 		t.Errorf("overrides: %q, want %q", out, want)
 	}
+	// "--" after the image separates the command and is not part of it.
+	out = mustRun(t, "--root", root, "run", ref, "--", "x", "--", "y")
+	if want := "args=x --|env=hello|cwd=/home/user|user=1000:1000|home=/home/user\n"; out != want {
+		t.Errorf("IMAGE -- CMD: %q, want %q", out, want)
+	}
 	out = mustRun(t, "--root", root, "run", "--entrypoint", "id", ref, "-un")
 	if out != "user\n" {
 		t.Errorf("--entrypoint: %q", out)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/sandbox"
 )
 
 // imageFlags are the options of commands that pull or import.
@@ -49,6 +50,9 @@ func newPullCmd() *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if remoteHost != "" {
+				if err := rejectRemoteImageFlags(cmd, "platform", "insecure-registry"); err != nil {
+					return err
+				}
 				return remotePull(cmd, args[0], f.quiet)
 			}
 			s, err := openImageStore(&f)
@@ -227,7 +231,12 @@ func newImageGCCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := s.GC(cmd.Context())
+			// Sandboxes on record keep their layers, stopped ones too.
+			m, err := sandbox.New(sandbox.Config{Root: global.root, RunRoot: global.runRoot})
+			if err != nil {
+				return err
+			}
+			res, err := s.GC(cmd.Context(), m.ImageLayers)
 			if err != nil {
 				return err
 			}
@@ -362,8 +371,10 @@ func (p *imageProgress) bar(i int, l imagecache.Progress) string {
 	if l.Total > 0 {
 		fill = int(min(width, l.Current*width/l.Total))
 	}
+	// The rate is the download's: while unpacking the bytes no longer
+	// flow, and a rate over the whole time would only decay.
 	rate := ""
-	if el := time.Since(p.start[i]).Seconds(); el > 0 {
+	if el := time.Since(p.start[i]).Seconds(); el > 0 && l.Phase == imagecache.PhaseDownloading {
 		rate = humanBytes(int64(float64(l.Current)/el)) + "/s"
 	}
 	return fmt.Sprintf("[%s%s] %s/%s %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), humanBytes(l.Current), humanBytes(l.Total), rate)

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -77,6 +79,12 @@ func TestImagesCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "mybox:dev") {
 		t.Fatalf("import: %d %q %q", code, out, errs)
 	}
+	// Progress of a root filesystem names the layer by its diffID, known
+	// once it is read, not by a placeholder.
+	code, _, errs = runSbx(t, r, "import", "--quiet=false", tarPath, "mybox:dev")
+	if code != 0 || !regexp.MustCompile(`layer 1/1 [0-9a-f]{12}: (done|cached)`).MatchString(errs) || strings.Contains(errs, "layer1") {
+		t.Fatalf("import progress: %d %q", code, errs)
+	}
 	if code, _, errs = runSbx(t, r, "import", "--quiet", tarPath); code == 0 || !strings.Contains(errs, "needs a NAME") {
 		t.Fatalf("import of a rootfs without a name: %d %q", code, errs)
 	}
@@ -102,5 +110,17 @@ func TestImagesCLI(t *testing.T) {
 	}
 	if code, _, errs = runSbx(t, r, "images", "--format=yaml"); code != exitSbxFailed || !strings.Contains(errs, "invalid --format") {
 		t.Fatalf("bad format: %d %q", code, errs)
+	}
+}
+
+// TestProgressRate checks that a rate is shown while downloading only: an
+// unpacking layer's bytes no longer flow.
+func TestProgressRate(t *testing.T) {
+	p := &imageProgress{start: []time.Time{time.Now().Add(-2 * time.Second)}}
+	if bar := p.bar(0, imagecache.Progress{Phase: imagecache.PhaseDownloading, Current: 2000, Total: 4000}); !strings.HasSuffix(bar, "/s") {
+		t.Errorf("downloading bar without a rate: %q", bar)
+	}
+	if bar := p.bar(0, imagecache.Progress{Phase: imagecache.PhaseUnpacking, Current: 4000, Total: 4000}); strings.Contains(bar, "/s") {
+		t.Errorf("unpacking bar with a rate measured from the download's start: %q", bar)
 	}
 }

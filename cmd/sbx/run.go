@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -46,6 +47,7 @@ a private writable layer on top.
 The first argument names an image when it is in the image cache, contains
 ':', '/' or '@' (busybox:latest, 127.0.0.1:5000/app) or --pull is given;
 otherwise it is a host-mode command. "sbx run -- CMD" is always host mode.
+"sbx run IMAGE -- CMD" runs CMD in IMAGE.
 
 Exit codes: the command's own; 128+N when killed by signal N; 137 on an OOM
 kill; 124 when --timeout fired; 126 when the command cannot be executed; 127
@@ -73,9 +75,16 @@ func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
 		return &exitError{code: exitSbxFailed, msg: err.Error()}
 	}
 	if o.rootfs == "" && o.isImage(cmd, args) {
-		if err := o.useImage(cmd, &spec, args); err != nil {
+		release, err := o.useImage(cmd, &spec, args)
+		if err != nil {
 			return &exitError{code: exitSbxFailed, msg: err.Error()}
 		}
+		// The image store is held from resolving the image until its
+		// overlay is mounted, so that a concurrent image gc cannot remove
+		// its layers in between; the mount protects them afterwards.
+		var once sync.Once
+		spec.RootReady = func() { once.Do(release) }
+		defer once.Do(release)
 	}
 	helper, err := helperBinary(spec.Rootfs != "" || len(spec.Lowers) > 0)
 	if err != nil {
@@ -186,23 +195,39 @@ func (o *runOptions) isImage(cmd *cobra.Command, args []string) bool {
 }
 
 // useImage resolves (or pulls) the image and makes the spec run its
-// process: Entrypoint + Cmd, Env, WorkingDir and User, as docker does.
-func (o *runOptions) useImage(cmd *cobra.Command, spec *sandbox.RunSpec, args []string) error {
+// process: Entrypoint + Cmd, Env, WorkingDir and User, as docker does. A
+// "--" right after the image separates it from the command. It returns
+// with the image store held (see imagecache.Store.Hold); the caller
+// releases it once the overlay is mounted.
+func (o *runOptions) useImage(cmd *cobra.Command, spec *sandbox.RunSpec, args []string) (release func(), err error) {
 	policy, err := imagecache.ParsePullPolicy(o.pull)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	store, err := openImageStore(&o.images)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	hold, err := store.Hold(cmd.Context())
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			hold()
+		}
+	}()
 	prog := newImageProgress(cmd.ErrOrStderr(), !term.IsTerminal(int(os.Stderr.Fd())))
 	img, err := store.Ensure(cmd.Context(), args[0], policy, prog.update)
 	prog.finish()
 	if err != nil {
-		return err
+		return nil, err
 	}
-	over := imagecache.ProcessOverrides{Cmd: args[1:], Env: spec.Env, WorkingDir: o.workdir, User: o.user}
+	command := args[1:]
+	if len(command) > 0 && command[0] == "--" {
+		command = command[1:]
+	}
+	over := imagecache.ProcessOverrides{Cmd: command, Env: spec.Env, WorkingDir: o.workdir, User: o.user}
 	if cmd.Flags().Changed("entrypoint") {
 		over.Entrypoint = []string{}
 		if o.entrypoint != "" {
@@ -211,11 +236,11 @@ func (o *runOptions) useImage(cmd *cobra.Command, spec *sandbox.RunSpec, args []
 	}
 	p, err := img.Config.Process(over)
 	if err != nil {
-		return fmt.Errorf("image %s: %w", args[0], err)
+		return nil, fmt.Errorf("image %s: %w", args[0], err)
 	}
 	spec.Lowers = img.LayerDirs
 	spec.Args, spec.Env, spec.Cwd, spec.User = p.Args, p.Env, p.Cwd, p.User
-	return nil
+	return hold, nil
 }
 
 // openNetwork opens the bridge network state shared by every sbx process.

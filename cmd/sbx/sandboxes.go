@@ -30,6 +30,12 @@ const exitNoSuchSandbox = 1
 // limits come from SBX_MAX_SANDBOXES and SBX_MEMORY_BUDGET (bytes or a size
 // like 8g), so every CLI process and a server enforce the same ones.
 func openManager() (*sandbox.Manager, error) {
+	return openManagerImages(nil, "")
+}
+
+// openManagerImages is openManager with the image flags and --pull policy
+// of sbx create.
+func openManagerImages(images *imageFlags, pull string) (*sandbox.Manager, error) {
 	cfg := sandbox.Config{Root: global.root, RunRoot: global.runRoot}
 	if v := os.Getenv("SBX_MAX_SANDBOXES"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -50,7 +56,7 @@ func openManager() (*sandbox.Manager, error) {
 		return nil, err
 	}
 	cfg.Helper = helper
-	if cfg.Images, err = imageSource(); err != nil {
+	if cfg.Images, err = imageSource(images, pull); err != nil {
 		return nil, err
 	}
 	return sandbox.New(cfg)
@@ -74,6 +80,8 @@ func sbxError(err error) error {
 
 type createOptions struct {
 	sandboxFlags
+	images  imageFlags
+	pull    string
 	name    string
 	volumes []string
 	tmpfs   []string
@@ -99,7 +107,15 @@ sbx exec --timeout.`,
 			if err != nil {
 				return &exitError{code: exitSbxFailed, msg: err.Error()}
 			}
-			m, err := openSandboxes()
+			if err := rejectRemoteImageFlags(cmd, "pull", "platform", "insecure-registry"); err != nil {
+				return err
+			}
+			var m sandboxBackend
+			if remoteHost != "" {
+				m, err = openSandboxes()
+			} else {
+				m, err = openManagerImages(&o.images, o.pull)
+			}
 			if err != nil {
 				return sbxError(err)
 			}
@@ -123,6 +139,8 @@ sbx exec --timeout.`,
 	f.StringArrayVar(&o.tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	f.StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE")
 	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	o.images.register(cmd)
+	f.StringVar(&o.pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
 	rootCmd.AddCommand(cmd)
 }
 

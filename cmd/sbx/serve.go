@@ -149,17 +149,19 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		helper = h
 	}
 	mcfg.Helper = helper
-	images, err := imageSource()
-	if err != nil {
-		return err
-	}
-	mcfg.Images = images
-	var events server.ManagerEvents
-	mcfg.Events = events.Handle
+	// One store, with the server's registry options, for both the image
+	// API and sandbox creation.
 	store, err := imagecache.Open(filepath.Join(global.root, "images"), imagecache.Options{InsecureRegistries: o.insecureRegistries})
 	if err != nil {
 		return err
 	}
+	policy, err := pullPolicy("")
+	if err != nil {
+		return err
+	}
+	mcfg.Images = sandbox.NewImageSource(store, policy)
+	var events server.ManagerEvents
+	mcfg.Events = events.Handle
 	mgr, err := sandbox.New(mcfg)
 	if err != nil {
 		return err
