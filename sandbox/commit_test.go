@@ -32,7 +32,7 @@ func TestExportLayer(t *testing.T) {
 	mk("app/data", write("payload"))
 	mk("app/link-out", func(p string) error { return os.Symlink("/etc/shadow", p) })
 	mk("app/hard", func(p string) error { return os.Link(filepath.Join(upper, "app/data"), p) })
-	mk("bin/vi", func(p string) error { return unix.Mknod(p, unix.S_IFCHR|0o000, 0) })
+	mk("bin/vi", func(p string) error { return unix.Mknod(p, unix.S_IFCHR, 0) })
 	mk("home/.keep", write(""))
 	if err := unix.Setxattr(filepath.Join(upper, "home"), "trusted.overlay.opaque", []byte("y"), 0); err != nil {
 		t.Fatalf("set opaque xattr: %v", err)

@@ -67,6 +67,10 @@ func TestDeadPid1ShowsStopped(t *testing.T) {
 	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("CopyFrom on a dead sandbox: %v; want ErrState %q", err, want)
 	}
+	_, err = m.Attach(ctx, sb.ID, AttachOptions{Args: []string{"true"}})
+	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Attach on a dead sandbox: %v; want ErrState %q", err, want)
+	}
 	// It starts again like any stopped sandbox.
 	if st, err := m.Start(ctx, sb.ID); err != nil || st.Status != StatusRunning {
 		t.Fatalf("start after the kill: %v, %v", st, err)
