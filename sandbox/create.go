@@ -194,13 +194,16 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 			used += e.Record.Options.Limits.MemoryBytes
 		}
 	}
+	// The kernel keeps limits in whole pages: a budget reads back rounded.
+	page := int64(os.Getpagesize())
+	applied := budget > 0 && parent/page == budget/page
 	if budget > 0 && used+want > budget {
 		return fmt.Errorf("%w: memory budget: %d of %d bytes are given to other sandboxes, %d more do not fit", ErrLimit, used, budget, want)
 	}
-	if parent > 0 && parent != budget && used+want > parent {
+	if parent > 0 && !applied && used+want > parent {
 		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", ErrLimit, cgroup.DefaultParent, parent, used, want)
 	}
-	if budget > 0 && parent != budget {
+	if budget > 0 && !applied {
 		if err := cgroup.SetParentMemory(budget); err != nil {
 			return fmt.Errorf("apply the memory budget to the parent cgroup: %w", err)
 		}
