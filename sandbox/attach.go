@@ -47,6 +47,9 @@ func (m *Manager) Attach(ctx context.Context, ref string, o AttachOptions) (int,
 	if err != nil {
 		return 0, err
 	}
+	if sb.Status == StatusStopped {
+		return 0, stoppedError(sb)
+	}
 	if sb.Status != StatusRunning {
 		return 0, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
 	}

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
 )
 
@@ -27,16 +28,46 @@ const MaxCopyBytes = 8 << 30
 // (os.Root), so entries cannot land outside the destination whatever the
 // sandbox sends; device nodes are refused, setuid bits dropped, ownership
 // not kept.
+//
+// A relative src is taken relative to the sandbox's working directory.
 func (m *Manager) CopyFrom(ctx context.Context, ref, src, dst string) error {
-	if !path.IsAbs(src) {
-		return fmt.Errorf("%w: sandbox path %q must be absolute", ErrInvalid, src)
+	if src == "" {
+		return fmt.Errorf("%w: empty sandbox path", ErrInvalid)
 	}
-	c, _, err := m.Executor(ctx, ref)
+	c, sb, err := m.Executor(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return CopyFromExecutor(ctx, c, src, dst)
+	return CopyFromExecutor(ctx, c, sb.inSandbox(src), dst)
+}
+
+// inSandbox makes a sandbox path absolute against the sandbox's working
+// directory (its --workdir, else the image's, else /), as commands see it.
+func (sb *Sandbox) inSandbox(p string) string {
+	if path.IsAbs(p) {
+		return p
+	}
+	wd := sb.Options.Workdir
+	if wd == "" && sb.Image != nil {
+		wd = sb.Image.Workdir
+	}
+	if !path.IsAbs(wd) {
+		wd = "/"
+	}
+	return path.Join(wd, p)
+}
+
+// ErrNoSuchFile: a path given to a copy does not exist in the sandbox
+// (exit code 1, HTTP 404).
+var ErrNoSuchFile = errors.New("no such file or directory")
+
+// noSuchFile turns the executor's not_found reply into ErrNoSuchFile.
+func noSuchFile(err error) error {
+	if client.IsCode(err, api.CodeNotFound) {
+		return fmt.Errorf("%w in the sandbox (%w)", ErrNoSuchFile, err)
+	}
+	return err
 }
 
 // CopyFromExecutor is CopyFrom over an executor client that the caller
@@ -66,7 +97,7 @@ func CopyFromExecutor(ctx context.Context, c *client.Client, src, dst string) er
 		err = ferr
 	}
 	if err != nil {
-		return fmt.Errorf("copy %s from sandbox: %w", src, err)
+		return fmt.Errorf("copy %s from sandbox: %w", src, noSuchFile(err))
 	}
 	return nil
 }
@@ -74,9 +105,11 @@ func CopyFromExecutor(ctx context.Context, c *client.Client, src, dst string) er
 // CopyTo copies the host file or directory src into a running sandbox at
 // dst: into dst when it is an existing directory there, otherwise to dst
 // itself. The executor unpacks it inside the sandbox, refusing escapes.
+//
+// A relative dst is taken relative to the sandbox's working directory.
 func (m *Manager) CopyTo(ctx context.Context, ref, src, dst string) error {
-	if !path.IsAbs(dst) {
-		return fmt.Errorf("%w: sandbox path %q must be absolute", ErrInvalid, dst)
+	if dst == "" {
+		return fmt.Errorf("%w: empty sandbox path", ErrInvalid)
 	}
 	src, err := filepath.Abs(src)
 	if err != nil {
@@ -85,12 +118,12 @@ func (m *Manager) CopyTo(ctx context.Context, ref, src, dst string) error {
 	if _, err := os.Lstat(src); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	c, _, err := m.Executor(ctx, ref)
+	c, sb, err := m.Executor(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return CopyToExecutor(ctx, c, src, dst)
+	return CopyToExecutor(ctx, c, src, sb.inSandbox(dst))
 }
 
 // CopyToExecutor is CopyTo over an executor client that the caller
@@ -116,7 +149,7 @@ func CopyToExecutor(ctx context.Context, c *client.Client, src, dst string) erro
 	_, err = c.PutArchive(ctx, dir, pr)
 	pr.CloseWithError(errors.New("upload stopped"))
 	if err != nil {
-		return fmt.Errorf("copy %s into sandbox: %w", src, err)
+		return fmt.Errorf("copy %s into sandbox: %w", src, noSuchFile(err))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
@@ -110,6 +111,7 @@ func (m *Manager) applyDefaults(o *Options) {
 	if o.Limits.DiskBytes == 0 {
 		o.Limits.DiskBytes = d.DiskBytes
 	}
+	o.Limits.DiskBytes = diskDefault(o.Limits.DiskBytes, o.Limits.MemoryBytes)
 }
 
 // plan lists every host resource the create will make. Their paths are
@@ -165,11 +167,11 @@ func (m *Manager) admit(ctx context.Context, sb *Sandbox) (*state.Lock, error) {
 }
 
 // checkLimits fails with ErrLimit if one more sandbox would exceed the
-// configured count or memory budget. Called under the admission lock.
+// configured count or memory budget, or the memory limit of the parent
+// cgroup under which all sandboxes live. A configured budget is then
+// applied to that parent, so the kernel holds all sandboxes to it too.
+// Called under the admission lock.
 func (m *Manager) checkLimits(sb *Sandbox) error {
-	if m.cfg.MaxSandboxes == 0 && m.cfg.MemoryBudget == 0 {
-		return nil
-	}
 	if m.cfg.MaxSandboxes > 0 {
 		ids, err := m.store.IDs()
 		if err != nil {
@@ -179,23 +181,39 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 			return fmt.Errorf("%w: %d sandboxes exist and the maximum is %d; remove some (sbx rm, sbx gc)", ErrLimit, len(ids), m.cfg.MaxSandboxes)
 		}
 	}
-	if m.cfg.MemoryBudget > 0 {
-		want := sb.Options.Limits.MemoryBytes
-		if want == 0 {
-			return fmt.Errorf("%w: a memory budget of %d bytes is configured, so every sandbox needs a memory limit (--memory)", ErrInvalid, m.cfg.MemoryBudget)
+	budget, want := m.cfg.MemoryBudget, sb.Options.Limits.MemoryBytes
+	if budget > 0 && want == 0 {
+		return fmt.Errorf("%w: a memory budget of %d bytes is configured, so every sandbox needs a memory limit (--memory)", ErrInvalid, budget)
+	}
+	parent, err := cgroup.ParentMemoryLimit()
+	if err != nil {
+		return err
+	}
+	if want == 0 || (budget == 0 && parent == 0) {
+		return nil
+	}
+	entries, err := state.ReadAll[Sandbox](m.store)
+	if err != nil {
+		return err
+	}
+	var used int64
+	for _, e := range entries {
+		if e.Err == nil {
+			used += e.Record.Options.Limits.MemoryBytes
 		}
-		entries, err := state.ReadAll[Sandbox](m.store)
-		if err != nil {
-			return err
-		}
-		var used int64
-		for _, e := range entries {
-			if e.Err == nil {
-				used += e.Record.Options.Limits.MemoryBytes
-			}
-		}
-		if used+want > m.cfg.MemoryBudget {
-			return fmt.Errorf("%w: memory budget: %d of %d bytes are given to other sandboxes, %d more do not fit", ErrLimit, used, m.cfg.MemoryBudget, want)
+	}
+	// The kernel keeps limits in whole pages: a budget reads back rounded.
+	page := int64(os.Getpagesize())
+	applied := budget > 0 && parent/page == budget/page
+	if budget > 0 && used+want > budget {
+		return fmt.Errorf("%w: memory budget: %d of %d bytes are given to other sandboxes, %d more do not fit", ErrLimit, used, budget, want)
+	}
+	if parent > 0 && !applied && used+want > parent {
+		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", ErrLimit, cgroup.DefaultParent, parent, used, want)
+	}
+	if budget > 0 && !applied {
+		if err := cgroup.SetParentMemory(budget); err != nil {
+			return fmt.Errorf("apply the memory budget to the parent cgroup: %w", err)
 		}
 	}
 	return nil
@@ -275,4 +293,17 @@ func (m *Manager) forget(l *state.Lock, sb *Sandbox) error {
 		m.store.ReleaseName(sb.Name, sb.ID)
 	}
 	return l.Remove()
+}
+
+// diskDefault is the writable layer's cap when none was asked for: the
+// memory limit, if there is one. The layer is a tmpfs whose pages count
+// toward the memory limit, so a larger cap could never be filled: a write
+// beyond the memory limit is OOM-killed rather than refused with ENOSPC.
+// Capping at the memory limit makes the default case fail at that size
+// (ENOSPC, or an OOM kill when other memory is in use too).
+func diskDefault(disk, memory int64) int64 {
+	if disk == 0 && memory > 0 {
+		return memory
+	}
+	return disk
 }

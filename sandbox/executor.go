@@ -20,6 +20,8 @@ func (m *Manager) Executor(ctx context.Context, ref string) (*client.Client, *Sa
 	case StatusRunning:
 	case StatusPaused:
 		return nil, nil, fmt.Errorf("%w: sandbox %s is paused: resume it first", ErrState, sb.ShortID())
+	case StatusStopped:
+		return nil, nil, stoppedError(sb)
 	default:
 		return nil, nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
 	}

@@ -56,7 +56,10 @@ type Config struct {
 	MaxSandboxes int
 	// MemoryBudget caps the sum of the memory limits of all sandboxes; 0 is
 	// no cap. With a budget every sandbox needs a memory limit (or
-	// DefaultLimits.MemoryBytes).
+	// DefaultLimits.MemoryBytes), and the budget is also set as the memory
+	// limit of the parent cgroup shared by all sandboxes of the host, so
+	// the kernel enforces it. A limit set on that parent by other means is
+	// respected by Create as well.
 	MemoryBudget int64
 	// DefaultLimits fill in the limits a create leaves at zero.
 	DefaultLimits Limits
@@ -197,6 +200,7 @@ func (m *Manager) Get(ctx context.Context, ref string) (*Sandbox, error) {
 		}
 		return nil, err
 	}
+	m.checkAlive(&sb)
 	return &sb, nil
 }
 
@@ -220,6 +224,7 @@ func (m *Manager) List(ctx context.Context, f Filter) ([]*Sandbox, error) {
 		default:
 			continue // removed while listing
 		}
+		m.checkAlive(&e.Record)
 		if f.match(&e.Record) {
 			out = append(out, &e.Record)
 		}

@@ -299,19 +299,22 @@ func TestLimits(t *testing.T) {
 		t.Fatalf("second create over MaxSandboxes=1: got %v, want ErrLimit", err)
 	}
 
-	b := newManager(t, Config{MemoryBudget: 100 << 20})
+	// The budget becomes the limit of the parent cgroup that every
+	// sandbox of the host shares: far above this machine's memory.
+	keepParentMemory(t)
+	b := newManager(t, Config{MemoryBudget: 1 << 40})
 	o := busybox(t)
 	if _, err := b.Create(ctx, o); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("create without memory limit under a budget: got %v, want ErrInvalid", err)
 	}
-	o.Limits.MemoryBytes = 60 << 20
+	o.Limits.MemoryBytes = 600 << 30
 	if _, err := b.Create(ctx, o); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := b.Create(ctx, o); !errors.Is(err, ErrLimit) {
 		t.Fatalf("create over the memory budget: got %v, want ErrLimit", err)
 	}
-	o.Limits.MemoryBytes = 40 << 20
+	o.Limits.MemoryBytes = 400 << 30
 	if _, err := b.Create(ctx, o); err != nil {
 		t.Fatalf("create within the budget: %v", err)
 	}

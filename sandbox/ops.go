@@ -52,7 +52,7 @@ func (m *Manager) markStopped(l *state.Lock, sb *Sandbox) {
 	now := m.now().UTC()
 	sb.Status = StatusStopped
 	sb.Stopped = &now
-	sb.Pid = 0
+	sb.Pid, sb.PidStart = 0, 0
 	if err := l.Write(sb); err != nil {
 		m.log.Warn("record stopped sandbox", "id", sb.ID, "err", err)
 	}
@@ -278,6 +278,9 @@ func (m *Manager) SocketPath(ctx context.Context, ref string) (string, error) {
 	sb, err := m.Get(ctx, ref)
 	if err != nil {
 		return "", err
+	}
+	if sb.Status == StatusStopped {
+		return "", stoppedError(sb)
 	}
 	if sb.Status != StatusRunning {
 		return "", fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)

@@ -189,7 +189,7 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		hostname = id
 	}
 	ro := rootfs.Options{
-		DiskBytes:  spec.DiskBytes,
+		DiskBytes:  diskDefault(spec.DiskBytes, spec.Limits.MemoryBytes),
 		Hostname:   hostname,
 		Hosts:      hostsFile(hostname),
 		ResolvConf: resolvConf(spec.Network.Mode),

@@ -256,6 +256,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	go func() { _, _ = ctr.Wait() }()
 	_ = lnFile.Close()
 	sb.Pid = ctr.Pid()
+	sb.PidStart, _ = procStart(sb.Pid)
 	sb.Socket = sockPath
 	m.crashPoint(stepReady)
 	t1 := time.Now()

@@ -114,6 +114,9 @@ type Sandbox struct {
 	// Pid is the host PID of the sandbox's PID 1 (the executor) while it
 	// runs.
 	Pid int `json:"pid,omitempty"`
+	// PidStart is PID 1's start time (clock ticks after boot, from
+	// /proc/PID/stat), so that a reused PID is not taken for it.
+	PidStart uint64 `json:"pid_start,omitempty"`
 	// Socket is the host path of the executor's unix socket.
 	Socket string `json:"socket,omitempty"`
 	// Network is the sandbox's network: mode, and in bridge mode its

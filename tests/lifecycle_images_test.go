@@ -49,6 +49,10 @@ func TestLifecycleCommit(t *testing.T) {
 	if out != "ready\nonly\nfresh\n" {
 		t.Fatalf("sandbox from the committed image sees %q", out)
 	}
+	// sbx run takes the committed image like any other.
+	if out := h.must(t, "run", "lc-new:1", "sh", "-c", "cat /opt/state; ls /home; test -e /bin/vi && echo vi-back; true"); out != "ready\nonly\n" {
+		t.Fatalf("sbx run of the committed image sees %q", out)
+	}
 	if _, err := os.Stat(filepath.Join(fixture.BusyboxRootfs(t), "opt/state")); err == nil {
 		t.Fatal("commit wrote into the fixture")
 	}

@@ -61,7 +61,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.hostPorts, "allow-host-port", nil, "let a bridged sandbox reach this host port: PORT[/tcp|/udp]")
 	fs.StringArrayVar(&f.dns, "dns", nil, "name server for a bridged sandbox's /etc/resolv.conf")
 	fs.StringVar(&f.rootfs, "rootfs", "", "root filesystem directory (read-only lower layer; never modified)")
-	fs.StringVar(&f.disk, "disk", "", "size cap of the writable layer (e.g. 512m; default 2g)")
+	fs.StringVar(&f.disk, "disk", "", "size cap of the writable layer, a tmpfs in memory whose pages count toward --memory: beyond --memory a write is OOM-killed rather than failing with ENOSPC (e.g. 512m; default: --memory if set, else 2g)")
 }
 
 // limits parses the resource flags.

@@ -11,7 +11,8 @@ func init() {
 		Use:   "cp SRC DST",
 		Short: "Copy files and directories between a sandbox and the host (ID:/path on one side)",
 		Long: `Copy a file or directory between a running sandbox and the host. One side is
-ID:/absolute/path (ID may be a name or an ID prefix), the other a host path.
+ID:PATH (ID may be a name or an ID prefix; a relative PATH is relative to
+the sandbox's working directory), the other a host path.
 Like docker cp: copying onto an existing directory puts SRC inside it,
 otherwise DST is created with SRC's content.`,
 		Args: cobra.ExactArgs(2),
@@ -19,7 +20,7 @@ otherwise DST is created with SRC's content.`,
 			srcRef, srcPath, srcIn := splitSandboxPath(args[0])
 			dstRef, dstPath, dstIn := splitSandboxPath(args[1])
 			if srcIn == dstIn {
-				return &exitError{code: exitSbxFailed, msg: "give ID:/path on exactly one side of sbx cp"}
+				return &exitError{code: exitSbxFailed, msg: "give ID:PATH on exactly one side of sbx cp"}
 			}
 			m, err := openSandboxes()
 			if err != nil {
@@ -37,11 +38,12 @@ otherwise DST is created with SRC's content.`,
 	})
 }
 
-// splitSandboxPath splits "ID:/path". A host path containing ':' before a
-// '/' is taken as sandbox syntax only when the part after ':' is absolute.
+// splitSandboxPath splits "ID:path", as docker cp does: a ':' with no '/'
+// before it marks a sandbox path (write ./a:b for a host file named a:b).
+// A relative path is relative to the sandbox's working directory.
 func splitSandboxPath(s string) (ref, path string, ok bool) {
 	ref, path, ok = strings.Cut(s, ":")
-	if !ok || ref == "" || strings.Contains(ref, "/") || !strings.HasPrefix(path, "/") {
+	if !ok || ref == "" || strings.Contains(ref, "/") || path == "" {
 		return "", "", false
 	}
 	return ref, path, true

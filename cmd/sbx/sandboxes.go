@@ -72,7 +72,7 @@ func sbxError(err error) error {
 		return err
 	}
 	code := exitSbxFailed
-	if errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, sandbox.ErrState) || errors.Is(err, sandbox.ErrAmbiguous) {
+	if errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, sandbox.ErrState) || errors.Is(err, sandbox.ErrAmbiguous) || errors.Is(err, sandbox.ErrNoSuchFile) {
 		code = exitNoSuchSandbox
 	}
 	return &exitError{code: code, msg: err.Error()}
