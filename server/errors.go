@@ -36,7 +36,7 @@ func statusOf(err error) (int, string) {
 		return se.Status, se.Code
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, imagecache.ErrNotFound):
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, imagecache.ErrNotFound), errors.Is(err, sandbox.ErrNoSuchFile):
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, sandbox.ErrNameInUse), errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrState):
 		return http.StatusConflict, api.CodeConflict
