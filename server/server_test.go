@@ -527,9 +527,10 @@ func TestEventsStreamInOrder(t *testing.T) {
 var errDone = errors.New("done")
 
 func TestTrackerTransitions(t *testing.T) {
-	bus := newEventBus(64)
+	bus := newEventBusAt(64, 0)
 	tr := newTracker(bus, newMetrics())
-	_, sub := bus.subscribe(0)
+	tr.seed(nil)
+	_, sub := bus.subscribe(0, false)
 	sb := &sandbox.Sandbox{ID: "a", Status: sandbox.StatusRunning}
 	step := func(st sandbox.Status) { c := *sb; c.Status = st; tr.observe(&c) }
 	step(sandbox.StatusRunning)
@@ -612,7 +613,7 @@ func TestManagerEventsForwarded(t *testing.T) {
 	var fwd ManagerEvents
 	fwd.Handle(sandbox.Event{Type: sandbox.EventCreated, ID: "early"}) // before the server: dropped
 	s, _ := newTestServer(t, func(c *Config) { c.ManagerEvents = &fwd; c.WatchInterval = time.Hour })
-	_, sub := s.events.subscribe(s.events.last())
+	_, sub := s.events.subscribe(s.events.last(), false)
 	for _, typ := range []string{sandbox.EventCreated, sandbox.EventReady, sandbox.EventPaused, sandbox.EventResumed,
 		sandbox.EventStopped, sandbox.EventStarted, sandbox.EventExpired, sandbox.EventRemoved} {
 		fwd.Handle(sandbox.Event{Type: typ, ID: "x", Name: "n"})
@@ -634,5 +635,101 @@ func TestManagerEventsForwarded(t *testing.T) {
 	case e := <-sub.ch:
 		t.Fatalf("unexpected event %+v", e)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestEventIDsSurviveRestart checks that a restarted server's ids follow
+// its predecessor's and that a client naming an id the server does not
+// hold gets a reset event before the buffered events.
+func TestEventIDsSurviveRestart(t *testing.T) {
+	old := newEventBus(4)
+	for range 3 {
+		old.publish(api.Event{Type: "old"})
+	}
+	lastOld := old.last()
+	time.Sleep(2 * time.Millisecond)
+	bus := newEventBus(4)
+	bus.publish(api.Event{Type: "new"})
+	if bus.last() <= lastOld {
+		t.Fatalf("restarted bus numbers from %d, not after the old bus's %d", bus.last(), lastOld)
+	}
+	types := func(evs []api.Event) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Type)
+		}
+		return out
+	}
+	check := func(name string, since uint64, want ...string) {
+		t.Helper()
+		replay, sub := bus.subscribe(since, true)
+		bus.unsubscribe(sub)
+		if got := types(replay); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s (since %d): %v, want %v", name, since, got, want)
+		}
+		if len(replay) > 1 && replay[0].Type == api.EventReset && replay[0].Seq != replay[1].Seq-1 {
+			t.Errorf("%s: reset id %d does not precede the replay's %d", name, replay[0].Seq, replay[1].Seq)
+		}
+	}
+	check("id of the previous server", lastOld, api.EventReset, "new")
+	check("id from the future", bus.last()+10, api.EventReset, "new")
+	check("newest id", bus.last())
+	check("id before the first event", bus.last()-1, "new")
+	for range 5 { // the buffer of 4 drops the first two events
+		bus.publish(api.Event{Type: "more"})
+	}
+	check("id older than the buffer", bus.last()-5, api.EventReset, "more", "more", "more", "more")
+	check("oldest buffered", bus.last()-4, "more", "more", "more", "more")
+
+	// Over HTTP: the reset event comes first, with an id.
+	s, hs := newTestServer(t, nil)
+	s.events.publish(api.Event{Type: "x"})
+	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Last-Event-ID", "17")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	var got string
+	for !strings.Contains(got, "event: x") {
+		n, err := resp.Body.Read(buf)
+		got += string(buf[:n])
+		if err != nil {
+			t.Fatalf("stream ended: %v: %q", err, got)
+		}
+	}
+	if !strings.Contains(got, "event: reset\n") || strings.Index(got, "event: reset") > strings.Index(got, "event: x") {
+		t.Fatalf("no reset before the replay: %q", got)
+	}
+}
+
+// TestRemovalsBeforeSeedArePublished checks that the Manager's report of a
+// sandbox removed while the server starts (a TTL that passed while no
+// server ran) becomes a sandbox.removed event, once.
+func TestRemovalsBeforeSeedArePublished(t *testing.T) {
+	bus := newEventBusAt(16, 0)
+	tr := newTracker(bus, newMetrics())
+	_, sub := bus.subscribe(0, false)
+	tr.goneNamed("expired", "ttl")
+	tr.goneNamed("expired", "ttl")
+	tr.seed(nil)
+	tr.goneNamed("unknown", "") // after seeding, unknown ids are not reported
+	select {
+	case e := <-sub.ch:
+		if e.Type != api.EventRemoved || e.Sandbox != "expired" || e.Name != "ttl" {
+			t.Fatalf("event %+v", e)
+		}
+	default:
+		t.Fatal("no sandbox.removed for the sandbox removed at start")
+	}
+	select {
+	case e := <-sub.ch:
+		t.Fatalf("unexpected event %+v", e)
+	default:
 	}
 }

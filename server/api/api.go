@@ -284,10 +284,18 @@ const (
 	EventRemoved     = "sandbox.removed"
 	EventImagePulled = "image.pulled"
 	EventImageRemove = "image.removed"
+	// EventReset says the client's Last-Event-ID (or since) is not in the
+	// server's buffer: a restarted server, or the client fell too far
+	// behind. Events may have been lost; the buffered ones follow. Re-read
+	// the state (GET /v1/sandboxes) rather than rely on the stream alone.
+	EventReset = "reset"
 )
 
 // Event is one server-sent event. Seq increases by one per event, so a
 // gap shows a lost event; reconnect with Last-Event-ID: Seq to resume.
+// A server numbers its events from a boot epoch (unix microseconds at its
+// start), so the ids of a restarted server are larger than those of the
+// one before it.
 type Event struct {
 	Seq      uint64    `json:"seq"`
 	Type     string    `json:"type"`
