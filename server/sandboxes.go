@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 )
@@ -71,6 +74,13 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 	if len(o.AllowHostPorts) > 0 && !s.cfg.AllowHostNetwork {
 		return o, unprocessable(api.CodeForbidden, "allow_host_ports is not allowed by this server (sbx serve --allow-host-network)")
 	}
+	if !s.cfg.AllowHostNetwork {
+		for _, d := range o.DNS {
+			if a, err := netip.ParseAddr(d); err == nil && (netns.PrivateAddr(a) || hostAddr(a)) {
+				return o, unprocessable(api.CodeForbidden, "dns %s: a private, loopback, link-local or host address opens port 53 to it; not allowed by this server (sbx serve --allow-host-network)", d)
+			}
+		}
+	}
 	if !s.cfg.AllowPrivileged {
 		if len(o.CapAdd) > 0 {
 			return o, unprocessable(api.CodeForbidden, "cap_add is not allowed by this server (sbx serve --allow-privileged)")
@@ -80,6 +90,23 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// hostAddr reports whether a is assigned to one of the server host's
+// interfaces (a name server there would be the host itself).
+func hostAddr(a netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // cannot tell: refuse
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if h, ok := netip.AddrFromSlice(n.IP); ok && h.Unmap() == a.Unmap() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // allowedHostPath resolves p (symlinks included) and checks that it lies

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
@@ -288,6 +291,10 @@ func TestErrorsAndLimits(t *testing.T) {
 		{"seccomp profile", "POST", "/v1/sandboxes", `{"image":"x","seccomp":"unconfined"}`, 422, api.CodeForbidden},
 		{"cmd", "POST", "/v1/sandboxes", `{"image":"x","cmd":["sleep","1"]}`, 422, api.CodeInvalid},
 		{"allow_host_ports", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","allow_host_ports":["22"]}`, 422, api.CodeForbidden},
+		{"dns on loopback", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["127.0.0.53"]}`, 422, api.CodeForbidden},
+		{"dns on a private address", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["1.1.1.1","10.0.0.2"]}`, 422, api.CodeForbidden},
+		{"dns on link-local", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["169.254.169.254"]}`, 422, api.CodeForbidden},
+		{"dns on a host address", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["` + hostGlobalAddr(t) + `"]}`, 422, api.CodeForbidden},
 		{"negative ttl", "POST", "/v1/sandboxes", `{"rootfs":"` + dir + `","ttl":-5}`, 422, api.CodeInvalid},
 		{"unknown sandbox", "GET", "/v1/sandboxes/0123456789abcdef", ``, 404, api.CodeNotFound},
 		{"unknown sandbox exec", "POST", "/v1/sandboxes/nosuch/exec", `{"argv":["true"]}`, 404, api.CodeNotFound},
@@ -731,5 +738,41 @@ func TestRemovalsBeforeSeedArePublished(t *testing.T) {
 	case e := <-sub.ch:
 		t.Fatalf("unexpected event %+v", e)
 	default:
+	}
+}
+
+// hostGlobalAddr returns an address of one of the host's interfaces; a
+// public-looking one when the host has it, else any.
+func hostGlobalAddr(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var any string
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok && n.IP.To4() != nil {
+			a, _ := netip.AddrFromSlice(n.IP.To4())
+			if !netns.PrivateAddr(a) {
+				return a.String()
+			}
+			any = a.String()
+		}
+	}
+	if any == "" {
+		t.Fatal("the host has no IPv4 address")
+	}
+	return any
+}
+
+func TestDNSAllowedWithHostNetwork(t *testing.T) {
+	_, hs := newTestServer(t, func(c *Config) { c.AllowHostNetwork = true })
+	resp, data := do(t, "POST", hs.URL+"/v1/sandboxes", "Bearer "+testToken, `{"image":"x","network":"bridge","dns":["127.0.0.53"]}`)
+	if errorCode(t, data) == api.CodeForbidden {
+		t.Fatalf("dns 127.0.0.53 refused with --allow-host-network: %d %s", resp.StatusCode, data)
+	}
+	_, hs = newTestServer(t, nil)
+	resp, data = do(t, "POST", hs.URL+"/v1/sandboxes", "Bearer "+testToken, `{"image":"x","network":"bridge","dns":["1.1.1.1"]}`)
+	if errorCode(t, data) == api.CodeForbidden {
+		t.Fatalf("public dns refused: %d %s", resp.StatusCode, data)
 	}
 }
