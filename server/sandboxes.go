@@ -165,6 +165,9 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	s.metrics.createSeconds.Observe(time.Since(start).Seconds())
 	s.metrics.creates.WithLabelValues("ok").Inc()
 	s.tracker.observe(sb)
+	if sb.Options.Network == "bridge" {
+		s.askRefill()
+	}
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
 	writeJSON(w, http.StatusCreated, sb)
 }

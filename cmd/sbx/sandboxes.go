@@ -45,6 +45,11 @@ func openManager() (*sandbox.Manager, error) {
 		}
 		cfg.MemoryBudget = n
 	}
+	subnet, err := subnetFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Subnet = subnet
 	helper, err := helperBinary(true)
 	if err != nil {
 		return nil, err
