@@ -73,6 +73,13 @@ func TestRunBridgePoolAndSubnet(t *testing.T) {
 	if strings.Count(string(links), "sbx") != 1 {
 		t.Errorf("after drain the test host has links:\n%s", links)
 	}
+	if out, err := sbx("network", "reset"); err != nil {
+		t.Fatalf("network reset: %v\n%s", err, out)
+	}
+	links, _ = exec.Command("ip", "-n", ns, "-o", "link").CombinedOutput()
+	if strings.Contains(string(links), "sbx") {
+		t.Errorf("after reset the test host has links:\n%s", links)
+	}
 	if out, err := exec.Command("nsenter", "--net=/run/netns/"+ns, sbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run"),
 		"network", "pool", "ls").CombinedOutput(); err != nil {
 		t.Fatalf("pool ls without SBX_SUBNET: %v\n%s", err, out)

@@ -108,7 +108,23 @@ keeps it filled on its own.`,
 			return nil
 		},
 	}
+	reset := &cobra.Command{
+		Use:   "reset",
+		Short: "Drain the pool and delete the bridge and sbx's nftables tables (no bridged sandbox may be left)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			nw, err := openNetwork()
+			if err != nil {
+				return &exitError{code: exitSbxFailed, msg: err.Error()}
+			}
+			defer nw.Close()
+			if err := nw.Reset(cmd.Context()); err != nil {
+				return &exitError{code: exitSbxFailed, msg: err.Error()}
+			}
+			return nil
+		},
+	}
 	pool.AddCommand(fill, drain, ls)
-	network.AddCommand(pool)
+	network.AddCommand(pool, reset)
 	rootCmd.AddCommand(network)
 }
