@@ -289,7 +289,7 @@ func TestErrorsAndLimits(t *testing.T) {
 		{"host network", "POST", "/v1/sandboxes", `{"image":"x","network":"host"}`, 422, api.CodeForbidden},
 		{"cap_add", "POST", "/v1/sandboxes", `{"image":"x","cap_add":["SYS_ADMIN"]}`, 422, api.CodeForbidden},
 		{"seccomp profile", "POST", "/v1/sandboxes", `{"image":"x","seccomp":"unconfined"}`, 422, api.CodeForbidden},
-		{"cmd", "POST", "/v1/sandboxes", `{"image":"x","cmd":["sleep","1"]}`, 422, api.CodeInvalid},
+		{"cmd with NUL", "POST", "/v1/sandboxes", `{"image":"x","cmd":["sleep","1\u0000"]}`, 422, api.CodeInvalid},
 		{"allow_host_ports", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","allow_host_ports":["22"]}`, 422, api.CodeForbidden},
 		{"dns on loopback", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["127.0.0.53"]}`, 422, api.CodeForbidden},
 		{"dns on a private address", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["1.1.1.1","10.0.0.2"]}`, 422, api.CodeForbidden},
@@ -774,5 +774,12 @@ func TestDNSAllowedWithHostNetwork(t *testing.T) {
 	resp, data = do(t, "POST", hs.URL+"/v1/sandboxes", "Bearer "+testToken, `{"image":"x","network":"bridge","dns":["1.1.1.1"]}`)
 	if errorCode(t, data) == api.CodeForbidden {
 		t.Fatalf("public dns refused: %d %s", resp.StatusCode, data)
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"echo", "it's", "$HOME", "a b", ""})
+	if want := `'echo' 'it'\''s' '$HOME' 'a b' ''`; got != want {
+		t.Fatalf("shellJoin: %s, want %s", got, want)
 	}
 }
