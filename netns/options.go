@@ -220,6 +220,24 @@ var blockedByDefault = []netip.Prefix{
 	netip.MustParsePrefix("240.0.0.0/4"),
 }
 
+// PrivateAddr reports whether a is a destination the default egress policy
+// drops (private, shared, loopback, link-local, multicast, reserved or
+// unspecified). A name server at such an address is still reachable on port
+// 53 (--dns opens it), so front-ends that serve untrusted callers should
+// treat such --dns values like host networking.
+func PrivateAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	if !a.Is4() {
+		return !a.IsGlobalUnicast() || a.IsPrivate()
+	}
+	for _, p := range blockedByDefault {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // AttachOptions are the per-sandbox network settings; they map 1:1 onto the
 // flags --network, -p/--publish, --egress, --allow-host-port, --dns and
 // --hostname.

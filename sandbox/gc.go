@@ -180,6 +180,7 @@ func (m *Manager) ownsRunDir(id string) bool {
 	return err == nil && string(data) == m.store.Root()
 }
 
-// Network returns the bridge network the Manager attaches sandboxes to, for
-// keeping its pool of prepared namespaces filled (Prefill) from a server.
+// Network returns the bridge network the Manager attaches sandboxes to;
+// `sbx serve --network-pool N` keeps its pool of prepared namespaces filled
+// through it (Prefill, Pooled, DrainPool).
 func (m *Manager) Network() (*netns.Network, error) { return m.network() }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -76,6 +77,10 @@ type Config struct {
 	// networking (bridge, veths, rules); empty means the namespace sbx runs
 	// in. Tests pass a namespace of their own.
 	HostNetNS string
+	// Subnet is the bridge's IPv4 subnet (netns.Config.Subnet); the zero
+	// value picks netns.DefaultSubnet or the next /16 that collides with no
+	// route. A bridge that already exists keeps its subnet.
+	Subnet netip.Prefix
 	// Events, if set, is called after every change of a sandbox's state,
 	// in order for each sandbox (it runs while the sandbox is locked: keep
 	// it fast). Only changes made through this Manager are reported.

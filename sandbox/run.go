@@ -108,8 +108,12 @@ type Report struct {
 	Timings Timings `json:"timings"`
 }
 
-// Timings are the durations of the steps of a run, in seconds.
+// Timings are the durations of the steps of a run, in seconds. NetworkS
+// is the bridge network's attach (FromPool: its namespace came ready from
+// the pool); RootfsS the root file system after it.
 type Timings struct {
+	NetworkS  float64 `json:"network_s"`
+	FromPool  bool    `json:"from_pool"`
 	RootfsS   float64 `json:"rootfs_s"`
 	StartS    float64 `json:"start_s"`
 	CommandS  float64 `json:"command_s"`
@@ -206,11 +210,14 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		opts := spec.Network
 		opts.Hostname = hostname
 		attached = true // recorded on disk by the lease before anything is created
+		tn := time.Now()
 		att, err := r.Network.Attach(ctx, id, opts)
 		if err != nil {
 			return nil, err
 		}
+		rep.Timings.NetworkS, rep.Timings.FromPool = time.Since(tn).Seconds(), att.FromPool
 		network, ro.Hosts, ro.ResolvConf = att.NetNSPath, att.Hosts, att.ResolvConf
+		t0 = time.Now()
 	}
 	cwd := spec.Cwd
 	var err error

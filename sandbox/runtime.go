@@ -86,6 +86,11 @@ func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, lowers []string
 			return err
 		}
 		ro.Hosts, ro.ResolvConf = att.Hosts, att.ResolvConf
+		if sb.CreateTimings != nil {
+			sb.CreateTimings.NetworkS = time.Since(t0).Seconds()
+			sb.CreateTimings.FromPool = att.FromPool
+		}
+		t0 = time.Now()
 	}
 	m.crashPoint(stepRootfs)
 	root, err := rootfs.Prepare(filepath.Join(run, rootfsDir), lowers, ro)
@@ -136,6 +141,7 @@ func (m *Manager) network() (*netns.Network, error) {
 			StateDir:  filepath.Join(m.store.Root(), "network"),
 			RunDir:    filepath.Join(m.store.RunRoot(), "netns"),
 			HostNetNS: m.cfg.HostNetNS,
+			Subnet:    m.cfg.Subnet,
 			Logger:    m.log,
 		})
 	})

@@ -142,14 +142,18 @@ type Sandbox struct {
 }
 
 // CreateTimings are the durations of the steps of a create, in seconds:
-// admission (limits, id, name, first record), the root file system, the
-// container start, and waiting for the executor's first answer.
+// admission (limits, id, name, first record), the network (bridge mode:
+// namespace, address, rules; FromPool when the namespace came ready from
+// the pool), the root file system, the container start, and waiting for
+// the executor's first answer.
 type CreateTimings struct {
-	AdmitS  float64 `json:"admit_s"`
-	RootfsS float64 `json:"rootfs_s"`
-	StartS  float64 `json:"start_s"`
-	ReadyS  float64 `json:"ready_s"`
-	TotalS  float64 `json:"total_s"`
+	AdmitS   float64 `json:"admit_s"`
+	NetworkS float64 `json:"network_s"`
+	FromPool bool    `json:"from_pool"`
+	RootfsS  float64 `json:"rootfs_s"`
+	StartS   float64 `json:"start_s"`
+	ReadyS   float64 `json:"ready_s"`
+	TotalS   float64 `json:"total_s"`
 }
 
 // networkOptions parses the network settings for netns.

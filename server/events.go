@@ -18,13 +18,17 @@ import (
 
 // eventBus numbers events and hands them to subscribers in order. It keeps
 // the last events so a client that reconnects with Last-Event-ID misses
-// nothing still in the buffer.
+// nothing still in the buffer. Numbers start after a boot epoch (unix
+// microseconds when the bus was made), so a restarted server's ids are
+// larger than its predecessor's as long as it published fewer than a
+// million events per second of its life.
 type eventBus struct {
-	mu   sync.Mutex
-	seq  uint64
-	ring []api.Event
-	size int
-	subs map[*subscriber]struct{}
+	mu    sync.Mutex
+	epoch uint64
+	seq   uint64
+	ring  []api.Event
+	size  int
+	subs  map[*subscriber]struct{}
 }
 
 // subscriber receives events on ch. A subscriber too slow to keep up is
@@ -35,7 +39,12 @@ type subscriber struct {
 }
 
 func newEventBus(size int) *eventBus {
-	return &eventBus{size: size, subs: map[*subscriber]struct{}{}}
+	return newEventBusAt(size, uint64(time.Now().UnixMicro()))
+}
+
+// newEventBusAt makes a bus whose first event has id epoch+1.
+func newEventBusAt(size int, epoch uint64) *eventBus {
+	return &eventBus{size: size, epoch: epoch, seq: epoch, subs: map[*subscriber]struct{}{}}
 }
 
 func (b *eventBus) publish(e api.Event) {
@@ -62,11 +71,22 @@ func (b *eventBus) publish(e api.Event) {
 }
 
 // subscribe returns the buffered events after since and a subscription
-// to every later one.
-func (b *eventBus) subscribe(since uint64) ([]api.Event, *subscriber) {
+// to every later one. When resume is set (the client named since) and
+// since is not an id this bus can continue from (newer than the newest,
+// or older than the buffer, as after a server restart), the replay is the
+// whole buffer behind an EventReset.
+func (b *eventBus) subscribe(since uint64, resume bool) ([]api.Event, *subscriber) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	first := b.seq + 1 // id of the oldest buffered event
+	if len(b.ring) > 0 {
+		first = b.ring[0].Seq
+	}
 	var replay []api.Event
+	if resume && (since > b.seq || since+1 < first) {
+		replay = append(replay, api.Event{Seq: first - 1, Type: api.EventReset, Time: time.Now().UTC()})
+		since = first - 1
+	}
 	for _, e := range b.ring {
 		if e.Seq > since {
 			replay = append(replay, e)
@@ -95,9 +115,9 @@ func (b *eventBus) last() uint64 {
 
 // streamEvents serves GET /v1/events as server-sent events. Each event's
 // id is its sequence number; Last-Event-ID (or ?since=N) replays the
-// buffered events after N.
+// buffered events after N, behind a reset event when N is unknown.
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
-	since := s.events.last()
+	since, resume := s.events.last(), false
 	for _, v := range []string{r.Header.Get("Last-Event-ID"), r.URL.Query().Get("since")} {
 		if v == "" {
 			continue
@@ -107,10 +127,10 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, badRequest("event id %q: want a sequence number", v))
 			return
 		}
-		since = n
+		since, resume = n, true
 	}
 	rc := http.NewResponseController(w)
-	replay, sub := s.events.subscribe(since)
+	replay, sub := s.events.subscribe(since, resume)
 	defer s.events.unsubscribe(sub)
 	w.Header().Set("Content-Type", api.ContentTypeSSE)
 	w.Header().Set("Cache-Control", "no-store")
@@ -180,8 +200,12 @@ type tracker struct {
 	mu      sync.Mutex
 	known   map[string]*tracked
 	removed map[string]time.Time
-	bus     *eventBus
-	m       *metrics
+	// seeded is set by seed; before it, removals the Manager reports (the
+	// TTL reaping of Start's first listing) are of sandboxes not yet known
+	// and are published as they come.
+	seeded bool
+	bus    *eventBus
+	m      *metrics
 }
 
 type tracked struct {
@@ -200,6 +224,7 @@ func (t *tracker) seed(list []*sandbox.Sandbox) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
+	t.seeded = true
 	for _, sb := range list {
 		t.known[sb.ID] = &tracked{status: sb.Status, name: sb.Name, at: now, oom: ^uint64(0)}
 	}
@@ -248,9 +273,20 @@ func (t *tracker) observeLocked(sb *sandbox.Sandbox, at time.Time) {
 }
 
 // gone records that the sandbox id no longer exists.
-func (t *tracker) gone(id string) {
+func (t *tracker) gone(id string) { t.goneNamed(id, "") }
+
+// goneNamed is gone for a removal the Manager reported with the sandbox's
+// name: before seed it is published even for a sandbox not yet known.
+func (t *tracker) goneNamed(id, name string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if _, ok := t.known[id]; !ok && !t.seeded {
+		if _, dup := t.removed[id]; !dup {
+			t.removed[id] = time.Now()
+			t.bus.publish(api.Event{Type: api.EventRemoved, Sandbox: id, Name: name})
+		}
+		return
+	}
 	t.goneLocked(id, time.Now())
 }
 

@@ -54,7 +54,7 @@ func (s *Server) managerEvent(e sandbox.Event) {
 	case ok:
 		s.tracker.observe(&sandbox.Sandbox{ID: e.ID, Name: e.Name, Status: st})
 	case e.Type == sandbox.EventRemoved:
-		s.tracker.gone(e.ID)
+		s.tracker.goneNamed(e.ID, e.Name)
 		s.proxy.forget(e.ID)
 	}
 }

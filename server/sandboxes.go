@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	execapi "github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 )
@@ -45,8 +49,10 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 			DiskBytes:   int64(req.Limits.Disk),
 		},
 	}
-	if len(req.Cmd) > 0 {
-		return o, unprocessable(api.CodeInvalid, "cmd is not supported: a sandbox's PID 1 is the sbx executor; run commands with POST /v1/sandboxes/{id}/exec or a session")
+	for _, a := range req.Cmd {
+		if strings.ContainsRune(a, 0) {
+			return o, unprocessable(api.CodeInvalid, "cmd: arguments must not contain NUL bytes")
+		}
 	}
 	if o.Rootfs != "" {
 		p, err := s.allowedHostPath(o.Rootfs, "rootfs")
@@ -71,6 +77,13 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 	if len(o.AllowHostPorts) > 0 && !s.cfg.AllowHostNetwork {
 		return o, unprocessable(api.CodeForbidden, "allow_host_ports is not allowed by this server (sbx serve --allow-host-network)")
 	}
+	if !s.cfg.AllowHostNetwork {
+		for _, d := range o.DNS {
+			if a, err := netip.ParseAddr(d); err == nil && (netns.PrivateAddr(a) || hostAddr(a)) {
+				return o, unprocessable(api.CodeForbidden, "dns %s: a private, loopback, link-local or host address opens port 53 to it; not allowed by this server (sbx serve --allow-host-network)", d)
+			}
+		}
+	}
 	if !s.cfg.AllowPrivileged {
 		if len(o.CapAdd) > 0 {
 			return o, unprocessable(api.CodeForbidden, "cap_add is not allowed by this server (sbx serve --allow-privileged)")
@@ -80,6 +93,23 @@ func (s *Server) options(req *api.CreateRequest) (sandbox.Options, error) {
 		}
 	}
 	return o, nil
+}
+
+// hostAddr reports whether a is assigned to one of the server host's
+// interfaces (a name server there would be the host itself).
+func hostAddr(a netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return true // cannot tell: refuse
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if h, ok := netip.AddrFromSlice(n.IP); ok && h.Unmap() == a.Unmap() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // allowedHostPath resolves p (symlinks included) and checks that it lies
@@ -138,8 +168,67 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	s.metrics.createSeconds.Observe(time.Since(start).Seconds())
 	s.metrics.creates.WithLabelValues("ok").Inc()
 	s.tracker.observe(sb)
+	if sb.Options.Network == "bridge" {
+		s.askRefill()
+	}
+	reply := createReply{Sandbox: sb}
+	if len(req.Cmd) > 0 {
+		cs, err := s.startCmd(r.Context(), sb, &req)
+		if err != nil {
+			// The create fails as a whole: nothing is left behind.
+			if rerr := s.mgr.Remove(context.WithoutCancel(r.Context()), sb.ID, true); rerr != nil {
+				s.log.Warn("remove sandbox whose cmd did not start", "id", sb.ID, "err", rerr)
+			} else {
+				s.tracker.gone(sb.ID)
+			}
+			s.fail(w, err)
+			return
+		}
+		reply.Cmd = cs
+	}
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
-	writeJSON(w, http.StatusCreated, sb)
+	writeJSON(w, http.StatusCreated, reply)
+}
+
+// createReply is the sandbox's record plus how its cmd started.
+type createReply struct {
+	*sandbox.Sandbox
+	Cmd *api.CmdStart `json:"cmd_start,omitempty"`
+}
+
+// cmdStartWait is how long a create waits for its cmd's first output
+// before answering; the command keeps running after it.
+const cmdStartWait = 0.1 // seconds
+
+// startCmd starts req.Cmd in a new shell session of the sandbox's
+// executor, in the sandbox's working directory, and returns the session
+// and its first reply. A session (not PID 1) runs it, so the command can
+// end, be interrupted or be followed without ending the sandbox.
+func (s *Server) startCmd(ctx context.Context, sb *sandbox.Sandbox, req *api.CreateRequest) (*api.CmdStart, error) {
+	c, _, err := s.mgr.Executor(ctx, sb.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	sess, err := c.CreateSession(ctx, execapi.SessionRequest{Cwd: req.Workdir, User: req.User})
+	if err != nil {
+		return nil, unprocessable(api.CodeInvalid, "start cmd: the sandbox cannot start a shell session (cmd needs sh or bash in the image): %v", err)
+	}
+	off := 0.0
+	res, err := c.Run(ctx, sess.ID, execapi.RunRequest{Command: shellJoin(req.Cmd), TimeoutS: cmdStartWait, NoOutputTimeoutS: &off})
+	if err != nil {
+		return nil, fmt.Errorf("start cmd in session %s: %w", sess.ID, err)
+	}
+	return &api.CmdStart{Session: sess.ID, Status: res.Status, ExitCode: res.ExitCode, Output: res.Output}, nil
+}
+
+// shellJoin quotes argv for a POSIX shell, each argument in single quotes.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {

@@ -60,6 +60,11 @@ type Config struct {
 	// AllowPrivileged lets a create add capabilities or choose a seccomp
 	// profile other than the default.
 	AllowPrivileged bool
+	// NetworkPool is how many prepared bridged network namespaces the
+	// server keeps waiting (sbx serve --network-pool): filled at Start and
+	// after each bridged create, in the background, and drained at Close.
+	// Zero keeps none.
+	NetworkPool int
 	// WatchInterval is how often the server looks for changes made outside
 	// it (a CLI, a dying PID 1, an OOM kill) and reaps expired sandboxes
 	// [1s].
@@ -82,10 +87,12 @@ type Server struct {
 	tracker   *tracker
 	proxy     *executorProxy
 	creates   chan struct{}
+	refill    chan struct{} // a bridged create took a pooled namespace
 
 	// done is closed by Shutdown: streaming handlers return.
 	done      chan struct{}
 	closeOnce sync.Once
+	closed    sync.Once
 	wg        sync.WaitGroup
 }
 
@@ -109,6 +116,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConcurrentCreates <= 0 {
 		cfg.MaxConcurrentCreates = 16
 	}
+	if cfg.NetworkPool < 0 {
+		return nil, fmt.Errorf("server: network pool size %d must not be negative", cfg.NetworkPool)
+	}
 	if cfg.WatchInterval <= 0 {
 		cfg.WatchInterval = time.Second
 	}
@@ -126,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 		mgr:     cfg.Manager,
 		log:     cfg.Logger,
 		creates: make(chan struct{}, cfg.MaxConcurrentCreates),
+		refill:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	if cfg.Token != "" {
@@ -254,6 +265,10 @@ func (s *Server) Start(ctx context.Context) error {
 	s.wg.Add(2)
 	go s.watch()
 	go s.reapExpired()
+	if s.cfg.NetworkPool > 0 {
+		s.wg.Add(1)
+		go s.keepPool()
+	}
 	return nil
 }
 
@@ -264,12 +279,16 @@ func (s *Server) Shutdown() {
 	s.closeOnce.Do(func() { close(s.done) })
 }
 
-// Close stops the watcher and drops idle executor connections. Sandboxes
-// keep running; the next server re-adopts them.
+// Close stops the watcher, drains the network pool and drops idle
+// executor connections. Sandboxes keep running; the next server re-adopts
+// them. Calling it again does nothing.
 func (s *Server) Close() {
 	s.Shutdown()
 	s.wg.Wait()
-	s.proxy.close()
+	s.closed.Do(func() {
+		s.drainPool()
+		s.proxy.close()
+	})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,6 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
@@ -286,8 +289,12 @@ func TestErrorsAndLimits(t *testing.T) {
 		{"host network", "POST", "/v1/sandboxes", `{"image":"x","network":"host"}`, 422, api.CodeForbidden},
 		{"cap_add", "POST", "/v1/sandboxes", `{"image":"x","cap_add":["SYS_ADMIN"]}`, 422, api.CodeForbidden},
 		{"seccomp profile", "POST", "/v1/sandboxes", `{"image":"x","seccomp":"unconfined"}`, 422, api.CodeForbidden},
-		{"cmd", "POST", "/v1/sandboxes", `{"image":"x","cmd":["sleep","1"]}`, 422, api.CodeInvalid},
+		{"cmd with NUL", "POST", "/v1/sandboxes", `{"image":"x","cmd":["sleep","1\u0000"]}`, 422, api.CodeInvalid},
 		{"allow_host_ports", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","allow_host_ports":["22"]}`, 422, api.CodeForbidden},
+		{"dns on loopback", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["127.0.0.53"]}`, 422, api.CodeForbidden},
+		{"dns on a private address", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["1.1.1.1","10.0.0.2"]}`, 422, api.CodeForbidden},
+		{"dns on link-local", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["169.254.169.254"]}`, 422, api.CodeForbidden},
+		{"dns on a host address", "POST", "/v1/sandboxes", `{"image":"x","network":"bridge","dns":["` + hostGlobalAddr(t) + `"]}`, 422, api.CodeForbidden},
 		{"negative ttl", "POST", "/v1/sandboxes", `{"rootfs":"` + dir + `","ttl":-5}`, 422, api.CodeInvalid},
 		{"unknown sandbox", "GET", "/v1/sandboxes/0123456789abcdef", ``, 404, api.CodeNotFound},
 		{"unknown sandbox exec", "POST", "/v1/sandboxes/nosuch/exec", `{"argv":["true"]}`, 404, api.CodeNotFound},
@@ -527,9 +534,10 @@ func TestEventsStreamInOrder(t *testing.T) {
 var errDone = errors.New("done")
 
 func TestTrackerTransitions(t *testing.T) {
-	bus := newEventBus(64)
+	bus := newEventBusAt(64, 0)
 	tr := newTracker(bus, newMetrics())
-	_, sub := bus.subscribe(0)
+	tr.seed(nil)
+	_, sub := bus.subscribe(0, false)
 	sb := &sandbox.Sandbox{ID: "a", Status: sandbox.StatusRunning}
 	step := func(st sandbox.Status) { c := *sb; c.Status = st; tr.observe(&c) }
 	step(sandbox.StatusRunning)
@@ -612,7 +620,7 @@ func TestManagerEventsForwarded(t *testing.T) {
 	var fwd ManagerEvents
 	fwd.Handle(sandbox.Event{Type: sandbox.EventCreated, ID: "early"}) // before the server: dropped
 	s, _ := newTestServer(t, func(c *Config) { c.ManagerEvents = &fwd; c.WatchInterval = time.Hour })
-	_, sub := s.events.subscribe(s.events.last())
+	_, sub := s.events.subscribe(s.events.last(), false)
 	for _, typ := range []string{sandbox.EventCreated, sandbox.EventReady, sandbox.EventPaused, sandbox.EventResumed,
 		sandbox.EventStopped, sandbox.EventStarted, sandbox.EventExpired, sandbox.EventRemoved} {
 		fwd.Handle(sandbox.Event{Type: typ, ID: "x", Name: "n"})
@@ -634,5 +642,144 @@ func TestManagerEventsForwarded(t *testing.T) {
 	case e := <-sub.ch:
 		t.Fatalf("unexpected event %+v", e)
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestEventIDsSurviveRestart checks that a restarted server's ids follow
+// its predecessor's and that a client naming an id the server does not
+// hold gets a reset event before the buffered events.
+func TestEventIDsSurviveRestart(t *testing.T) {
+	old := newEventBus(4)
+	for range 3 {
+		old.publish(api.Event{Type: "old"})
+	}
+	lastOld := old.last()
+	time.Sleep(2 * time.Millisecond)
+	bus := newEventBus(4)
+	bus.publish(api.Event{Type: "new"})
+	if bus.last() <= lastOld {
+		t.Fatalf("restarted bus numbers from %d, not after the old bus's %d", bus.last(), lastOld)
+	}
+	types := func(evs []api.Event) []string {
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Type)
+		}
+		return out
+	}
+	check := func(name string, since uint64, want ...string) {
+		t.Helper()
+		replay, sub := bus.subscribe(since, true)
+		bus.unsubscribe(sub)
+		if got := types(replay); strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s (since %d): %v, want %v", name, since, got, want)
+		}
+		if len(replay) > 1 && replay[0].Type == api.EventReset && replay[0].Seq != replay[1].Seq-1 {
+			t.Errorf("%s: reset id %d does not precede the replay's %d", name, replay[0].Seq, replay[1].Seq)
+		}
+	}
+	check("id of the previous server", lastOld, api.EventReset, "new")
+	check("id from the future", bus.last()+10, api.EventReset, "new")
+	check("newest id", bus.last())
+	check("id before the first event", bus.last()-1, "new")
+	for range 5 { // the buffer of 4 drops the first two events
+		bus.publish(api.Event{Type: "more"})
+	}
+	check("id older than the buffer", bus.last()-5, api.EventReset, "more", "more", "more", "more")
+	check("oldest buffered", bus.last()-4, "more", "more", "more", "more")
+
+	// Over HTTP: the reset event comes first, with an id.
+	s, hs := newTestServer(t, nil)
+	s.events.publish(api.Event{Type: "x"})
+	req, _ := http.NewRequest(http.MethodGet, hs.URL+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("Last-Event-ID", "17")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 4096)
+	var got string
+	for !strings.Contains(got, "event: x") {
+		n, err := resp.Body.Read(buf)
+		got += string(buf[:n])
+		if err != nil {
+			t.Fatalf("stream ended: %v: %q", err, got)
+		}
+	}
+	if !strings.Contains(got, "event: reset\n") || strings.Index(got, "event: reset") > strings.Index(got, "event: x") {
+		t.Fatalf("no reset before the replay: %q", got)
+	}
+}
+
+// TestRemovalsBeforeSeedArePublished checks that the Manager's report of a
+// sandbox removed while the server starts (a TTL that passed while no
+// server ran) becomes a sandbox.removed event, once.
+func TestRemovalsBeforeSeedArePublished(t *testing.T) {
+	bus := newEventBusAt(16, 0)
+	tr := newTracker(bus, newMetrics())
+	_, sub := bus.subscribe(0, false)
+	tr.goneNamed("expired", "ttl")
+	tr.goneNamed("expired", "ttl")
+	tr.seed(nil)
+	tr.goneNamed("unknown", "") // after seeding, unknown ids are not reported
+	select {
+	case e := <-sub.ch:
+		if e.Type != api.EventRemoved || e.Sandbox != "expired" || e.Name != "ttl" {
+			t.Fatalf("event %+v", e)
+		}
+	default:
+		t.Fatal("no sandbox.removed for the sandbox removed at start")
+	}
+	select {
+	case e := <-sub.ch:
+		t.Fatalf("unexpected event %+v", e)
+	default:
+	}
+}
+
+// hostGlobalAddr returns an address of one of the host's interfaces; a
+// public-looking one when the host has it, else any.
+func hostGlobalAddr(t *testing.T) string {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var any string
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok && n.IP.To4() != nil {
+			a, _ := netip.AddrFromSlice(n.IP.To4())
+			if !netns.PrivateAddr(a) {
+				return a.String()
+			}
+			any = a.String()
+		}
+	}
+	if any == "" {
+		t.Fatal("the host has no IPv4 address")
+	}
+	return any
+}
+
+func TestDNSAllowedWithHostNetwork(t *testing.T) {
+	_, hs := newTestServer(t, func(c *Config) { c.AllowHostNetwork = true })
+	resp, data := do(t, "POST", hs.URL+"/v1/sandboxes", "Bearer "+testToken, `{"image":"x","network":"bridge","dns":["127.0.0.53"]}`)
+	if errorCode(t, data) == api.CodeForbidden {
+		t.Fatalf("dns 127.0.0.53 refused with --allow-host-network: %d %s", resp.StatusCode, data)
+	}
+	_, hs = newTestServer(t, nil)
+	resp, data = do(t, "POST", hs.URL+"/v1/sandboxes", "Bearer "+testToken, `{"image":"x","network":"bridge","dns":["1.1.1.1"]}`)
+	if errorCode(t, data) == api.CodeForbidden {
+		t.Fatalf("public dns refused: %d %s", resp.StatusCode, data)
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"echo", "it's", "$HOME", "a b", ""})
+	if want := `'echo' 'it'\''s' '$HOME' 'a b' ''`; got != want {
+		t.Fatalf("shellJoin: %s, want %s", got, want)
 	}
 }

@@ -245,9 +245,14 @@ func (o *runOptions) useImage(cmd *cobra.Command, spec *sandbox.RunSpec, args []
 
 // openNetwork opens the bridge network state shared by every sbx process.
 func openNetwork() (*netns.Network, error) {
+	subnet, err := subnetFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	return netns.Open(netns.Config{
 		StateDir: filepath.Join(global.root, "network"),
 		RunDir:   filepath.Join(global.runRoot, "netns"),
+		Subnet:   subnet,
 	})
 }
 

@@ -51,6 +51,11 @@ func openManagerImages(images *imageFlags, pull string) (*sandbox.Manager, error
 		}
 		cfg.MemoryBudget = n
 	}
+	subnet, err := subnetFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Subnet = subnet
 	helper, err := helperBinary(true)
 	if err != nil {
 		return nil, err

@@ -38,6 +38,8 @@ type serveOptions struct {
 	allowHostNetwork, allowPriv   bool
 	executorBinary                string
 	insecureRegistries            []string
+	networkPool                   int
+	subnet                        string
 }
 
 func init() {
@@ -83,6 +85,8 @@ running.`,
 	f.BoolVar(&o.allowHostNetwork, "allow-host-network", false, "let creates ask for the host's network")
 	f.BoolVar(&o.allowPriv, "allow-privileged", false, "let creates add capabilities or choose another seccomp profile")
 	f.StringArrayVar(&o.insecureRegistries, "insecure-registry", nil, "registry host[:port] to pull from over plain HTTP (repeatable; localhost and 127.0.0.1 always are)")
+	f.IntVar(&o.networkPool, "network-pool", 0, "prepared bridged network namespaces to keep waiting (filled in the background, drained at exit)")
+	f.StringVar(&o.subnet, "subnet", os.Getenv(subnetEnv), "IPv4 subnet of the bridge, e.g. 10.77.0.0/16 (default $SBX_SUBNET, else 10.88.0.0/16 or the next free /16)")
 	f.StringVar(&o.executorBinary, "executor-binary", "", "static sbx binary to run as the sandboxes' executor (default: this one)")
 	_ = f.MarkHidden("executor-binary")
 	rootCmd.AddCommand(cmd)
@@ -133,6 +137,14 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if o.maxSandboxes < 0 {
 		return fmt.Errorf("invalid --max-sandboxes %d", o.maxSandboxes)
 	}
+	if o.networkPool < 0 {
+		return fmt.Errorf("invalid --network-pool %d: want a count", o.networkPool)
+	}
+	subnet, err := parseSubnet("--subnet", o.subnet)
+	if err != nil {
+		return err
+	}
+	mcfg.Subnet = subnet
 	if o.memoryBudget != "" {
 		n, err := parseSizeFlag("memory-budget", o.memoryBudget)
 		if err != nil {
@@ -180,6 +192,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		AllowHostNetwork:     o.allowHostNetwork,
 		AllowPrivileged:      o.allowPriv,
 		WatchInterval:        o.watchInterval,
+		NetworkPool:          o.networkPool,
 		Logger:               log,
 	})
 	if err != nil {

@@ -52,9 +52,12 @@ type ErrorBody struct {
 // Rootfs is set; Rootfs and volume host paths must lie under directories
 // the server allows.
 type CreateRequest struct {
-	Name     string   `json:"name,omitempty"`
-	Image    string   `json:"image,omitempty"`
-	Rootfs   string   `json:"rootfs,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Image  string `json:"image,omitempty"`
+	Rootfs string `json:"rootfs,omitempty"`
+	// Cmd, if set, is started once the sandbox is ready, in a new shell
+	// session of its executor (see CmdStart); it runs detached from the
+	// request.
 	Cmd      []string `json:"cmd,omitempty"`
 	Env      []string `json:"env,omitempty"` // KEY=VALUE
 	Workdir  string   `json:"workdir,omitempty"`
@@ -284,10 +287,18 @@ const (
 	EventRemoved     = "sandbox.removed"
 	EventImagePulled = "image.pulled"
 	EventImageRemove = "image.removed"
+	// EventReset says the client's Last-Event-ID (or since) is not in the
+	// server's buffer: a restarted server, or the client fell too far
+	// behind. Events may have been lost; the buffered ones follow. Re-read
+	// the state (GET /v1/sandboxes) rather than rely on the stream alone.
+	EventReset = "reset"
 )
 
 // Event is one server-sent event. Seq increases by one per event, so a
 // gap shows a lost event; reconnect with Last-Event-ID: Seq to resume.
+// A server numbers its events from a boot epoch (unix microseconds at its
+// start), so the ids of a restarted server are larger than those of the
+// one before it.
 type Event struct {
 	Seq      uint64    `json:"seq"`
 	Type     string    `json:"type"`
@@ -298,6 +309,19 @@ type Event struct {
 	ExitCode *int      `json:"exit_code,omitempty"`
 	OOMKills uint64    `json:"oom_kills,omitempty"`
 	Image    string    `json:"image,omitempty"`
+}
+
+// CmdStart says how a create request's cmd started: the executor shell
+// session it runs in (follow its output with POST
+// /v1/sandboxes/{id}/sessions/{session}/run {"command":""}, stop it with
+// {"command":"C-c","is_input":true} or DELETE the session), and the first
+// reply of that session: status "running", or "completed" with the exit
+// code when the command ended at once.
+type CmdStart struct {
+	Session  string `json:"session"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Output   string `json:"output"`
 }
 
 // Health is the reply of GET /healthz.

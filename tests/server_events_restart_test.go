@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server"
+	"github.com/sbxrun/sbx/server/api"
+	"github.com/sbxrun/sbx/server/client"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+var errDone = errors.New("done")
+
+// TestServerEventsAcrossRestart checks that a client resuming the event
+// stream of a server that was restarted gets a reset event (its id is
+// unknown to the new server) and then the sandbox.removed of a sandbox
+// whose TTL passed while no server ran.
+func TestServerEventsAcrossRestart(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	e := newServerEnv(t, sandbox.Config{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req := busyboxCreate("ttl-restart")
+	req.TTL = api.Duration(2 * time.Second)
+	ready := make(chan uint64, 1)
+	sctx, scancel := context.WithCancel(ctx)
+	go func() {
+		_ = e.c.Events(sctx, 0, func(ev api.Event) error {
+			if ev.Type == api.EventReady && ev.Name == "ttl-restart" {
+				ready <- ev.Seq
+				return errDone
+			}
+			return nil
+		})
+	}()
+	time.Sleep(200 * time.Millisecond) // let the stream subscribe
+	sb, err := e.c.CreateSandbox(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	var lastSeq uint64
+	select {
+	case lastSeq = <-ready:
+	case <-ctx.Done():
+		t.Fatal("no sandbox.ready event")
+	}
+	scancel()
+	// The server stops; the TTL passes while none runs.
+	e.srv.Shutdown()
+	e.hs.Close()
+	e.srv.Close()
+	time.Sleep(2500 * time.Millisecond)
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var fwd server.ManagerEvents
+	m2, err := sandbox.New(sandbox.Config{Root: e.root, RunRoot: e.runRoot, Helper: serverExecutorBin(), Logger: quiet, Events: fwd.Handle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := server.New(server.Config{Manager: m2, ManagerEvents: &fwd, Token: serverTestToken, WatchInterval: 100 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hs2 := httptest.NewServer(s2.Handler())
+	defer func() { s2.Shutdown(); hs2.Close(); s2.Close() }()
+	c2, err := client.New(hs2.URL, client.Options{Token: serverTestToken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []api.Event
+	rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer rcancel()
+	err = c2.Events(rctx, lastSeq, func(ev api.Event) error {
+		got = append(got, ev)
+		if ev.Type == api.EventRemoved {
+			return errDone
+		}
+		return nil
+	})
+	if !errors.Is(err, errDone) {
+		t.Fatalf("resumed stream: %v after %+v", err, got)
+	}
+	if got[0].Type != api.EventReset {
+		t.Fatalf("resumed stream with an id of the previous server starts with %+v, want a reset", got[0])
+	}
+	last := got[len(got)-1]
+	if last.Sandbox != sb.ID || last.Name != "ttl-restart" || last.Seq <= lastSeq {
+		t.Fatalf("removal of the expired sandbox: %+v (previous server's last id %d)", last, lastSeq)
+	}
+}
