@@ -26,8 +26,8 @@ const (
 	// DefaultExecOutput is the default max_output_bytes of /v1/exec, per
 	// stream (stdout and stderr each).
 	DefaultExecOutput = 1 << 20
-	// MaxExecOutput caps max_output_bytes: with MaxExecs commands at most
-	// 1 GiB of output is held, whatever they print.
+	// MaxExecOutput caps max_output_bytes; Config.OutputBudget bounds the
+	// output held by all commands and sessions together.
 	MaxExecOutput = 8 << 20
 	// pipeDrain is how long output is still read after the command exits,
 	// for background children that keep its pipes open.
@@ -55,7 +55,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if req.MaxOutputBytes > 0 {
 		maxOut = min(req.MaxOutputBytes, MaxExecOutput)
 	}
-	stdout, stderr := outbuf.New(maxOut), outbuf.New(maxOut)
+	stdout, stderr := outbuf.NewShared(maxOut, s.outBudget), outbuf.NewShared(maxOut, s.outBudget)
+	defer stdout.Release()
+	defer stderr.Release()
 	var mu sync.Mutex
 	res, err := s.runCommand(r.Context(), req, func(stream string, b []byte) error {
 		mu.Lock()

@@ -69,6 +69,9 @@ type Options struct {
 	// ScratchDir is a private directory for the command file; the session
 	// creates it and removes it on Close.
 	ScratchDir string
+	// Budget bounds the output held by all sessions and commands (nil:
+	// unbounded).
+	Budget *outbuf.Budget
 }
 
 // Session is one persistent shell. Its methods are safe for concurrent use.
@@ -123,7 +126,7 @@ func New(ctx context.Context, sup *proc.Supervisor, id string, opts Options) (*S
 		opts:   opts,
 		sup:    sup,
 		call:   make(chan struct{}, 1),
-		out:    outbuf.New(DefaultMaxOutput),
+		out:    outbuf.NewShared(DefaultMaxOutput, opts.Budget),
 		maxOut: DefaultMaxOutput,
 		notify: make(chan struct{}, 1),
 	}
@@ -313,7 +316,7 @@ func (s *Session) read(sh *incarnation) {
 // job printing between commands, the banner before the first prompt) is
 // dropped. Called with mu held.
 func (s *Session) output(sh *incarnation, b []byte) {
-	if sh != s.sh || s.state != running {
+	if sh != s.sh || s.state != running || s.closed {
 		return
 	}
 	s.out.Write(b)
@@ -443,7 +446,8 @@ func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, e
 	}
 	// A program may have left echo on; the typed line must not show.
 	_ = setNoEcho(sh.ptm)
-	s.out = outbuf.New(maxOut)
+	s.out.Release()
+	s.out = outbuf.NewShared(maxOut, s.opts.Budget)
 	s.state = running
 	_, err := sh.ptm.Write([]byte(s.echoLine + "\n"))
 	s.mu.Unlock()
@@ -542,7 +546,8 @@ func (s *Session) drain(status string) api.RunResult {
 	res := api.RunResult{Status: status, Truncated: s.out.Truncated(), Notice: s.notice}
 	s.notice = ""
 	out := s.out.Bytes()
-	s.out = outbuf.New(s.maxOut)
+	s.out.Release()
+	s.out = outbuf.NewShared(s.maxOut, s.opts.Budget)
 	// A "\r" at the end may be half of a "\r\n" still on its way.
 	if status != api.StatusCompleted && status != api.StatusExited && bytes.HasSuffix(out, []byte("\r")) {
 		out = out[:len(out)-1]
@@ -611,6 +616,7 @@ func (s *Session) Close() {
 		return
 	}
 	s.closed = true
+	s.out.Release()
 	sh := s.sh
 	sids := append([]int{}, s.oldSids...)
 	s.wake()
