@@ -236,18 +236,38 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		timeout = t.C
 	}
 	timedOut := false
+	kill := func() {
+		_ = p.SignalGroup(unix.SIGKILL)
+		<-p.Done()
+	}
+	// The pipes close as the command exits: reap it at once rather than
+	// through the SIGCHLD hop (SIGCHLD still reaps it should it not be a
+	// zombie yet).
+	waitExit := func() {
+		select {
+		case <-p.Done():
+		case <-timeout:
+			timedOut = true
+			kill()
+		case <-ctx.Done():
+			kill()
+		case <-sinkFailed:
+			kill()
+		}
+	}
 	select {
+	case <-drained:
+		s.sup.Reap()
 	case <-p.Done():
 	case <-timeout:
 		timedOut = true
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
 	case <-ctx.Done():
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
 	case <-sinkFailed:
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
+	}
+	if timedOut {
+		kill()
+	} else {
+		waitExit()
 	}
 	if timedOut {
 		// Members of the group that outlived the leader die too.

@@ -49,6 +49,13 @@ func TestExecutorRefusesSpecialFiles(t *testing.T) {
 			_, err := e.client.Edit(ctx, api.EditRequest{Command: "view", Path: fifo})
 			return err
 		}},
+		{"list a FIFO", func(ctx context.Context) error {
+			_, err := e.client.List(ctx, fifo)
+			if client.IsCode(err, api.CodeBadRequest) {
+				return &client.Error{Status: http.StatusUnsupportedMediaType, Code: api.CodeNotRegular, Message: "not a regular file (a directory was wanted)"}
+			}
+			return err
+		}},
 		{"read /dev/zero", func(ctx context.Context) error {
 			_, err := e.client.ReadFile(ctx, "/dev/zero", io.Discard, 1<<40)
 			return err

@@ -261,8 +261,12 @@ func (f *Files) MkdirAll(dir string) error {
 // List returns the entries of a directory: directories first, each group
 // sorted by name.
 func (f *Files) List(p string) (api.Listing, error) {
-	d, err := os.Open(p)
+	// O_DIRECTORY: a FIFO at p is refused at once instead of blocking.
+	d, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		if fi, lerr := os.Stat(p); lerr == nil && !fi.IsDir() {
+			return api.Listing{}, errorf(api.CodeBadRequest, "%s is not a directory", p)
+		}
 		return api.Listing{}, statErr(p, err)
 	}
 	defer d.Close()

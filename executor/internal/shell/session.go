@@ -593,10 +593,10 @@ func (s *Session) drain(status string) api.RunResult {
 // normalize turns terminal line endings into "\n" and drops the echo of the
 // typed command line should a program have turned echo back on.
 func normalize(b []byte, echo string) string {
-	b = bytes.TrimPrefix(b, []byte(echo+"\r\n"))
 	for bytes.Contains(b, []byte("\r\r\n")) {
 		b = bytes.ReplaceAll(b, []byte("\r\r\n"), []byte("\r\n"))
 	}
+	b = bytes.TrimPrefix(b, []byte(echo+"\r\n"))
 	return string(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
 }
 
