@@ -347,4 +347,12 @@ func TestExecutorSessionSurvivesPromptChanges(t *testing.T) {
 			wantOutput(t, "after exec and PS1", s.ok("echo fine"), "fine\n")
 		})
 	}
+	// A bash started by exec uses readline; with a real TERM its escapes
+	// must not reach the output.
+	s := newSession(t, e.client, api.SessionRequest{Shell: "bash", Env: map[string]string{"HOME": home, "TERM": "xterm"}})
+	s.ok("exec bash")
+	wantOutput(t, "exec bash with TERM=xterm", s.ok("echo clean; false || true"), "clean\n")
+	if res := s.run(api.RunRequest{Command: "(exit 9)"}); *res.ExitCode != 9 || res.Output != "" {
+		t.Fatalf("exit code in the exec'd bash: %+v", res)
+	}
 }

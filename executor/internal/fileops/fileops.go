@@ -83,6 +83,11 @@ func statErr(p string, err error) error {
 // refuses anything that is not a regular file (FIFOs, devices, sockets),
 // whose reads could block or never end.
 func (f *Files) Open(p string) (*os.File, os.FileInfo, error) {
+	// Devices are not even opened (opening some has side effects); the
+	// check after the open covers a file swapped in between.
+	if fi, err := os.Stat(p); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, nil, errorf(api.CodeNotRegular, "%s is not a regular file (%s); only regular files can be read", p, fileKind(fi.Mode()))
+	}
 	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, nil, statErr(p, err)

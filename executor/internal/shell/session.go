@@ -241,7 +241,8 @@ func (s *Session) start(ctx context.Context, dir string) error {
 // sets the marker prompt, and exports two hooks that give a shell the
 // command replaced itself with (exec bash, exec sh) the same prompt:
 // PROMPT_COMMAND (bash runs it before every prompt) and ENV (sh, dash and
-// busybox read it when they start interactive). Its last command returns
+// busybox read it when they start interactive); a nested interactive shell
+// takes over the session the same way. Its last command returns
 // the saved status, so $? and the marker report the command's.
 func promptScript(nonce, self string) string {
 	q := "'" + self + "'"
@@ -253,6 +254,9 @@ func promptScript(nonce, self string) string {
 		"PROMPT_COMMAND=\". " + q + "\"\n" +
 		"ENV=" + q + "\n" +
 		"export PROMPT_COMMAND ENV\n" +
+		// A bash started by exec edits lines with readline; its bracketed
+		// paste escapes would show in the output.
+		"[ -n \"$BASH_VERSION\" ] && bind 'set enable-bracketed-paste off' 2>/dev/null\n" +
 		"__sbx_status() { return \"$1\"; }\n" +
 		"__sbx_status \"$__sbx_rc\"\n"
 }
