@@ -26,8 +26,8 @@ const (
 	// DefaultExecOutput is the default max_output_bytes of /v1/exec, per
 	// stream (stdout and stderr each).
 	DefaultExecOutput = 1 << 20
-	// MaxExecOutput caps max_output_bytes: with MaxExecs commands at most
-	// 1 GiB of output is held, whatever they print.
+	// MaxExecOutput caps max_output_bytes; Config.OutputBudget bounds the
+	// output held by all commands and sessions together.
 	MaxExecOutput = 8 << 20
 	// pipeDrain is how long output is still read after the command exits,
 	// for background children that keep its pipes open.
@@ -55,7 +55,9 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	if req.MaxOutputBytes > 0 {
 		maxOut = min(req.MaxOutputBytes, MaxExecOutput)
 	}
-	stdout, stderr := outbuf.New(maxOut), outbuf.New(maxOut)
+	stdout, stderr := outbuf.NewShared(maxOut, s.outBudget), outbuf.NewShared(maxOut, s.outBudget)
+	defer stdout.Release()
+	defer stderr.Release()
 	var mu sync.Mutex
 	res, err := s.runCommand(r.Context(), req, func(stream string, b []byte) error {
 		mu.Lock()
@@ -234,18 +236,38 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		timeout = t.C
 	}
 	timedOut := false
+	kill := func() {
+		_ = p.SignalGroup(unix.SIGKILL)
+		<-p.Done()
+	}
+	// The pipes close as the command exits: reap it at once rather than
+	// through the SIGCHLD hop (SIGCHLD still reaps it should it not be a
+	// zombie yet).
+	waitExit := func() {
+		select {
+		case <-p.Done():
+		case <-timeout:
+			timedOut = true
+			kill()
+		case <-ctx.Done():
+			kill()
+		case <-sinkFailed:
+			kill()
+		}
+	}
 	select {
+	case <-drained:
+		s.sup.Reap()
 	case <-p.Done():
 	case <-timeout:
 		timedOut = true
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
 	case <-ctx.Done():
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
 	case <-sinkFailed:
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
+	}
+	if timedOut {
+		kill()
+	} else {
+		waitExit()
 	}
 	if timedOut {
 		// Members of the group that outlived the leader die too.

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/internal/fileops"
+	"github.com/sbxrun/sbx/executor/internal/outbuf"
 	"github.com/sbxrun/sbx/executor/internal/proc"
 	"github.com/sbxrun/sbx/executor/internal/shell"
 	"github.com/sbxrun/sbx/internal/version"
@@ -50,6 +52,10 @@ type Config struct {
 	// MaxSessions and MaxExecs bound concurrent sessions and commands
 	// (defaults 64 and 64).
 	MaxSessions, MaxExecs int
+	// OutputBudget bounds the output held for all running commands and
+	// sessions together, in bytes (default DefaultOutputBudget); past it,
+	// further output is dropped and the reply says so.
+	OutputBudget int64
 	// Logger receives the executor's logs (default slog.Default()).
 	Logger *slog.Logger
 }
@@ -66,11 +72,16 @@ type Server struct {
 	scratch     string
 	ownsScratch bool
 	devNull     *os.File // stdin of commands without input
+	outBudget   *outbuf.Budget
 
 	mu       sync.Mutex
 	sessions map[string]*shell.Session
 	stopping bool
 }
+
+// DefaultOutputBudget is the default Config.OutputBudget: the output held
+// for all commands and sessions together.
+const DefaultOutputBudget = 64 << 20
 
 // maxJSONBody caps JSON request bodies (an edit's file_text is at most
 // 10 MiB).
@@ -96,6 +107,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.OutputBudget <= 0 {
+		cfg.OutputBudget = DefaultOutputBudget
+	}
 	user := proc.Current()
 	if cfg.User != "" {
 		u, err := proc.LookupUser(cfg.User)
@@ -108,13 +122,14 @@ func New(cfg Config) (*Server, error) {
 		user = u
 	}
 	s := &Server{
-		cfg:      cfg,
-		user:     user,
-		log:      cfg.Logger,
-		started:  time.Now(),
-		execs:    make(chan struct{}, cfg.MaxExecs),
-		sessions: make(map[string]*shell.Session),
-		files:    fileops.New(int(user.UID), int(user.GID), cfg.Workdir, 64<<20),
+		cfg:       cfg,
+		user:      user,
+		log:       cfg.Logger,
+		started:   time.Now(),
+		execs:     make(chan struct{}, cfg.MaxExecs),
+		sessions:  make(map[string]*shell.Session),
+		outBudget: outbuf.NewBudget(cfg.OutputBudget),
+		files:     fileops.New(int(user.UID), int(user.GID), cfg.Workdir, 64<<20),
 	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
@@ -184,9 +199,31 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+api.PathFsArchive, s.getArchive)
 	mux.HandleFunc("PUT "+api.PathFsArchive, s.putArchive)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
+			w.Header().Set("Allow", strings.Join(allowed, ", "))
+			writeError(w, http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, strings.Join(allowed, " or ")))
+			return
+		}
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
 	return mux
+}
+
+// allowedMethods lists the methods with an endpoint at r's path (the
+// catch-all route aside).
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allowed []string
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodPost, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/" {
+			allowed = append(allowed, m)
+		}
+	}
+	return allowed
 }
 
 // Serve answers requests on ln until ctx ends, then shuts down: it stops
@@ -322,6 +359,7 @@ var fileStatus = map[string]int{
 	api.CodeNotFound:    http.StatusNotFound,
 	api.CodeExists:      http.StatusConflict,
 	api.CodeIsDirectory: http.StatusBadRequest,
+	api.CodeNotRegular:  http.StatusUnsupportedMediaType,
 	api.CodeBinary:      http.StatusUnsupportedMediaType,
 	api.CodeTooLarge:    http.StatusRequestEntityTooLarge,
 	api.CodeNoMatch:     http.StatusUnprocessableEntity,

@@ -62,6 +62,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		User:       id,
 		Credential: cred,
 		ScratchDir: filepath.Join(s.scratch, sid),
+		Budget:     s.outBudget,
 	})
 	if err != nil {
 		s.fail(w, fmt.Errorf("start session: %w", err))

@@ -24,15 +24,16 @@ import (
 const executorMemoryLimit = 32 << 20
 
 type executorOptions struct {
-	listenFD    int
-	seccompFD   int
-	envFD       int
-	socket      string
-	user        string
-	env         []string
-	workdir     string
-	scratchDir  string
-	stopTimeout time.Duration
+	listenFD     int
+	seccompFD    int
+	envFD        int
+	socket       string
+	user         string
+	env          []string
+	workdir      string
+	scratchDir   string
+	stopTimeout  time.Duration
+	outputBudget int64
 }
 
 func init() {
@@ -59,6 +60,7 @@ stops every command, SIGKILL after --stop-timeout, and exits.`,
 	f.IntVar(&o.envFD, "env-fd", -1, "read more default environment variables (NUL-separated KEY=VALUE) from this fd, so that they do not show in ps")
 	f.StringVar(&o.workdir, "workdir", "/", "default working directory of commands")
 	f.StringVar(&o.scratchDir, "scratch-dir", "", "directory for session command files (default: a new one under /tmp)")
+	f.Int64Var(&o.outputBudget, "output-budget", executor.DefaultOutputBudget, "bytes of output held for all running commands and sessions together; past it output is truncated")
 	f.DurationVar(&o.stopTimeout, "stop-timeout", 5*time.Second, "grace between SIGTERM and SIGKILL of commands at shutdown")
 	rootCmd.AddCommand(cmd)
 }
@@ -108,12 +110,13 @@ func runExecutor(o executorOptions) error {
 		return err
 	}
 	srv, err := executor.New(executor.Config{
-		User:        o.user,
-		Env:         o.env,
-		Workdir:     o.workdir,
-		ScratchDir:  o.scratchDir,
-		StopTimeout: o.stopTimeout,
-		Logger:      slog.Default(),
+		User:         o.user,
+		Env:          o.env,
+		Workdir:      o.workdir,
+		ScratchDir:   o.scratchDir,
+		StopTimeout:  o.stopTimeout,
+		OutputBudget: o.outputBudget,
+		Logger:       slog.Default(),
 	})
 	if err != nil {
 		ln.Close()

@@ -18,22 +18,24 @@ const (
 
 // Error codes carried in ErrorBody.Code.
 const (
-	CodeBadRequest   = "bad_request"      // malformed body or parameters
-	CodeNotFound     = "not_found"        // path, session or route does not exist
-	CodeExists       = "exists"           // create on an existing path
-	CodeIsDirectory  = "is_directory"     // a file operation on a directory
-	CodeBinary       = "binary_file"      // edit or line read of a binary file
-	CodeTooLarge     = "too_large"        // file or body over a limit
-	CodeNoMatch      = "no_match"         // str_replace found old_str nowhere
-	CodeMultiMatch   = "multiple_matches" // str_replace found old_str more than once
-	CodeBadRange     = "invalid_range"    // view_range, insert_line or line range out of bounds
-	CodeNoHistory    = "no_history"       // undo_edit without a previous version
-	CodeNotRunning   = "not_running"      // "" or input to a session with no running command
-	CodeBusy         = "busy"             // another call is already waiting on the session
-	CodeUnsafePath   = "unsafe_path"      // an archive entry that would land outside its directory
-	CodeLimit        = "limit"            // too many sessions or concurrent commands
-	CodeShuttingDown = "shutting_down"    // the executor is stopping
-	CodeInternal     = "internal"         // anything else
+	CodeBadRequest       = "bad_request"        // malformed body or parameters
+	CodeNotFound         = "not_found"          // path, session or route does not exist
+	CodeMethodNotAllowed = "method_not_allowed" // the route exists, not with this method
+	CodeNotRegular       = "not_regular_file"   // a read of a FIFO, device or socket
+	CodeExists           = "exists"             // create on an existing path
+	CodeIsDirectory      = "is_directory"       // a file operation on a directory
+	CodeBinary           = "binary_file"        // edit or line read of a binary file
+	CodeTooLarge         = "too_large"          // file or body over a limit
+	CodeNoMatch          = "no_match"           // str_replace found old_str nowhere
+	CodeMultiMatch       = "multiple_matches"   // str_replace found old_str more than once
+	CodeBadRange         = "invalid_range"      // view_range, insert_line or line range out of bounds
+	CodeNoHistory        = "no_history"         // undo_edit without a previous version
+	CodeNotRunning       = "not_running"        // "" or input to a session with no running command
+	CodeBusy             = "busy"               // another call is already waiting on the session
+	CodeUnsafePath       = "unsafe_path"        // an archive entry that would land outside its directory
+	CodeLimit            = "limit"              // too many sessions or concurrent commands
+	CodeShuttingDown     = "shutting_down"      // the executor is stopping
+	CodeInternal         = "internal"           // anything else
 )
 
 // Error is the body of every non-2xx reply: {"error":{"code","message"}}.
@@ -70,11 +72,12 @@ type ExecRequest struct {
 }
 
 // ExecResult is the reply of POST /v1/exec and the last frame of a stream.
-// Signal names the signal that ended the command ("SIGKILL"), if any;
+// Signal names the signal that ended the command ("SIGKILL"), or is "" (it
+// is always present);
 // ExitCode is then 128+signal number, as a shell reports it.
 type ExecResult struct {
 	ExitCode  int     `json:"exit_code"`
-	Signal    string  `json:"signal,omitempty"`
+	Signal    string  `json:"signal"`
 	Stdout    string  `json:"stdout"`
 	Stderr    string  `json:"stderr"`
 	TimedOut  bool    `json:"timed_out"`

@@ -79,9 +79,16 @@ func statErr(p string, err error) error {
 	return err
 }
 
-// Open opens a regular file for reading.
+// Open opens a regular file for reading. It opens without blocking and
+// refuses anything that is not a regular file (FIFOs, devices, sockets),
+// whose reads could block or never end.
 func (f *Files) Open(p string) (*os.File, os.FileInfo, error) {
-	fh, err := os.Open(p)
+	// Devices are not even opened (opening some has side effects); the
+	// check after the open covers a file swapped in between.
+	if fi, err := os.Stat(p); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+		return nil, nil, errorf(api.CodeNotRegular, "%s is not a regular file (%s); only regular files can be read", p, fileKind(fi.Mode()))
+	}
+	fh, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
 		return nil, nil, statErr(p, err)
 	}
@@ -94,7 +101,26 @@ func (f *Files) Open(p string) (*os.File, os.FileInfo, error) {
 		fh.Close()
 		return nil, nil, errorf(api.CodeIsDirectory, "%s is a directory; list it with /v1/fs/list or fetch it with /v1/fs/archive", p)
 	}
+	if !fi.Mode().IsRegular() {
+		fh.Close()
+		return nil, nil, errorf(api.CodeNotRegular, "%s is not a regular file (%s); only regular files can be read", p, fileKind(fi.Mode()))
+	}
 	return fh, fi, nil
+}
+
+// fileKind names the type of a non-regular file.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	}
+	return "a special file"
 }
 
 // ReadLines returns lines start..end (1-based, inclusive; end <= 0 means the
@@ -240,8 +266,12 @@ func (f *Files) MkdirAll(dir string) error {
 // List returns the entries of a directory: directories first, each group
 // sorted by name.
 func (f *Files) List(p string) (api.Listing, error) {
-	d, err := os.Open(p)
+	// O_DIRECTORY: a FIFO at p is refused at once instead of blocking.
+	d, err := os.OpenFile(p, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
+		if fi, lerr := os.Stat(p); lerr == nil && !fi.IsDir() {
+			return api.Listing{}, errorf(api.CodeBadRequest, "%s is not a directory", p)
+		}
 		return api.Listing{}, statErr(p, err)
 	}
 	defer d.Close()

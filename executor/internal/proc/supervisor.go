@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +28,7 @@ type Supervisor struct {
 	sigc    chan os.Signal
 	stop    chan struct{}
 	stopped sync.WaitGroup
+	oomAdj  []byte // oom_score_adj of started processes
 }
 
 // Process is a child started by a Supervisor. Its pid is also its process
@@ -47,9 +50,10 @@ func NewSupervisor() (*Supervisor, error) {
 		}
 	}
 	s := &Supervisor{
-		procs: make(map[int]*Process),
-		sigc:  make(chan os.Signal, 1),
-		stop:  make(chan struct{}),
+		procs:  make(map[int]*Process),
+		sigc:   make(chan os.Signal, 1),
+		stop:   make(chan struct{}),
+		oomAdj: []byte(strconv.Itoa(min(ownOOMScoreAdj()+cgroup.OOMScoreBoost, 1000))),
 	}
 	signal.Notify(s.sigc, unix.SIGCHLD)
 	s.stopped.Add(1)
@@ -79,6 +83,11 @@ func (s *Supervisor) loop() {
 		}
 	}
 }
+
+// Reap collects every child that has exited now, without waiting for
+// SIGCHLD to reach the reaping goroutine. A caller that knows a child is
+// about to be a zombie (its pipes just closed) saves that hop.
+func (s *Supervisor) Reap() { s.reapAll() }
 
 // reapAll collects every child that has exited. It holds mu across wait4 so
 // that a child started by Start is always registered before it can be reaped.
@@ -121,11 +130,33 @@ func (s *Supervisor) Start(path string, argv []string, attr *os.ProcAttr) (*Proc
 	}
 	proc := &Process{Pid: p.Pid, done: make(chan struct{})}
 	s.procs[p.Pid] = proc
-	cgroup.RaiseOOMScore(p.Pid) // under a small memory limit, the command goes first
+	s.raiseOOMScore(p.Pid) // under a small memory limit, the command goes first
 	// The supervisor waits with wait4; the os.Process handle (a pidfd) is
 	// not needed.
 	_ = p.Release()
 	return proc, nil
+}
+
+// ownOOMScoreAdj is this process's oom_score_adj (0 if unreadable).
+func ownOOMScoreAdj() int {
+	data, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return n
+}
+
+// raiseOOMScore makes pid a likelier OOM victim than the executor, as
+// cgroup.RaiseOOMScore does, with the value computed once and plain system
+// calls (this is on the path of every command). Failures are ignored.
+func (s *Supervisor) raiseOOMScore(pid int) {
+	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	_, _ = unix.Write(fd, s.oomAdj)
+	unix.Close(fd)
 }
 
 // Running returns the pids of the processes started by Start that have not

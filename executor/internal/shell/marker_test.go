@@ -31,3 +31,14 @@ func TestScannerRejectsMalformedMarker(t *testing.T) {
 		t.Fatalf("marks=%d out=%q", marks, out.String())
 	}
 }
+
+// TestNormalizeDropsEchoedLine: the typed line, echoed by a program that
+// turned echo back on, is dropped whether it ends in "\r\n" or "\r\r\n".
+func TestNormalizeDropsEchoedLine(t *testing.T) {
+	echo := " . '/s/cmd'; . '/s/prompt'"
+	for _, in := range []string{echo + "\r\nout\r\n", echo + "\r\r\nout\r\n"} {
+		if got := normalize([]byte(in), echo); got != "out\n" {
+			t.Fatalf("normalize(%q) = %q", in, got)
+		}
+	}
+}

@@ -69,6 +69,9 @@ type Options struct {
 	// ScratchDir is a private directory for the command file; the session
 	// creates it and removes it on Close.
 	ScratchDir string
+	// Budget bounds the output held by all sessions and commands (nil:
+	// unbounded).
+	Budget *outbuf.Budget
 }
 
 // Session is one persistent shell. Its methods are safe for concurrent use.
@@ -91,6 +94,7 @@ type Session struct {
 	notice   string // told with the next reply
 	oldSids  []int  // sessions of earlier shells, killed on Close
 	cmdFile  string
+	postFile string // re-establishes the marker prompt after each command
 	echoLine string
 }
 
@@ -123,7 +127,7 @@ func New(ctx context.Context, sup *proc.Supervisor, id string, opts Options) (*S
 		opts:   opts,
 		sup:    sup,
 		call:   make(chan struct{}, 1),
-		out:    outbuf.New(DefaultMaxOutput),
+		out:    outbuf.NewShared(DefaultMaxOutput, opts.Budget),
 		maxOut: DefaultMaxOutput,
 		notify: make(chan struct{}, 1),
 	}
@@ -131,16 +135,23 @@ func New(ctx context.Context, sup *proc.Supervisor, id string, opts Options) (*S
 		return nil, fmt.Errorf("create session scratch directory: %w", err)
 	}
 	s.cmdFile = filepath.Join(opts.ScratchDir, "cmd")
-	if err := os.WriteFile(s.cmdFile, nil, 0o600); err != nil {
-		return nil, fmt.Errorf("create command file: %w", err)
+	s.postFile = filepath.Join(opts.ScratchDir, "prompt")
+	for _, p := range []string{s.cmdFile, s.postFile} {
+		if err := os.WriteFile(p, nil, 0o600); err != nil {
+			os.RemoveAll(opts.ScratchDir)
+			return nil, fmt.Errorf("create command file: %w", err)
+		}
 	}
-	for _, p := range []string{opts.ScratchDir, s.cmdFile} {
+	for _, p := range []string{opts.ScratchDir, s.cmdFile, s.postFile} {
 		if err := os.Chown(p, int(opts.User.UID), int(opts.User.GID)); err != nil && os.Geteuid() == 0 {
 			os.RemoveAll(opts.ScratchDir)
 			return nil, fmt.Errorf("chown %s: %w", p, err)
 		}
 	}
-	s.echoLine = " . '" + s.cmdFile + "'"
+	// The prompt file runs right after each command, in the same line, so
+	// whatever the command did to PS1 or PROMPT_COMMAND (sourcing an rc
+	// file, say) the marker prompt comes back.
+	s.echoLine = " . '" + s.cmdFile + "'; . '" + s.postFile + "'"
 	if err := s.start(ctx, opts.Dir); err != nil {
 		os.RemoveAll(opts.ScratchDir)
 		return nil, err
@@ -175,6 +186,10 @@ func (s *Session) start(ctx context.Context, dir string) error {
 		readEOF: make(chan struct{}),
 	}
 	sh.scan = newScanner(sh.nonce)
+	if err := os.WriteFile(s.postFile, []byte(promptScript(sh.nonce, s.postFile)), 0o600); err != nil {
+		ptm.Close()
+		return fmt.Errorf("write the prompt file: %w", err)
+	}
 	argv := append(append([]string{}, s.opts.Argv...), interactiveFlags(s.opts.Argv)...)
 	p, err := s.sup.Start(argv[0], argv, &os.ProcAttr{
 		Dir:   dir,
@@ -199,7 +214,7 @@ func (s *Session) start(ctx context.Context, dir string) error {
 	go s.read(sh)
 	go s.watch(sh)
 	// PS1 is set after the rc files ran, so they cannot replace it.
-	initLine := fmt.Sprintf(` PS1="$(printf '\036')SBX%s:\$?:\$PWD$(printf '\037')"; PS2=''; PS0=''; PROMPT_COMMAND=''`+"\n", sh.nonce)
+	initLine := " . '" + s.postFile + "'\n"
 	if _, err := ptm.Write([]byte(initLine)); err != nil {
 		s.kill(sh)
 		return fmt.Errorf("initialise shell: %w", err)
@@ -219,6 +234,31 @@ func (s *Session) start(ctx context.Context, dir string) error {
 		s.kill(sh)
 		return ctx.Err()
 	}
+}
+
+// promptScript is the prompt file of a shell whose markers carry nonce. It
+// keeps the exit status of the command before it ($? when it starts),
+// sets the marker prompt, and exports two hooks that give a shell the
+// command replaced itself with (exec bash, exec sh) the same prompt:
+// PROMPT_COMMAND (bash runs it before every prompt) and ENV (sh, dash and
+// busybox read it when they start interactive); a nested interactive shell
+// takes over the session the same way. Its last command returns
+// the saved status, so $? and the marker report the command's.
+func promptScript(nonce, self string) string {
+	q := "'" + self + "'"
+	return "__sbx_rc=$?\n" +
+		"PS1='\036SBX" + nonce + ":$?:$PWD\037'\n" +
+		"PS2=''\n" +
+		"PS0=''\n" +
+		"unset PROMPT_COMMAND 2>/dev/null\n" +
+		"PROMPT_COMMAND=\". " + q + "\"\n" +
+		"ENV=" + q + "\n" +
+		"export PROMPT_COMMAND ENV\n" +
+		// A bash started by exec edits lines with readline; its bracketed
+		// paste escapes would show in the output.
+		"[ -n \"$BASH_VERSION\" ] && bind 'set enable-bracketed-paste off' 2>/dev/null\n" +
+		"__sbx_status() { return \"$1\"; }\n" +
+		"__sbx_status \"$__sbx_rc\"\n"
 }
 
 // openPTY opens a pseudo-terminal of 200x50. creack/pty leaves the master
@@ -313,7 +353,7 @@ func (s *Session) read(sh *incarnation) {
 // job printing between commands, the banner before the first prompt) is
 // dropped. Called with mu held.
 func (s *Session) output(sh *incarnation, b []byte) {
-	if sh != s.sh || s.state != running {
+	if sh != s.sh || s.state != running || s.closed {
 		return
 	}
 	s.out.Write(b)
@@ -443,7 +483,8 @@ func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, e
 	}
 	// A program may have left echo on; the typed line must not show.
 	_ = setNoEcho(sh.ptm)
-	s.out = outbuf.New(maxOut)
+	s.out.Release()
+	s.out = outbuf.NewShared(maxOut, s.opts.Budget)
 	s.state = running
 	_, err := sh.ptm.Write([]byte(s.echoLine + "\n"))
 	s.mu.Unlock()
@@ -542,7 +583,8 @@ func (s *Session) drain(status string) api.RunResult {
 	res := api.RunResult{Status: status, Truncated: s.out.Truncated(), Notice: s.notice}
 	s.notice = ""
 	out := s.out.Bytes()
-	s.out = outbuf.New(s.maxOut)
+	s.out.Release()
+	s.out = outbuf.NewShared(s.maxOut, s.opts.Budget)
 	// A "\r" at the end may be half of a "\r\n" still on its way.
 	if status != api.StatusCompleted && status != api.StatusExited && bytes.HasSuffix(out, []byte("\r")) {
 		out = out[:len(out)-1]
@@ -555,10 +597,10 @@ func (s *Session) drain(status string) api.RunResult {
 // normalize turns terminal line endings into "\n" and drops the echo of the
 // typed command line should a program have turned echo back on.
 func normalize(b []byte, echo string) string {
-	b = bytes.TrimPrefix(b, []byte(echo+"\r\n"))
 	for bytes.Contains(b, []byte("\r\r\n")) {
 		b = bytes.ReplaceAll(b, []byte("\r\r\n"), []byte("\r\n"))
 	}
+	b = bytes.TrimPrefix(b, []byte(echo+"\r\n"))
 	return string(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")))
 }
 
@@ -611,6 +653,7 @@ func (s *Session) Close() {
 		return
 	}
 	s.closed = true
+	s.out.Release()
 	sh := s.sh
 	sids := append([]int{}, s.oldSids...)
 	s.wake()
