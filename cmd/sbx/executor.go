@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx/executor"
+	"github.com/sbxrun/sbx/internal/sigreset"
 	"github.com/sbxrun/sbx/seccomp"
 )
 
@@ -66,6 +67,7 @@ stops every command, SIGKILL after --stop-timeout, and exits.`,
 }
 
 func runExecutor(o executorOptions) error {
+	sigreset.IgnoredToDefault() // commands start with no signal ignored
 	if (o.listenFD >= 0) == (o.socket != "") {
 		return &exitError{code: exitSbxFailed, msg: "executor: give exactly one of --listen-fd and --socket"}
 	}

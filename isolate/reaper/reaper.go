@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/sigreset"
 )
 
 // Status is how the command ended, written as one JSON line to the status fd.
@@ -50,6 +51,7 @@ type Options struct {
 // Run starts the command, supervises it, and returns the exit code PID 1
 // should exit with. It never returns before the command has ended.
 func Run(o Options) int {
+	sigreset.IgnoredToDefault() // the command starts with no signal ignored
 	// One P is plenty for an init that only waits, and keeps its threads,
 	// which count against the sandbox's pids limit, few.
 	runtime.GOMAXPROCS(1)
