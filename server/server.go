@@ -64,6 +64,10 @@ type Config struct {
 	// it (a CLI, a dying PID 1, an OOM kill) and reaps expired sandboxes
 	// [1s].
 	WatchInterval time.Duration
+	// HostInfo, if set, gives the host facts of GET /v1/info (sbx serve
+	// passes what `sbx info` reports); without it the server reports its
+	// version, kernel and cgroup mode.
+	HostInfo func() api.HostInfo
 	// Logger receives the server's logs [slog.Default()].
 	Logger *slog.Logger
 }
@@ -180,6 +184,8 @@ func (s *Server) routes() []Route {
 		{Method: http.MethodGet, Pattern: "/healthz", NoAuth: true, handler: http.HandlerFunc(s.healthz)},
 		h(http.MethodGet, "/metrics", s.serveMetrics),
 		h(http.MethodGet, "/v1/openapi.yaml", s.openapi),
+		h(http.MethodGet, "/v1/info", s.hostInfo),
+		h(http.MethodPost, "/v1/gc", s.gc),
 		h(http.MethodPost, "/v1/sandboxes", s.createSandbox),
 		h(http.MethodGet, "/v1/sandboxes", s.listSandboxes),
 		h(http.MethodGet, "/v1/sandboxes/{id}", s.getSandbox),

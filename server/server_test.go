@@ -636,3 +636,30 @@ func TestManagerEventsForwarded(t *testing.T) {
 	case <-time.After(200 * time.Millisecond):
 	}
 }
+
+// TestHostInfoAndGC calls GET /v1/info and POST /v1/gc over raw HTTP: the
+// configured host facts, the server's own without them, and an empty
+// garbage collection of a fresh root.
+func TestHostInfoAndGC(t *testing.T) {
+	_, hs := newTestServer(t, func(c *Config) {
+		c.HostInfo = func() api.HostInfo { return api.HostInfo{Version: "v-test", Root: "/srv/sbx"} }
+	})
+	resp, data := do(t, http.MethodGet, hs.URL+"/v1/info", "Bearer "+testToken, "")
+	var info api.HostInfo
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &info) != nil || info.Version != "v-test" || info.Root != "/srv/sbx" {
+		t.Fatalf("GET /v1/info: %d %s", resp.StatusCode, data)
+	}
+	_, hs = newTestServer(t, nil)
+	resp, data = do(t, http.MethodGet, hs.URL+"/v1/info", "Bearer "+testToken, "")
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &info) != nil || info.Kernel == "" || info.CgroupMode == "" {
+		t.Fatalf("GET /v1/info without HostInfo: %d %s", resp.StatusCode, data)
+	}
+	resp, data = do(t, http.MethodPost, hs.URL+"/v1/gc", "Bearer "+testToken, "")
+	var rep api.GCReport
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &rep) != nil || len(rep.Expired)+len(rep.Interrupted)+len(rep.Stopped)+len(rep.Orphans) != 0 {
+		t.Fatalf("POST /v1/gc: %d %s", resp.StatusCode, data)
+	}
+	if resp, _ = do(t, http.MethodGet, hs.URL+"/v1/gc", "Bearer "+testToken, ""); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /v1/gc: %d, want 405", resp.StatusCode)
+	}
+}

@@ -131,11 +131,19 @@ func TestServerRemoteRun(t *testing.T) {
 		{"run", "-t", "--rootfs", rootfs, "--", "true"},
 		{"run", "--rootfs", rootfs},
 		{"run", "--pull", "always", "busybox", "true"},
-		{"prepare"},
-		{"import", "x.tar", "x"},
 	} {
 		if r = sbx("", args...); r.code != 125 || r.stderr == "" {
 			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and an error", args, r.code, r.stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"prepare", "busybox", "-c", "true"},
+		{"import", "x.tar", "x"},
+		{"commit", "x", "y"},
+		{"image", "gc"},
+	} {
+		if r = sbx("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {
+			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and a refusal", args, r.code, r.stderr)
 		}
 	}
 	assertNone("after the refusals")

@@ -180,6 +180,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		AllowHostNetwork:     o.allowHostNetwork,
 		AllowPrivileged:      o.allowPriv,
 		WatchInterval:        o.watchInterval,
+		HostInfo:             gatherInfo,
 		Logger:               log,
 	})
 	if err != nil {
