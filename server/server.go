@@ -195,6 +195,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/stop", s.stopSandbox),
 		h(http.MethodPost, "/v1/sandboxes/{id}/start", s.startSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/stats", s.sandboxStats),
+		h(http.MethodPost, "/v1/sandboxes/{id}/commit", s.commitSandbox),
 		// The executor's API, proxied unchanged.
 		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
 		p(http.MethodGet, "/v1/sandboxes/{id}/info"),

@@ -637,9 +637,10 @@ func TestManagerEventsForwarded(t *testing.T) {
 	}
 }
 
-// TestHostInfoAndGC calls GET /v1/info and POST /v1/gc over raw HTTP: the
-// configured host facts, the server's own without them, and an empty
-// garbage collection of a fresh root.
+// TestHostInfoAndGC calls GET /v1/info, POST /v1/gc and the errors of POST
+// /v1/sandboxes/{id}/commit over raw HTTP: the configured host facts, the
+// server's own without them, and an empty garbage collection of a fresh
+// root.
 func TestHostInfoAndGC(t *testing.T) {
 	_, hs := newTestServer(t, func(c *Config) {
 		c.HostInfo = func() api.HostInfo { return api.HostInfo{Version: "v-test", Root: "/srv/sbx"} }
@@ -661,5 +662,11 @@ func TestHostInfoAndGC(t *testing.T) {
 	}
 	if resp, _ = do(t, http.MethodGet, hs.URL+"/v1/gc", "Bearer "+testToken, ""); resp.StatusCode != http.StatusMethodNotAllowed {
 		t.Fatalf("GET /v1/gc: %d, want 405", resp.StatusCode)
+	}
+	// Commit: a name is required; this Manager has no image store (422).
+	for body, want := range map[string]int{`{}`: 422, `{"name":"x:1"}`: 422, `{"name":1}`: 400} {
+		if resp, data = do(t, http.MethodPost, hs.URL+"/v1/sandboxes/nosuch/commit", "Bearer "+testToken, body); resp.StatusCode != want {
+			t.Errorf("POST commit %s: %d %s, want %d", body, resp.StatusCode, data, want)
+		}
 	}
 }

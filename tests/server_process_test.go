@@ -462,6 +462,27 @@ func TestServerRemoteCLI(t *testing.T) {
 	if r = runSbx(t, "", "--root", local+"/root", "--run-root", local+"/run", "images", "-q"); r.code != 0 || r.stdout != "" {
 		t.Fatalf("the remote pull landed in the local cache: %q %s", r.stdout, r.stderr)
 	}
+	// commit: a sandbox's writable layer becomes a new image on the server.
+	if r = sbx("create", "--name", "base", ref); r.code != 0 {
+		t.Fatalf("remote create from an image: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("exec", "base", "--", "sh", "-c", "echo committed > /marker"); r.code != 0 {
+		t.Fatalf("remote exec: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("commit", "base", "remote/committed:1"); r.code != 0 || !strings.Contains(r.stdout, "sha256:") {
+		t.Fatalf("remote commit: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("commit", "nosuch", "remote/x:1"); r.code != 1 {
+		t.Fatalf("remote commit of no sandbox: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	if r = sbx("run", "remote/committed:1", "cat", "/marker"); r.code != 0 || r.stdout != "committed\n" {
+		t.Fatalf("run of the committed image: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"rm", "-f", "base"}, {"rmi", "remote/committed:1"}} {
+		if r = sbx(args...); r.code != 0 {
+			t.Fatalf("remote %v: %d %s", args, r.code, r.stderr)
+		}
+	}
 	if r = sbx("rmi", ref); r.code != 0 {
 		t.Fatalf("remote rmi: %d %s", r.code, r.stderr)
 	}

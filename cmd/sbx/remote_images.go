@@ -19,7 +19,7 @@ import (
 // doing something local.
 var remoteCommands = map[string]bool{
 	"create": true, "run": true, "ps": true, "ls": true, "inspect": true, "stats": true, "pause": true,
-	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "shell": true, "cp": true, "info": true, "gc": true,
+	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "shell": true, "cp": true, "info": true, "gc": true, "commit": true,
 	"pull": true, "images": true, "rmi": true, "image ls": true, "image rm": true, "image pull": true,
 	"version": true, "help": true, "completion": true,
 }

@@ -211,6 +211,12 @@ type StopRequest struct {
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
+// CommitRequest is the body of POST /v1/sandboxes/{id}/commit: the name
+// of the new image made of the sandbox's image plus its writable layer.
+type CommitRequest struct {
+	Name string `json:"name"`
+}
+
 // Stats is the reply of GET /v1/sandboxes/{id}/stats: what the sandbox's
 // cgroups say it uses now. Times are in nanoseconds.
 type Stats struct {
