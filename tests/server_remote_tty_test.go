@@ -13,6 +13,8 @@ import (
 
 	"github.com/creack/pty"
 
+	execapi "github.com/sbxrun/sbx/executor/api"
+	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -151,6 +153,31 @@ func TestServerRemoteTTY(t *testing.T) {
 	r = runSbx(t, "", append(append([]string{}, base...), "exec", "-i", "--timeout", "500ms", "tty", "--", "sleep", "30")...)
 	if r.code != 124 {
 		t.Fatalf("sbx exec -i --timeout: exit %d, want 124 (%s)", r.code, r.stderr)
+	}
+	// Through the Go client: closing the attachment kills the command.
+	ex := c.Executor(sb.ID, execclient.Options{})
+	defer ex.Close()
+	a, err := ex.Attach(ctx, execapi.AttachRequest{ExecRequest: execapi.ExecRequest{Argv: []string{"sleep", "321"}}, Tty: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func() bool {
+		res, err := ex.Exec(ctx, execapi.ExecRequest{Command: "ps -o args | grep -c '^sleep 321'"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(res.Stdout) != "0"
+	}
+	for deadline := time.Now().Add(10 * time.Second); !running(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the attached command never ran")
+		}
+	}
+	_ = a.Close()
+	for deadline := time.Now().Add(10 * time.Second); running(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the attached command outlived its connection")
+		}
 	}
 	// A missing command: 127; a missing sandbox: 1.
 	if r = runSbx(t, "", append(append([]string{}, base...), "exec", "-i", "tty", "--", "/no/such")...); r.code != 127 {
