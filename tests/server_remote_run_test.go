@@ -128,7 +128,6 @@ func TestServerRemoteRun(t *testing.T) {
 	// What needs this host refuses clearly and creates nothing.
 	for _, args := range [][]string{
 		{"run", "--", "true"},
-		{"run", "-t", "--rootfs", rootfs, "--", "true"},
 		{"run", "--rootfs", rootfs},
 		{"run", "--pull", "always", "busybox", "true"},
 	} {

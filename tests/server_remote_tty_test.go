@@ -16,6 +16,7 @@ import (
 	execapi "github.com/sbxrun/sbx/executor/api"
 	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
+	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -142,6 +143,20 @@ func TestServerRemoteTTY(t *testing.T) {
 	})
 	if code != 5 {
 		t.Fatalf("sbx shell: exit %d, want 5", code)
+	}
+
+	// sbx run -it: a fresh sandbox with a terminal, removed afterwards.
+	code = drive(t, []string{"run", "-it", "--rootfs", fixture.CacheDir + "/busybox", "--", "sh"}, func(out *ptyOutput, tty *os.File) {
+		_, _ = tty.WriteString("tty; stty size\n")
+		off := out.waitFor(t, 0, "/dev/pts/")
+		out.waitFor(t, off, "30 100")
+		_, _ = tty.WriteString("exit 9\n")
+	})
+	if code != 9 {
+		t.Fatalf("sbx run -it: exit %d, want 9", code)
+	}
+	if list, err := c.ListSandboxes(ctx, client.ListOptions{Labels: map[string]string{"sbx.run": "1"}}); err != nil || len(list) != 0 {
+		t.Fatalf("sandboxes left after sbx run -it: %v %+v", err, list)
 	}
 
 	// -i without -t: stdin streamed, stdout and stderr apart, exit code.

@@ -19,6 +19,31 @@ import (
 // tunnel of the server, with the local terminal in raw mode (with -i) and
 // its size followed.
 func remoteAttach(ctx context.Context, cmd *cobra.Command, b sandboxBackend, ref string, req execapi.AttachRequest, interactive bool, timeout time.Duration) error {
+	if timeout > 0 {
+		req.TimeoutS = timeout.Seconds()
+	}
+	// Resolve the sandbox first, so a missing one exits like locally.
+	sb, err := b.Get(ctx, ref)
+	if err != nil {
+		return sbxError(err)
+	}
+	res, err := attachRemote(ctx, cmd, b, sb.ID, req, interactive)
+	if err != nil {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			return &exitError{code: exitSbxFailed, msg: "interrupted"}
+		}
+		return sbxError(remoteErr(err))
+	}
+	if res.TimedOut {
+		return exitWith(exitTimeout)
+	}
+	return exitWith(res.ExitCode)
+}
+
+// attachRemote runs req attached to the sandbox id's executor, through a
+// tunnel: stdin (with interactive) and the terminal size go there, the
+// output comes back, until the command exits or ctx ends.
+func attachRemote(ctx context.Context, cmd *cobra.Command, b sandboxBackend, id string, req execapi.AttachRequest, interactive bool) (execapi.ExecResult, error) {
 	if req.Tty {
 		if t := os.Getenv("TERM"); t != "" {
 			if req.Env == nil {
@@ -29,17 +54,8 @@ func remoteAttach(ctx context.Context, cmd *cobra.Command, b sandboxBackend, ref
 			}
 		}
 	}
-	if timeout > 0 {
-		req.TimeoutS = timeout.Seconds()
-	}
-	// Resolve the sandbox first, so a missing one exits like locally.
-	sb, err := b.Get(ctx, ref)
-	if err != nil {
-		return sbxError(err)
-	}
-	ex := execclient.NewWithDialer(func(ctx context.Context) (net.Conn, error) { return b.Dial(ctx, sb.ID) }, execclient.Options{})
+	ex := execclient.NewWithDialer(func(ctx context.Context) (net.Conn, error) { return b.Dial(ctx, id) }, execclient.Options{})
 	defer ex.Close()
-
 	var resize chan [2]uint16
 	if req.Tty {
 		restore, size, ch := setupTerminal(interactive)
@@ -50,7 +66,7 @@ func remoteAttach(ctx context.Context, cmd *cobra.Command, b sandboxBackend, ref
 	defer cancel()
 	a, err := ex.Attach(actx, req)
 	if err != nil {
-		return sbxError(remoteErr(err))
+		return execapi.ExecResult{}, err
 	}
 	defer a.Close()
 	if resize != nil {
@@ -75,15 +91,5 @@ func remoteAttach(ctx context.Context, cmd *cobra.Command, b sandboxBackend, ref
 	} else if !req.Tty {
 		_ = a.CloseStdin()
 	}
-	res, err := a.Wait(cmd.OutOrStdout(), cmd.ErrOrStderr())
-	if err != nil {
-		if errors.Is(ctx.Err(), context.Canceled) {
-			return &exitError{code: exitSbxFailed, msg: "interrupted"}
-		}
-		return sbxError(remoteErr(err))
-	}
-	if res.TimedOut {
-		return exitWith(exitTimeout)
-	}
-	return exitWith(res.ExitCode)
+	return a.Wait(cmd.OutOrStdout(), cmd.ErrOrStderr())
 }

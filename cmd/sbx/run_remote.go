@@ -25,28 +25,18 @@ const remoteRunTTLMargin = 2 * time.Minute
 
 // runRemote is `sbx run --host`: create a sandbox on the server, run the
 // command through its executor with streamed output, read its usage and
-// remove it, on every exit path and on SIGINT/SIGTERM too.
+// remove it, on every exit path and on SIGINT/SIGTERM too. With -i or -t
+// the command is attached instead (stdin streamed, a terminal).
 func runRemote(cmd *cobra.Command, o *runOptions, args []string) error {
 	fail := func(err error) error { return &exitError{code: exitSbxFailed, msg: err.Error()} }
 	if err := rejectRemoteImageFlags(cmd, "pull", "platform", "insecure-registry"); err != nil {
 		return err
-	}
-	if o.tty {
-		return fail(errors.New("sbx run -t is not supported with --host yet; create a sandbox and use sbx exec, or run on the server host"))
 	}
 	opts, argv, err := o.remoteOptions(cmd, args)
 	if err != nil {
 		return fail(err)
 	}
 	req := execapi.ExecRequest{Argv: argv, Cwd: o.workdir, User: o.user, TimeoutS: o.timeout.Seconds()}
-	if o.interactive {
-		// The executor's exec takes stdin as a whole: read it to EOF first.
-		data, err := io.ReadAll(cmd.InOrStdin())
-		if err != nil {
-			return fail(fmt.Errorf("read stdin: %w", err))
-		}
-		req.Stdin = string(data)
-	}
 	b, err := openSandboxes()
 	if err != nil {
 		return sbxError(err)
@@ -97,18 +87,26 @@ func runRemote(cmd *cobra.Command, o *runOptions, args []string) error {
 		return time.Since(t).Seconds()
 	}
 
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	res, execErr := b.Exec(ctx, sb.ID, req, func(f execapi.ExecFrame) error {
-		switch f.Type {
-		case execapi.FrameStdout:
-			_, err := io.WriteString(stdout, f.Data)
-			return err
-		case execapi.FrameStderr:
-			_, err := io.WriteString(stderr, f.Data)
-			return err
-		}
-		return nil
-	})
+	var res execapi.ExecResult
+	var execErr error
+	if o.interactive || o.tty {
+		// Input streamed, a terminal when asked: the executor's attach.
+		res, execErr = attachRemote(ctx, cmd, b, sb.ID, execapi.AttachRequest{ExecRequest: req, Tty: o.tty}, o.interactive)
+		execErr = remoteErr(execErr)
+	} else {
+		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+		res, execErr = b.Exec(ctx, sb.ID, req, func(f execapi.ExecFrame) error {
+			switch f.Type {
+			case execapi.FrameStdout:
+				_, err := io.WriteString(stdout, f.Data)
+				return err
+			case execapi.FrameStderr:
+				_, err := io.WriteString(stderr, f.Data)
+				return err
+			}
+			return nil
+		})
+	}
 	ran := time.Now()
 	if code, ok := interrupted(); ok {
 		remove()
