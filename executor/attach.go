@@ -162,7 +162,9 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 		if ptm, tty, err = shell.OpenPTY(cols, rows); err != nil {
 			return api.ExecResult{}, err
 		}
-		_ = tty.Chown(int(cred.Uid), -1)
+		if cred != nil {
+			_ = tty.Chown(int(cred.Uid), -1) // the command's own terminal, as login does
+		}
 		files = []*os.File{tty, tty, tty}
 		stdin, outputs = ptm, []*os.File{ptm}
 		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
