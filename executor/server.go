@@ -188,6 +188,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET "+api.PathHealth, s.health)
 	mux.HandleFunc("GET "+api.PathInfo, s.info)
 	mux.HandleFunc("POST "+api.PathExec, s.exec)
+	mux.HandleFunc("POST "+api.PathExecAttach, s.attach)
 	mux.HandleFunc("POST "+api.PathSessions, s.createSession)
 	mux.HandleFunc("GET "+api.PathSessions, s.listSessions)
 	mux.HandleFunc("DELETE "+api.PathSessions+"/{id}", s.deleteSession)

@@ -346,6 +346,27 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// commitSandbox stores the sandbox's writable layer as a new image in the
+// server's image cache (Manager.Commit); a running sandbox is paused
+// meanwhile.
+func (s *Server) commitSandbox(w http.ResponseWriter, r *http.Request) {
+	var req api.CommitRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if req.Name == "" {
+		s.fail(w, unprocessable(api.CodeInvalid, "name is required: the name of the new image"))
+		return
+	}
+	img, err := s.mgr.Commit(r.Context(), r.PathValue("id"), req.Name)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.Image{Name: img.Ref, Digest: img.Digest})
+}
+
 func (s *Server) sandboxStats(w http.ResponseWriter, r *http.Request) {
 	u, err := s.mgr.Stats(r.Context(), r.PathValue("id"))
 	if err != nil {

@@ -69,6 +69,10 @@ type Config struct {
 	// it (a CLI, a dying PID 1, an OOM kill) and reaps expired sandboxes
 	// [1s].
 	WatchInterval time.Duration
+	// HostInfo, if set, gives the host facts of GET /v1/info (sbx serve
+	// passes what `sbx info` reports); without it the server reports its
+	// version, kernel and cgroup mode.
+	HostInfo func() api.HostInfo
 	// Logger receives the server's logs [slog.Default()].
 	Logger *slog.Logger
 }
@@ -191,6 +195,8 @@ func (s *Server) routes() []Route {
 		{Method: http.MethodGet, Pattern: "/healthz", NoAuth: true, handler: http.HandlerFunc(s.healthz)},
 		h(http.MethodGet, "/metrics", s.serveMetrics),
 		h(http.MethodGet, "/v1/openapi.yaml", s.openapi),
+		h(http.MethodGet, "/v1/info", s.hostInfo),
+		h(http.MethodPost, "/v1/gc", s.gc),
 		h(http.MethodPost, "/v1/sandboxes", s.createSandbox),
 		h(http.MethodGet, "/v1/sandboxes", s.listSandboxes),
 		h(http.MethodGet, "/v1/sandboxes/{id}", s.getSandbox),
@@ -200,6 +206,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/stop", s.stopSandbox),
 		h(http.MethodPost, "/v1/sandboxes/{id}/start", s.startSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/stats", s.sandboxStats),
+		h(http.MethodPost, "/v1/sandboxes/{id}/commit", s.commitSandbox),
 		// The executor's API, proxied unchanged.
 		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
 		p(http.MethodGet, "/v1/sandboxes/{id}/info"),

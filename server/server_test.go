@@ -783,3 +783,37 @@ func TestShellJoin(t *testing.T) {
 		t.Fatalf("shellJoin: %s, want %s", got, want)
 	}
 }
+
+// TestHostInfoAndGC calls GET /v1/info, POST /v1/gc and the errors of POST
+// /v1/sandboxes/{id}/commit over raw HTTP: the configured host facts, the
+// server's own without them, and an empty garbage collection of a fresh
+// root.
+func TestHostInfoAndGC(t *testing.T) {
+	_, hs := newTestServer(t, func(c *Config) {
+		c.HostInfo = func() api.HostInfo { return api.HostInfo{Version: "v-test", Root: "/srv/sbx"} }
+	})
+	resp, data := do(t, http.MethodGet, hs.URL+"/v1/info", "Bearer "+testToken, "")
+	var info api.HostInfo
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &info) != nil || info.Version != "v-test" || info.Root != "/srv/sbx" {
+		t.Fatalf("GET /v1/info: %d %s", resp.StatusCode, data)
+	}
+	_, hs = newTestServer(t, nil)
+	resp, data = do(t, http.MethodGet, hs.URL+"/v1/info", "Bearer "+testToken, "")
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &info) != nil || info.Kernel == "" || info.CgroupMode == "" {
+		t.Fatalf("GET /v1/info without HostInfo: %d %s", resp.StatusCode, data)
+	}
+	resp, data = do(t, http.MethodPost, hs.URL+"/v1/gc", "Bearer "+testToken, "")
+	var rep api.GCReport
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(data, &rep) != nil || len(rep.Expired)+len(rep.Interrupted)+len(rep.Stopped)+len(rep.Orphans) != 0 {
+		t.Fatalf("POST /v1/gc: %d %s", resp.StatusCode, data)
+	}
+	if resp, _ = do(t, http.MethodGet, hs.URL+"/v1/gc", "Bearer "+testToken, ""); resp.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /v1/gc: %d, want 405", resp.StatusCode)
+	}
+	// Commit: a name is required; this Manager has no image store (422).
+	for body, want := range map[string]int{`{}`: 422, `{"name":"x:1"}`: 422, `{"name":1}`: 400} {
+		if resp, data = do(t, http.MethodPost, hs.URL+"/v1/sandboxes/nosuch/commit", "Bearer "+testToken, body); resp.StatusCode != want {
+			t.Errorf("POST commit %s: %d %s, want %d", body, resp.StatusCode, data, want)
+		}
+	}
+}

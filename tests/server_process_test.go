@@ -422,7 +422,7 @@ func TestServerRemoteCLI(t *testing.T) {
 	if r = sbx("exec", "nosuch", "--", "true"); r.code != 1 {
 		t.Fatalf("remote exec in no sandbox: exit %d, want 1 (%s)", r.code, r.stderr)
 	}
-	if r = sbx("exec", "-t", "remote1", "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+	if r = sbx("exec", "-t", "remote1", "--", "sh", "-c", "exit 4"); r.code != 4 {
 		t.Fatalf("remote exec -t: %d %s", r.code, r.stderr)
 	}
 	hostDir := t.TempDir()
@@ -462,15 +462,59 @@ func TestServerRemoteCLI(t *testing.T) {
 	if r = runSbx(t, "", "--root", local+"/root", "--run-root", local+"/run", "images", "-q"); r.code != 0 || r.stdout != "" {
 		t.Fatalf("the remote pull landed in the local cache: %q %s", r.stdout, r.stderr)
 	}
+	// commit: a sandbox's writable layer becomes a new image on the server.
+	if r = sbx("create", "--name", "base", ref); r.code != 0 {
+		t.Fatalf("remote create from an image: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("exec", "base", "--", "sh", "-c", "echo committed > /marker"); r.code != 0 {
+		t.Fatalf("remote exec: %d %s", r.code, r.stderr)
+	}
+	if r = sbx("commit", "base", "remote/committed:1"); r.code != 0 || !strings.Contains(r.stdout, "sha256:") {
+		t.Fatalf("remote commit: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("commit", "nosuch", "remote/x:1"); r.code != 1 {
+		t.Fatalf("remote commit of no sandbox: exit %d, want 1 (%s)", r.code, r.stderr)
+	}
+	if r = sbx("run", "remote/committed:1", "cat", "/marker"); r.code != 0 || r.stdout != "committed\n" {
+		t.Fatalf("run of the committed image: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"rm", "-f", "base"}, {"rmi", "remote/committed:1"}} {
+		if r = sbx(args...); r.code != 0 {
+			t.Fatalf("remote %v: %d %s", args, r.code, r.stderr)
+		}
+	}
 	if r = sbx("rmi", ref); r.code != 0 {
 		t.Fatalf("remote rmi: %d %s", r.code, r.stderr)
 	}
 	if r = sbx("rmi", ref); r.code == 0 {
 		t.Fatal("remote rmi of a removed image succeeded")
 	}
+	// info and gc act on the server's host.
+	r = sbx("info", "--format", "json")
+	var info api.HostInfo
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &info) != nil || info.Root != p.root || info.RunRoot != p.runRoot || info.CgroupMode == "" || info.Kernel == "" || len(info.Uses) == 0 {
+		t.Fatalf("remote info: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("info"); r.code != 0 || !strings.Contains(r.stdout, "root:         "+p.root) {
+		t.Fatalf("remote info (text): %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	// A sandbox whose TTL passed is reaped by the server's gc (its own
+	// reaper may get there first: then gc finds nothing, and the sandbox
+	// is gone either way).
+	if r = sbx("create", "--rootfs", fixture.CacheDir+"/busybox", "--name", "short", "--ttl", "1s"); r.code != 0 {
+		t.Fatalf("remote create --ttl: %d %s", r.code, r.stderr)
+	}
+	shortID := strings.TrimSpace(r.stdout)
+	time.Sleep(1100 * time.Millisecond)
+	if r = sbx("gc"); r.code != 0 || (r.stdout != "" && r.stdout != "removed expired "+shortID+"\n") {
+		t.Fatalf("remote gc: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r = sbx("inspect", "short"); r.code != 1 {
+		t.Fatalf("remote inspect after the TTL and gc: exit %d, want 1", r.code)
+	}
 	// Commands that act on this host only refuse --host.
-	if r = sbx("gc"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
-		t.Fatalf("gc with --host: %d %s", r.code, r.stderr)
+	if r = sbx("image", "gc"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+		t.Fatalf("image gc with --host: %d %s", r.code, r.stderr)
 	}
 	t.Setenv("SBX_TOKEN", "wrong-token-wrong-token")
 	if r = sbx("ps"); r.code == 0 || !strings.Contains(r.stderr, "unauthorized") {

@@ -17,6 +17,9 @@ func init() {
 		Short: "Remove what crashed sandboxes left behind (mounts, cgroups, directories)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remoteGC(cmd)
+			}
 			runner := &sandbox.Runner{RunRoot: global.runRoot}
 			if _, err := os.Stat(filepath.Join(global.root, "network")); err == nil {
 				nw, err := openNetwork()

@@ -13,25 +13,12 @@ import (
 	"github.com/sbxrun/sbx/internal/version"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/seccomp"
+	"github.com/sbxrun/sbx/server/api"
 )
 
-// hostInfo is what `sbx info` reports.
-type hostInfo struct {
-	Version           string   `json:"version"`
-	Kernel            string   `json:"kernel"`
-	CgroupMode        string   `json:"cgroup_mode"`
-	CgroupControllers []string `json:"cgroup_controllers"`
-	CgroupParent      string   `json:"cgroup_parent"`
-	SwapLimit         bool     `json:"swap_limit"`
-	Seccomp           bool     `json:"seccomp"`
-	LibseccompVersion string   `json:"libseccomp_version,omitempty"`
-	Overlayfs         bool     `json:"overlayfs"`
-	UserNamespaces    bool     `json:"user_namespaces"`
-	Root              string   `json:"root"`
-	RunRoot           string   `json:"run_root"`
-	Uses              []string `json:"uses"`
-	Warnings          []string `json:"warnings,omitempty"`
-}
+// hostInfo is what `sbx info` reports; a server reports the same for its
+// host at GET /v1/info.
+type hostInfo = api.HostInfo
 
 func init() {
 	var format string
@@ -40,7 +27,20 @@ func init() {
 		Short: "Show what this host offers and what sbx will use",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			info := gatherInfo()
+			var info hostInfo
+			if remoteHost == "" {
+				info = gatherInfo()
+			} else {
+				c, err := remoteClient()
+				if err != nil {
+					return sbxError(err)
+				}
+				ctx, cancel := signalContext()
+				defer cancel()
+				if info, err = c.HostInfo(ctx); err != nil {
+					return sbxError(err)
+				}
+			}
 			if format == "json" {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -48,7 +48,7 @@ func init() {
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "sbx:          %s\nkernel:       %s\ncgroups:      %s (%s)\ncgroup parent: /%s\nswap limit:   %v\nseccomp:      %v %s\noverlayfs:    %v\nuser ns:      %v\nroot:         %s\nrun root:     %s\n",
-				info.Version, info.Kernel, info.CgroupMode, strings.Join(info.CgroupControllers, ","), cgroup.DefaultParent,
+				info.Version, info.Kernel, info.CgroupMode, strings.Join(info.CgroupControllers, ","), strings.TrimPrefix(info.CgroupParent, "/"),
 				info.SwapLimit, info.Seccomp, info.LibseccompVersion, info.Overlayfs, info.UserNamespaces, info.Root, info.RunRoot)
 			fmt.Fprintln(w, "uses:")
 			for _, u := range info.Uses {

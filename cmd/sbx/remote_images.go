@@ -18,8 +18,8 @@ import (
 // others act on this host only and refuse --host rather than silently
 // doing something local.
 var remoteCommands = map[string]bool{
-	"create": true, "ps": true, "ls": true, "inspect": true, "stats": true, "pause": true,
-	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "cp": true,
+	"create": true, "run": true, "ps": true, "ls": true, "inspect": true, "stats": true, "pause": true,
+	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "shell": true, "cp": true, "info": true, "gc": true, "commit": true,
 	"pull": true, "images": true, "rmi": true, "image ls": true, "image rm": true, "image pull": true,
 	"version": true, "help": true, "completion": true,
 }

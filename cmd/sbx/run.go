@@ -70,6 +70,9 @@ when it is not found; 125 when sbx itself failed.`,
 }
 
 func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
+	if remoteHost != "" {
+		return runRemote(cmd, o, args)
+	}
 	spec, err := o.runSpec(args)
 	if err != nil {
 		return &exitError{code: exitSbxFailed, msg: err.Error()}

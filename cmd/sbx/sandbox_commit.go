@@ -20,12 +20,24 @@ sbx run NAME) start with that state at once. A running sandbox is paused
 while its layer is read.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			if remoteHost != "" {
+				c, err := remoteClient()
+				if err != nil {
+					return sbxError(err)
+				}
+				img, err := c.CommitSandbox(ctx, args[0], args[1])
+				if err != nil {
+					return sbxError(remoteErr(err))
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", img.Name, img.Digest)
+				return nil
+			}
 			m, err := openManager()
 			if err != nil {
 				return sbxError(err)
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
 			img, err := m.Commit(ctx, args[0], args[1])
 			if err != nil {
 				return sbxError(err)

@@ -80,20 +80,13 @@ func runExec(cmd *cobra.Command, o *execOptions, ref string, argv []string) erro
 	if o.interactive || o.tty {
 		m, ok := b.(*sandbox.Manager)
 		if !ok {
-			return &exitError{code: exitSbxFailed, msg: "sbx exec -i/-t attaches on this host only; without them exec works with --host"}
+			return remoteAttach(ctx, cmd, b, ref, api.AttachRequest{ExecRequest: execRequest(o, argv), Tty: o.tty}, o.interactive, o.timeout)
 		}
 		return attach(ctx, cmd, m, ref, sandbox.AttachOptions{
 			Args: argv, Env: o.env, Cwd: o.workdir, User: o.user, Tty: o.tty,
 		}, o.interactive, o.timeout)
 	}
-	req := api.ExecRequest{Argv: argv, Cwd: o.workdir, User: o.user, TimeoutS: o.timeout.Seconds()}
-	if len(o.env) > 0 {
-		req.Env = map[string]string{}
-		for _, e := range o.env {
-			k, v, _ := strings.Cut(e, "=")
-			req.Env[k] = v
-		}
-	}
+	req := execRequest(o, argv)
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	res, err := b.Exec(ctx, ref, req, func(f api.ExecFrame) error {
 		switch f.Type {
@@ -113,6 +106,19 @@ func runExec(cmd *cobra.Command, o *execOptions, ref string, argv []string) erro
 		return exitWith(exitTimeout)
 	}
 	return exitWith(res.ExitCode)
+}
+
+// execRequest is the executor request of sbx exec's flags.
+func execRequest(o *execOptions, argv []string) api.ExecRequest {
+	req := api.ExecRequest{Argv: argv, Cwd: o.workdir, User: o.user, TimeoutS: o.timeout.Seconds()}
+	if len(o.env) > 0 {
+		req.Env = map[string]string{}
+		for _, e := range o.env {
+			k, v, _ := strings.Cut(e, "=")
+			req.Env[k] = v
+		}
+	}
+	return req
 }
 
 // attach runs an interactive process, putting the user's terminal in raw
@@ -149,16 +155,25 @@ func init() {
 		Short: "Open an interactive shell in a running sandbox (bash if present, else sh)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			tty := term.IsTerminal(int(os.Stdin.Fd()))
+			shellArgv := []string{"/bin/sh", "-c", `if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi`}
+			if remoteHost != "" {
+				b, err := openSandboxes()
+				if err != nil {
+					return sbxError(err)
+				}
+				return remoteAttach(ctx, cmd, b, args[0], api.AttachRequest{
+					ExecRequest: api.ExecRequest{Argv: shellArgv, Cwd: workdir, User: user}, Tty: tty,
+				}, true, 0)
+			}
 			m, err := openManager()
 			if err != nil {
 				return sbxError(err)
 			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			tty := term.IsTerminal(int(os.Stdin.Fd()))
 			return attach(ctx, cmd, m, args[0], sandbox.AttachOptions{
-				Args: []string{"/bin/sh", "-c", `if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi`},
-				Cwd:  workdir, User: user, Tty: tty,
+				Args: shellArgv, Cwd: workdir, User: user, Tty: tty,
 			}, true, 0)
 		},
 	}

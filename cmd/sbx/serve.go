@@ -193,6 +193,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		AllowPrivileged:      o.allowPriv,
 		WatchInterval:        o.watchInterval,
 		NetworkPool:          o.networkPool,
+		HostInfo:             gatherInfo,
 		Logger:               log,
 	})
 	if err != nil {

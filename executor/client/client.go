@@ -46,6 +46,7 @@ type Options struct {
 // Client calls one executor. It is safe for concurrent use and keeps
 // connections open between calls.
 type Client struct {
+	dial func(ctx context.Context) (net.Conn, error)
 	hc   *http.Client
 	tr   *http.Transport
 	opts Options
@@ -85,7 +86,7 @@ func NewWithDialer(dial func(ctx context.Context) (net.Conn, error), opts Option
 		DisableCompression:     true,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
-	return &Client{hc: &http.Client{Transport: tr}, tr: tr, opts: opts}
+	return &Client{dial: dial, hc: &http.Client{Transport: tr}, tr: tr, opts: opts}
 }
 
 // Close drops idle connections.

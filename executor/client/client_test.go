@@ -147,3 +147,34 @@ func TestArgs(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestAttachHostileExecutor checks the attach client against an executor
+// that refuses the upgrade, and one that sends a frame over the cap.
+func TestAttachHostileExecutor(t *testing.T) {
+	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusConflict)
+		_, _ = io.WriteString(w, `{"error":{"code":"busy","message":"no"}}`)
+	})
+	if _, err := c.Attach(context.Background(), api.AttachRequest{ExecRequest: api.ExecRequest{Argv: []string{"sh"}}}); !IsCode(err, "busy") {
+		t.Fatalf("attach refused: %v", err)
+	}
+	c = hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: sbx-attach\r\n\r\n")
+		_, _ = conn.Write([]byte{api.AttachStdout, 0x7f, 0xff, 0xff, 0xff})
+		time.Sleep(100 * time.Millisecond)
+	})
+	a, err := c.Attach(context.Background(), api.AttachRequest{ExecRequest: api.ExecRequest{Argv: []string{"sh"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if _, err := a.Wait(io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Fatalf("oversized frame: %v", err)
+	}
+}

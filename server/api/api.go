@@ -214,6 +214,12 @@ type StopRequest struct {
 	Timeout Duration `json:"timeout,omitempty"`
 }
 
+// CommitRequest is the body of POST /v1/sandboxes/{id}/commit: the name
+// of the new image made of the sandbox's image plus its writable layer.
+type CommitRequest struct {
+	Name string `json:"name"`
+}
+
 // Stats is the reply of GET /v1/sandboxes/{id}/stats: what the sandbox's
 // cgroups say it uses now. Times are in nanoseconds.
 type Stats struct {
@@ -328,4 +334,37 @@ type CmdStart struct {
 type Health struct {
 	Status  string `json:"status"`
 	Version string `json:"version"`
+}
+
+// HostInfo is GET /v1/info: what the server's host offers and what sbx
+// uses there, as `sbx info` reports it.
+type HostInfo struct {
+	Version           string   `json:"version"`
+	Kernel            string   `json:"kernel"`
+	CgroupMode        string   `json:"cgroup_mode"`
+	CgroupControllers []string `json:"cgroup_controllers"`
+	CgroupParent      string   `json:"cgroup_parent"`
+	SwapLimit         bool     `json:"swap_limit"`
+	Seccomp           bool     `json:"seccomp"`
+	LibseccompVersion string   `json:"libseccomp_version,omitempty"`
+	Overlayfs         bool     `json:"overlayfs"`
+	UserNamespaces    bool     `json:"user_namespaces"`
+	Root              string   `json:"root"`
+	RunRoot           string   `json:"run_root"`
+	Uses              []string `json:"uses"`
+	Warnings          []string `json:"warnings,omitempty"`
+}
+
+// GCReport is the reply of POST /v1/gc: what the server's garbage
+// collection removed.
+type GCReport struct {
+	// Expired sandboxes removed because their TTL passed.
+	Expired []string `json:"expired,omitempty"`
+	// Interrupted sandboxes whose create or remove died midway, undone.
+	Interrupted []string `json:"interrupted,omitempty"`
+	// Stopped sandboxes found dead and marked stopped.
+	Stopped []string `json:"stopped,omitempty"`
+	// Orphans are runtime directories and names that belong to no
+	// sandbox.
+	Orphans []string `json:"orphans,omitempty"`
 }

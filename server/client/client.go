@@ -321,6 +321,25 @@ func (c *Client) SandboxStats(ctx context.Context, ref string) (api.Stats, error
 	return st, c.Call(ctx, http.MethodGet, sandboxURL(ref, "/stats"), nil, &st)
 }
 
+// CommitSandbox stores the sandbox's writable layer as a new image called
+// name in the server's image cache (POST /v1/sandboxes/{id}/commit).
+func (c *Client) CommitSandbox(ctx context.Context, ref, name string) (api.Image, error) {
+	var img api.Image
+	return img, c.Call(ctx, http.MethodPost, sandboxURL(ref, "/commit"), api.CommitRequest{Name: name}, &img)
+}
+
+// HostInfo returns the facts of the server's host (GET /v1/info).
+func (c *Client) HostInfo(ctx context.Context) (api.HostInfo, error) {
+	var info api.HostInfo
+	return info, c.Call(ctx, http.MethodGet, "/v1/info", nil, &info)
+}
+
+// GC runs the server's garbage collection (POST /v1/gc).
+func (c *Client) GC(ctx context.Context) (api.GCReport, error) {
+	var rep api.GCReport
+	return rep, c.Call(ctx, http.MethodPost, "/v1/gc", nil, &rep)
+}
+
 // Stream sends in as JSON to path and calls fn with each line of the
 // NDJSON reply (at most maxLine bytes each) until the reply ends. Streamed
 // exec (SandboxPath(id, "/exec?stream=1")) uses it.

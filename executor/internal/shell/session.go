@@ -261,17 +261,20 @@ func promptScript(nonce, self string) string {
 		"__sbx_status \"$__sbx_rc\"\n"
 }
 
-// openPTY opens a pseudo-terminal of 200x50. creack/pty leaves the master
-// in blocking mode (it uses File.Fd); the master returned here is a
+// openPTY opens a pseudo-terminal of 200x50.
+func openPTY() (ptm, tty *os.File, err error) { return OpenPTY(200, 50) }
+
+// OpenPTY opens a pseudo-terminal of cols x rows. creack/pty leaves the
+// master in blocking mode (it uses File.Fd); the master returned here is a
 // non-blocking duplicate on Go's poller, so that closing it interrupts a
 // pending read.
-func openPTY() (ptm, tty *os.File, err error) {
+func OpenPTY(cols, rows uint16) (ptm, tty *os.File, err error) {
 	blocking, tty, err := pty.Open()
 	if err != nil {
 		return nil, nil, fmt.Errorf("open a pseudo-terminal: %w", err)
 	}
 	defer blocking.Close()
-	if err := pty.Setsize(blocking, &pty.Winsize{Rows: 50, Cols: 200}); err != nil {
+	if err := pty.Setsize(blocking, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
 		tty.Close()
 		return nil, nil, fmt.Errorf("set terminal size: %w", err)
 	}
@@ -294,6 +297,21 @@ func interactiveFlags(argv []string) []string {
 		return []string{"--noediting", "-i"}
 	}
 	return []string{"-i"}
+}
+
+// SetSize changes the size of the terminal whose master is ptm.
+func SetSize(ptm *os.File, cols, rows uint16) error {
+	rc, err := ptm.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioErr error
+	if err := rc.Control(func(fd uintptr) {
+		ioErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Col: cols, Row: rows})
+	}); err != nil {
+		return err
+	}
+	return ioErr
 }
 
 // setNoEcho turns off terminal echo, keeping line editing and signals.

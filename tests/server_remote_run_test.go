@@ -1,0 +1,148 @@
+package tests
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/server/client"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// TestServerRemoteRun runs `sbx run --host` against `sbx serve` on a unix
+// socket: streamed output, exit codes, -e/-w/-u, --timeout, the report,
+// stdin with -i, removal of the sandbox on every path including SIGINT,
+// and clear refusals of what needs the host itself.
+func TestServerRemoteRun(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	p.start(t)
+	defer p.stop(t)
+	host := "unix://" + p.sock
+	t.Setenv("SBX_TOKEN", serverTestToken)
+	local := t.TempDir()
+	base := []string{"--root", local + "/root", "--run-root", local + "/run", "--host", host}
+	sbx := func(stdin string, args ...string) result {
+		return runSbx(t, stdin, append(append([]string{}, base...), args...)...)
+	}
+	rootfs := fixture.CacheDir + "/busybox"
+	c := p.client(t)
+	assertNone := func(when string) {
+		t.Helper()
+		list, err := c.ListSandboxes(context.Background(), client.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(list) != 0 {
+			t.Fatalf("%s: %d sandboxes left on the server: %+v", when, len(list), list)
+		}
+	}
+
+	// Output streamed to the right streams; the exit code propagated; env,
+	// workdir and user applied.
+	r := sbx("", "run", "--rootfs", rootfs, "-e", "GREETING=hi", "-w", "/tmp", "-u", "65534:65534", "--",
+		"sh", "-c", `echo "$GREETING $(pwd) $(id -u):$(id -g)"; echo err >&2; exit 7`)
+	if r.code != 7 || r.stdout != "hi /tmp 65534:65534\n" || r.stderr != "err\n" {
+		t.Fatalf("remote run: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	assertNone("after a run")
+
+	// A command that is not found: 127, as locally.
+	if r = sbx("", "run", "--rootfs", rootfs, "--", "/no/such/cmd"); r.code != 127 {
+		t.Fatalf("remote run of a missing command: exit %d, want 127 (%s)", r.code, r.stderr)
+	}
+
+	// stdin with -i.
+	if r = sbx("one\ntwo\n", "run", "-i", "--rootfs", rootfs, "--", "wc", "-l"); r.code != 0 || strings.TrimSpace(r.stdout) != "2" {
+		t.Fatalf("remote run -i: exit %d %q %s", r.code, r.stdout, r.stderr)
+	}
+
+	// --timeout: 124 and a report saying so; --stats prints it on stderr.
+	report := filepath.Join(t.TempDir(), "report.json")
+	if r = sbx("", "run", "--rootfs", rootfs, "--timeout", "1s", "--report", report, "--", "sleep", "30"); r.code != 124 {
+		t.Fatalf("remote run --timeout: exit %d, want 124 (%s)", r.code, r.stderr)
+	}
+	var rep struct {
+		Status   string  `json:"status"`
+		ExitCode int     `json:"exit_code"`
+		TimedOut bool    `json:"timed_out"`
+		WallS    float64 `json:"wall_time_s"`
+	}
+	data, err := os.ReadFile(report)
+	if err != nil || json.Unmarshal(data, &rep) != nil {
+		t.Fatalf("report: %v %s", err, data)
+	}
+	if rep.Status != "timeout" || rep.ExitCode != 124 || !rep.TimedOut || rep.WallS < 0.9 || rep.WallS > 20 {
+		t.Fatalf("report after --timeout: %+v", rep)
+	}
+	if r = sbx("", "run", "--rootfs", rootfs, "--stats", "--", "true"); r.code != 0 || !strings.Contains(r.stderr, "status: ok  exit: 0") || !strings.Contains(r.stderr, "peak memory:") {
+		t.Fatalf("remote run --stats: exit %d %q", r.code, r.stderr)
+	}
+	if r = sbx("", "run", "--rootfs", rootfs, "--", "sh", "-c", "kill -9 $$"); r.code != 137 {
+		t.Fatalf("remote run of a command killed by SIGKILL: exit %d, want 137 (%s)", r.code, r.stderr)
+	}
+	assertNone("after the runs")
+
+	// SIGINT while the command runs: the sandbox is removed, sbx exits 130.
+	cmd := exec.Command(sbxBin, append(append([]string{}, base...), "run", "--rootfs", rootfs, "--", "sleep", "60")...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Env = append(os.Environ(), "SBX_TOKEN="+serverTestToken)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
+		list, _ := c.ListSandboxes(context.Background(), client.ListOptions{Labels: map[string]string{"sbx.run": "1"}, Running: true})
+		if len(list) == 1 {
+			id = list[0].ID
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("the remote run's sandbox never appeared: %s", stderr.String())
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // let the exec start
+	_ = cmd.Process.Signal(syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		t.Fatalf("sbx run --host did not end within 30s of SIGINT: %s", stderr.String())
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 130 {
+		t.Fatalf("remote run after SIGINT: exit %d, want 130 (%s)", code, stderr.String())
+	}
+	assertNone("after SIGINT")
+	assertNoSandboxProcesses(t, []string{id})
+
+	// What needs this host refuses clearly and creates nothing.
+	for _, args := range [][]string{
+		{"run", "--", "true"},
+		{"run", "--rootfs", rootfs},
+		{"run", "--pull", "always", "busybox", "true"},
+	} {
+		if r = sbx("", args...); r.code != 125 || r.stderr == "" {
+			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and an error", args, r.code, r.stderr)
+		}
+	}
+	for _, args := range [][]string{
+		{"prepare", "busybox", "-c", "true"},
+		{"import", "x.tar", "x"},
+		{"image", "gc"},
+	} {
+		if r = sbx("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {
+			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and a refusal", args, r.code, r.stderr)
+		}
+	}
+	assertNone("after the refusals")
+}
