@@ -6,6 +6,8 @@ COMMIT   := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS  := -s -w -extldflags "-static" -X github.com/sbxrun/sbx/internal/version.Commit=$(COMMIT)
 STATICCHECK_VERSION := v0.8.2
 export CGO_ENABLED := 1
+# make deps installs Go into /usr/local/go when the machine has none new enough.
+export PATH := /usr/local/go/bin:$(PATH)
 
 .PHONY: all build deps deps-bench test lint fmt bench clean
 
