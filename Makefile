@@ -23,6 +23,7 @@ deps-bench:
 
 ## build: a statically linked bin/sbx, and the plot helper of sbx bench
 build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o isolate/initbin/bin/sbx-init ./cmd/sbx-init
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sbx
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '-s -w' -o bin/sbx-bench-plot ./bench/chart/cmd/sbx-bench-plot
 

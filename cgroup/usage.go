@@ -90,20 +90,3 @@ func readUint(path string) uint64 {
 	n, _ := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
 	return n
 }
-
-// OOMScoreBoost is added to the OOM score of the commands a sandbox's init
-// starts, so that under the sandbox's memory limit the kernel kills the
-// command rather than the init (whose static binary is the larger process
-// in a small sandbox).
-const OOMScoreBoost = 500
-
-// RaiseOOMScore makes pid a likelier OOM victim than the calling process.
-// Raising needs no privilege; failures are ignored (the process may be gone).
-func RaiseOOMScore(pid int) {
-	own := 0
-	if data, err := os.ReadFile("/proc/self/oom_score_adj"); err == nil {
-		own, _ = strconv.Atoi(strings.TrimSpace(string(data)))
-	}
-	adj := min(own+OOMScoreBoost, 1000)
-	_ = os.WriteFile("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", []byte(strconv.Itoa(adj)), 0)
-}

@@ -87,8 +87,8 @@ func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
 	if err != nil || !s.HelperSeccomp || cfg.Seccomp == nil {
 		return cfg, nil, err
 	}
-	if len(s.Args) < 2 || s.Args[0] != HelperPath {
-		return nil, nil, errors.New("isolate: HelperSeccomp needs the sbx helper as the command")
+	if len(s.Args) < 2 || (s.Args[0] != HelperPath && s.Args[0] != InitPath) {
+		return nil, nil, errors.New("isolate: HelperSeccomp needs sbx's helper or init as the command")
 	}
 	var prog []byte
 	if cacheDir == "" {

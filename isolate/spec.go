@@ -24,6 +24,10 @@ const (
 // read-only; it runs there as the sandbox's init or executor.
 const HelperPath = "/.sbx/sbx"
 
+// InitPath is where the small sbx-init binary is bind-mounted, read-only,
+// when a one-shot sandbox runs it as its init instead of "sbx reaper".
+const InitPath = "/.sbx/init"
+
 // Spec describes one sandboxed process tree. Policy is decided by the
 // caller; isolate only turns the spec into a libcontainer configuration.
 type Spec struct {

@@ -125,8 +125,13 @@ type Runner struct {
 	// RunRoot is the runtime state directory, e.g. /run/sbx.
 	RunRoot string
 	// Helper is the path of a statically linked sbx binary; it is
-	// bind-mounted at isolate.HelperPath and runs as the sandbox's init.
+	// bind-mounted at isolate.HelperPath and runs as the sandbox's init
+	// ("sbx reaper") unless Init is set.
 	Helper string
+	// Init is the path of the small sbx-init binary (see isolate/initbin);
+	// when set it runs as the sandbox's init, bind-mounted at
+	// isolate.InitPath, and Helper is not needed.
+	Init string
 	// Network attaches bridged sandboxes; needed only for bridge mode.
 	Network *netns.Network
 }
@@ -151,8 +156,8 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 	if len(spec.Args) == 0 {
 		return nil, errors.New("no command given")
 	}
-	if r.Helper == "" {
-		return nil, errors.New("runner has no helper binary")
+	if r.Helper == "" && r.Init == "" {
+		return nil, errors.New("runner has no helper or init binary")
 	}
 	id := "run-" + NewID()
 	dir := filepath.Join(r.RunRoot, runsDir, id)
@@ -262,14 +267,18 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		return nil, fmt.Errorf("lifeline pipe: %w", err)
 	}
 	defer lifeW.Close()
-	args := append([]string{isolate.HelperPath, "reaper", "--status-fd", "3", "--lifeline-fd", "4"}, "--")
+	initPath, initSource := isolate.HelperPath, r.Helper
+	if r.Init != "" {
+		initPath, initSource = isolate.InitPath, r.Init
+	}
+	args := append([]string{initPath, "reaper", "--status-fd", "3", "--lifeline-fd", "4"}, "--")
 	if spec.Tty {
 		args[len(args)-1] = "--tty"
 		args = append(args, "--")
 	}
 	args = append(args, spec.Args...)
 	mounts := append([]specs.Mount{{
-		Source: r.Helper, Destination: isolate.HelperPath, Type: "bind",
+		Source: initSource, Destination: initPath, Type: "bind",
 		Options: []string{"bind", "ro", "nodev", "nosuid"},
 	}}, root.Mounts...)
 	mounts = append(mounts, spec.Mounts...)

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/isolate/initbin"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -89,9 +90,19 @@ func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
 		spec.RootReady = func() { once.Do(release) }
 		defer once.Do(release)
 	}
-	helper, err := helperBinary(spec.Rootfs != "" || len(spec.Lowers) > 0)
+	// The sandbox's init: the small embedded sbx-init when this build has
+	// it, else this binary ("sbx reaper"), which must then be static. It is
+	// written under --root, not the tmpfs run root: bind-mounting a file
+	// from tmpfs costs libcontainer's start several milliseconds here.
+	var helper string
+	initPath, haveInit, err := initbin.Extract(filepath.Join(global.root, "init"))
 	if err != nil {
 		return &exitError{code: exitSbxFailed, msg: err.Error()}
+	}
+	if !haveInit {
+		if helper, err = helperBinary(spec.Rootfs != "" || len(spec.Lowers) > 0); err != nil {
+			return &exitError{code: exitSbxFailed, msg: err.Error()}
+		}
 	}
 	spec.Stdout, spec.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if o.interactive {
@@ -107,7 +118,7 @@ func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
 	defer cancel()
 	spec.Signals = forwardSignals(ctx, cancel)
 
-	runner := &sandbox.Runner{RunRoot: global.runRoot, Helper: helper}
+	runner := &sandbox.Runner{RunRoot: global.runRoot, Helper: helper, Init: initPath}
 	if spec.Network.Mode == netns.ModeBridge {
 		if runner.Network, err = openNetwork(); err != nil {
 			return &exitError{code: exitSbxFailed, msg: err.Error()}

@@ -6,6 +6,8 @@ package reaper
 import (
 	"encoding/json"
 	"errors"
+	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -14,8 +16,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/oomscore"
 	"github.com/sbxrun/sbx/internal/sigreset"
+	"github.com/sbxrun/sbx/seccomp/bpfload"
 )
 
 // Status is how the command ended, written as one JSON line to the status fd.
@@ -30,6 +33,32 @@ const (
 	ExitCannotExec = 126
 	ExitNotFound   = 127
 )
+
+// Main is the init's command line: [--status-fd N] [--lifeline-fd N]
+// [--seccomp-fd N] [--tty] [--] CMD [ARG...]. It loads the seccomp filter,
+// runs the command and returns the exit code for PID 1. Both the sbx binary
+// ("sbx reaper ...") and the small sbx-init binary use it.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("reaper", flag.ContinueOnError)
+	statusFD := fs.Int("status-fd", -1, "write the command's status as JSON to this fd")
+	lifelineFD := fs.Int("lifeline-fd", -1, "kill the sandbox when this pipe closes")
+	seccompFD := fs.Int("seccomp-fd", -1, "load the seccomp filter read from this fd before starting the command")
+	tty := fs.Bool("tty", false, "give stdin's terminal to the command")
+	if err := fs.Parse(args); err != nil {
+		return 125
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(os.Stderr, "sbx init: no command given")
+		return 125
+	}
+	if *seccompFD >= 0 {
+		if err := bpfload.LoadFromFD(*seccompFD); err != nil {
+			fmt.Fprintln(os.Stderr, "sbx init:", err)
+			return ExitCannotExec
+		}
+	}
+	return Run(Options{Args: fs.Args(), StatusFD: *statusFD, Tty: *tty, LifelineFD: *lifelineFD})
+}
 
 // forwarded are the signals PID 1 passes on to the command's process group.
 var forwarded = []os.Signal{
@@ -95,7 +124,7 @@ func run(o Options, signals chan os.Signal) Status {
 	if err != nil {
 		return execFailure(o.Args[0], err)
 	}
-	cgroup.RaiseOOMScore(pid) // under the memory limit, the command goes first
+	oomscore.Raise(pid) // under the memory limit, the command goes first
 	for sig := range signals {
 		s, ok := sig.(syscall.Signal)
 		if !ok {

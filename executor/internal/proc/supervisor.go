@@ -11,13 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/oomscore"
 )
 
 // Supervisor starts processes and reaps all children of this process.
@@ -53,7 +52,7 @@ func NewSupervisor() (*Supervisor, error) {
 		procs:  make(map[int]*Process),
 		sigc:   make(chan os.Signal, 1),
 		stop:   make(chan struct{}),
-		oomAdj: []byte(strconv.Itoa(min(ownOOMScoreAdj()+cgroup.OOMScoreBoost, 1000))),
+		oomAdj: []byte(strconv.Itoa(oomscore.Value())),
 	}
 	signal.Notify(s.sigc, unix.SIGCHLD)
 	s.stopped.Add(1)
@@ -137,18 +136,8 @@ func (s *Supervisor) Start(path string, argv []string, attr *os.ProcAttr) (*Proc
 	return proc, nil
 }
 
-// ownOOMScoreAdj is this process's oom_score_adj (0 if unreadable).
-func ownOOMScoreAdj() int {
-	data, err := os.ReadFile("/proc/self/oom_score_adj")
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(data)))
-	return n
-}
-
 // raiseOOMScore makes pid a likelier OOM victim than the executor, as
-// cgroup.RaiseOOMScore does, with the value computed once and plain system
+// oomscore.Raise does, with the value computed once and plain system
 // calls (this is on the path of every command). Failures are ignored.
 func (s *Supervisor) raiseOOMScore(pid int) {
 	fd, err := unix.Open("/proc/"+strconv.Itoa(pid)+"/oom_score_adj", unix.O_WRONLY|unix.O_CLOEXEC, 0)
