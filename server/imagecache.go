@@ -73,3 +73,30 @@ func (c cacheImages) Remove(ctx context.Context, ref string) error {
 	_, err := c.s.Remove(ctx, ref)
 	return imageError(err)
 }
+
+func (c cacheImages) Inspect(ctx context.Context, ref string) (api.ImageDetail, error) {
+	img, err := c.s.Resolve(ref)
+	if err != nil {
+		return api.ImageDetail{}, imageError(err)
+	}
+	cfg := img.Config
+	return api.ImageDetail{Name: img.Name, Digest: img.Digest, Created: img.Created, Platform: img.Platform, Size: img.Size,
+		Config: api.ImageConfig{Entrypoint: cfg.Entrypoint, Cmd: cfg.Cmd, Env: cfg.Env, WorkingDir: cfg.WorkingDir,
+			User: cfg.User, Labels: cfg.Labels, StopSignal: cfg.StopSignal},
+		LayerDirs: img.LayerDirs, DiffIDs: img.DiffIDs}, nil
+}
+
+func (c cacheImages) GC(ctx context.Context, inUse func() ([]string, error)) (api.ImageGCReport, error) {
+	res, err := c.s.GC(ctx, inUse)
+	if err != nil {
+		return api.ImageGCReport{}, imageError(err)
+	}
+	return api.ImageGCReport{RemovedLayers: nonNil(res.RemovedLayers), FreedBytes: res.FreedBytes, KeptInUse: nonNil(res.KeptInUse)}, nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -23,6 +23,18 @@ type ImageStore interface {
 	Remove(ctx context.Context, ref string) error
 }
 
+// ImageInspector is an ImageStore that can also show one image in full
+// (GET /v1/images/{ref}).
+type ImageInspector interface {
+	Inspect(ctx context.Context, ref string) (api.ImageDetail, error)
+}
+
+// ImageCollector is an ImageStore that can remove unused layers (POST
+// /v1/images/gc); inUse reports the layer directories sandboxes use.
+type ImageCollector interface {
+	GC(ctx context.Context, inUse func() ([]string, error)) (api.ImageGCReport, error)
+}
+
 var errNoImages = &StatusError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
 	Message: "this server has no image store: create sandboxes with a rootfs, or run a server built with the image cache"}
 
@@ -124,4 +136,39 @@ func (s *Server) removeImage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.events.publish(api.Event{Type: api.EventImageRemove, Image: ref})
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) inspectImage(w http.ResponseWriter, r *http.Request) {
+	in, ok := s.cfg.Images.(ImageInspector)
+	if !ok {
+		s.fail(w, errNoImages)
+		return
+	}
+	ref := r.PathValue("ref")
+	if ref == "" {
+		s.fail(w, badRequest("give the image reference: GET /v1/images/{ref}"))
+		return
+	}
+	img, err := in.Inspect(r.Context(), ref)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, img)
+}
+
+// gcImages removes the layers no image uses, keeping those of the
+// sandboxes on record (stopped ones too), as sbx image gc does locally.
+func (s *Server) gcImages(w http.ResponseWriter, r *http.Request) {
+	gc, ok := s.cfg.Images.(ImageCollector)
+	if !ok {
+		s.fail(w, errNoImages)
+		return
+	}
+	rep, err := gc.GC(r.Context(), s.cfg.Manager.ImageLayers)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }

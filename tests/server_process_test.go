@@ -513,8 +513,8 @@ func TestServerRemoteCLI(t *testing.T) {
 		t.Fatalf("remote inspect after the TTL and gc: exit %d, want 1", r.code)
 	}
 	// Commands that act on this host only refuse --host.
-	if r = sbx("image", "gc"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
-		t.Fatalf("image gc with --host: %d %s", r.code, r.stderr)
+	if r = sbx("bench"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+		t.Fatalf("bench with --host: %d %s", r.code, r.stderr)
 	}
 	t.Setenv("SBX_TOKEN", "wrong-token-wrong-token")
 	if r = sbx("ps"); r.code == 0 || !strings.Contains(r.stderr, "unauthorized") {

@@ -176,6 +176,9 @@ func newImageInspectCmd() *cobra.Command {
 		Short: "Show a cached image as JSON: config, layers, digest",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remoteImageInspect(cmd, args[0])
+			}
 			s, err := openImageStore(nil)
 			if err != nil {
 				return err
@@ -227,6 +230,9 @@ func newImageGCCmd() *cobra.Command {
 		Short: "Remove the layers no cached image uses",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remoteImageGC(cmd)
+			}
 			s, err := openImageStore(nil)
 			if err != nil {
 				return err
@@ -240,10 +246,7 @@ func newImageGCCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", len(res.RemovedLayers), humanBytes(res.FreedBytes))
-			if len(res.KeptInUse) > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "kept %d unused layers that a mount still uses\n", len(res.KeptInUse))
-			}
+			printImageGC(cmd, len(res.RemovedLayers), res.FreedBytes, len(res.KeptInUse))
 			return nil
 		},
 	}

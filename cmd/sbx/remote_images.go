@@ -20,7 +20,7 @@ import (
 var remoteCommands = map[string]bool{
 	"create": true, "run": true, "ps": true, "ls": true, "inspect": true, "stats": true, "pause": true,
 	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "shell": true, "cp": true, "info": true, "gc": true, "commit": true,
-	"pull": true, "images": true, "rmi": true, "image ls": true, "image rm": true, "image pull": true,
+	"pull": true, "images": true, "rmi": true, "image ls": true, "image inspect": true, "image gc": true, "image rm": true, "image pull": true,
 	"version": true, "help": true, "completion": true,
 }
 
@@ -121,4 +121,42 @@ func remoteRmi(cmd *cobra.Command, refs []string) error {
 		fmt.Fprintln(cmd.OutOrStdout(), "Untagged:", ref)
 	}
 	return failed
+}
+
+// remoteImageInspect prints an image of the server's cache like sbx image
+// inspect.
+func remoteImageInspect(cmd *cobra.Command, ref string) error {
+	c, err := remoteClient()
+	if err != nil {
+		return err
+	}
+	img, err := c.InspectImage(cmd.Context(), ref)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(img)
+}
+
+// remoteImageGC collects the server's unused layers like sbx image gc.
+func remoteImageGC(cmd *cobra.Command) error {
+	c, err := remoteClient()
+	if err != nil {
+		return err
+	}
+	rep, err := c.GCImages(cmd.Context())
+	if err != nil {
+		return err
+	}
+	printImageGC(cmd, len(rep.RemovedLayers), rep.FreedBytes, len(rep.KeptInUse))
+	return nil
+}
+
+// printImageGC prints what an image gc removed.
+func printImageGC(cmd *cobra.Command, removed int, freed int64, kept int) {
+	fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", removed, humanBytes(freed))
+	if kept > 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "kept %d unused layers that a mount still uses\n", kept)
+	}
 }

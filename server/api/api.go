@@ -250,6 +250,39 @@ type Image struct {
 	Size     int64     `json:"size"`
 }
 
+// ImageDetail is the reply of GET /v1/images/{ref}: the image as the
+// server's cache holds it, the same JSON sbx image inspect prints.
+type ImageDetail struct {
+	Name      string      `json:"name"`
+	Digest    string      `json:"digest"`
+	Created   time.Time   `json:"created"`
+	Platform  string      `json:"platform"`
+	Size      int64       `json:"size"`
+	Config    ImageConfig `json:"config"`
+	LayerDirs []string    `json:"layerDirs"` // on the server, lowest first
+	DiffIDs   []string    `json:"diffIDs"`
+}
+
+// ImageConfig is the part of an image config that decides how a process
+// starts in the image.
+type ImageConfig struct {
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Cmd        []string          `json:"cmd,omitempty"`
+	Env        []string          `json:"env,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	StopSignal string            `json:"stopSignal,omitempty"`
+}
+
+// ImageGCReport is the reply of POST /v1/images/gc: the layers removed
+// from the server's cache.
+type ImageGCReport struct {
+	RemovedLayers []string `json:"removedLayers"` // keys of the removed layers
+	FreedBytes    int64    `json:"freedBytes"`    // their apparent size
+	KeptInUse     []string `json:"keptInUse"`     // unreferenced layers kept because a mount uses them
+}
+
 // ImageList is the reply of GET /v1/images.
 type ImageList struct {
 	Images []Image `json:"images"`

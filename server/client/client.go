@@ -415,6 +415,19 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 	return c.Call(ctx, http.MethodDelete, "/v1/images/"+ref, nil, nil)
 }
 
+// InspectImage shows one image of the server's cache in full.
+func (c *Client) InspectImage(ctx context.Context, ref string) (api.ImageDetail, error) {
+	var img api.ImageDetail
+	return img, c.Call(ctx, http.MethodGet, "/v1/images/"+url.PathEscape(ref), nil, &img)
+}
+
+// GCImages removes the layers of the server's cache that no image and no
+// sandbox uses.
+func (c *Client) GCImages(ctx context.Context) (api.ImageGCReport, error) {
+	var rep api.ImageGCReport
+	return rep, c.Call(ctx, http.MethodPost, "/v1/images/gc", nil, &rep)
+}
+
 // Events streams the server's events after sequence number since (0: only
 // new ones) to fn, in order, until ctx ends, fn fails or the server closes
 // the stream. Resume with the Seq of the last event received.
