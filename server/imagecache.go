@@ -3,7 +3,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 
 	"github.com/sbxrun/sbx/imagecache"
@@ -99,4 +102,32 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// Import streams body to a temporary file in the cache's root (not its
+// tmp/, which GC empties) and imports it. Archives the cache cannot read
+// are 422.
+func (c cacheImages) Import(ctx context.Context, body io.Reader, name string) (api.Image, error) {
+	f, err := os.CreateTemp(c.s.Root(), ".upload-*")
+	if err != nil {
+		return api.Image{}, fmt.Errorf("store the uploaded archive: %w", err)
+	}
+	defer os.Remove(f.Name())
+	_, err = io.Copy(f, body)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("store the uploaded archive: %w", cerr)
+	}
+	if err != nil {
+		return api.Image{}, fmt.Errorf("receive the archive: %w", err)
+	}
+	img, err := c.s.Import(ctx, f.Name(), name, nil)
+	if err != nil {
+		se := imageError(err).(*StatusError)
+		if se.Status == http.StatusInternalServerError {
+			se.Status, se.Code = http.StatusUnprocessableEntity, api.CodeInvalid
+		}
+		se.Message = "import: " + se.Message
+		return api.Image{}, se
+	}
+	return toAPIImage(img), nil
 }

@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -33,6 +36,13 @@ type ImageInspector interface {
 // /v1/images/gc); inUse reports the layer directories sandboxes use.
 type ImageCollector interface {
 	GC(ctx context.Context, inUse func() ([]string, error)) (api.ImageGCReport, error)
+}
+
+// ImageImporter is an ImageStore that can import an uploaded archive (POST
+// /v1/images/import): an OCI archive, a docker save tar or a root
+// filesystem tarball, read from body.
+type ImageImporter interface {
+	Import(ctx context.Context, body io.Reader, name string) (api.Image, error)
 }
 
 var errNoImages = &StatusError{Status: http.StatusServiceUnavailable, Code: api.CodeUnavailable,
@@ -171,4 +181,31 @@ func (s *Server) gcImages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, rep)
+}
+
+// importImage imports the archive in the request body (at most
+// MaxUploadBytes) under ?name=.
+func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
+	imp, ok := s.cfg.Images.(ImageImporter)
+	if !ok {
+		s.fail(w, errNoImages)
+		return
+	}
+	limit := s.cfg.MaxUploadBytes
+	if r.ContentLength > limit {
+		s.fail(w, &StatusError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
+			Message: fmt.Sprintf("archive of %d bytes exceeds the server's upload limit of %d (--max-upload-size)", r.ContentLength, limit)})
+		return
+	}
+	img, err := imp.Import(r.Context(), http.MaxBytesReader(w, r.Body, limit), r.URL.Query().Get("name"))
+	if err != nil {
+		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+			err = &StatusError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
+				Message: fmt.Sprintf("archive exceeds the server's upload limit of %d bytes (--max-upload-size)", limit)}
+		}
+		s.fail(w, err)
+		return
+	}
+	s.pulled(img)
+	writeJSON(w, http.StatusOK, img)
 }

@@ -225,6 +225,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/images/pull", s.pullImage),
 		h(http.MethodGet, "/v1/images", s.listImages),
 		h(http.MethodPost, "/v1/images/gc", s.gcImages),
+		h(http.MethodPost, "/v1/images/import", s.importImage),
 		h(http.MethodGet, "/v1/images/{ref...}", s.inspectImage),
 		h(http.MethodDelete, "/v1/images/{ref...}", s.removeImage),
 		// Events.

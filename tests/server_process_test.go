@@ -39,6 +39,7 @@ type serveProc struct {
 	dir, root, runRoot, sock, tokenFile string
 	cmd                                 *exec.Cmd
 	log                                 *bytes.Buffer
+	extra                               []string // more serve flags
 }
 
 func newServeDirs(t *testing.T) *serveProc {
@@ -65,7 +66,7 @@ func (p *serveProc) args(extra ...string) []string {
 func (p *serveProc) start(t *testing.T) {
 	t.Helper()
 	p.log = &bytes.Buffer{}
-	p.cmd = exec.Command(sbxBin, p.args()...)
+	p.cmd = exec.Command(sbxBin, p.args(p.extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -137,7 +137,6 @@ func TestServerRemoteRun(t *testing.T) {
 	}
 	for _, args := range [][]string{
 		{"prepare", "busybox", "-c", "true"},
-		{"import", "x.tar", "x"},
 		{"bench"},
 	} {
 		if r = sbx("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {

@@ -86,13 +86,16 @@ filesystem tarball (tar, tar.gz or tar.zst). NAME is needed when the archive
 does not name its image, and always for a root filesystem.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openImageStore(&f)
-			if err != nil {
-				return err
-			}
 			name := ""
 			if len(args) == 2 {
 				name = args[1]
+			}
+			if remoteHost != "" {
+				return remoteImport(cmd, args[0], name)
+			}
+			s, err := openImageStore(&f)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()

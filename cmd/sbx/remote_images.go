@@ -1,10 +1,14 @@
 package main
 
 import (
+	"archive/tar"
 	"encoding/json"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 	"text/tabwriter"
 
@@ -20,7 +24,7 @@ import (
 var remoteCommands = map[string]bool{
 	"create": true, "run": true, "ps": true, "ls": true, "inspect": true, "stats": true, "pause": true,
 	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "shell": true, "cp": true, "info": true, "gc": true, "commit": true,
-	"pull": true, "images": true, "rmi": true, "image ls": true, "image inspect": true, "image gc": true, "image rm": true, "image pull": true,
+	"pull": true, "images": true, "rmi": true, "image ls": true, "image inspect": true, "image gc": true, "import": true, "image import": true, "image rm": true, "image pull": true,
 	"version": true, "help": true, "completion": true,
 }
 
@@ -159,4 +163,86 @@ func printImageGC(cmd *cobra.Command, removed int, freed int64, kept int) {
 	if kept > 0 {
 		fmt.Fprintf(cmd.OutOrStdout(), "kept %d unused layers that a mount still uses\n", kept)
 	}
+}
+
+// remoteImport uploads the archive at path (a directory, an OCI layout, is
+// sent as a tar made on the fly) into the server's cache like sbx import.
+func remoteImport(cmd *cobra.Command, path, name string) error {
+	c, err := remoteClient()
+	if err != nil {
+		return err
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("import: %w", err)
+	}
+	var body io.Reader
+	if st.IsDir() {
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(tarDir(pw, path)) }()
+		defer pr.Close()
+		body = pr
+	} else {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("import: %w", err)
+		}
+		defer f.Close()
+		body = f
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	img, err := c.ImportImage(ctx, body, name)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", imagecache.FamiliarName(img.Name), img.Digest)
+	return nil
+}
+
+// tarDir writes the directories and regular files under dir to w as a tar
+// with paths relative to dir (an OCI archive when dir is an OCI layout).
+func tarDir(w io.Writer, dir string) error {
+	tw := tar.NewWriter(w)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if !info.Mode().IsRegular() && !info.IsDir() {
+			return fmt.Errorf("tar %s: %s is neither a file nor a directory", dir, rel)
+		}
+		hdr, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if info.IsDir() {
+			hdr.Name += "/"
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if info.IsDir() {
+			return nil
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		_, err = io.Copy(tw, f)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return tw.Close()
 }

@@ -428,6 +428,27 @@ func (c *Client) GCImages(ctx context.Context) (api.ImageGCReport, error) {
 	return rep, c.Call(ctx, http.MethodPost, "/v1/images/gc", nil, &rep)
 }
 
+// ImportImage uploads an image archive (an OCI archive, a docker save tar
+// or a root filesystem tarball) into the server's cache under name (may
+// be empty when the archive names its image). The context alone bounds
+// the upload.
+func (c *Client) ImportImage(ctx context.Context, archive io.Reader, name string) (api.Image, error) {
+	var img api.Image
+	path := "/v1/images/import"
+	if name != "" {
+		path += "?name=" + url.QueryEscape(name)
+	}
+	resp, err := c.Do(ctx, http.MethodPost, path, archive, "application/x-tar")
+	if err != nil {
+		return img, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, c.opts.MaxReplyBytes)).Decode(&img); err != nil {
+		return img, fmt.Errorf("sbx server: bad reply to an import: %w", err)
+	}
+	return img, nil
+}
+
 // Events streams the server's events after sequence number since (0: only
 // new ones) to fn, in order, until ctx ends, fn fails or the server closes
 // the stream. Resume with the Seq of the last event received.
