@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 )
 
@@ -208,4 +209,61 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.pulled(img)
 	writeJSON(w, http.StatusOK, img)
+}
+
+// maxPrepareOutput is how much of a preparation script's output the reply
+// carries (its end).
+const maxPrepareOutput = 64 << 10
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = append(b.buf[:0], b.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+// prepareImage builds (once) an image from a base image and a script
+// with the Manager's Prepare, the same cache key as a local sbx prepare.
+// The build sandbox goes through the create policy (network host only
+// with --allow-host-network) and the concurrent create limit.
+func (s *Server) prepareImage(w http.ResponseWriter, r *http.Request) {
+	var req api.PrepareRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Base) == "" || strings.TrimSpace(req.Script) == "" {
+		s.fail(w, unprocessable(api.CodeInvalid, "base and script are required: the image to start from and the setup script"))
+		return
+	}
+	opts, err := s.options(&api.CreateRequest{Image: req.Base, Env: req.Env, User: req.User, Workdir: req.Workdir, Network: req.Network})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	select {
+	case s.creates <- struct{}{}:
+		defer func() { <-s.creates }()
+	default:
+		s.fail(w, &StatusError{Status: http.StatusTooManyRequests, Code: api.CodeLimit,
+			Message: fmt.Sprintf("%d creates are in flight, the server's maximum (sbx serve --max-concurrent-creates); retry", s.cfg.MaxConcurrentCreates)})
+		return
+	}
+	out := &tailBuffer{max: maxPrepareOutput}
+	img, cached, err := s.mgr.Prepare(r.Context(), sandbox.PrepareOptions{Base: req.Base, Script: req.Script, Sandbox: opts, Output: out})
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.PrepareReply{Image: api.Image{Name: strings.TrimSpace(img.Ref), Digest: img.Digest}, Cached: cached, Output: string(out.buf)})
 }

@@ -226,6 +226,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodGet, "/v1/images", s.listImages),
 		h(http.MethodPost, "/v1/images/gc", s.gcImages),
 		h(http.MethodPost, "/v1/images/import", s.importImage),
+		h(http.MethodPost, "/v1/images/prepare", s.prepareImage),
 		h(http.MethodGet, "/v1/images/{ref...}", s.inspectImage),
 		h(http.MethodDelete, "/v1/images/{ref...}", s.removeImage),
 		// Events.

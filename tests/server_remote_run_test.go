@@ -136,7 +136,6 @@ func TestServerRemoteRun(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{
-		{"prepare", "busybox", "-c", "true"},
 		{"bench"},
 	} {
 		if r = sbx("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {

@@ -14,7 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/spf13/pflag"
+
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 )
 
@@ -24,7 +27,7 @@ import (
 var remoteCommands = map[string]bool{
 	"create": true, "run": true, "ps": true, "ls": true, "inspect": true, "stats": true, "pause": true,
 	"resume": true, "start": true, "stop": true, "rm": true, "exec": true, "shell": true, "cp": true, "info": true, "gc": true, "commit": true,
-	"pull": true, "images": true, "rmi": true, "image ls": true, "image inspect": true, "image gc": true, "import": true, "image import": true, "image rm": true, "image pull": true,
+	"pull": true, "images": true, "rmi": true, "image ls": true, "image inspect": true, "image gc": true, "import": true, "image import": true, "prepare": true, "image rm": true, "image pull": true,
 	"version": true, "help": true, "completion": true,
 }
 
@@ -245,4 +248,41 @@ func tarDir(w io.Writer, dir string) error {
 		return err
 	}
 	return tw.Close()
+}
+
+// remotePrepareFlags are the prepare flags the server's prepare takes;
+// the others refuse --host.
+var remotePrepareFlags = map[string]bool{"env": true, "env-file": true, "workdir": true, "user": true, "network": true,
+	"command": true, "script": true, "quiet": true}
+
+// remotePrepare builds (once) an image on the server like sbx prepare,
+// with the same cache key; the script's output (its end) goes to stderr.
+func remotePrepare(cmd *cobra.Command, base, script string, opts sandbox.Options, quiet bool) error {
+	var bad []string
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if !remotePrepareFlags[f.Name] && cmd.Root().PersistentFlags().Lookup(f.Name) == nil {
+			bad = append(bad, "--"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("sbx prepare --host takes only -e/--env-file, -w, -u and --network besides the script; not %v", bad)}
+	}
+	c, err := remoteClient()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	rep, err := c.PrepareImage(ctx, api.PrepareRequest{Base: base, Script: script, Env: opts.Env, User: opts.User, Workdir: opts.Workdir, Network: opts.Network})
+	if err != nil {
+		return err
+	}
+	if !quiet {
+		fmt.Fprint(cmd.ErrOrStderr(), rep.Output)
+		if rep.Cached {
+			fmt.Fprintln(cmd.ErrOrStderr(), "sbx: prepared image found in the cache")
+		}
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), rep.Image.Name)
+	return nil
 }

@@ -283,6 +283,27 @@ type ImageGCReport struct {
 	KeptInUse     []string `json:"keptInUse"`     // unreferenced layers kept because a mount uses them
 }
 
+// PrepareRequest is the body of POST /v1/images/prepare: build (once) an
+// image from Base plus Script, as sbx prepare does.
+type PrepareRequest struct {
+	Base    string   `json:"base"`
+	Script  string   `json:"script"`        // run with /bin/sh -c
+	Env     []string `json:"env,omitempty"` // KEY=VALUE
+	User    string   `json:"user,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
+	Network string   `json:"network,omitempty"` // none (default), bridge or host
+}
+
+// PrepareReply is the reply of POST /v1/images/prepare.
+type PrepareReply struct {
+	// Image is the prepared image, named sbx-prepared:<hash>.
+	Image Image `json:"image"`
+	// Cached is true when the image was already in the cache.
+	Cached bool `json:"cached"`
+	// Output is the script's output (stdout and stderr), its last 64 KiB.
+	Output string `json:"output,omitempty"`
+}
+
 // ImageList is the reply of GET /v1/images.
 type ImageList struct {
 	Images []Image `json:"images"`

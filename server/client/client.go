@@ -449,6 +449,26 @@ func (c *Client) ImportImage(ctx context.Context, archive io.Reader, name string
 	return img, nil
 }
 
+// PrepareImage builds (once) an image on the server from a base image
+// and a setup script, like sbx prepare. The context alone bounds the
+// call: a build may take long.
+func (c *Client) PrepareImage(ctx context.Context, req api.PrepareRequest) (api.PrepareReply, error) {
+	var rep api.PrepareReply
+	data, err := json.Marshal(req)
+	if err != nil {
+		return rep, err
+	}
+	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/prepare", bytes.NewReader(data), api.ContentTypeJSON)
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, c.opts.MaxReplyBytes)).Decode(&rep); err != nil {
+		return rep, fmt.Errorf("sbx server: bad reply to a prepare: %w", err)
+	}
+	return rep, nil
+}
+
 // Events streams the server's events after sequence number since (0: only
 // new ones) to fn, in order, until ctx ends, fn fails or the server closes
 // the stream. Resume with the Seq of the last event received.
