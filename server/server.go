@@ -224,6 +224,10 @@ func (s *Server) routes() []Route {
 		// Images.
 		h(http.MethodPost, "/v1/images/pull", s.pullImage),
 		h(http.MethodGet, "/v1/images", s.listImages),
+		h(http.MethodPost, "/v1/images/gc", s.gcImages),
+		h(http.MethodPost, "/v1/images/import", s.importImage),
+		h(http.MethodPost, "/v1/images/prepare", s.prepareImage),
+		h(http.MethodGet, "/v1/images/{ref...}", s.inspectImage),
 		h(http.MethodDelete, "/v1/images/{ref...}", s.removeImage),
 		// Events.
 		h(http.MethodGet, "/v1/events", s.streamEvents),

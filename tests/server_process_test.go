@@ -39,6 +39,7 @@ type serveProc struct {
 	dir, root, runRoot, sock, tokenFile string
 	cmd                                 *exec.Cmd
 	log                                 *bytes.Buffer
+	extra                               []string // more serve flags
 }
 
 func newServeDirs(t *testing.T) *serveProc {
@@ -65,7 +66,7 @@ func (p *serveProc) args(extra ...string) []string {
 func (p *serveProc) start(t *testing.T) {
 	t.Helper()
 	p.log = &bytes.Buffer{}
-	p.cmd = exec.Command(sbxBin, p.args()...)
+	p.cmd = exec.Command(sbxBin, p.args(p.extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -513,8 +514,8 @@ func TestServerRemoteCLI(t *testing.T) {
 		t.Fatalf("remote inspect after the TTL and gc: exit %d, want 1", r.code)
 	}
 	// Commands that act on this host only refuse --host.
-	if r = sbx("image", "gc"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
-		t.Fatalf("image gc with --host: %d %s", r.code, r.stderr)
+	if r = sbx("bench"); r.code == 0 || !strings.Contains(r.stderr, "this host only") {
+		t.Fatalf("bench with --host: %d %s", r.code, r.stderr)
 	}
 	t.Setenv("SBX_TOKEN", "wrong-token-wrong-token")
 	if r = sbx("ps"); r.code == 0 || !strings.Contains(r.stderr, "unauthorized") {

@@ -86,13 +86,16 @@ filesystem tarball (tar, tar.gz or tar.zst). NAME is needed when the archive
 does not name its image, and always for a root filesystem.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := openImageStore(&f)
-			if err != nil {
-				return err
-			}
 			name := ""
 			if len(args) == 2 {
 				name = args[1]
+			}
+			if remoteHost != "" {
+				return remoteImport(cmd, args[0], name)
+			}
+			s, err := openImageStore(&f)
+			if err != nil {
+				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -176,6 +179,9 @@ func newImageInspectCmd() *cobra.Command {
 		Short: "Show a cached image as JSON: config, layers, digest",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remoteImageInspect(cmd, args[0])
+			}
 			s, err := openImageStore(nil)
 			if err != nil {
 				return err
@@ -227,6 +233,9 @@ func newImageGCCmd() *cobra.Command {
 		Short: "Remove the layers no cached image uses",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if remoteHost != "" {
+				return remoteImageGC(cmd)
+			}
 			s, err := openImageStore(nil)
 			if err != nil {
 				return err
@@ -240,10 +249,7 @@ func newImageGCCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", len(res.RemovedLayers), humanBytes(res.FreedBytes))
-			if len(res.KeptInUse) > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "kept %d unused layers that a mount still uses\n", len(res.KeptInUse))
-			}
+			printImageGC(cmd, len(res.RemovedLayers), res.FreedBytes, len(res.KeptInUse))
 			return nil
 		},
 	}

@@ -78,6 +78,9 @@ lets the script download packages).`,
 			if err != nil {
 				return &exitError{code: exitSbxFailed, msg: err.Error()}
 			}
+			if remoteHost != "" {
+				return remotePrepare(cmd, args[0], script, opts, quiet)
+			}
 			m, err := openManager()
 			if err != nil {
 				return sbxError(err)

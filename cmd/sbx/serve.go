@@ -76,7 +76,7 @@ running.`,
 	f.StringVar(&o.memoryBudget, "memory-budget", "", "maximum sum of the sandboxes' memory limits, e.g. 64g")
 	f.IntVar(&o.maxCreates, "max-concurrent-creates", 16, "creates in flight at once; more get HTTP 429")
 	f.StringVar(&o.maxBody, "max-body-size", "1m", "maximum JSON request body")
-	f.StringVar(&o.maxUpload, "max-upload-size", "1g", "maximum file or archive upload to a sandbox")
+	f.StringVar(&o.maxUpload, "max-upload-size", "1g", "maximum file or archive upload to a sandbox, and image archive upload (sbx import)")
 	f.StringVar(&o.maxReply, "max-reply-size", "1g", "maximum reply taken from a sandbox's executor")
 	f.DurationVar(&o.proxyTimeout, "proxy-timeout", time.Hour, "deadline of one call to a sandbox's executor")
 	f.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long SIGTERM waits for requests in flight")

@@ -250,6 +250,60 @@ type Image struct {
 	Size     int64     `json:"size"`
 }
 
+// ImageDetail is the reply of GET /v1/images/{ref}: the image as the
+// server's cache holds it, the same JSON sbx image inspect prints.
+type ImageDetail struct {
+	Name      string      `json:"name"`
+	Digest    string      `json:"digest"`
+	Created   time.Time   `json:"created"`
+	Platform  string      `json:"platform"`
+	Size      int64       `json:"size"`
+	Config    ImageConfig `json:"config"`
+	LayerDirs []string    `json:"layerDirs"` // on the server, lowest first
+	DiffIDs   []string    `json:"diffIDs"`
+}
+
+// ImageConfig is the part of an image config that decides how a process
+// starts in the image.
+type ImageConfig struct {
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Cmd        []string          `json:"cmd,omitempty"`
+	Env        []string          `json:"env,omitempty"`
+	WorkingDir string            `json:"workingDir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	StopSignal string            `json:"stopSignal,omitempty"`
+}
+
+// ImageGCReport is the reply of POST /v1/images/gc: the layers removed
+// from the server's cache.
+type ImageGCReport struct {
+	RemovedLayers []string `json:"removedLayers"` // keys of the removed layers
+	FreedBytes    int64    `json:"freedBytes"`    // their apparent size
+	KeptInUse     []string `json:"keptInUse"`     // unreferenced layers kept because a mount uses them
+}
+
+// PrepareRequest is the body of POST /v1/images/prepare: build (once) an
+// image from Base plus Script, as sbx prepare does.
+type PrepareRequest struct {
+	Base    string   `json:"base"`
+	Script  string   `json:"script"`        // run with /bin/sh -c
+	Env     []string `json:"env,omitempty"` // KEY=VALUE
+	User    string   `json:"user,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
+	Network string   `json:"network,omitempty"` // none (default), bridge or host
+}
+
+// PrepareReply is the reply of POST /v1/images/prepare.
+type PrepareReply struct {
+	// Image is the prepared image, named sbx-prepared:<hash>.
+	Image Image `json:"image"`
+	// Cached is true when the image was already in the cache.
+	Cached bool `json:"cached"`
+	// Output is the script's output (stdout and stderr), its last 64 KiB.
+	Output string `json:"output,omitempty"`
+}
+
 // ImageList is the reply of GET /v1/images.
 type ImageList struct {
 	Images []Image `json:"images"`

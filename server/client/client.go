@@ -415,6 +415,60 @@ func (c *Client) RemoveImage(ctx context.Context, ref string) error {
 	return c.Call(ctx, http.MethodDelete, "/v1/images/"+ref, nil, nil)
 }
 
+// InspectImage shows one image of the server's cache in full.
+func (c *Client) InspectImage(ctx context.Context, ref string) (api.ImageDetail, error) {
+	var img api.ImageDetail
+	return img, c.Call(ctx, http.MethodGet, "/v1/images/"+url.PathEscape(ref), nil, &img)
+}
+
+// GCImages removes the layers of the server's cache that no image and no
+// sandbox uses.
+func (c *Client) GCImages(ctx context.Context) (api.ImageGCReport, error) {
+	var rep api.ImageGCReport
+	return rep, c.Call(ctx, http.MethodPost, "/v1/images/gc", nil, &rep)
+}
+
+// ImportImage uploads an image archive (an OCI archive, a docker save tar
+// or a root filesystem tarball) into the server's cache under name (may
+// be empty when the archive names its image). The context alone bounds
+// the upload.
+func (c *Client) ImportImage(ctx context.Context, archive io.Reader, name string) (api.Image, error) {
+	var img api.Image
+	path := "/v1/images/import"
+	if name != "" {
+		path += "?name=" + url.QueryEscape(name)
+	}
+	resp, err := c.Do(ctx, http.MethodPost, path, archive, "application/x-tar")
+	if err != nil {
+		return img, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, c.opts.MaxReplyBytes)).Decode(&img); err != nil {
+		return img, fmt.Errorf("sbx server: bad reply to an import: %w", err)
+	}
+	return img, nil
+}
+
+// PrepareImage builds (once) an image on the server from a base image
+// and a setup script, like sbx prepare. The context alone bounds the
+// call: a build may take long.
+func (c *Client) PrepareImage(ctx context.Context, req api.PrepareRequest) (api.PrepareReply, error) {
+	var rep api.PrepareReply
+	data, err := json.Marshal(req)
+	if err != nil {
+		return rep, err
+	}
+	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/prepare", bytes.NewReader(data), api.ContentTypeJSON)
+	if err != nil {
+		return rep, err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, c.opts.MaxReplyBytes)).Decode(&rep); err != nil {
+		return rep, fmt.Errorf("sbx server: bad reply to a prepare: %w", err)
+	}
+	return rep, nil
+}
+
 // Events streams the server's events after sequence number since (0: only
 // new ones) to fn, in order, until ctx ends, fn fails or the server closes
 // the stream. Resume with the Seq of the last event received.
