@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -60,21 +59,7 @@ func (h *lcHost) sbxEnv(t testing.TB, env []string, stdin string, args ...string
 	t.Helper()
 	cmd := h.command(args...)
 	cmd.Env = append(append(os.Environ(), h.env...), env...)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("run sbx %v: %v", args, err)
-		}
-		code = ee.ExitCode()
-	}
-	return result{stdout: out.String(), stderr: errb.String(), code: code}
+	return runCmd(t, cmd, stdin)
 }
 
 // command is sbx with this host's state, inside its stand-in host namespace.

@@ -67,7 +67,13 @@ type result struct {
 // runtime root so that tests can check for leftovers.
 func runSbx(t testing.TB, stdin string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(sbxBin, args...)
+	return runCmd(t, exec.Command(sbxBin, args...), stdin)
+}
+
+// runCmd runs cmd with optional stdin and collects its output and exit
+// code; only a failure to start it fails the test.
+func runCmd(t testing.TB, cmd *exec.Cmd, stdin string) result {
+	t.Helper()
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}
@@ -78,7 +84,7 @@ func runSbx(t testing.TB, stdin string, args ...string) result {
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)
 		if !ok {
-			t.Fatalf("run sbx %v: %v", args, err)
+			t.Fatalf("run %v: %v", cmd.Args, err)
 		}
 		code = ee.ExitCode()
 	}

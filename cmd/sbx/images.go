@@ -123,6 +123,30 @@ type imageSummary struct {
 	Layers   int       `json:"layers"`
 }
 
+// printImages writes images as `sbx images` shows them: a table, IDs only
+// (quiet) or JSON.
+func printImages(out io.Writer, list []imageSummary, format string, quiet bool) error {
+	switch {
+	case format == "json":
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	case format != "table" && format != "":
+		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
+	case quiet:
+		for _, img := range list {
+			fmt.Fprintln(out, shortID(img.Digest))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED")
+	for _, img := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", imagecache.FamiliarName(img.Name), shortID(img.Digest), humanBytes(img.Size), humanAge(img.Created))
+	}
+	return tw.Flush()
+}
+
 func newImagesCmd(use string) *cobra.Command {
 	var format string
 	var quiet bool
@@ -142,30 +166,11 @@ func newImagesCmd(use string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			switch {
-			case format == "json":
-				list := make([]imageSummary, 0, len(imgs))
-				for _, img := range imgs {
-					list = append(list, imageSummary{img.Name, img.Digest, img.Size, img.Created, img.Platform, len(img.LayerDirs)})
-				}
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
-			case format != "table" && format != "":
-				return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
-			case quiet:
-				for _, img := range imgs {
-					fmt.Fprintln(out, shortID(img.Digest))
-				}
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED")
+			list := make([]imageSummary, 0, len(imgs))
 			for _, img := range imgs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", imagecache.FamiliarName(img.Name), shortID(img.Digest), humanBytes(img.Size), humanAge(img.Created))
+				list = append(list, imageSummary{img.Name, img.Digest, img.Size, img.Created, img.Platform, len(img.LayerDirs)})
 			}
-			return tw.Flush()
+			return printImages(cmd.OutOrStdout(), list, format, quiet)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sbxrun/sbx/netns"
 )
 
 // subnetEnv is the environment variable that sets the bridge subnet.
@@ -78,53 +80,48 @@ keeps it filled on its own.`,
 		Use:   "drain",
 		Short: "Remove every prepared namespace from the pool",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			nw, err := openNetwork()
-			if err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
-			}
-			defer nw.Close()
-			if err := nw.DrainPool(cmd.Context()); err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
-			}
-			return nil
-		},
+		RunE: withNetwork(func(cmd *cobra.Command, nw *netns.Network) error {
+			return nw.DrainPool(cmd.Context())
+		}),
 	}
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "Print how many prepared namespaces wait in the pool",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			nw, err := openNetwork()
-			if err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
-			}
-			defer nw.Close()
+		RunE: withNetwork(func(cmd *cobra.Command, nw *netns.Network) error {
 			n, err := nw.Pooled()
 			if err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
+				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), n)
 			return nil
-		},
+		}),
 	}
 	reset := &cobra.Command{
 		Use:   "reset",
 		Short: "Drain the pool and delete the bridge and sbx's nftables tables (no bridged sandbox may be left)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			nw, err := openNetwork()
-			if err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
-			}
-			defer nw.Close()
-			if err := nw.Reset(cmd.Context()); err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
-			}
-			return nil
-		},
+		RunE: withNetwork(func(cmd *cobra.Command, nw *netns.Network) error {
+			return nw.Reset(cmd.Context())
+		}),
 	}
 	pool.AddCommand(fill, drain, ls)
 	network.AddCommand(pool, reset)
 	rootCmd.AddCommand(network)
+}
+
+// withNetwork runs fn with the bridge network state open; its errors are
+// sbx failures (exit 125).
+func withNetwork(fn func(*cobra.Command, *netns.Network) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		nw, err := openNetwork()
+		if err != nil {
+			return &exitError{code: exitSbxFailed, msg: err.Error()}
+		}
+		defer nw.Close()
+		if err := fn(cmd, nw); err != nil {
+			return &exitError{code: exitSbxFailed, msg: err.Error()}
+		}
+		return nil
+	}
 }

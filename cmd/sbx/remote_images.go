@@ -10,7 +10,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
@@ -86,30 +85,11 @@ func remoteImages(cmd *cobra.Command, format string, quiet bool) error {
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	switch {
-	case format == "json":
-		list := make([]imageSummary, 0, len(imgs))
-		for _, img := range imgs {
-			list = append(list, imageSummary{Name: img.Name, Digest: img.Digest, Size: img.Size, Created: img.Created, Platform: img.Platform})
-		}
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
-	case format != "table" && format != "":
-		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
-	case quiet:
-		for _, img := range imgs {
-			fmt.Fprintln(out, shortID(img.Digest))
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED")
+	list := make([]imageSummary, 0, len(imgs))
 	for _, img := range imgs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", imagecache.FamiliarName(img.Name), shortID(img.Digest), humanBytes(img.Size), humanAge(img.Created))
+		list = append(list, imageSummary{Name: img.Name, Digest: img.Digest, Size: img.Size, Created: img.Created, Platform: img.Platform})
 	}
-	return tw.Flush()
+	return printImages(cmd.OutOrStdout(), list, format, quiet)
 }
 
 // remoteRmi removes images on the server like sbx rmi.
