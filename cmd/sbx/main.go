@@ -10,6 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sbxrun/sbx/cgroup"
+
 	// Linking isolate makes this binary a libcontainer init when re-executed.
 	_ "github.com/sbxrun/sbx/isolate"
 )
@@ -53,7 +55,7 @@ var rootCmd = &cobra.Command{
 			return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", global.logLevel)
 		}
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-		return nil
+		return cgroup.ValidateParentEnv()
 	},
 }
 
