@@ -91,12 +91,13 @@ func (e *benchEnv) check() {
 		}
 	}
 	// Cgroups of other processes' sandboxes come and go; only those that
-	// appeared during the test and stay are the bench's.
+	// appeared during the test and stay empty (a leak has no process; a
+	// sandbox of another test running now has) are the bench's.
 	var stale []string
 	for i := 0; i < 50; i++ {
 		stale = stale[:0]
-		for id := range cgroup.Leftovers() {
-			if !e.cgBefore[id] && !strings.HasPrefix(id, "sbx-bench-probe") {
+		for id, paths := range cgroup.Leftovers() {
+			if !e.cgBefore[id] && !strings.HasPrefix(id, "sbx-bench-probe") && cgroupEmpty(paths) {
 				stale = append(stale, id)
 			}
 		}
