@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
 )
 
@@ -52,7 +53,7 @@ var rootCmd = &cobra.Command{
 			return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", global.logLevel)
 		}
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-		return nil
+		return cgroup.ValidateParentEnv()
 	},
 }
 
