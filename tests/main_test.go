@@ -10,13 +10,18 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/isolate"
 )
 
 // sbxBin is the statically linked sbx binary under test: $SBX_BIN (set by
 // `make test`), or one built into a temporary directory.
 var sbxBin string
 
+// testHelpersDir holds the helper binaries tests run directly.
+var testHelpersDir string
+
 func TestMain(m *testing.M) {
+	isolate.Init() // tests start sandboxes in this process
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "tests: the integration tests need root (run `make test` as root)")
 		os.Exit(1)
@@ -30,11 +35,16 @@ func TestMain(m *testing.M) {
 	// other sbx processes on the machine.
 	runRoot := fmt.Sprintf("/run/sbx-test-%d", os.Getpid())
 	os.Setenv("SBX_RUN_ROOT", runRoot)
+	if testHelpersDir, err = os.MkdirTemp("", "sbx-test-helpers-"); err != nil {
+		fmt.Fprintln(os.Stderr, "tests:", err)
+		os.Exit(1)
+	}
 	// A private parent cgroup: every sandbox these tests (and the sbx
 	// processes they start) create lives under it, so cgroup leftovers
 	// are this test binary's own, never another sbx user's.
 	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
 	code := m.Run()
+	os.RemoveAll(testHelpersDir)
 	cleanup()
 	os.RemoveAll(runRoot)
 	// The parent cgroup goes when no sandbox is left in it.

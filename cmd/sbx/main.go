@@ -11,9 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx/cgroup"
-
-	// Linking isolate makes this binary a libcontainer init when re-executed.
-	_ "github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/isolate"
 )
 
 // Exit codes of sbx itself, following docker and podman.
@@ -77,6 +75,9 @@ func envOr(key, def string) string {
 }
 
 func main() {
+	// libcontainer re-executes this binary to set each sandbox up; there
+	// Init takes over and never returns.
+	isolate.Init()
 	os.Exit(execute(os.Args[1:]))
 }
 
