@@ -1,8 +1,17 @@
 package tests
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/tests/fixture"
 )
 
 // The adversarial suite: what a hostile tenant tries from inside a
@@ -60,4 +69,122 @@ func TestAdversarialAttachedProcessesAreConfined(t *testing.T) {
 			}
 		}
 	}
+}
+
+var (
+	adversaryOnce sync.Once
+	adversaryDir  string
+	adversaryErr  error
+)
+
+// adversaryRoot returns a busybox root with the adversary program (package
+// tests/adversary) at /adversary, shared by the tests of the process.
+func adversaryRoot(t testing.TB) string {
+	t.Helper()
+	adversaryOnce.Do(func() {
+		adversaryDir, adversaryErr = os.MkdirTemp("", "sbx-adversary-")
+		if adversaryErr != nil {
+			return
+		}
+		atExit = append(atExit, func() { os.RemoveAll(adversaryDir) })
+		fixture.NewBusyboxRootfs(t, filepath.Join(adversaryDir, "root"))
+		build := exec.Command("go", "build", "-o", filepath.Join(adversaryDir, "root", "adversary"), "./adversary")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			adversaryErr = fmt.Errorf("build the adversary: %v\n%s", err, out)
+		}
+	})
+	if adversaryErr != nil {
+		t.Fatal(adversaryErr)
+	}
+	return filepath.Join(adversaryDir, "root")
+}
+
+// results parses the adversary's "NAME RESULT" lines.
+func results(out string) map[string]string {
+	got := map[string]string{}
+	for _, l := range strings.Split(strings.ReplaceAll(out, "\r", ""), "\n") {
+		if i := strings.LastIndexByte(l, ' '); i > 0 {
+			got[l[:i]] = l[i+1:]
+		}
+	}
+	return got
+}
+
+// expect fails unless every check in want has its result in out.
+func expect(t *testing.T, what, out string, want map[string]string) {
+	t.Helper()
+	got := results(out)
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s gave %q, want %q (output %q)", what, k, got[k], v, out)
+		}
+	}
+}
+
+// TestAdversarialSbxProcessesCannotBeTakenOver: root inside a sandbox can
+// neither ptrace sbx's PID 1 (the executor of a long-lived sandbox, the
+// init of a one-shot run) nor open its memory or descriptors: both are
+// non-dumpable, and the sandbox has no CAP_SYS_PTRACE. And no command
+// inherits a descriptor of the host's above 2.
+func TestAdversarialSbxProcessesCannotBeTakenOver(t *testing.T) {
+	root := adversaryRoot(t)
+	want := map[string]string{"ptrace": "EPERM", "procmem": "EACCES", "procfd": "EACCES", "fds": ""}
+	script := "/adversary ptrace 1; /adversary procmem 1; /adversary procfd 1; /adversary fds"
+
+	r := runSbx(t, "", "run", "--rootfs", root, "--", "sh", "-c", script)
+	expect(t, "sbx run", r.stdout, want)
+	// The same command as PID 1's direct child, without a shell between.
+	r = runSbx(t, "", "run", "--rootfs", root, "--", "/adversary", "fds")
+	expect(t, "sbx run (direct)", r.stdout, map[string]string{"fds": ""})
+
+	h := newLCHost(t)
+	id := strings.TrimSpace(h.must(t, "create", "--rootfs", root))
+	h.saw(id)
+	expect(t, "sbx exec", h.must(t, "exec", id, "--", "sh", "-c", script), want)
+	expect(t, "sbx exec (direct)", h.must(t, "exec", id, "--", "/adversary", "fds"), map[string]string{"fds": ""})
+	// A session's shell and an attached command are the executor's
+	// children too.
+	expect(t, "sbx exec -i", h.sbx(t, "", "exec", "-i", id, "--", "sh", "-c", script).stdout, want)
+	assertNoLeftovers(t)
+}
+
+// TestAdversarialOneShotStatusCannotBeForged: the command of a one-shot
+// run can neither write the status the host reads (it was fd 3) nor block
+// it by filling the pipe; the report is what the kernel says.
+func TestAdversarialOneShotStatusCannotBeForged(t *testing.T) {
+	root := adversaryRoot(t)
+	rep := filepath.Join(t.TempDir(), "report.json")
+	r := runSbx(t, "", "run", "--rootfs", root, "--report", rep, "--", "sh", "-c",
+		`/adversary status 3 '{"exit_code":0}'; /adversary status 3 '{"exit_code":0}' 2>/dev/null; exit 3`)
+	if r.code != 3 {
+		t.Errorf("forged status: exit %d, want the command's 3; stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+	var got struct {
+		Status   string `json:"status"`
+		ExitCode int    `json:"exit_code"`
+	}
+	data, _ := os.ReadFile(rep)
+	if err := json.Unmarshal(data, &got); err != nil || got.ExitCode != 3 || got.Status != "nonzero_exit" {
+		t.Errorf("report %s: %+v %v", data, got, err)
+	}
+	// Filling the pipe must not hang sbx run; the test gives it a minute.
+	cmd := exec.Command(sbxBin, "run", "--rootfs", root, "--", "sh", "-c", "/adversary fill 3; /adversary fill 4; exit 5")
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+			t.Errorf("after filling the pipes: %v, want exit 5", err)
+		}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Error("sbx run hangs after the command filled its status pipe")
+		runSbx(t, "", "gc") // what the killed run left
+	}
+	assertNoLeftovers(t)
 }
