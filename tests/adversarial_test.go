@@ -1,8 +1,13 @@
 package tests
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -187,4 +194,125 @@ func TestAdversarialOneShotStatusCannotBeForged(t *testing.T) {
 		runSbx(t, "", "gc") // what the killed run left
 	}
 	assertNoLeftovers(t)
+}
+
+// fakeExecutor serves h on a unix socket as a taken-over executor would,
+// and returns a client of it with short timeouts.
+func fakeExecutor(t *testing.T, h http.HandlerFunc) *client.Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "executor.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	c := client.New(sock, client.Options{Timeout: time.Second, IdleTimeout: 500 * time.Millisecond, TransferTimeout: time.Minute})
+	t.Cleanup(c.Close)
+	return c
+}
+
+// tarOf builds a tar stream of headers (regular files get body "owned").
+func tarOf(t *testing.T, hdrs ...*tar.Header) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, h := range hdrs {
+		if h.Typeflag == tar.TypeReg && h.Size == 0 {
+			h.Size = int64(len("owned"))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg && h.Size == int64(len("owned")) {
+			tw.Write([]byte("owned"))
+		}
+	}
+	tw.Close()
+	return b.Bytes()
+}
+
+// hugeFileTar is a directory and the start of a 1 TiB file in it.
+func hugeFileTar(t *testing.T) []byte {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, h := range []*tar.Header{{Name: "data", Typeflag: tar.TypeDir, Mode: 0o755}, {Name: "data/huge", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 40}} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Write(make([]byte, 1<<20))
+	return b.Bytes()
+}
+
+// TestAdversarialHostileExecutorCopyFrom: what a taken-over executor sends
+// for `sbx cp ID:SRC DST` never lands outside DST, never follows a link it
+// created, and is not installed at all unless it is a valid tree; a silent
+// executor does not hold the copy.
+func TestAdversarialHostileExecutorCopyFrom(t *testing.T) {
+	for _, tc := range []struct {
+		name, src, dst string // dst relative to the user's home
+		stream         []byte
+		silent         bool
+	}{
+		// The audit's case: destination not existing yet, a symlink to "."
+		// as the copied file, then a file through it.
+		{name: "symlink to . then through it", src: "/etc/report.txt", dst: "report.txt", stream: tarOf(t,
+			&tar.Header{Name: "report.txt", Typeflag: tar.TypeSymlink, Linkname: "."},
+			&tar.Header{Name: "report.txt/.bashrc", Typeflag: tar.TypeReg, Mode: 0o644})},
+		{name: "entry beside the copy in an existing directory", src: "/data", dst: ".", stream: tarOf(t,
+			&tar.Header{Name: "data", Typeflag: tar.TypeDir, Mode: 0o755},
+			&tar.Header{Name: ".bashrc", Typeflag: tar.TypeReg, Mode: 0o644})},
+		{name: "symlink out of the copy then through it", src: "/data", dst: "new", stream: tarOf(t,
+			&tar.Header{Name: "data", Typeflag: tar.TypeDir, Mode: 0o755},
+			&tar.Header{Name: "data/x", Typeflag: tar.TypeSymlink, Linkname: "../.."},
+			&tar.Header{Name: "data/x/.bashrc", Typeflag: tar.TypeReg, Mode: 0o644})},
+		{name: "device", src: "/data", dst: "new", stream: tarOf(t,
+			&tar.Header{Name: "data", Typeflag: tar.TypeDir, Mode: 0o755},
+			&tar.Header{Name: "data/sda", Typeflag: tar.TypeBlock, Devmajor: 8})},
+		{name: "a file larger than any copy", src: "/data", dst: "new", stream: hugeFileTar(t)},
+		{name: "silence", src: "/data", dst: "new", silent: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeExecutor(t, func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/fs/archive" {
+					http.Error(w, "no", http.StatusNotFound)
+					return
+				}
+				if tc.silent {
+					<-r.Context().Done()
+					return
+				}
+				w.Write(tc.stream)
+			})
+			outer := t.TempDir()
+			home := filepath.Join(outer, "home")
+			os.MkdirAll(home, 0o755)
+			os.WriteFile(filepath.Join(home, ".bashrc"), []byte("mine"), 0o644)
+			start := time.Now()
+			err := sandbox.CopyFromExecutor(context.Background(), c, tc.src, filepath.Join(home, tc.dst))
+			if err == nil {
+				t.Fatal("the copy succeeded")
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the copy took %v", d)
+			}
+			if strings.ContainsRune(err.Error(), 0x1b) {
+				t.Errorf("error has escape sequences: %q", err)
+			}
+			entries, _ := os.ReadDir(home)
+			data, _ := os.ReadFile(filepath.Join(home, ".bashrc"))
+			if len(entries) != 1 || string(data) != "mine" {
+				var names []string
+				for _, e := range entries {
+					names = append(names, e.Name())
+				}
+				t.Errorf("the home directory changed: %v, .bashrc %q (error %v)", names, data, err)
+			}
+			if left, _ := os.ReadDir(outer); len(left) != 1 {
+				t.Errorf("something landed beside the home directory: %v", left)
+			}
+		})
+	}
 }

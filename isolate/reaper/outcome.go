@@ -3,11 +3,11 @@ package reaper
 import (
 	"encoding/json"
 	"io"
-	"strings"
 	"time"
-	"unicode"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/internal/termsafe"
 )
 
 // maxStatusBytes caps what the host reads of the status pipe.
@@ -75,22 +75,7 @@ func Decide(ws unix.WaitStatus, st *Status) Outcome {
 	case st.Signal > 0 && st.Signal < 65 && out.ExitCode == 128+st.Signal && st.ExecError == "":
 		out.Signal = st.Signal
 	case st.Signal == 0 && st.ExecError != "" && (out.ExitCode == ExitCannotExec || out.ExitCode == ExitNotFound):
-		out.ExecError = Sanitize(st.ExecError, 512)
+		out.ExecError = termsafe.String(st.ExecError, 512)
 	}
 	return out
-}
-
-// Sanitize makes text that came out of a sandbox safe to print on the
-// host's terminal: control and format characters (escape sequences,
-// bidirectional overrides) and invalid UTF-8 become '?', and it is cut to max bytes.
-func Sanitize(s string, max int) string {
-	if len(s) > max {
-		s = s[:max]
-	}
-	return strings.Map(func(r rune) rune {
-		if r == unicode.ReplacementChar || unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(s, "?"))
 }
