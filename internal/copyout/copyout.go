@@ -223,7 +223,7 @@ func (x *extractor) entry(rel string, hdr *tar.Header, tr *tar.Reader) error {
 		}
 		x.dirs = append(x.dirs, dirMeta{rel: rel, mode: perm | 0o700, mtime: hdr.ModTime})
 		return nil
-	case tar.TypeReg, tar.TypeRegA:
+	case tar.TypeReg:
 		if hdr.Size > x.lim.MaxBytes-x.bytes {
 			return refused("the copy holds more than %d bytes", x.lim.MaxBytes)
 		}
