@@ -16,9 +16,13 @@ import (
 // the host.
 func TestMain(m *testing.M) {
 	isolate.Init()
-	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
+	// Helper processes (this binary re-run by a test) keep their parent's.
+	owner := os.Getenv(cgroup.ParentEnv) == ""
+	if owner {
+		os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
+	}
 	code := m.Run()
-	if os.Geteuid() == 0 {
+	if owner && os.Geteuid() == 0 {
 		_ = cgroup.RemoveParentIfEmpty()
 	}
 	os.Exit(code)

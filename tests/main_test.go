@@ -41,8 +41,12 @@ func TestMain(m *testing.M) {
 	}
 	// A private parent cgroup: every sandbox these tests (and the sbx
 	// processes they start) create lives under it, so cgroup leftovers
-	// are this test binary's own, never another sbx user's.
-	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
+	// are this test binary's own, never another sbx user's. Helper
+	// processes (this binary re-run by a test) keep their parent's.
+	ownParent := os.Getenv(cgroup.ParentEnv) == ""
+	if ownParent {
+		os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
+	}
 	code := m.Run()
 	for _, f := range atExit {
 		f()
@@ -51,7 +55,9 @@ func TestMain(m *testing.M) {
 	cleanup()
 	os.RemoveAll(runRoot)
 	// The parent cgroup goes when no sandbox is left in it.
-	_ = cgroup.RemoveParentIfEmpty()
+	if ownParent {
+		_ = cgroup.RemoveParentIfEmpty()
+	}
 	os.Exit(code)
 }
 
