@@ -86,6 +86,7 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	if err != nil {
 		return nil, err
 	}
+	leases = n.sweepDebris(leases)
 	var l *lease
 	for _, x := range leases {
 		if x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
@@ -102,7 +103,7 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 		return nil, err
 	}
 	if l == nil {
-		if l, err = n.prepare(); err != nil {
+		if l, err = n.prepare(sandboxID); err != nil {
 			return nil, err
 		}
 	}
@@ -157,7 +158,7 @@ func (n *Network) Lookup(sandboxID string) (*Attachment, error) {
 		return nil, err
 	}
 	defer lk.unlock()
-	l, err := n.findLease(sandboxID)
+	l, err := n.findLease(sandboxID, false)
 	if err != nil || l == nil {
 		return nil, err
 	}
@@ -179,7 +180,9 @@ func (n *Network) Detach(ctx context.Context, sandboxID string) error {
 		return err
 	}
 	defer lk.unlock()
-	l, err := n.findLease(sandboxID)
+	// Whatever state the lease is in: a create killed while its namespace
+	// was being prepared left it preparing.
+	l, err := n.findLease(sandboxID, true)
 	if err != nil || l == nil {
 		return err
 	}
@@ -190,11 +193,13 @@ func (n *Network) Detach(ctx context.Context, sandboxID string) error {
 }
 
 // prepare reserves an address and builds a namespace with its veth on the
-// bridge and the anti-spoofing guard; the lease ends in state pooled. Call
-// with the lock held and the bridge ready.
-func (n *Network) prepare() (*lease, error) {
+// bridge and the anti-spoofing guard; the lease ends in state pooled. owner
+// is the sandbox it is prepared for ("" for the pool), recorded from the
+// first write so that Detach finds what a killed create left. Call with the
+// lock held and the bridge ready.
+func (n *Network) prepare(owner string) (*lease, error) {
 	key := newKey()
-	l := &lease{Key: key, HostVeth: "sbx" + key, NetNSPath: filepath.Join(n.cfg.RunDir, key), State: statePreparing}
+	l := &lease{Key: key, HostVeth: "sbx" + key, NetNSPath: filepath.Join(n.cfg.RunDir, key), State: statePreparing, Owner: owner}
 	if err := n.reserveLease(l); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func (n *Network) Prefill(ctx context.Context, count int) (int, error) {
 		}
 		err = n.ensureBridge()
 		if err == nil {
-			_, err = n.prepare()
+			_, err = n.prepare("")
 		}
 		lk.unlock()
 		if err != nil {
@@ -37,6 +37,37 @@ func (n *Network) Prefill(ctx context.Context, count int) (int, error) {
 		added++
 	}
 	return added, nil
+}
+
+// SweepInterrupted removes the leases (with their namespaces, veths and
+// rules) of prepares and attaches that died midway, such as a create
+// killed while its network was being set up. sbx gc and a starting server
+// call it; Attach, DrainPool and Reset do it too. It returns a line per
+// removed lease.
+func (n *Network) SweepInterrupted(ctx context.Context) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lk, err := n.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer lk.unlock()
+	ls, err := n.readLeases()
+	if err != nil {
+		return nil, err
+	}
+	kept := map[*lease]bool{}
+	for _, l := range n.sweepDebris(ls) {
+		kept[l] = true
+	}
+	var removed []string
+	for _, l := range ls {
+		if !kept[l] {
+			removed = append(removed, fmt.Sprintf("network lease %s (%s %s)", l.IP, l.State, l.Owner))
+		}
+	}
+	return removed, nil
 }
 
 // Pooled returns how many prepared namespaces wait in the pool.
@@ -59,7 +90,8 @@ func (n *Network) Pooled() (int, error) {
 	return count, nil
 }
 
-// DrainPool removes every prepared namespace from the pool.
+// DrainPool removes every prepared namespace from the pool, and what
+// interrupted operations left.
 func (n *Network) DrainPool(ctx context.Context) error {
 	lk, err := n.lock()
 	if err != nil {
@@ -70,6 +102,7 @@ func (n *Network) DrainPool(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ls = n.sweepDebris(ls)
 	var errs []error
 	for _, l := range ls {
 		if err := ctx.Err(); err != nil {
@@ -268,8 +301,12 @@ func (n *Network) Reset(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(ls) > 0 {
-		return fmt.Errorf("%d sandboxes still hold network leases; remove them (or run sbx gc) first", len(ls))
+	if ls = n.sweepDebris(ls); len(ls) > 0 {
+		var owners []string
+		for _, l := range ls {
+			owners = append(owners, l.Owner)
+		}
+		return fmt.Errorf("%d sandboxes still hold network leases (%s); remove them (or run sbx gc) first", len(ls), strings.Join(owners, ", "))
 	}
 	c, err := n.nft()
 	if err != nil {

@@ -165,17 +165,39 @@ func (n *Network) readLeases() ([]*lease, error) {
 	return out, nil
 }
 
-func (n *Network) findLease(sandboxID string) (*lease, error) {
+func (n *Network) findLease(sandboxID string, anyState bool) (*lease, error) {
 	ls, err := n.readLeases()
 	if err != nil {
 		return nil, err
 	}
 	for _, l := range ls {
-		if l.Owner == sandboxID && (l.State == stateAttached || l.State == stateAttaching) {
+		if l.Owner == sandboxID && (anyState || l.State == stateAttached || l.State == stateAttaching) {
 			return l, nil
 		}
 	}
 	return nil, nil
+}
+
+// sweepDebris tears down the leases of operations that died midway (state
+// preparing or attaching, or unreadable) and returns the others. Call it
+// with the lock held: every prepare and attach holds the lock from its
+// first write to its last, so a lease seen in those states by the lock's
+// holder is no live process's work.
+func (n *Network) sweepDebris(ls []*lease) []*lease {
+	var keep []*lease
+	for _, l := range ls {
+		if l.State != statePreparing && l.State != stateAttaching && l.State != "" {
+			keep = append(keep, l)
+			continue
+		}
+		if err := n.teardown(l); err != nil {
+			n.log.Warn("remove the network of an interrupted operation", "ip", l.IP, "owner", l.Owner, "err", err)
+			keep = append(keep, l)
+			continue
+		}
+		n.log.Info("removed the network of an interrupted operation", "ip", l.IP, "state", l.State, "owner", l.Owner)
+	}
+	return keep
 }
 
 func lastAddr(p netip.Prefix) netip.Addr {

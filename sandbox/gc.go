@@ -77,6 +77,7 @@ func (m *Manager) recover(ctx context.Context, rep *GCReport) ([]*Sandbox, error
 	if err != nil {
 		return nil, err
 	}
+	defer m.sweepNetwork(ctx, rep)
 	var live []*Sandbox
 	var errs []error
 	for _, e := range entries {
@@ -167,6 +168,24 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 		}
 	}
 	return rep, errors.Join(errs...)
+}
+
+// sweepNetwork removes the bridged networks of prepares and attaches that
+// died midway (netns.SweepInterrupted), when this root has a network.
+func (m *Manager) sweepNetwork(ctx context.Context, rep *GCReport) {
+	if _, err := os.Stat(filepath.Join(m.store.Root(), "network", "leases")); err != nil {
+		return
+	}
+	n, err := m.network()
+	if err != nil {
+		m.log.Warn("open the network to sweep interrupted operations", "err", err)
+		return
+	}
+	removed, err := n.SweepInterrupted(ctx)
+	if err != nil {
+		m.log.Warn("sweep the network of interrupted operations", "err", err)
+	}
+	rep.Interrupted = append(rep.Interrupted, removed...)
 }
 
 // ownerFile in a runtime directory names the root whose sandbox it is, so

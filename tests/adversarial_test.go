@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -314,5 +315,129 @@ func TestAdversarialHostileExecutorCopyFrom(t *testing.T) {
 				t.Errorf("something landed beside the home directory: %v", left)
 			}
 		})
+	}
+}
+
+// bridgeLeftovers lists what bridged sandboxes leave in the state under
+// root and runRoot and in the stand-in host namespace ns: leases, namespace
+// mounts, veths beside the bridge, and sbx's per-sandbox nftables chains.
+func bridgeLeftovers(t *testing.T, root, runRoot, ns string) []string {
+	t.Helper()
+	var out []string
+	for _, d := range []string{filepath.Join(root, "network", "leases"), filepath.Join(runRoot, "netns")} {
+		ents, _ := os.ReadDir(d)
+		for _, e := range ents {
+			out = append(out, filepath.Join(d, e.Name()))
+		}
+	}
+	links, _ := exec.Command("ip", "-n", ns, "-o", "link", "show", "type", "veth").CombinedOutput()
+	for _, l := range strings.Split(strings.TrimSpace(string(links)), "\n") {
+		if l != "" {
+			out = append(out, "veth: "+l)
+		}
+	}
+	rules, _ := exec.Command("ip", "netns", "exec", ns, "nft", "list", "chains").CombinedOutput()
+	for _, l := range strings.Split(string(rules), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "chain" && (strings.HasPrefix(f[1], "fw-") || strings.HasPrefix(f[1], "in-") || strings.HasPrefix(f[1], "pt-") || strings.HasPrefix(f[1], "sp-")) {
+			out = append(out, "nft chain "+f[1])
+		}
+	}
+	return out
+}
+
+// TestAdversarialKilledBridgedCreates: `sbx create --network bridge`
+// killed with SIGKILL at every moment of its start, then one `sbx gc`:
+// nothing of any of them is left (leases, namespaces, veths, rules,
+// mounts, cgroups), and `sbx network reset` is not refused.
+func TestAdversarialKilledBridgedCreates(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	h := newLCHost(t)
+	for i := 0; i < 16; i++ {
+		cmd := h.command("create", "--network", "bridge", "--rootfs", root)
+		cmd.Env = os.Environ()
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(4+4*i) * time.Millisecond)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	if r := h.sbx(t, "", "gc"); r.code != 0 {
+		t.Fatalf("gc: exit %d %s", r.code, r.stderr)
+	}
+	// Creates that finished before the kill are sandboxes like any other.
+	if ids := strings.Fields(h.must(t, "ps", "-aq")); len(ids) > 0 {
+		for _, id := range ids {
+			h.saw(id)
+		}
+		h.must(t, append([]string{"rm", "-f"}, ids...)...)
+	}
+	if left := bridgeLeftovers(t, h.root, h.run, h.netns); len(left) > 0 {
+		t.Errorf("after kill -9 of bridged creates and one gc: %v", left)
+	}
+	if r := h.sbx(t, "", "network", "reset"); r.code != 0 {
+		t.Errorf("network reset after the killed creates: exit %d %s", r.code, r.stderr)
+	}
+}
+
+// TestAdversarialKilledServerDuringBridgedCreates: the server killed with
+// SIGKILL while clients create bridged sandboxes; the restarted server
+// (which recovers at start) and one gc leave nothing behind.
+func TestAdversarialKilledServerDuringBridgedCreates(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	h := newLCHost(t)
+	dir := t.TempDir()
+	sock, token := filepath.Join(dir, "sbx.sock"), filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte(serverTestToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	remote := []string{"SBX_HOST=unix://" + sock, "SBX_TOKEN_FILE=" + token}
+	serve := func() *exec.Cmd {
+		cmd := h.command(append([]string{"serve", "--unix", sock, "--token-file", token, "--allow-host-dir", fixture.CacheDir}, executorBinaryFlag()...)...)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if r := h.sbxEnv(t, remote, "", "ps", "-q"); r.code == 0 {
+				return cmd
+			}
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+				t.Fatal("sbx serve did not answer within 20s")
+			}
+		}
+	}
+	for round := 0; round < 5; round++ {
+		srv := serve()
+		var wg sync.WaitGroup
+		for i := 0; i < 4; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				h.sbxEnv(t, remote, "", "create", "--network", "bridge", "--rootfs", root)
+			}()
+		}
+		time.Sleep(time.Duration(20+25*round) * time.Millisecond)
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		wg.Wait()
+	}
+	srv := serve()
+	if r := h.sbxEnv(t, remote, "", "gc"); r.code != 0 {
+		t.Errorf("gc through the restarted server: exit %d %s", r.code, r.stderr)
+	}
+	if ids := strings.Fields(h.sbxEnv(t, remote, "", "ps", "-aq").stdout); len(ids) > 0 {
+		for _, id := range ids {
+			h.saw(id)
+		}
+		if r := h.sbxEnv(t, remote, "", append([]string{"rm", "-f"}, ids...)...); r.code != 0 {
+			t.Errorf("rm -f: %s", r.stderr)
+		}
+	}
+	_ = srv.Process.Signal(syscall.SIGTERM)
+	_ = srv.Wait()
+	if left := bridgeLeftovers(t, h.root, h.run, h.netns); len(left) > 0 {
+		t.Errorf("after kill -9 of the server during bridged creates, a restart and one gc: %v", left)
 	}
 }
