@@ -136,6 +136,11 @@ func (m *Manager) GC(ctx context.Context) (*GCReport, error) {
 	rep := &GCReport{Expired: m.reapExpired(ctx)}
 	_, err := m.recover(ctx, rep)
 	errs := []error{err}
+	// Directories of creates and removes whose process died midway; those
+	// of live processes are theirs.
+	abandoned, err := m.store.RemoveAbandoned()
+	errs = append(errs, err)
+	rep.Interrupted = append(rep.Interrupted, abandoned...)
 	exists := func(id string) bool {
 		_, err := os.Stat(m.store.Dir(id))
 		return err == nil

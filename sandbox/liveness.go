@@ -1,39 +1,13 @@
 package sandbox
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"strconv"
+
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
-// procStart returns the start time (in clock ticks after boot, field 22 of
-// /proc/PID/stat) of a live process; ok is false when no such process
-// runs or it is a zombie.
-func procStart(pid int) (start uint64, ok bool) {
-	if pid <= 0 {
-		return 0, false
-	}
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, false
-	}
-	// The command name may hold spaces and parentheses: the fields
-	// after it start after the last ')'.
-	i := bytes.LastIndexByte(data, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := bytes.Fields(data[i+1:])
-	if len(f) < 20 || f[0][0] == 'Z' || f[0][0] == 'X' {
-		return 0, false // f[0] is field 3 (state), f[19] field 22
-	}
-	start, err = strconv.ParseUint(string(f[19]), 10, 64)
-	if err != nil {
-		return 0, false
-	}
-	return start, true
-}
+// procStart returns the start time of a live process (state.ProcessStart).
+func procStart(pid int) (start uint64, ok bool) { return state.ProcessStart(pid) }
 
 // pid1Alive reports whether the PID 1 recorded for a running or paused
 // sandbox still runs: the same PID with the same start time, so a reused

@@ -441,3 +441,61 @@ func TestAdversarialKilledServerDuringBridgedCreates(t *testing.T) {
 		t.Errorf("after kill -9 of the server during bridged creates, a restart and one gc: %v", left)
 	}
 }
+
+// TestAdversarialGCBesideLifecycle: `sbx gc` in a loop beside create,
+// exec and rm -f cycles never makes one of them fail and never takes over
+// (removes as "interrupted") a sandbox a live process holds.
+func TestAdversarialGCBesideLifecycle(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	h := newLCHost(t)
+	stop := make(chan struct{})
+	gcDone := make(chan []string)
+	go func() {
+		var bad []string
+		for {
+			select {
+			case <-stop:
+				gcDone <- bad
+				return
+			default:
+			}
+			r := h.sbx(t, "", "gc")
+			if r.code != 0 || strings.Contains(r.stdout, "interrupted") || strings.Contains(r.stdout, "orphan") {
+				bad = append(bad, fmt.Sprintf("gc exit %d: %s%s", r.code, r.stdout, r.stderr))
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var failures []string
+	for w := 0; w < 3; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 12; i++ {
+				r := h.sbx(t, "", "create", "--rootfs", root)
+				id := strings.TrimSpace(r.stdout)
+				if r.code == 0 {
+					h.saw(id)
+					r = h.sbx(t, "", "exec", id, "--", "true")
+				}
+				if r.code == 0 {
+					r = h.sbx(t, "", "rm", "-f", id)
+				}
+				if r.code != 0 {
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("exit %d: %s", r.code, r.stderr))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	for _, b := range <-gcDone {
+		t.Errorf("gc beside live operations: %s", b)
+	}
+	for _, f := range failures {
+		t.Errorf("a create, exec or rm beside gc failed: %s", f)
+	}
+}

@@ -136,29 +136,124 @@ func (l *Lock) Unlock() {
 // Create makes the directory of a new sandbox and returns it locked. The
 // caller writes the first record with Lock.Write. It fails with ErrExists
 // if id is taken.
+//
+// The directory is built under a hidden name that says which process is
+// building it, locked there, and only then renamed into place: GC never
+// sees a sandbox directory whose lock is free while its creator lives.
 func (s *Store) Create(id string) (*Lock, error) {
 	if err := ValidID(id); err != nil {
 		return nil, err
 	}
 	dir := s.Dir(id)
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		if errors.Is(err, fs.ErrExist) {
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("sandbox %s: %w", id, ErrExists)
+	}
+	stage := filepath.Join(s.root, sandboxesDir, hiddenName(creatingPrefix, id))
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		return nil, fmt.Errorf("state: create %s: %w", stage, err)
+	}
+	f, err := os.OpenFile(filepath.Join(stage, lockFile), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		_ = os.RemoveAll(stage)
+		return nil, fmt.Errorf("state: create lock of %s: %w", id, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		_ = os.RemoveAll(stage)
+		return nil, fmt.Errorf("state: lock new sandbox %s: %w", id, err)
+	}
+	if err := unix.Renameat2(unix.AT_FDCWD, stage, unix.AT_FDCWD, dir, unix.RENAME_NOREPLACE); err != nil {
+		_ = f.Close()
+		_ = os.RemoveAll(stage)
+		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return nil, fmt.Errorf("sandbox %s: %w", id, ErrExists)
 		}
 		return nil, fmt.Errorf("state: create %s: %w", dir, err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		_ = os.Remove(dir)
-		return nil, fmt.Errorf("state: create lock of %s: %w", id, err)
-	}
-	// Nobody else can have the file open yet except a GC that saw the
-	// empty directory; a non-blocking lock settles that race.
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		_ = f.Close()
-		return nil, fmt.Errorf("state: lock new sandbox %s: %w", id, err)
-	}
 	return &Lock{s: s, id: id, f: f}, nil
+}
+
+// Hidden entries of the sandboxes directory: a sandbox being created or
+// removed, named "<prefix><id>.<pid>.<start>" after the process doing it,
+// so that RemoveAbandoned removes only those of dead processes.
+const (
+	creatingPrefix = ".creating."
+	removingPrefix = ".removing."
+)
+
+func hiddenName(prefix, id string) string {
+	start, _ := ProcessStart(os.Getpid())
+	return fmt.Sprintf("%s%s.%d.%d", prefix, id, os.Getpid(), start)
+}
+
+// RemoveAbandoned removes what creates and removes that died midway left
+// in the sandboxes directory (their hidden directories); those of live
+// processes stay. It returns the ids it cleaned up.
+func (s *Store) RemoveAbandoned() ([]string, error) {
+	names, err := readNames(filepath.Join(s.root, sandboxesDir))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	var errs []error
+	for _, n := range names {
+		var rest string
+		switch {
+		case strings.HasPrefix(n, creatingPrefix):
+			rest = n[len(creatingPrefix):]
+		case strings.HasPrefix(n, removingPrefix):
+			rest = n[len(removingPrefix):]
+		default:
+			continue
+		}
+		f := strings.Split(rest, ".")
+		if len(f) != 3 {
+			continue
+		}
+		pid, err1 := strconv.Atoi(f[1])
+		start, err2 := strconv.ParseUint(f[2], 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		if cur, ok := ProcessStart(pid); ok && cur == start {
+			continue // its process is still at work
+		}
+		if err := os.RemoveAll(filepath.Join(s.root, sandboxesDir, n)); err != nil {
+			errs = append(errs, fmt.Errorf("state: remove abandoned %s: %w", n, err))
+			continue
+		}
+		removed = append(removed, f[0])
+	}
+	return removed, errors.Join(errs...)
+}
+
+// ProcessStart returns the start time (in clock ticks after boot, field 22
+// of /proc/PID/stat) of a live process; ok is false when no such process
+// runs or it is a zombie. With the PID it names one process across PID
+// reuse.
+func ProcessStart(pid int) (start uint64, ok bool) {
+	if pid <= 0 {
+		return 0, false
+	}
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name may hold spaces and parentheses: the fields
+	// after it start after the last ')'.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 || f[0][0] == 'Z' || f[0][0] == 'X' {
+		return 0, false // f[0] is field 3 (state), f[19] field 22
+	}
+	start, err = strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return start, true
 }
 
 // Lock waits for the exclusive lock of sandbox id, or until ctx is done.
@@ -344,20 +439,23 @@ func (l *Lock) Read(v any) error { return l.s.Read(l.id, v) }
 // Remove deletes the locked sandbox's persistent directory and releases
 // the lock. Waiters then find the sandbox gone. The runtime directory and
 // the sandbox's name and expiry entries are the caller's to remove first.
+//
+// The directory first leaves its place in one rename (to a hidden name
+// that says which process removes it), so that nobody, GC included, can
+// lock or refill it while it is being deleted.
 func (l *Lock) Remove() error {
 	if l.f == nil {
 		return errors.New("state: remove through a released lock")
 	}
 	dir := l.s.Dir(l.id)
-	// Unlink the lock file first, while holding it: a waiter that gets the
-	// lock next sees its file is no longer at the path and gives up.
-	if err := os.Remove(filepath.Join(dir, lockFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("state: remove lock of %s: %w", l.id, err)
+	gone := filepath.Join(l.s.root, sandboxesDir, hiddenName(removingPrefix, l.id))
+	if err := os.Rename(dir, gone); err != nil {
+		return fmt.Errorf("state: remove %s: %w", dir, err)
 	}
-	err := os.RemoveAll(dir)
+	err := os.RemoveAll(gone)
 	l.Unlock()
 	if err != nil {
-		return fmt.Errorf("state: remove %s: %w", dir, err)
+		return fmt.Errorf("state: remove %s: %w", gone, err)
 	}
 	return nil
 }

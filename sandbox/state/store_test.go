@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -393,4 +394,90 @@ func TestHelperHoldLock(t *testing.T) {
 	}
 	os.Stdout.WriteString("locked")
 	time.Sleep(time.Minute)
+}
+
+// gcPass does what sbx gc does with the store: every sandbox whose lock is
+// free and that has no record is taken for the debris of a dead creator
+// and removed. It returns how many it removed.
+func gcPass(s *Store) int {
+	ids, _ := s.IDs()
+	n := 0
+	for _, id := range ids {
+		l, err := s.TryLock(id)
+		if err != nil {
+			continue
+		}
+		var v map[string]any
+		if err := l.Read(&v); errors.Is(err, ErrNoRecord) {
+			if l.Remove() == nil {
+				n++
+			}
+			continue
+		}
+		l.Unlock()
+	}
+	n += len(mustAbandoned(s))
+	return n
+}
+
+func mustAbandoned(s *Store) []string {
+	removed, _ := s.RemoveAbandoned()
+	return removed
+}
+
+// GC running beside creates and removes never takes over what a live
+// process holds: creates never fail to lock their new sandbox, removes
+// never find their directory refilled, and GC removes nothing.
+func TestGCNeverTouchesLiveCreatesAndRemoves(t *testing.T) {
+	s := newStore(t)
+	stop := make(chan struct{})
+	var taken atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				taken.Add(int64(gcPass(s)))
+			}
+		}
+	}()
+	var errs atomic.Int64
+	var first atomic.Value
+	var workers sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for i := 0; i < 300; i++ {
+				id := NewID()
+				l, err := s.Create(id)
+				if err == nil {
+					err = l.Write(map[string]string{"status": "running"})
+				}
+				if err == nil {
+					err = l.Remove()
+				}
+				if err != nil {
+					errs.Add(1)
+					first.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}()
+	}
+	workers.Wait()
+	close(stop)
+	wg.Wait()
+	if errs.Load() > 0 || taken.Load() > 0 {
+		t.Fatalf("%d creates/removes failed (first: %v); gc took over %d live sandboxes", errs.Load(), first.Load(), taken.Load())
+	}
+	if ids, _ := s.IDs(); len(ids) > 0 {
+		t.Fatalf("left: %v", ids)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(s.Root(), "sandboxes")); len(ents) > 0 {
+		t.Fatalf("left in the sandboxes directory: %d entries", len(ents))
+	}
 }
