@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -364,12 +365,9 @@ func TestServerListeners(t *testing.T) {
 		t.Fatalf("wrong token on the socket: %v", err)
 	}
 	// --insecure-no-auth serves TCP without a token.
-	cmd := exec.Command(sbxBin, append([]string{"--root", p.root, "--run-root", p.runRoot, "serve", "--listen", "127.0.0.1:17971", "--insecure-no-auth"}, executorBinaryFlag()...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, addr, _ := startServeTCP(t, append([]string{"--root", p.root, "--run-root", p.runRoot, "--log-level", "info", "serve", "--listen", "127.0.0.1:0", "--insecure-no-auth"}, executorBinaryFlag()...))
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	c, _ := client.New("127.0.0.1:17971", client.Options{})
+	c, _ := client.New(addr, client.Options{})
 	var err2 error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 		if _, err2 = c.ListSandboxes(context.Background(), client.ListOptions{}); err2 == nil {
@@ -536,13 +534,7 @@ func TestServerTLS(t *testing.T) {
 	certFile, keyFile := filepath.Join(p.dir, "cert.pem"), filepath.Join(p.dir, "key.pem")
 	_ = os.WriteFile(certFile, certPEM, 0o600)
 	_ = os.WriteFile(keyFile, keyPEM, 0o600)
-	addr := "127.0.0.1:17972"
-	cmd := exec.Command(sbxBin, append(p.args(), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile)...)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, addr, log := startServeTCP(t, append(p.args(), "--listen", "127.0.0.1:0", "--tls-cert", certFile, "--tls-key", keyFile))
 	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(certPEM)
@@ -556,7 +548,7 @@ func TestServerTLS(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("TLS server: %v\n%s", err, log.String())
+			t.Fatalf("TLS server: %v\n%s", err, log())
 		}
 	}
 	sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
@@ -582,6 +574,51 @@ func TestServerTLS(t *testing.T) {
 	if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startServeTCP starts `sbx ARGS` (a serve with --listen 127.0.0.1:0 and
+// --log-level info) and returns it with the address it listens on, read
+// from its log: a port of its own, never one another test run may hold.
+// logs returns what it logged so far.
+func startServeTCP(t *testing.T, args []string) (cmd *exec.Cmd, addr string, logs func() string) {
+	t.Helper()
+	cmd = exec.Command(sbxBin, args...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var buf strings.Builder
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			mu.Lock()
+			buf.WriteString(line + "\n")
+			mu.Unlock()
+			if _, rest, ok := strings.Cut(line, "sbx serve: listening"); ok {
+				if _, a, ok := strings.Cut(rest, "addr="); ok && strings.HasPrefix(a, "127.0.0.1:") {
+					select {
+					case found <- strings.Fields(a)[0]:
+					default:
+					}
+				}
+			}
+		}
+	}()
+	logs = func() string { mu.Lock(); defer mu.Unlock(); return buf.String() }
+	select {
+	case addr = <-found:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("sbx serve did not say where it listens within 20s:\n%s", logs())
+	}
+	return cmd, addr, logs
 }
 
 // selfSignedCert makes a certificate for 127.0.0.1.
