@@ -97,6 +97,10 @@ func (m *Manager) recover(ctx context.Context, rep *GCReport) ([]*Sandbox, error
 			continue // busy with a live operation
 		}
 		if err := l.Read(&sb); err != nil {
+			if errors.Is(err, state.ErrCorruptRecord) {
+				// Never act on a sandbox that cannot be read: it may run.
+				m.log.Warn("sandbox record is unreadable; left as it is (sbx rm -f removes it)", "id", e.ID, "err", err)
+			}
 			if !errors.Is(err, state.ErrNoRecord) {
 				l.Unlock()
 				continue

@@ -31,7 +31,9 @@ func (m *Manager) checkAlive(sb *Sandbox) {
 	if l, err := m.store.TryLock(sb.ID); err == nil {
 		var cur Sandbox
 		if l.Read(&cur) == nil && cur.Status == sb.Status && cur.Pid == sb.Pid && cur.PidStart == sb.PidStart {
-			m.markStopped(l, &cur)
+			if err := m.markStopped(l, &cur); err != nil {
+				m.log.Warn("record stopped sandbox", "id", cur.ID, "err", err)
+			}
 			l.Unlock()
 			*sb = cur
 			return

@@ -205,10 +205,19 @@ func (m *Manager) Get(ctx context.Context, ref string) (*Sandbox, error) {
 		if errors.Is(err, state.ErrNoRecord) {
 			return &Sandbox{ID: id, Status: StatusCreating}, nil
 		}
+		if errors.Is(err, state.ErrCorruptRecord) {
+			return unreadable(id, err), nil
+		}
 		return nil, err
 	}
 	m.checkAlive(&sb)
 	return &sb, nil
+}
+
+// unreadable is what is known of a sandbox whose record is damaged.
+func unreadable(id string, err error) *Sandbox {
+	return &Sandbox{ID: id, Status: StatusUnreadable,
+		Problem: fmt.Sprintf("%v; the sandbox is left as it is (it may still run); sbx rm -f %s removes it and everything it may have made", err, id[:12])}
 }
 
 // List returns the sandboxes f selects, oldest first. It reads the records
@@ -228,6 +237,9 @@ func (m *Manager) List(ctx context.Context, f Filter) ([]*Sandbox, error) {
 			// A create before its first record write (or one that died
 			// there): show it as creating.
 			e.Record = Sandbox{ID: e.ID, Status: StatusCreating}
+		case errors.Is(e.Err, state.ErrCorruptRecord):
+			m.log.Warn("sandbox record is unreadable", "id", e.ID, "err", e.Err)
+			e.Record = *unreadable(e.ID, e.Err)
 		default:
 			continue // removed while listing
 		}
@@ -252,6 +264,11 @@ func (m *Manager) lock(ctx context.Context, ref string) (*state.Lock, *Sandbox, 
 	}
 	var sb Sandbox
 	if err := l.Read(&sb); err != nil {
+		if errors.Is(err, state.ErrCorruptRecord) {
+			// Held, so that rm -f can remove it deliberately; every other
+			// operation refuses its status.
+			return l, unreadable(id, err), nil
+		}
 		l.Unlock()
 		if errors.Is(err, state.ErrNoRecord) {
 			// Its creator died before the first write; only gc can act.

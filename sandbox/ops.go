@@ -13,6 +13,7 @@ import (
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -45,18 +46,26 @@ func (m *Manager) refresh(l *state.Lock, sb *Sandbox) {
 	case ctr.Status() != "stopped":
 		return
 	}
-	m.markStopped(l, sb)
+	if err := m.markStopped(l, sb); err != nil {
+		m.log.Warn("record stopped sandbox", "id", sb.ID, "err", err)
+	}
 }
 
-func (m *Manager) markStopped(l *state.Lock, sb *Sandbox) {
+// markStopped records that sb's PID 1 is gone. An error means the record
+// still says what it said before (the next operation finds PID 1 gone
+// and records it again).
+func (m *Manager) markStopped(l *state.Lock, sb *Sandbox) error {
 	now := m.now().UTC()
+	prev := *sb
 	sb.Status = StatusStopped
 	sb.Stopped = &now
 	sb.Pid, sb.PidStart = 0, 0
 	if err := l.Write(sb); err != nil {
-		m.log.Warn("record stopped sandbox", "id", sb.ID, "err", err)
+		*sb = prev
+		return err
 	}
 	m.emit(EventStopped, sb)
+	return nil
 }
 
 // Stop sends SIGTERM to the sandbox's PID 1, waits up to timeout (0 means
@@ -86,7 +95,9 @@ func (m *Manager) Stop(ctx context.Context, ref string, timeout time.Duration) (
 	if err := stopContainer(ctx, ctr, timeout); err != nil {
 		return nil, err
 	}
-	m.markStopped(l, sb)
+	if err := m.markStopped(l, sb); err != nil {
+		return nil, fmt.Errorf("sandbox %s stopped, but its record could not say so: %w", sb.ShortID(), err)
+	}
 	return sb, nil
 }
 
@@ -242,7 +253,24 @@ func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
 		return err
 	}
 	defer l.Unlock()
-	m.refresh(l, sb)
+	if sb.Status == StatusUnreadable {
+		if !force {
+			return fmt.Errorf("%w: %s", ErrState, sb.Problem)
+		}
+		// Whatever the damaged record described: everything a sandbox of
+		// this id can have made (releasing what was never made is a no-op).
+		sb.Options.Network = string(netns.ModeBridge)
+		sb.Resources = m.plan(sb)
+		if names, err := m.store.Names(); err == nil {
+			for name, owner := range names {
+				if owner == sb.ID {
+					sb.Name = name
+				}
+			}
+		}
+	} else {
+		m.refresh(l, sb)
+	}
 	if (sb.Status == StatusRunning || sb.Status == StatusPaused) && !force {
 		return fmt.Errorf("%w: sandbox %s is %s: stop it first or force the removal (rm -f)", ErrState, sb.ShortID(), sb.Status)
 	}

@@ -100,6 +100,10 @@ const (
 	StatusStopped Status = "stopped"
 	// StatusRemoving: a remove is under way (or died; gc finishes it).
 	StatusRemoving Status = "removing"
+	// StatusUnreadable: the record on disk is damaged, so what the
+	// sandbox is cannot be known. It is left as it is (running, if it
+	// was); rm -f removes it deliberately.
+	StatusUnreadable Status = "unreadable"
 )
 
 // Sandbox is the record of one sandbox, as stored on disk and returned by
@@ -126,6 +130,9 @@ type Sandbox struct {
 	RootPath string `json:"root_path,omitempty"`
 	// ExitCode of PID 1 once stopped, if known.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// Problem says what is wrong with a sandbox whose status is
+	// unreadable, and what to do.
+	Problem string `json:"problem,omitempty"`
 
 	Created   time.Time  `json:"created"`
 	Started   *time.Time `json:"started,omitempty"`

@@ -46,9 +46,14 @@ var (
 	ErrNameInUse = errors.New("name already in use")
 	// ErrLocked means another process holds the sandbox's lock.
 	ErrLocked = errors.New("sandbox is locked by another operation")
-	// ErrNoRecord means the sandbox directory exists but holds no record
-	// yet (or an unreadable one): its creator died before writing it.
+	// ErrNoRecord means the sandbox directory exists but holds no record:
+	// its creator died before writing it (a live creator holds the lock).
 	ErrNoRecord = errors.New("sandbox has no record")
+	// ErrCorruptRecord means the sandbox's record exists but cannot be
+	// decoded (truncated, garbage). sbx never writes one (records are
+	// replaced atomically), so something else damaged it; what the record
+	// described may still run.
+	ErrCorruptRecord = errors.New("sandbox record is unreadable")
 )
 
 const (
@@ -150,7 +155,7 @@ func (s *Store) Create(id string) (*Lock, error) {
 	}
 	stage := filepath.Join(s.root, sandboxesDir, hiddenName(creatingPrefix, id))
 	if err := os.Mkdir(stage, 0o700); err != nil {
-		return nil, fmt.Errorf("state: create %s: %w", stage, err)
+		return nil, fmt.Errorf("state: create %s: %w%s", stage, bare(err), hint(err))
 	}
 	f, err := os.OpenFile(filepath.Join(stage, lockFile), os.O_RDWR|os.O_CREATE|unix.O_CLOEXEC, 0o600)
 	if err != nil {
@@ -168,7 +173,7 @@ func (s *Store) Create(id string) (*Lock, error) {
 		if errors.Is(err, unix.EEXIST) || errors.Is(err, unix.ENOTEMPTY) {
 			return nil, fmt.Errorf("sandbox %s: %w", id, ErrExists)
 		}
-		return nil, fmt.Errorf("state: create %s: %w", dir, err)
+		return nil, fmt.Errorf("state: create %s: %w%s", dir, bare(err), hint(err))
 	}
 	return &Lock{s: s, id: id, f: f}, nil
 }
@@ -401,18 +406,44 @@ func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp." + strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("state: write %s: %w", tmp, err)
+		return fmt.Errorf("state: write %s: %w%s", path, bare(err), hint(err))
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("state: replace %s: %w", path, err)
+		return fmt.Errorf("state: replace %s: %w%s", path, bare(err), hint(err))
 	}
 	return nil
 }
 
+// bare strips the path from an *os.PathError or *os.LinkError (the caller
+// names the file once), keeping the errno for errors.Is.
+func bare(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
+
+// hint says what to do about the errors a user can fix.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT):
+		return " (free space on that file system and try again)"
+	case errors.Is(err, unix.EROFS):
+		return " (the file system is read-only)"
+	}
+	return ""
+}
+
 // Read decodes the record of sandbox id into v without locking. It fails
-// with ErrNotFound if the sandbox does not exist and with ErrNoRecord if
-// its directory exists without a readable record.
+// with ErrNotFound if the sandbox does not exist, with ErrNoRecord if its
+// directory exists without a record and with ErrCorruptRecord if the
+// record cannot be decoded.
 func (s *Store) Read(id string, v any) error {
 	if err := ValidID(id); err != nil {
 		return err
@@ -427,8 +458,11 @@ func (s *Store) Read(id string, v any) error {
 		}
 		return fmt.Errorf("state: read record of %s: %w", id, err)
 	}
+	if len(data) == 0 {
+		return fmt.Errorf("sandbox %s: %w: record.json is empty", id, ErrCorruptRecord)
+	}
 	if err := json.Unmarshal(data, v); err != nil {
-		return fmt.Errorf("sandbox %s: %w: %v", id, ErrNoRecord, err)
+		return fmt.Errorf("sandbox %s: %w: %v", id, ErrCorruptRecord, err)
 	}
 	return nil
 }
@@ -450,12 +484,12 @@ func (l *Lock) Remove() error {
 	dir := l.s.Dir(l.id)
 	gone := filepath.Join(l.s.root, sandboxesDir, hiddenName(removingPrefix, l.id))
 	if err := os.Rename(dir, gone); err != nil {
-		return fmt.Errorf("state: remove %s: %w", dir, err)
+		return fmt.Errorf("state: remove %s: %w%s", dir, bare(err), hint(err))
 	}
 	err := os.RemoveAll(gone)
 	l.Unlock()
 	if err != nil {
-		return fmt.Errorf("state: remove %s: %w", gone, err)
+		return fmt.Errorf("state: remove %s: %w%s", gone, bare(err), hint(err))
 	}
 	return nil
 }
@@ -479,12 +513,12 @@ func (s *Store) IDs() ([]string, error) {
 func readNames(dir string) ([]string, error) {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil, fmt.Errorf("state: list %s: %w", dir, err)
+		return nil, fmt.Errorf("state: list %s: %w%s", dir, bare(err), hint(err))
 	}
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, fmt.Errorf("state: list %s: %w", dir, err)
+		return nil, fmt.Errorf("state: list %s: %w%s", dir, bare(err), hint(err))
 	}
 	sort.Strings(names)
 	return names, nil
@@ -492,7 +526,8 @@ func readNames(dir string) ([]string, error) {
 
 // Entry is one sandbox found by ReadAll: its record, or why it could not be
 // read (ErrNoRecord for a creator that died before the first write,
-// ErrNotFound for one removed while listing).
+// ErrCorruptRecord for a damaged record, ErrNotFound for one removed while
+// listing).
 type Entry[T any] struct {
 	ID     string
 	Record T
@@ -727,7 +762,7 @@ func (a *Admission) Release() {
 func LockFile(ctx context.Context, path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("state: open lock %s: %w", path, err)
+		return nil, fmt.Errorf("state: open lock %s: %w%s", path, bare(err), hint(err))
 	}
 	if err := flock(ctx, f, true); err != nil {
 		_ = f.Close()
@@ -741,7 +776,7 @@ func LockFile(ctx context.Context, path string) (func(), error) {
 func TryLockFile(path string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("state: open lock %s: %w", path, err)
+		return nil, fmt.Errorf("state: open lock %s: %w%s", path, bare(err), hint(err))
 	}
 	if err := flock(context.Background(), f, false); err != nil {
 		_ = f.Close()

@@ -1,0 +1,111 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestCorruptRecordKeepsTheSandbox: a damaged record (truncated, garbage)
+// is reported as unreadable, gc leaves the sandbox running, rm without -f
+// refuses and says what to do, and rm -f removes it and everything it made.
+func TestCorruptRecordKeepsTheSandbox(t *testing.T) {
+	for name, damage := range map[string]func(data []byte) []byte{
+		"truncated": func(data []byte) []byte { return data[:len(data)/2] },
+		"garbage":   func([]byte) []byte { return []byte("\x00\x01 not json") },
+		"empty":     func([]byte) []byte { return nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newLCHost(t)
+			id := h.create(t, "--name", "victim-"+name, "--network", "bridge")
+			pid := h.inspect(t, id).Pid
+			rec := filepath.Join(h.root, "sandboxes", id, "record.json")
+			data, err := os.ReadFile(rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(rec, damage(data), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var list []map[string]any
+			if err := json.Unmarshal([]byte(h.must(t, "ps", "-a", "--format", "json")), &list); err != nil || len(list) != 1 {
+				t.Fatalf("ps: %v %v", list, err)
+			}
+			if list[0]["status"] != "unreadable" || !strings.Contains(list[0]["problem"].(string), "rm -f") {
+				t.Errorf("ps shows %v, want status unreadable and what to do", list[0])
+			}
+			if r := h.sbx(t, "", "gc"); r.code != 0 || strings.Contains(r.stdout, id) {
+				t.Errorf("gc: exit %d, %q %q", r.code, r.stdout, r.stderr)
+			}
+			if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); err != nil {
+				t.Fatalf("gc killed the sandbox whose record is unreadable: %v", err)
+			}
+			if r := h.sbx(t, "", "rm", id); r.code == 0 || !strings.Contains(r.stderr, "unreadable") || !strings.Contains(r.stderr, "rm -f") {
+				t.Errorf("rm without -f: exit %d, %q", r.code, r.stderr)
+			}
+			if r := h.sbx(t, "", "exec", id, "--", "true"); r.code == 0 || !strings.Contains(r.stderr, "unreadable") {
+				t.Errorf("exec: exit %d, %q", r.code, r.stderr)
+			}
+			h.must(t, "rm", "-f", "victim-"+name)
+			if out := h.must(t, "ps", "-aq"); strings.TrimSpace(out) != "" {
+				t.Errorf("after rm -f: %q", out)
+			}
+			if left := bridgeLeftovers(t, h.root, h.run, h.netns); len(left) > 0 {
+				t.Errorf("rm -f left %v", left)
+			}
+			h.assertNoLeaksOf(t, id)
+		})
+	}
+}
+
+// TestStopOnFullDisk: when the record cannot be written (the state's file
+// system is full), sbx stop fails and says so once, clearly; with space
+// again, stop finishes the job.
+func TestStopOnFullDisk(t *testing.T) {
+	h := newLCHost(t)
+	if err := os.MkdirAll(h.root, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=48m", "sbx-test-full", h.root).CombinedOutput(); err != nil {
+		t.Fatalf("mount a small tmpfs as the state root: %v %s", err, out)
+	}
+	fill := filepath.Join(h.root, "fill")
+	t.Cleanup(func() {
+		os.Remove(fill)
+		if ids := strings.Fields(h.sbx(t, "", "ps", "-aq").stdout); len(ids) > 0 {
+			h.sbx(t, "", append([]string{"rm", "-f"}, ids...)...)
+		}
+		if out, err := exec.Command("umount", h.root).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", h.root, err, out)
+		}
+	})
+	id := h.create(t)
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 1<<20)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			break
+		}
+	}
+	f.Close()
+	r := h.sbx(t, "", "stop", id)
+	if r.code == 0 {
+		t.Fatalf("sbx stop on a full disk exited 0: %q %q", r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "no space left on device") || strings.Count(r.stderr, "record.json") != 1 || !strings.Contains(r.stderr, "free space") {
+		t.Errorf("stop on a full disk says %q; want the reason, the file once and what to do", r.stderr)
+	}
+	os.Remove(fill)
+	h.must(t, "stop", id)
+	if st := h.inspect(t, id).Status; st != "stopped" {
+		t.Errorf("after the second stop: %s", st)
+	}
+	h.must(t, "rm", id)
+}
