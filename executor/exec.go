@@ -290,12 +290,14 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	outR.Close()
 	errR.Close()
 	code, sig := p.ExitCode()
-	return api.ExecResult{
+	res := api.ExecResult{
 		ExitCode:  code,
 		Signal:    sig,
 		TimedOut:  timedOut,
 		DurationS: time.Since(start).Seconds(),
-	}, nil
+	}
+	res.SetUsage(p.Usage())
+	return res, nil
 }
 
 // readBufs recycles the buffers that read command output.

@@ -3,6 +3,8 @@
 // the same paths under /v1/sandboxes/{id}/.
 package api
 
+import "time"
+
 // Endpoint paths of the executor. Paths with {id} take a session id.
 const (
 	PathHealth        = "/v1/health"
@@ -75,14 +77,31 @@ type ExecRequest struct {
 // Signal names the signal that ended the command ("SIGKILL"), or is "" (it
 // is always present);
 // ExitCode is then 128+signal number, as a shell reports it.
+//
+// UserTimeS and SysTimeS (CPUTimeS is their sum) are the CPU time of the
+// command and of the children it waited for, and MemoryPeakBytes the
+// largest resident set among them, as wait4 reports them; processes the
+// command left running are not counted. They are 0 for a command that
+// did not start.
 type ExecResult struct {
-	ExitCode  int     `json:"exit_code"`
-	Signal    string  `json:"signal"`
-	Stdout    string  `json:"stdout"`
-	Stderr    string  `json:"stderr"`
-	TimedOut  bool    `json:"timed_out"`
-	Truncated bool    `json:"truncated"`
-	DurationS float64 `json:"duration_s"`
+	ExitCode        int     `json:"exit_code"`
+	Signal          string  `json:"signal"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	TimedOut        bool    `json:"timed_out"`
+	Truncated       bool    `json:"truncated"`
+	DurationS       float64 `json:"duration_s"`
+	CPUTimeS        float64 `json:"cpu_time_s"`
+	UserTimeS       float64 `json:"user_time_s"`
+	SysTimeS        float64 `json:"sys_time_s"`
+	MemoryPeakBytes uint64  `json:"memory_peak_bytes"`
+}
+
+// SetUsage fills the CPU times and peak memory.
+func (r *ExecResult) SetUsage(user, sys time.Duration, maxRSSBytes uint64) {
+	r.UserTimeS, r.SysTimeS = user.Seconds(), sys.Seconds()
+	r.CPUTimeS = (user + sys).Seconds()
+	r.MemoryPeakBytes = maxRSSBytes
 }
 
 // Frame types of a streamed exec (POST /v1/exec?stream=1), one JSON object
