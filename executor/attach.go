@@ -293,6 +293,6 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 	}
 	code, sig := p.ExitCode()
 	res := api.ExecResult{ExitCode: code, Signal: sig, TimedOut: timedOut}
-	res.SetUsage(p.Usage())
+	setUsage(&res, p)
 	return res, nil
 }
