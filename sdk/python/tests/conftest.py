@@ -36,6 +36,10 @@ import sbx  # noqa: E402
 TOKEN = "sdk-test-token-0123456789abcdef"
 CLONE_NEWNET = 0x40000000
 NETNS = f"sbxpy-{os.getpid()}"
+# The servers' sandboxes go under a cgroup parent of their own, so the leak
+# check sees only this run's cgroups.
+CGROUP_PARENT = f"sbx-pytest-{os.getpid()}"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def _fail(msg: str) -> None:
@@ -52,6 +56,7 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if os.geteuid() != 0:
         _fail("need root: they start sbx serve, which creates namespaces, cgroups and mounts")
+    os.environ["SBX_CGROUP_PARENT"] = CGROUP_PARENT
     try:
         _run("ip", "netns", "add", NETNS)
         _run("ip", "-n", NETNS, "link", "set", "lo", "up")
@@ -68,9 +73,20 @@ def pytest_configure(config: pytest.Config) -> None:
         os.close(fd)
 
 
+def cgroup_parents() -> list[Path]:
+    """The run's cgroup parent in every hierarchy where it exists."""
+    return [p for p in [*CGROUP_ROOT.glob(f"*/{CGROUP_PARENT}"), CGROUP_ROOT / CGROUP_PARENT] if p.is_dir()]
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """Delete the network namespace (it dies with this process)."""
+    """Delete the network namespace (it dies with this process) and the
+    run's cgroup parents (empty by then: the leak check says otherwise)."""
     subprocess.run(["ip", "netns", "delete", NETNS], capture_output=True)
+    for parent in cgroup_parents():
+        try:
+            parent.rmdir()
+        except OSError:
+            pass
 
 
 def sbx_bin() -> str:
@@ -186,9 +202,10 @@ def assert_nothing_left(server: Server) -> list[str]:
     for d in (server.run_root / "sandboxes", server.root / "sandboxes"):
         if d.is_dir() and any(d.iterdir()):
             left.append(f"{d} still holds {sorted(p.name for p in d.iterdir())}")
-    for sid in server.seen:
-        for cg in list(Path("/sys/fs/cgroup").glob(f"*/sbx/{sid}")) + list(Path("/sys/fs/cgroup").glob(f"sbx/{sid}")):
-            left.append(f"cgroup {cg}")
+    for parent in cgroup_parents():
+        for cg in parent.iterdir():
+            if cg.is_dir() and cg.name in server.seen:
+                left.append(f"cgroup {cg}")
     return left
 
 
@@ -206,6 +223,10 @@ def server() -> Iterator[Server]:
         yield srv
     finally:
         cleanup(srv)
+        # The last server is gone: nothing may be left under the parent.
+        left = [str(cg) for parent in cgroup_parents() for cg in parent.iterdir() if cg.is_dir()]
+        if left:
+            pytest.fail(f"leaked cgroups: {left}", pytrace=False)
 
 
 def cleanup(srv: Server) -> None:
