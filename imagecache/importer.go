@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -386,7 +387,8 @@ func (s *Store) importRootfs(ctx context.Context, p, want string, progress Progr
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", p, err)
 	}
-	return s.record(ctx, ref.Name(), recs, ImageConfig{}, "linux/"+runtime.GOARCH)
+	cfg := ImageConfig{History: []HistoryEntry{{Created: time.Now().UTC(), CreatedBy: "sbx import " + filepath.Base(p)}}}
+	return s.record(ctx, ref.Name(), recs, cfg, "linux/"+runtime.GOARCH)
 }
 
 // record stores an image built here (rootfs import, commit): its digest is
@@ -454,5 +456,6 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 	if cfg != nil {
 		c = *cfg
 	}
+	c.History = append(slices.Clone(base.Config.History), HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx commit"})
 	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, base.Platform)
 }

@@ -252,7 +252,16 @@ func configOf(cfg *v1.ConfigFile) ImageConfig {
 		User:       c.User,
 		Labels:     c.Labels,
 		StopSignal: c.StopSignal,
+		History:    historyOf(cfg.History),
 	}
+}
+
+func historyOf(hs []v1.History) []HistoryEntry {
+	var out []HistoryEntry
+	for _, h := range hs {
+		out = append(out, HistoryEntry{Created: h.Created.UTC(), CreatedBy: h.CreatedBy, Comment: h.Comment, EmptyLayer: h.EmptyLayer})
+	}
+	return out
 }
 
 func supportedLayer(mt types.MediaType) bool {
