@@ -64,11 +64,7 @@ type HistoryLine struct {
 // docker history prints it. Images whose config has no history (or one
 // that does not match their layers) get one line per layer.
 func (s *Store) History(ref string) ([]HistoryLine, error) {
-	idx, err := s.readIndex()
-	if err != nil {
-		return nil, err
-	}
-	rec, err := s.find(idx, ref)
+	rec, err := s.lookup(ref)
 	if err != nil {
 		return nil, err
 	}
