@@ -539,7 +539,14 @@ func (r *Runner) GCRuns() ([]string, error) {
 			continue
 		}
 		if ctr, err := isolate.Load(filepath.Join(r.RunRoot, containersDir), e.Name()); err == nil {
+			// The run's init may still be dying (its lifeline just closed):
+			// kill every process and wait until the cgroup is empty, or
+			// libcontainer refuses to destroy a running container.
 			_ = ctr.Kill()
+			if err := killCgroup(context.Background(), e.Name()); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			errs = append(errs, ctr.Destroy())
 		}
 		errs = append(errs, rootfs.Cleanup(filepath.Join(dir, "fs")), rootfs.Cleanup(dir))
