@@ -79,4 +79,4 @@ func TestChanges(t *testing.T) {
 }
 
 // makeWhiteout makes an overlayfs whiteout, as an unpacked layer holds one.
-func makeWhiteout(p string) error { return unix.Mknod(p, unix.S_IFCHR|0o000, 0) }
+func makeWhiteout(p string) error { return unix.Mknod(p, unix.S_IFCHR, 0) }
