@@ -36,9 +36,6 @@ type ImageConfig struct {
 	User       string            `json:"user,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	StopSignal string            `json:"stopSignal,omitempty"`
-	// History is how the image was built, oldest step first (see
-	// Store.History).
-	History []HistoryEntry `json:"history,omitempty"`
 }
 
 // DefaultPath is the PATH a process gets when the image sets none.

@@ -213,6 +213,7 @@ func (s *Store) addImage(ctx context.Context, name, digest string, img v1.Image,
 		Platform: platformString(cfg),
 		Config:   configOf(cfg),
 		Layers:   recs,
+		History:  historyOf(cfg.History),
 	}
 	if err := s.put(ctx, rec); err != nil {
 		return nil, err
@@ -252,7 +253,6 @@ func configOf(cfg *v1.ConfigFile) ImageConfig {
 		User:       c.User,
 		Labels:     c.Labels,
 		StopSignal: c.StopSignal,
-		History:    historyOf(cfg.History),
 	}
 }
 

@@ -94,6 +94,9 @@ type record struct {
 	Platform string      `json:"platform,omitempty"`
 	Config   ImageConfig `json:"config"`
 	Layers   []layerRec  `json:"layers"`
+	// History is how the image was built, oldest step first (see
+	// Store.History).
+	History []HistoryEntry `json:"history,omitempty"`
 }
 
 type layerRec struct {

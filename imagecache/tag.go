@@ -71,13 +71,13 @@ func (s *Store) History(ref string) ([]HistoryLine, error) {
 	var lines []HistoryLine
 	layers := rec.Layers
 	nonEmpty := 0
-	for _, h := range rec.Config.History {
+	for _, h := range rec.History {
 		if !h.EmptyLayer {
 			nonEmpty++
 		}
 	}
 	if nonEmpty == len(layers) {
-		for _, h := range rec.Config.History {
+		for _, h := range rec.History {
 			line := HistoryLine{HistoryEntry: h}
 			if !h.EmptyLayer {
 				line.DiffID, line.SizeBytes = layers[0].DiffID, layers[0].Size
