@@ -67,13 +67,13 @@ async def test_errors_and_timeouts(server: Server) -> None:
         async with await c.sandboxes.create("busybox") as sb:
             server.seen.add(sb.id)
             with pytest.raises(sbx.CommandTimeoutError) as err:
-                await sb.exec(["sh", "-c", "echo x; sleep 120"], timeout=0.3)
+                await sb.exec(["sh", "-c", "echo x; sleep 9120"], timeout=0.3)
             assert err.value.result.stdout == "x\n"
             with pytest.raises(sbx.CommandError):
                 await sb.exec("exit 3", check=True)
             with pytest.raises(FileNotFoundError):
                 await sb.files.read("/nope")
-            assert await gone(sb, "sleep 120")
+            assert await gone(sb, "sleep 9120")
         with pytest.raises(TimeoutError):
             async with c.events(timeout=0.3) as events:
                 async for _ in events:
@@ -103,22 +103,22 @@ async def test_cancellation_kills_the_command(server: Server) -> None:
         async with await c.sandboxes.create("busybox") as sb:
             server.seen.add(sb.id)
             with anyio.move_on_after(0.5) as scope:
-                await sb.exec(["sleep", "121"])
+                await sb.exec(["sleep", "9121"])
             assert scope.cancelled_caught
-            assert await gone(sb, "sleep 121"), "the cancelled exec's command still runs"
+            assert await gone(sb, "sleep 9121"), "the cancelled exec's command still runs"
 
             with anyio.move_on_after(0.5):
-                async for _ in sb.exec_stream(["sh", "-c", "echo go; exec sleep 122"]):
+                async for _ in sb.exec_stream(["sh", "-c", "echo go; exec sleep 9122"]):
                     pass
-            assert await gone(sb, "sleep 122"), "the cancelled stream's command still runs"
+            assert await gone(sb, "sleep 9122"), "the cancelled stream's command still runs"
 
             # A cancelled session call leaves the command running (OpenHands
             # semantics: timeouts never kill); interrupt stops it.
             async with await sb.session() as sh:
                 with anyio.move_on_after(0.5):
-                    await sh.run("sleep 123")
-                assert await running(sb, "sleep 123")
+                    await sh.run("sleep 9123")
+                assert await running(sb, "sleep 9123")
                 await sh.interrupt(timeout=5)
-                assert await gone(sb, "sleep 123")
+                assert await gone(sb, "sleep 9123")
             # The sandbox still serves after all of it.
             assert (await sb.exec(["echo", "ok"])).stdout == "ok\n"

@@ -14,7 +14,9 @@ from conftest import Server
 
 
 def running(sb: sbx.Sandbox, pattern: str) -> list[str]:
-    """The processes of the sandbox whose command line contains pattern."""
+    """The processes of the sandbox whose command line contains pattern.
+    The tests' commands sleep for 91xx seconds, durations no other test on
+    the machine uses, so host-wide process counts of others never see them."""
     out = sb.exec(["ps", "-o", "pid,args"]).stdout
     return [line for line in out.splitlines() if pattern in line and "ps -o" not in line]
 
@@ -103,12 +105,12 @@ def test_exec_check_and_timeout(busybox: sbx.Sandbox) -> None:
     assert err.value.result.exit_code == 2 and err.value.result.stdout == "partial\n"
     start = time.monotonic()
     with pytest.raises(sbx.CommandTimeoutError) as timeout:
-        busybox.exec(["sh", "-c", "echo started; sleep 107"], timeout=0.5)
+        busybox.exec(["sh", "-c", "echo started; sleep 9107"], timeout=0.5)
     assert isinstance(timeout.value, TimeoutError)
     assert timeout.value.result.timed_out and timeout.value.result.stdout == "started\n"
     assert timeout.value.result.report.status == "timeout"
     assert time.monotonic() - start < 20
-    wait_until(lambda: not running(busybox, "sleep 107"), "the timed-out command to be killed")
+    wait_until(lambda: not running(busybox, "sleep 9107"), "the timed-out command to be killed")
 
 
 def test_exec_stream(busybox: sbx.Sandbox) -> None:
@@ -122,17 +124,17 @@ def test_exec_stream(busybox: sbx.Sandbox) -> None:
     with pytest.raises(sbx.CommandError):
         busybox.exec_stream("exit 5", check=True).wait()
     with pytest.raises(sbx.CommandTimeoutError):
-        for _ in busybox.exec_stream(["sleep", "108"], timeout=0.3):
+        for _ in busybox.exec_stream(["sleep", "9108"], timeout=0.3):
             pass
 
 
 def test_exec_stream_closed_early_kills_the_command(busybox: sbx.Sandbox) -> None:
-    with busybox.exec_stream(["sh", "-c", "echo first; exec sleep 109"]) as stream:
+    with busybox.exec_stream(["sh", "-c", "echo first; exec sleep 9109"]) as stream:
         for chunk in stream:
             assert chunk.data == "first\n"
             break
     assert stream.result is None
-    wait_until(lambda: not running(busybox, "sleep 109"), "the abandoned command to be killed")
+    wait_until(lambda: not running(busybox, "sleep 9109"), "the abandoned command to be killed")
 
 
 def test_session_keeps_state(busybox: sbx.Sandbox) -> None:
@@ -154,7 +156,7 @@ def test_session_keeps_state(busybox: sbx.Sandbox) -> None:
         assert prompt.running
         answered = sh.send_input("sbx", timeout=10)
         assert answered.completed and "hello sbx" in answered.output
-        sh.run("sleep 110", timeout=0.2)
+        sh.run("sleep 9110", timeout=0.2)
         stopped = sh.interrupt(timeout=10)
         assert stopped.completed and stopped.exit_code != 0
         with pytest.raises(sbx.NotRunningError):
@@ -164,14 +166,14 @@ def test_session_keeps_state(busybox: sbx.Sandbox) -> None:
 
 
 def test_create_with_cmd_runs_it_in_a_session(client: sbx.Client, server: Server) -> None:
-    with client.sandboxes.create("busybox", cmd=["sh", "-c", "echo booted; sleep 111"]) as sb:
+    with client.sandboxes.create("busybox", cmd=["sh", "-c", "echo booted; sleep 9111"]) as sb:
         server.seen.add(sb.id)
         start = sb.record.cmd_start
         assert start is not None and start.status == "running"
         main = sb.get_session(start.session)
         out = start.output + main.read(timeout=2, no_output_timeout=0.5).output
         assert "booted" in out
-        assert running(sb, "sleep 111")
+        assert running(sb, "sleep 9111")
     with pytest.raises(sbx.NotFoundError):
         sb.refresh()
 
