@@ -70,13 +70,7 @@ func (s *Store) History(ref string) ([]HistoryLine, error) {
 	}
 	var lines []HistoryLine
 	layers := rec.Layers
-	nonEmpty := 0
-	for _, h := range rec.History {
-		if !h.EmptyLayer {
-			nonEmpty++
-		}
-	}
-	if nonEmpty == len(layers) {
+	if rec.historyMatches() {
 		for _, h := range rec.History {
 			line := HistoryLine{HistoryEntry: h}
 			if !h.EmptyLayer {
@@ -94,4 +88,16 @@ func (s *Store) History(ref string) ([]HistoryLine, error) {
 		lines[i], lines[j] = lines[j], lines[i]
 	}
 	return lines, nil
+}
+
+// historyMatches reports whether the record's history has one step that
+// made a layer for each of its layers, so that the two can be paired.
+func (r *record) historyMatches() bool {
+	steps := 0
+	for _, h := range r.History {
+		if !h.EmptyLayer {
+			steps++
+		}
+	}
+	return steps == len(r.Layers)
 }
