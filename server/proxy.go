@@ -16,10 +16,6 @@ import (
 	"github.com/sbxrun/sbx/server/api"
 )
 
-// maxProxyJSONBody caps the JSON bodies proxied to an executor (the
-// executor's own cap; an edit's file_text may be 10 MiB).
-const maxProxyJSONBody = 16 << 20
-
 // executorProxy passes requests under /v1/sandboxes/{id}/ to the executor
 // of the sandbox, unchanged but for the path prefix and the credentials.
 // The executor is untrusted: dials and replies have deadlines, reply
@@ -150,10 +146,7 @@ func (s *Server) proxyExecutor(w http.ResponseWriter, r *http.Request) {
 	if old, loaded := s.proxy.sockets.Swap(id, sock); loaded && old.(string) != sock {
 		s.proxy.tr.CloseIdleConnections()
 	}
-	limit := int64(maxProxyJSONBody)
-	if r.Method == http.MethodPut {
-		limit = s.cfg.MaxUploadBytes
-	}
+	limit := proxyBodyLimit(r.Method, rest, s.cfg.MaxBodyBytes, s.cfg.MaxUploadBytes)
 	if r.ContentLength > limit {
 		s.fail(w, &StatusError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
 			Message: fmt.Sprintf("request body of %d bytes exceeds the limit of %d", r.ContentLength, limit)})
@@ -172,6 +165,18 @@ func (s *Server) proxyExecutor(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	ctx = context.WithValue(ctx, proxyTargetKey{}, proxyTarget{id: id, path: "/v1" + rest})
 	s.proxy.rp.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// proxyBodyLimit is the request body cap of an executor route: file
+// content (PUT of a file or archive, and the editor, whose file_text is a
+// file's content) is an upload (MaxUploadBytes, the executor caps an edit
+// at 16 MiB itself); every other body is JSON, held to the server's
+// request limit (MaxBodyBytes) like the server's own routes.
+func proxyBodyLimit(method, path string, maxBody, maxUpload int64) int64 {
+	if method == http.MethodPut || path == "/files/edit" {
+		return maxUpload
+	}
+	return maxBody
 }
 
 // cappedBody fails a read past its cap, so a hostile executor cannot

@@ -435,7 +435,23 @@ func TestServerLimits(t *testing.T) {
 	if s := client.StatusOf(err); s != http.StatusRequestEntityTooLarge && s != http.StatusBadGateway && err == nil {
 		t.Fatalf("chunked upload over the cap: %v", err)
 	}
+	// A proxied JSON body is held to the server's request limit (1 MiB
+	// here), like every other JSON body: a 5 MB exec never reaches the
+	// executor, with a Content-Length or streamed.
+	bigExec := []byte(`{"argv":["sh","-c","echo reached > /tmp/exec-reached"],"env":{"PAD":"` + strings.Repeat("x", 5<<20) + `"}}`)
+	if st, data := rawCall(t, e, "POST", "/v1/sandboxes/"+a.ID+"/exec", "application/json", bigExec); st != http.StatusRequestEntityTooLarge || !strings.Contains(string(data), api.CodeTooLarge) {
+		t.Fatalf("5 MB exec body: %d %.200s", st, data)
+	}
+	pr2, pw2 := io.Pipe()
+	go func() { _, _ = pw2.Write(bigExec); _ = pw2.Close() }()
+	_, err = e.c.Do(ctx, "POST", client.SandboxPath(a.ID, "/exec"), pr2, "application/json")
+	if s := client.StatusOf(err); s != http.StatusRequestEntityTooLarge && s != http.StatusBadGateway {
+		t.Fatalf("streamed 5 MB exec body: %v", err)
+	}
 	var res execResult
+	if err := e.c.Call(ctx, "POST", client.SandboxPath(a.ID, "/exec"), map[string]any{"command": "cat /tmp/exec-reached 2>&1"}, &res); err != nil || strings.Contains(res.Stdout, "reached\n") {
+		t.Fatalf("an exec over the body limit ran: %q %v", res.Stdout, err)
+	}
 	if err := e.c.Call(ctx, "POST", client.SandboxPath(a.ID, "/exec"), map[string]any{"command": "ls /tmp/big /tmp/big2 2>&1 | wc -l; ls /tmp"}, &res); err != nil {
 		t.Fatal(err)
 	}
