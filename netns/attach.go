@@ -67,7 +67,7 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	switch opts.Mode {
 	case ModeNone:
 		return &Attachment{SandboxID: sandboxID, Mode: ModeNone,
-			ResolvConf: n.hostResolvConf(), Hosts: hostsFile(netip.Addr{}, hostname)}, nil
+			ResolvConf: NoneResolvConf, Hosts: hostsFile(netip.Addr{}, hostname)}, nil
 	case ModeHost:
 		n.log.Warn("sandbox shares the host network namespace: it can reach every host service and bind host ports", "sandbox", sandboxID)
 		return &Attachment{SandboxID: sandboxID, Mode: ModeHost,
@@ -514,6 +514,10 @@ func (n *Network) sandboxDNS(servers []netip.Addr) ([]netip.Addr, string) {
 // fallbackDNS are used, like Docker does, when the host has only loopback
 // name servers and no --dns is given.
 var fallbackDNS = []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("8.8.4.4")}
+
+// NoneResolvConf is the resolv.conf of a sandbox without a network: no
+// name server (the host's would only tell the sandbox about the host).
+const NoneResolvConf = "# sbx: --network none: no name servers\n"
 
 func (n *Network) hostResolvConf() string {
 	data, _ := os.ReadFile(n.cfg.HostResolvConf)

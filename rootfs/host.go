@@ -1,6 +1,8 @@
 package rootfs
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
@@ -79,6 +81,10 @@ func PrepareHost(dir string, o Options) (_ *Root, retErr error) {
 	if err := r.writeEtc(etcUpper, o); err != nil {
 		return nil, err
 	}
+	// The host's machine-id identifies the host: each sandbox gets its own.
+	if err := os.WriteFile(filepath.Join(etcUpper, "machine-id"), []byte(newMachineID()+"\n"), 0o444); err != nil {
+		return nil, fmt.Errorf("write /etc/machine-id: %w", err)
+	}
 	if err := mountOverlay(etcMerged, []string{"/etc"}, etcUpper, etcWork); err != nil {
 		return nil, err
 	}
@@ -141,4 +147,11 @@ func hideEtcSecrets(etc, upper string) error {
 		}
 	}
 	return nil
+}
+
+// newMachineID is a random machine ID in the format of machine-id(5).
+func newMachineID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }

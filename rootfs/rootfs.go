@@ -169,7 +169,40 @@ func (r *Root) writeEtc(etc string, o Options) error {
 // new mount API, which takes each lower layer on its own ("lowerdir+",
 // Linux 6.8 and later), so the number of layers is not bounded by the
 // length of their paths.
+//
+// Every layer is given as /proc/self/fd/N of a descriptor opened here, so
+// the mount's options, which every process in the sandbox can read in
+// /proc/self/mountinfo, name no host path (state directories, image
+// cache, run root).
 func mountOverlay(target string, lowers []string, upper, work string) error {
+	var fds []int
+	defer func() {
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+	}()
+	opaque := func(p string) (string, error) {
+		fd, err := unix.Open(p, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return "", fmt.Errorf("overlay layer %s: %w", p, err)
+		}
+		fds = append(fds, fd)
+		return "/proc/self/fd/" + strconv.Itoa(fd), nil
+	}
+	var err error
+	hidden := make([]string, len(lowers))
+	for i, l := range lowers {
+		if hidden[i], err = opaque(l); err != nil {
+			return err
+		}
+	}
+	if upper, err = opaque(upper); err != nil {
+		return err
+	}
+	if work, err = opaque(work); err != nil {
+		return err
+	}
+	lowers = hidden
 	ordered := make([]string, len(lowers))
 	for i, l := range lowers {
 		ordered[len(lowers)-1-i] = escapeOverlay(l)

@@ -82,7 +82,10 @@ func (m *Manager) holdImages(ctx context.Context, opts Options) (release func(),
 
 // ImageLayers returns the image layer directories of every sandbox on
 // record, running or stopped (a stopped sandbox's overlay is not mounted
-// but its next start needs them): image GC must keep them.
+// but its next start needs them), and of the live one-shot runs under the
+// run root: image GC must keep them. Mounts do not name their layers (see
+// rootfs), so a record that cannot be read is an error: its layers are
+// unknown and GC must remove nothing.
 func (m *Manager) ImageLayers() ([]string, error) {
 	entries, err := state.ReadAll[Sandbox](m.store)
 	if err != nil {
@@ -90,9 +93,18 @@ func (m *Manager) ImageLayers() ([]string, error) {
 	}
 	var dirs []string
 	for _, e := range entries {
-		if e.Err == nil && e.Record.Image != nil {
-			dirs = append(dirs, e.Record.Image.Layers...)
+		switch {
+		case e.Err == nil:
+			if e.Record.Image != nil {
+				dirs = append(dirs, e.Record.Image.Layers...)
+			}
+		case errors.Is(e.Err, state.ErrCorruptRecord):
+			return nil, fmt.Errorf("the record of sandbox %s is unreadable, so the image layers it uses are unknown; sbx rm -f it first: %w", e.ID, e.Err)
 		}
 	}
-	return dirs, nil
+	runs, err := liveRunLayers(m.store.RunRoot())
+	if err != nil {
+		return nil, err
+	}
+	return append(dirs, runs...), nil
 }

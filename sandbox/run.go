@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -231,6 +232,11 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 	var err error
 	switch {
 	case len(spec.Lowers) > 0:
+		// Recorded before the overlay exists: image GC keeps the layers of
+		// live runs (Manager.ImageLayers), as the mount no longer names them.
+		if err = writeRunLayers(dir, spec.Lowers); err != nil {
+			return nil, err
+		}
 		root, err = rootfs.Prepare(filepath.Join(dir, "fs"), spec.Lowers, ro)
 	case spec.Rootfs != "":
 		root, err = rootfs.Prepare(filepath.Join(dir, "fs"), []string{spec.Rootfs}, ro)
@@ -466,8 +472,11 @@ func hostsFile(hostname string) string {
 
 // resolvConf is the host's resolver configuration; loopback nameservers are
 // dropped for sandboxes with their own network namespace, where they would
-// point at the sandbox itself.
+// point at the sandbox itself. A sandbox without a network gets none.
 func resolvConf(mode netns.Mode) string {
+	if mode != netns.ModeHost && mode != netns.ModeBridge {
+		return netns.NoneResolvConf
+	}
 	data, err := os.ReadFile("/etc/resolv.conf")
 	if err != nil {
 		return ""
@@ -486,6 +495,47 @@ func resolvConf(mode netns.Mode) string {
 		}
 	}
 	return b.String()
+}
+
+// runLayersFile in a run's directory lists the image layers it mounts.
+const runLayersFile = "layers.json"
+
+func writeRunLayers(dir string, layers []string) error {
+	data, _ := json.Marshal(layers)
+	if err := os.WriteFile(filepath.Join(dir, runLayersFile), data, 0o600); err != nil {
+		return fmt.Errorf("record the run's image layers: %w", err)
+	}
+	return nil
+}
+
+// liveRunLayers returns the image layers of the one-shot runs under
+// runRoot whose sbx process still runs.
+func liveRunLayers(runRoot string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(runRoot, runsDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var out []string
+	for _, e := range entries {
+		dir := filepath.Join(runRoot, runsDir, e.Name())
+		owner, _ := os.ReadFile(filepath.Join(dir, ownerFile))
+		if !ownerAlive(string(owner)) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(dir, runLayersFile))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		var layers []string
+		if err != nil || json.Unmarshal(data, &layers) != nil {
+			return nil, fmt.Errorf("read the image layers of run %s: %v", e.Name(), err)
+		}
+		out = append(out, layers...)
+	}
+	return out, nil
 }
 
 // ownerRecord identifies a process across PID reuse: pid and start time.

@@ -181,7 +181,8 @@ func (m *Manager) lowers(ctx context.Context, sb *Sandbox) ([]string, error) {
 func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname string, extra []specs.Mount) error {
 	run := m.store.RunDir(sb.ID)
 	sockDir := filepath.Join(run, socketDir)
-	if err := os.MkdirAll(sockDir, 0o700); err != nil {
+	// Its own tmpfs: its bind mount in the sandbox names no host path.
+	if err := rootfs.PrivateDir(sockDir, 64<<10); err != nil {
 		return fmt.Errorf("create socket directory: %w", err)
 	}
 	sockPath := filepath.Join(sockDir, socketName)

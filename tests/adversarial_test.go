@@ -499,3 +499,43 @@ func TestAdversarialGCBesideLifecycle(t *testing.T) {
 		t.Errorf("a create, exec or rm beside gc failed: %s", f)
 	}
 }
+
+// TestAdversarialSandboxLearnsNoHostPaths: what a sandbox reads about the
+// host: its mounts name no state directory, run root or image cache
+// (the helper binary's mount still shows where it is installed: see
+// docs/security.md), a sandbox without a network gets no name server, and
+// a host-mode sandbox gets its own machine-id.
+func TestAdversarialSandboxLearnsNoHostPaths(t *testing.T) {
+	h := newLCHost(t)
+	root := fixture.BusyboxRootfs(t)
+	id := h.create(t, "--rootfs", root)
+	check := func(what, mountinfo string) {
+		t.Helper()
+		for _, l := range strings.Split(mountinfo, "\n") {
+			if strings.Contains(l, "/helpers/") {
+				continue // the helper binary's bind mount, documented
+			}
+			for _, p := range []string{h.root, h.run, root, os.Getenv("SBX_RUN_ROOT"), fixture.CacheDir} {
+				if p != "" && strings.Contains(l, p) {
+					t.Errorf("%s: mountinfo names %s: %s", what, p, l)
+				}
+			}
+		}
+	}
+	check("sbx exec", h.must(t, "exec", id, "--", "cat", "/proc/self/mountinfo"))
+	check("sbx run", mustRun(t, "run", "--rootfs", root, "--", "cat", "/proc/self/mountinfo"))
+	check("sbx run (host mode)", mustRun(t, "run", "--", "cat", "/proc/self/mountinfo"))
+	for what, out := range map[string]string{
+		"sbx exec":            h.must(t, "exec", id, "--", "cat", "/etc/resolv.conf"),
+		"sbx run":             mustRun(t, "run", "--rootfs", root, "--", "cat", "/etc/resolv.conf"),
+		"sbx run (host mode)": mustRun(t, "run", "--", "cat", "/etc/resolv.conf"),
+	} {
+		if strings.Contains(out, "nameserver") {
+			t.Errorf("%s --network none: resolv.conf has a name server: %q", what, out)
+		}
+	}
+	hostID, _ := os.ReadFile("/etc/machine-id")
+	if got := mustRun(t, "run", "--", "cat", "/etc/machine-id"); len(strings.TrimSpace(got)) != 32 || got == string(hostID) {
+		t.Errorf("host mode machine-id %q (the host's is %q)", got, hostID)
+	}
+}

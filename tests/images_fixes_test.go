@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx/bench"
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -280,5 +281,59 @@ func TestImagesGCEscapedRootAndHold(t *testing.T) {
 	res, err = s.GC(ctx, nil)
 	if err != nil || len(res.RemovedLayers) != 1 {
 		t.Fatalf("gc after release: removed %v (%v)", res.RemovedLayers, err)
+	}
+}
+
+// Image gc keeps the layers of a running one-shot run of an image whose
+// name was removed meanwhile (mounts name no layer paths: the run records
+// its layers), and of a sandbox whose record is unreadable (gc removes
+// nothing then, and says why).
+func TestImagesGCKeepsLayersOfRunsAndUnreadableSandboxes(t *testing.T) {
+	h := newLCHost(t)
+	store, err := imagecache.Open(filepath.Join(h.root, "images"), imagecache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := bench.ImportRoot(context.Background(), store, fixture.BusyboxRootfs(t), "gc/run:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := h.command("run", "--pull", "never", "gc/run:1", "sleep", "109")
+	run.Env = os.Environ()
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = run.Process.Kill(); _ = run.Wait(); h.sbx(t, "", "gc") }()
+	waitFor(t, func() bool { return countHostProcesses(t, "sleep 109") == 1 })
+	h.must(t, "rmi", "gc/run:1")
+	if out := h.must(t, "image", "gc"); !strings.Contains(out, "removed 0 layers") {
+		t.Fatalf("gc beside a running one-shot run of the image: %q", out)
+	}
+	if _, err := os.Stat(img.LayerDirs[0]); err != nil {
+		t.Fatalf("the layer of a running run was removed: %v", err)
+	}
+	_ = run.Process.Kill()
+	_ = run.Wait()
+	h.sbx(t, "", "gc")
+
+	// A sandbox of the image whose record is then damaged.
+	if _, err := bench.ImportRoot(context.Background(), store, fixture.BusyboxRootfs(t), "gc/run:1"); err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(h.must(t, "create", "--pull", "never", "gc/run:1"))
+	h.saw(id)
+	h.must(t, "rmi", "gc/run:1")
+	if err := os.WriteFile(filepath.Join(h.root, "sandboxes", id, "record.json"), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.sbx(t, "", "image", "gc"); r.code == 0 || !strings.Contains(r.stderr, "unreadable") {
+		t.Fatalf("image gc with an unreadable record: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if _, err := os.Stat(img.LayerDirs[0]); err != nil {
+		t.Fatalf("the layer of a sandbox with an unreadable record was removed: %v", err)
+	}
+	h.must(t, "rm", "-f", id)
+	if out := h.must(t, "image", "gc"); !strings.Contains(out, "removed 1 layers") {
+		t.Fatalf("gc after rm: %q", out)
 	}
 }
