@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/creack/pty"
+
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -537,5 +541,77 @@ func TestAdversarialSandboxLearnsNoHostPaths(t *testing.T) {
 	hostID, _ := os.ReadFile("/etc/machine-id")
 	if got := mustRun(t, "run", "--", "cat", "/etc/machine-id"); len(strings.TrimSpace(got)) != 32 || got == string(hostID) {
 		t.Errorf("host mode machine-id %q (the host's is %q)", got, hostID)
+	}
+}
+
+// escapeChecks are what root in a default sandbox tries against the host,
+// with the errno each must get: kernel knobs are read-only mounts or
+// masked, the privileged syscalls are refused by seccomp and the missing
+// capabilities, the device cgroup refuses block devices, no raw device is
+// there, and sbx's own PID 1 cannot be traced.
+var escapeChecks = []struct{ args, want string }{
+	{"write /proc/sys/kernel/hostname", "EROFS"},
+	{"write /proc/sys/vm/drop_caches", "EROFS"},
+	{"write /proc/sysrq-trigger", "ENOENT"},
+	{"write /sys/kernel/mm/transparent_hugepage/enabled", "EROFS"},
+	{"mount", "EPERM"},
+	{"unshare user", "EPERM"},
+	{"unshare mount", "EPERM"},
+	{"unshare net", "EPERM"},
+	{"unshare pid", "EPERM"},
+	{"unshare cgroup", "EPERM"},
+	{"keyctl", "EPERM"},
+	{"open_by_handle_at", "EPERM"},
+	{"bpf", "EPERM"},
+	{"perf", "EPERM"},
+	{"mknod /tmp/sda", "EPERM"},
+	{"open /dev/mem", "ENOENT"},
+	{"open /dev/kmsg", "ENOENT"},
+	{"ptrace 1", "EPERM"},
+}
+
+// TestAdversarialEscapeChecks runs every escape check in a one-shot run and
+// in a long-lived sandbox (through the executor) and asserts its errno.
+func TestAdversarialEscapeChecks(t *testing.T) {
+	root := adversaryRoot(t)
+	var script []string
+	want := map[string]string{}
+	// The sandbox's own cgroup limit, read-only whatever the host's mode.
+	limit := "/sys/fs/cgroup/memory.max"
+	if cgroup.DetectMode() != cgroup.ModeV2 {
+		limit = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+	}
+	for _, c := range append(escapeChecks, struct{ args, want string }{"write " + limit, "EROFS"}) {
+		script = append(script, "/adversary "+c.args)
+		name := c.args
+		if f := strings.Fields(c.args); f[0] == "ptrace" || f[0] == "mknod" {
+			name = f[0] // the adversary reports these without their argument
+		}
+		want[name] = c.want
+	}
+	sh := strings.Join(script, "; ")
+	r := runSbx(t, "", "run", "--rootfs", root, "--", "sh", "-c", sh)
+	expect(t, "sbx run", r.stdout, want)
+	h := newLCHost(t)
+	id := strings.TrimSpace(h.must(t, "create", "--rootfs", root))
+	h.saw(id)
+	expect(t, "sbx exec", h.must(t, "exec", id, "--", "sh", "-c", sh), want)
+}
+
+// TestAdversarialTIOCSTI: a sandbox given the user's terminal (sbx run -i
+// from a terminal) cannot push input into it: it is not the sandbox's
+// controlling terminal (the sandbox has a session of its own).
+func TestAdversarialTIOCSTI(t *testing.T) {
+	root := adversaryRoot(t)
+	cmd := exec.Command(sbxBin, "run", "-i", "--rootfs", root, "--", "/adversary", "tiocsti")
+	ptm, err := pty.Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptm.Close()
+	out, _ := io.ReadAll(io.LimitReader(ptm, 4096)) // EIO once the child is gone
+	_ = cmd.Wait()
+	if !strings.Contains(string(out), "tiocsti EPERM") {
+		t.Errorf("TIOCSTI on the user's terminal: %q, want EPERM", out)
 	}
 }
