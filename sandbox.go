@@ -83,10 +83,13 @@ type ImageInfo struct {
 	Ref    string   `json:"ref"`
 	Digest string   `json:"digest,omitempty"`
 	Layers []string `json:"layers"` // unpacked layer directories, lowest first
-	// Env, Workdir and User are the image's defaults for commands.
-	Env     []string `json:"env,omitempty"`
-	Workdir string   `json:"workdir,omitempty"`
-	User    string   `json:"user,omitempty"`
+	// Env, Workdir and User are the image's defaults for commands;
+	// Entrypoint and Cmd its command (a remote Run starts them).
+	Env        []string `json:"env,omitempty"`
+	Workdir    string   `json:"workdir,omitempty"`
+	User       string   `json:"user,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
 }
 
 // NetworkInfo is a sandbox's network as attached.

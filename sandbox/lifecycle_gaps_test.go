@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"github.com/sbxrun/sbx"
 	"os"
 	"strings"
 	"testing"
@@ -30,7 +31,7 @@ func waitGone(t *testing.T, pid int) {
 // and List, without any locked operation first, and the record is
 // updated; Exec and copies say so instead of failing to connect.
 func TestDeadPid1ShowsStopped(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	sb, err := m.Create(ctx, busybox(t))
 	if err != nil {
@@ -39,7 +40,7 @@ func TestDeadPid1ShowsStopped(t *testing.T) {
 	if sb.PidStart == 0 {
 		t.Fatal("the record has no start time for PID 1")
 	}
-	if got, _ := m.Get(ctx, sb.ID); got.Status != StatusRunning {
+	if got, _ := m.Get(ctx, sb.ID); got.Status != sbx.StatusRunning {
 		t.Fatalf("live sandbox: %s", got.Status)
 	}
 	if err := unix.Kill(sb.Pid, unix.SIGKILL); err != nil {
@@ -47,32 +48,32 @@ func TestDeadPid1ShowsStopped(t *testing.T) {
 	}
 	waitGone(t, sb.Pid)
 	got, err := m.Get(ctx, sb.ID)
-	if err != nil || got.Status != StatusStopped || got.Pid != 0 {
+	if err != nil || got.Status != sbx.StatusStopped || got.Pid != 0 {
 		t.Fatalf("Get after kill -9 of PID 1: %+v, %v; want stopped", got, err)
 	}
-	var rec Sandbox
-	if err := m.store.Read(sb.ID, &rec); err != nil || rec.Status != StatusStopped {
+	var rec sbx.Sandbox
+	if err := m.store.Read(sb.ID, &rec); err != nil || rec.Status != sbx.StatusStopped {
 		t.Fatalf("record after Get: %s, %v; want stopped persisted", rec.Status, err)
 	}
-	list, err := m.List(ctx, Filter{})
-	if err != nil || len(list) != 1 || list[0].Status != StatusStopped {
+	list, err := m.List(ctx, sbx.Filter{})
+	if err != nil || len(list) != 1 || list[0].Status != sbx.StatusStopped {
 		t.Fatalf("List after kill: %v, %v", list, err)
 	}
 	const want = "is stopped: its PID 1 exited; sbx start or sbx rm it"
 	_, err = m.Exec(ctx, sb.ID, api.ExecRequest{Argv: []string{"true"}}, nil)
-	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Exec on a dead sandbox: %v; want ErrState %q", err, want)
+	if !errors.Is(err, sbx.ErrState) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Exec on a dead sandbox: %v; want sbx.ErrState %q", err, want)
 	}
 	err = m.CopyFrom(ctx, sb.ID, "/etc/hostname", t.TempDir())
-	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("CopyFrom on a dead sandbox: %v; want ErrState %q", err, want)
+	if !errors.Is(err, sbx.ErrState) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CopyFrom on a dead sandbox: %v; want sbx.ErrState %q", err, want)
 	}
-	_, err = m.Attach(ctx, sb.ID, AttachOptions{Args: []string{"true"}})
-	if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Attach on a dead sandbox: %v; want ErrState %q", err, want)
+	_, err = m.Attach(ctx, sb.ID, sbx.AttachOptions{ExecRequest: sbx.ExecRequest{Argv: []string{"true"}}})
+	if !errors.Is(err, sbx.ErrState) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Attach on a dead sandbox: %v; want sbx.ErrState %q", err, want)
 	}
 	// It starts again like any stopped sandbox.
-	if st, err := m.Start(ctx, sb.ID); err != nil || st.Status != StatusRunning {
+	if st, err := m.Start(ctx, sb.ID); err != nil || st.Status != sbx.StatusRunning {
 		t.Fatalf("start after the kill: %v, %v", st, err)
 	}
 }
@@ -83,13 +84,13 @@ func TestPidReuseIsNotAlive(t *testing.T) {
 	if !ok || start == 0 {
 		t.Fatalf("procStart of this process: %d, %v", start, ok)
 	}
-	if !pid1Alive(&Sandbox{Pid: os.Getpid(), PidStart: start}) {
+	if !pid1Alive(&sbx.Sandbox{Pid: os.Getpid(), PidStart: start}) {
 		t.Fatal("this process is not alive by its own start time")
 	}
-	if pid1Alive(&Sandbox{Pid: os.Getpid(), PidStart: start + 1}) {
+	if pid1Alive(&sbx.Sandbox{Pid: os.Getpid(), PidStart: start + 1}) {
 		t.Fatal("a process with another start time is taken for PID 1")
 	}
-	if pid1Alive(&Sandbox{Pid: 0}) {
+	if pid1Alive(&sbx.Sandbox{Pid: 0}) {
 		t.Fatal("pid 0 is alive")
 	}
 }
@@ -120,21 +121,21 @@ func TestParentCgroupMemoryBudget(t *testing.T) {
 	if err := cgroup.SetParentMemory(tib); err != nil {
 		t.Fatal(err)
 	}
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	o := busybox(t)
 	o.Limits.MemoryBytes = 600 << 30
 	if _, err := m.Create(ctx, o); err != nil {
 		t.Fatalf("create within the parent's limit: %v", err)
 	}
 	_, err := m.Create(ctx, o)
-	if !errors.Is(err, ErrLimit) || !strings.Contains(err.Error(), "parent cgroup") {
-		t.Fatalf("create over the parent cgroup's limit: %v; want ErrLimit naming the parent cgroup", err)
+	if !errors.Is(err, sbx.ErrLimit) || !strings.Contains(err.Error(), "parent cgroup") {
+		t.Fatalf("create over the parent cgroup's limit: %v; want sbx.ErrLimit naming the parent cgroup", err)
 	}
-	if list, _ := m.List(ctx, Filter{}); len(list) != 1 {
+	if list, _ := m.List(ctx, sbx.Filter{}); len(list) != 1 {
 		t.Fatalf("the refused create left %d sandboxes", len(list))
 	}
 
-	b := newManager(t, Config{MemoryBudget: 2 * tib})
+	b := newHost(t, HostConfig{MemoryBudget: 2 * tib})
 	o.Limits.MemoryBytes = 100 << 30
 	if _, err := b.Create(ctx, o); err != nil {
 		t.Fatal(err)
@@ -148,7 +149,7 @@ func TestParentCgroupMemoryBudget(t *testing.T) {
 // SIGKILL. The executor waits 5s for commands that ignore SIGTERM, so
 // after a 1s stop only SIGKILL can have ended it.
 func TestStopFallsBackToSIGKILL(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	sb, err := m.Create(ctx, busybox(t))
 	if err != nil {
@@ -174,12 +175,12 @@ func TestStopFallsBackToSIGKILL(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the TERM-ignoring command never started")
 	}
-	pids, _ := sandboxPids(sb.ID)
-	st, err := m.Stop(ctx, sb.ID, time.Second)
+	pids, _ := cgroup.Pids(sb.ID)
+	st, err := m.Stop(ctx, sb.ID, sbx.StopOptions{Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Status != StatusStopped {
+	if st.Status != sbx.StatusStopped {
 		t.Fatalf("after stop: %s", st.Status)
 	}
 	for _, pid := range append(pids, sb.Pid) {
@@ -196,7 +197,7 @@ func TestStopFallsBackToSIGKILL(t *testing.T) {
 
 // After an OOM kill, stats report it and a peak memory near the limit.
 func TestStatsAfterOOM(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	o := busybox(t)
 	o.Limits.MemoryBytes = 32 << 20
@@ -225,24 +226,24 @@ func TestStatsAfterOOM(t *testing.T) {
 	if u.OOMKills < 1 {
 		t.Fatalf("stats after an OOM kill: oom_kills %d", u.OOMKills)
 	}
-	if u.MemoryPeak < 24<<20 || u.MemoryPeak > 32<<20 {
-		t.Fatalf("peak memory %d after a hog under a 32 MiB limit; want close to the limit", u.MemoryPeak)
+	if u.MemoryPeakBytes < 24<<20 || u.MemoryPeakBytes > 32<<20 {
+		t.Fatalf("peak memory %d after a hog under a 32 MiB limit; want close to the limit", u.MemoryPeakBytes)
 	}
-	if u.MemoryPeak < before.MemoryPeak {
-		t.Fatalf("peak memory fell: %d -> %d", before.MemoryPeak, u.MemoryPeak)
+	if u.MemoryPeakBytes < before.MemoryPeakBytes {
+		t.Fatalf("peak memory fell: %d -> %d", before.MemoryPeakBytes, u.MemoryPeakBytes)
 	}
 }
 
 // A second Manager on the same state (a restarted server) re-adopts a
 // running sandbox: Recover lists it, and exec, stats and remove work.
 func TestRecoverReadoptsRunningSandbox(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	sb, err := m.Create(ctx, busybox(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m2, err := New(m.cfg)
+	m2, err := Open(m.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func TestRecoverReadoptsRunningSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(live) != 1 || live[0].ID != sb.ID || live[0].Status != StatusRunning {
+	if len(live) != 1 || live[0].ID != sb.ID || live[0].Status != sbx.StatusRunning {
 		t.Fatalf("Recover on a second Manager: %v; want the running sandbox", live)
 	}
 	res, err := m2.Exec(ctx, sb.ID, api.ExecRequest{Argv: []string{"echo", "adopted"}}, nil)
@@ -260,10 +261,10 @@ func TestRecoverReadoptsRunningSandbox(t *testing.T) {
 	if _, err := m2.Stats(ctx, sb.ID); err != nil {
 		t.Fatalf("stats through the second Manager: %v", err)
 	}
-	if err := m2.Remove(ctx, sb.ID, true); err != nil {
+	if err := m2.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Get(ctx, sb.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(ctx, sb.ID); !errors.Is(err, sbx.ErrNotFound) {
 		t.Fatalf("the first Manager still sees the sandbox: %v", err)
 	}
 }

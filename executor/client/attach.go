@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 )
 
@@ -169,4 +170,52 @@ func (a *Attachment) Wait(stdout, stderr io.Writer) (api.ExecResult, error) {
 func (a *Attachment) Close() error {
 	a.stop()
 	return a.conn.Close()
+}
+
+// AttachStreams runs o's command through c's attach endpoint, copying
+// o.Stdin to it (closing its input at EOF, without a terminal), o.Resize
+// to its terminal and its output to o.Stdout and o.Stderr, until it exits
+// or ctx ends.
+func AttachStreams(ctx context.Context, c *Client, o sbx.AttachOptions) (sbx.ExecResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a, err := c.Attach(ctx, api.AttachRequest{ExecRequest: o.ExecRequest, Tty: o.Tty, Cols: o.Size[0], Rows: o.Size[1]})
+	if err != nil {
+		return sbx.ExecResult{}, err
+	}
+	defer a.Close()
+	if o.Resize != nil {
+		go func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case s, ok := <-o.Resize:
+					if !ok {
+						return
+					}
+					_ = a.Resize(s[0], s[1])
+				}
+			}
+		}()
+	}
+	switch {
+	case o.Stdin != nil:
+		go func() {
+			_, err := io.Copy(a, o.Stdin)
+			if err == nil && !o.Tty {
+				_ = a.CloseStdin()
+			}
+		}()
+	case !o.Tty:
+		_ = a.CloseStdin()
+	}
+	stdout, stderr := o.Stdout, o.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	return a.Wait(stdout, stderr)
 }

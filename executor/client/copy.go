@@ -1,4 +1,4 @@
-package sandbox
+package client
 
 import (
 	"archive/tar"
@@ -13,68 +13,34 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
-	"github.com/sbxrun/sbx/executor/client"
 )
 
 // MaxCopyBytes caps the tar stream of one CopyFrom: the sandbox decides
 // what it sends, so the host never takes an unbounded amount.
 const MaxCopyBytes = 8 << 30
 
-// CopyFrom copies the file or directory at src inside a running sandbox to
-// dst on the host, as `docker cp ID:src dst` does: into dst when dst is an
-// existing directory, otherwise to dst itself. Everything arrives through
-// the executor as a tar stream and is written with in-root path resolution
-// (os.Root), so entries cannot land outside the destination whatever the
-// sandbox sends; device nodes are refused, setuid bits dropped, ownership
-// not kept.
-//
-// A relative src is taken relative to the sandbox's working directory.
-func (m *Manager) CopyFrom(ctx context.Context, ref, src, dst string) error {
-	if src == "" {
-		return fmt.Errorf("%w: empty sandbox path", ErrInvalid)
-	}
-	c, sb, err := m.Executor(ctx, ref)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return CopyFromExecutor(ctx, c, sb.inSandbox(src), dst)
-}
-
-// inSandbox makes a sandbox path absolute against the sandbox's working
-// directory (its --workdir, else the image's, else /), as commands see it.
-func (sb *Sandbox) inSandbox(p string) string {
-	if path.IsAbs(p) {
-		return p
-	}
-	wd := sb.Options.Workdir
-	if wd == "" && sb.Image != nil {
-		wd = sb.Image.Workdir
-	}
-	if !path.IsAbs(wd) {
-		wd = "/"
-	}
-	return path.Join(wd, p)
-}
-
-// ErrNoSuchFile: a path given to a copy does not exist in the sandbox
-// (exit code 1, HTTP 404).
-var ErrNoSuchFile = errors.New("no such file or directory")
-
-// noSuchFile turns the executor's not_found reply into ErrNoSuchFile.
+// noSuchFile turns the executor's not_found reply into sbx.ErrNoSuchFile.
 func noSuchFile(err error) error {
-	if client.IsCode(err, api.CodeNotFound) {
-		return fmt.Errorf("%w in the sandbox (%w)", ErrNoSuchFile, err)
+	if IsCode(err, api.CodeNotFound) {
+		return fmt.Errorf("%w in the sandbox (%w)", sbx.ErrNoSuchFile, err)
 	}
 	return err
 }
 
-// CopyFromExecutor is CopyFrom over an executor client that the caller
-// reaches some other way (a tunnel through sbx serve).
-func CopyFromExecutor(ctx context.Context, c *client.Client, src, dst string) error {
+// CopyFrom copies the file or directory at src (absolute) inside a
+// sandbox to dst on this machine, through the sandbox's executor c, as
+// `docker cp ID:src dst` does: into dst when dst is an existing directory,
+// otherwise to dst itself. Everything arrives as a tar stream and is
+// written with in-root path resolution (os.Root), so entries cannot land
+// outside the destination whatever the sandbox sends; device nodes are
+// refused, setuid bits dropped, ownership not kept, and the stream is
+// capped at MaxCopyBytes. A path missing in the sandbox is
+// sbx.sbx.ErrNoSuchFile.
+func CopyFrom(ctx context.Context, c *Client, src, dst string) error {
 	if !path.IsAbs(src) {
-		return fmt.Errorf("%w: sandbox path %q must be absolute", ErrInvalid, src)
+		return fmt.Errorf("%w: sandbox path %q must be absolute", sbx.ErrInvalid, src)
 	}
 	dst, err := filepath.Abs(dst)
 	if err != nil {
@@ -102,42 +68,20 @@ func CopyFromExecutor(ctx context.Context, c *client.Client, src, dst string) er
 	return nil
 }
 
-// CopyTo copies the host file or directory src into a running sandbox at
-// dst: into dst when it is an existing directory there, otherwise to dst
-// itself. The executor unpacks it inside the sandbox, refusing escapes.
-//
-// A relative dst is taken relative to the sandbox's working directory.
-func (m *Manager) CopyTo(ctx context.Context, ref, src, dst string) error {
-	if dst == "" {
-		return fmt.Errorf("%w: empty sandbox path", ErrInvalid)
-	}
-	src, err := filepath.Abs(src)
-	if err != nil {
-		return err
-	}
-	if _, err := os.Lstat(src); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	c, sb, err := m.Executor(ctx, ref)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	return CopyToExecutor(ctx, c, src, sb.inSandbox(dst))
-}
-
-// CopyToExecutor is CopyTo over an executor client that the caller
-// reaches some other way (a tunnel through sbx serve).
-func CopyToExecutor(ctx context.Context, c *client.Client, src, dst string) error {
+// CopyTo copies the file or directory src on this machine into a sandbox
+// at dst (absolute), through the sandbox's executor c: into dst when it is
+// an existing directory there, otherwise to dst itself. The executor
+// unpacks it inside the sandbox, refusing escapes.
+func CopyTo(ctx context.Context, c *Client, src, dst string) error {
 	if !path.IsAbs(dst) {
-		return fmt.Errorf("%w: sandbox path %q must be absolute", ErrInvalid, dst)
+		return fmt.Errorf("%w: sandbox path %q must be absolute", sbx.ErrInvalid, dst)
 	}
 	src, err := filepath.Abs(src)
 	if err != nil {
 		return err
 	}
 	if _, err := os.Lstat(src); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
+		return fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
 	}
 	dst = path.Clean(dst)
 	dir, name := dst, filepath.Base(src)
@@ -307,4 +251,16 @@ func mkParent(root *os.Root, name string) error {
 		}
 	}
 	return nil
+}
+
+// InDir makes the sandbox path p absolute against the working directory
+// wd (/ when empty), as the sandbox's commands see it.
+func InDir(wd, p string) string {
+	if path.IsAbs(p) {
+		return p
+	}
+	if !path.IsAbs(wd) {
+		wd = "/"
+	}
+	return path.Join(wd, p)
 }

@@ -1,4 +1,4 @@
-package sandbox
+package cgroup
 
 import (
 	"context"
@@ -10,21 +10,28 @@ import (
 	ocg "github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/manager"
 	"golang.org/x/sys/unix"
-
-	"github.com/sbxrun/sbx/cgroup"
 )
 
-// killCgroup kills every process left in the cgroups of sandbox id (thawing
-// them first) and waits until they are gone. It is the fallback for a
-// container whose libcontainer state was never written: a create killed in
-// the middle of starting it.
-func killCgroup(ctx context.Context, id string) error {
-	mgr, err := manager.New(&ocg.Cgroup{Path: cgroup.SandboxPath(id), Resources: &ocg.Resources{}})
+// sandboxManager opens the cgroups of sandbox id (all controllers).
+func sandboxManager(id string) (ocg.Manager, error) {
+	mgr, err := manager.New(&ocg.Cgroup{Path: SandboxPath(id), Resources: &ocg.Resources{}})
 	if err != nil {
-		return fmt.Errorf("open cgroups of %s: %w", id, err)
+		return nil, fmt.Errorf("open cgroups of %s: %w", id, err)
+	}
+	return mgr, nil
+}
+
+// KillAll kills every process left in the cgroups of sandbox id (thawing
+// them first) and waits up to wait until they are gone. It is the fallback
+// for a container whose libcontainer state was never written: a create
+// killed in the middle of starting it.
+func KillAll(ctx context.Context, id string, wait time.Duration) error {
+	mgr, err := sandboxManager(id)
+	if err != nil {
+		return err
 	}
 	_ = mgr.Freeze(ocg.Thawed)
-	deadline := time.Now().Add(killWait)
+	deadline := time.Now().Add(wait)
 	for {
 		pids, err := mgr.GetAllPids()
 		if err != nil || len(pids) == 0 {
@@ -44,12 +51,12 @@ func killCgroup(ctx context.Context, id string) error {
 	}
 }
 
-// sandboxPids lists the host PIDs of every process in the sandbox's
-// cgroups, sorted.
-func sandboxPids(id string) ([]int, error) {
-	mgr, err := manager.New(&ocg.Cgroup{Path: cgroup.SandboxPath(id), Resources: &ocg.Resources{}})
+// Pids lists the host PIDs of every process in the cgroups of sandbox id,
+// sorted.
+func Pids(id string) ([]int, error) {
+	mgr, err := sandboxManager(id)
 	if err != nil {
-		return nil, fmt.Errorf("open cgroups of %s: %w", id, err)
+		return nil, err
 	}
 	pids, err := mgr.GetAllPids()
 	if err != nil {

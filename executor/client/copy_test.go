@@ -1,4 +1,4 @@
-package sandbox
+package client
 
 import (
 	"archive/tar"
