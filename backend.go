@@ -33,6 +33,18 @@ type Sandboxes interface {
 	// Remove releases everything the sandbox created and forgets it.
 	Remove(ctx context.Context, ref string, o RemoveOptions) error
 
+	// Logs calls fn with the output of the sandbox's main command
+	// (Options.Cmd) as o selects, ending with a LogEnd frame.
+	Logs(ctx context.Context, ref string, o LogOptions, fn func(LogFrame) error) error
+	// Wait waits until the main command has ended for good and says how;
+	// it works from any process, also after the executor is gone.
+	Wait(ctx context.Context, ref string) (*Exit, error)
+	// Signal sends a signal ("SIGTERM") to the main command.
+	Signal(ctx context.Context, ref, signal string) error
+	// DialPort connects to a TCP port inside the sandbox's network
+	// (127.0.0.1:port in its namespace), as a port-forward does.
+	DialPort(ctx context.Context, ref string, port int) (net.Conn, error)
+
 	// Exec runs a command through the sandbox's executor. With onOutput
 	// the output is streamed to it as it is produced (stdout and stderr
 	// frames); the result comes last either way.

@@ -6,9 +6,11 @@ import "errors"
 // callers test with errors.Is whatever the backend; the CLI maps them to
 // exit codes and the REST server to HTTP status codes (in brackets).
 var (
-	// ErrNotFound: no sandbox has that id, prefix or name, or no image
-	// that reference (404).
+	// ErrNotFound: no sandbox has that id, prefix or name (404).
 	ErrNotFound = errors.New("not found")
+	// ErrImageNotFound: no image has that reference, in the cache or (when
+	// pulling) in its registry (404).
+	ErrImageNotFound = errors.New("image not found")
 	// ErrNameInUse: another sandbox has that name (409).
 	ErrNameInUse = errors.New("name already in use")
 	// ErrBusy: another operation holds the sandbox (409).

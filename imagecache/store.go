@@ -56,7 +56,7 @@ type Options struct {
 
 // ErrNotFound means an image is not in the cache (Resolve) or not in the
 // registry (Pull).
-var ErrNotFound = errkind.New("image not found", sbx.ErrNotFound)
+var ErrNotFound = errkind.New("image not found", sbx.ErrImageNotFound)
 
 // Open opens (creating if needed) the store at root, normally
 // <--root>/images.

@@ -41,6 +41,9 @@ type Exec struct {
 // grandchild (libcontainer's setns helper forks it), so the calling
 // process becomes a child subreaper to be able to wait for it.
 func (c *Container) Exec(s ExecSpec) (*Exec, error) {
+	if err := CheckInit(); err != nil {
+		return nil, err
+	}
 	p := &libcontainer.Process{
 		Args:             s.Args,
 		Env:              s.Env,
@@ -104,4 +107,3 @@ func (e *Exec) Wait() (code int, signal unix.Signal, err error) {
 	}
 	return ps.ExitCode(), 0, nil
 }
-

@@ -43,4 +43,3 @@ func TestLookupUser(t *testing.T) {
 		t.Error("a symlinked /etc/passwd was read from the host")
 	}
 }
-

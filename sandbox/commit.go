@@ -43,7 +43,7 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 	if name == "" {
 		return nil, fmt.Errorf("%w: commit needs a name for the new image", sbx.ErrInvalid)
 	}
-	h.reapExpired(ctx)
+	h.removeExpired(ctx)
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err

@@ -36,9 +36,16 @@ var CreateSteps = []string{stepRecorded, stepRunDir, stepNetwork, stepRootfs, st
 // created so far is released. If the process dies midway, the record left
 // behind lets GC release it.
 func (h *Host) Create(ctx context.Context, opts sbx.Options) (*sbx.Sandbox, error) {
-	h.reapExpired(ctx)
-	if err := h.checkOptions(&opts, true); err != nil {
+	return h.create(ctx, opts, h.cfg.Policy)
+}
+
+func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy) (*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	if err := h.checkOptions(&opts, true, policy); err != nil {
 		return nil, err
+	}
+	if n := len(h.store.RunDir(state.NewID())) + len("/"+socketDir+"/"+socketName); n >= maxSocketPath {
+		return nil, fmt.Errorf("%w: run root %s is too long: executor socket paths would have %d bytes, the kernel allows %d; use a shorter --run-root", sbx.ErrInvalid, h.store.RunRoot(), n, maxSocketPath-1)
 	}
 	now := h.now().UTC()
 	sb := &sbx.Sandbox{
@@ -109,10 +116,10 @@ func (h *Host) Create(ctx context.Context, opts sbx.Options) (*sbx.Sandbox, erro
 	return sb, nil
 }
 
-// checkOptions validates o, applies the host's policy and fills in the
-// defaults. create is set for Create (an image or rootfs is required);
-// Run also allows host mode.
-func (h *Host) checkOptions(o *sbx.Options, create bool) error {
+// checkOptions validates o, applies policy (nil allows everything) and
+// fills in the defaults. create is set for Create (an image or rootfs is
+// required); Run also allows host mode.
+func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -125,7 +132,7 @@ func (h *Host) checkOptions(o *sbx.Options, create bool) error {
 	if _, err := parseNetwork(o, ""); err != nil {
 		return err
 	}
-	if err := h.applyPolicy(o); err != nil {
+	if err := applyPolicy(policy, o); err != nil {
 		return err
 	}
 	if o.Network == sbx.NetworkHost {
@@ -243,7 +250,7 @@ func (h *Host) checkLimits(sb *sbx.Sandbox) error {
 		return fmt.Errorf("%w: memory budget: %d of %d bytes are given to other sandboxes, %d more do not fit", sbx.ErrLimit, used, budget, want)
 	}
 	if parent > 0 && !applied && used+want > parent {
-		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", sbx.ErrLimit, cgroup.DefaultParent, parent, used, want)
+		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", sbx.ErrLimit, cgroup.Parent(), parent, used, want)
 	}
 	if budget > 0 && !applied {
 		if err := cgroup.SetParentMemory(budget); err != nil {

@@ -104,7 +104,7 @@ func (h *Host) Events(ctx context.Context, since uint64, fn func(sbx.Event) erro
 
 // StartBackground re-adopts the sandboxes a previous process left running
 // (Recover) and starts the host's background work until Close: the
-// watcher that reports changes made elsewhere, the TTL reaper, and the
+// watcher that reports changes made elsewhere, the expiry watcher, and the
 // network pool (HostConfig.NetworkPool). A server calls it; a CLI need
 // not.
 func (h *Host) StartBackground(ctx context.Context) error {
@@ -138,7 +138,7 @@ func (e *events) start(ctx context.Context, full bool) {
 	e.tracker.seed(e.listAll(ctx))
 	e.wg.Add(2)
 	go e.watch()
-	go e.reapExpired()
+	go e.watchExpiry()
 	if full && h.cfg.NetworkPool > 0 {
 		e.wg.Add(1)
 		go e.keepPool()
@@ -199,15 +199,15 @@ func (e *events) watch() {
 	}
 }
 
-// reapExpired removes sandboxes the moment their TTL passes (WatchExpiry);
+// watchExpiry removes sandboxes the moment their TTL passes (WatchExpiry);
 // the watcher reports the removals.
-func (e *events) reapExpired() {
+func (e *events) watchExpiry() {
 	defer e.wg.Done()
 	ctx, cancel := e.stopped()
 	defer cancel()
 	for ctx.Err() == nil {
 		if err := e.h.WatchExpiry(ctx, false); err != nil && ctx.Err() == nil {
-			e.h.log.Warn("ttl reaper", "err", err)
+			e.h.log.Warn("expiry watcher", "err", err)
 			select {
 			case <-ctx.Done():
 			case <-time.After(time.Second):

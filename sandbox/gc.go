@@ -12,10 +12,10 @@ import (
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
-// reapExpired removes the sandboxes whose TTL has passed. Every operation
+// removeExpired removes the sandboxes whose TTL has passed. Every operation
 // calls it first; it reads one small directory when nothing has expired.
 // Sandboxes busy with another operation are left for next time.
-func (h *Host) reapExpired(ctx context.Context) []string {
+func (h *Host) removeExpired(ctx context.Context) []string {
 	ids, err := h.store.Expired(h.now())
 	if err != nil {
 		h.log.Warn("read sandbox expiry index", "err", err)
@@ -121,7 +121,7 @@ func (h *Host) recover(ctx context.Context, rep *sbx.GCReport) ([]*sbx.Sandbox, 
 // another operation are left alone, and so is everything of other roots.
 func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 	runs, err := h.gcRuns(ctx)
-	rep := &sbx.GCReport{Runs: runs, Expired: h.reapExpired(ctx)}
+	rep := &sbx.GCReport{Runs: runs, Expired: h.removeExpired(ctx)}
 	errs := []error{err}
 	_, err = h.recover(ctx, rep)
 	errs = append(errs, err)

@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"debug/elf"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -14,8 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/imagecache"
-	"github.com/sbxrun/sbx/isolate/initbin"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
@@ -44,6 +44,10 @@ type HostConfig struct {
 	DefaultLimits sbx.Limits
 	// ReadyTimeout bounds how long a create waits for the executor [15s].
 	ReadyTimeout time.Duration
+	// Images is the image cache's directory [Root/images]. Image GC keeps
+	// the layers of this host's sandboxes only: share a cache between
+	// roots only when the others' sandboxes are short-lived (a bench).
+	Images string
 	// Pull is the pull policy of creates and runs that give none:
 	// missing, always or never [missing].
 	Pull string
@@ -66,18 +70,28 @@ type HostConfig struct {
 	// WatchInterval is how often Start's watcher looks for changes made
 	// by other processes (the CLI, a dying PID 1, an OOM kill) [1s].
 	WatchInterval time.Duration
-	// Helper is a statically linked sbx binary to run as the sandboxes'
-	// executor [the running executable, which must then be static].
-	Helper string
+	// Executor is a static executor binary, run inside every long-lived
+	// sandbox as "EXECUTOR executor [flags]": sbx-executor or a full sbx
+	// binary [the sbx-executor embedded in this program, written once
+	// under Root/helpers].
+	Executor string
+	// Init is a static init binary, run as the PID 1 of one-shot runs as
+	// "INIT reaper [flags] -- CMD": sbx-init or a full sbx binary [the
+	// sbx-init embedded in this program, written once under Root/helpers].
+	Init string
 	// Logger receives the host's logs [slog.Default()].
 	Logger *slog.Logger
 }
 
 // ReadEnv fills the fields the environment sets and c leaves at zero:
 // SBX_MAX_SANDBOXES (a count), SBX_MEMORY_BUDGET (bytes or a size like
-// 8g), SBX_SUBNET (an IPv4 CIDR) and SBX_PULL (missing, always, never).
+// 8g), SBX_SUBNET (an IPv4 CIDR) and SBX_PULL (missing, always, never);
+// it checks SBX_CGROUP_PARENT, which the cgroup package reads itself.
 // Every sbx process of a host reads them, so all enforce the same limits.
 func (c *HostConfig) ReadEnv() error {
+	if err := cgroup.ValidateParentEnv(); err != nil {
+		return fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
 	if v := os.Getenv("SBX_MAX_SANDBOXES"); v != "" && c.MaxSandboxes == 0 {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 {
@@ -134,16 +148,10 @@ type Host struct {
 	images  *imagecache.Store
 	imgErr  error
 
-	netOnce sync.Once
-	net     *netns.Network
-	netErr  error
+	netMu sync.Mutex
+	net   *netns.Network
 
-	helperOnce sync.Once
-	helperPath string
-	helperErr  error
-	initOnce   sync.Once
-	initPath   string
-	initErr    error
+	execBin, initBin helperBinary
 
 	events *events
 
@@ -187,23 +195,14 @@ func Open(cfg HostConfig) (*Host, error) {
 			return nil, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
 		}
 	}
-	if cfg.Policy != nil {
-		p := *cfg.Policy
-		p.AllowedHostDirs = append([]string(nil), p.AllowedHostDirs...)
-		for i, d := range p.AllowedHostDirs {
-			if !filepath.IsAbs(d) {
-				return nil, fmt.Errorf("%w: allowed host directory %q must be absolute", sbx.ErrInvalid, d)
-			}
-			p.AllowedHostDirs[i] = filepath.Clean(d)
-		}
-		cfg.Policy = &p
-	}
-	st, err := state.Open(cfg.Root, cfg.RunRoot)
+	policy, err := normalizePolicy(cfg.Policy)
 	if err != nil {
 		return nil, err
 	}
-	if n := len(st.RunDir(state.NewID())) + len("/"+socketDir+"/"+socketName); n >= maxSocketPath {
-		return nil, fmt.Errorf("%w: run root %s is too long: executor socket paths would have %d bytes, the kernel allows %d; use a shorter --run-root", sbx.ErrInvalid, st.RunRoot(), n, maxSocketPath-1)
+	cfg.Policy = policy
+	st, err := state.Open(cfg.Root, cfg.RunRoot)
+	if err != nil {
+		return nil, err
 	}
 	h := &Host{
 		cfg:     cfg,
@@ -220,20 +219,30 @@ func Open(cfg HostConfig) (*Host, error) {
 func (h *Host) Root() string    { return h.store.Root() }
 func (h *Host) RunRoot() string { return h.store.RunRoot() }
 
-// Close stops what StartBackground started (the pool is drained), and closes the
-// network state. Sandboxes keep running; the next Host re-adopts them.
+// Close stops what StartBackground started (the pool is drained) and
+// closes the network state. Sandboxes keep running; the next Host
+// re-adopts them. Operations after Close still work (they reopen what they
+// need); background work does not restart.
 func (h *Host) Close() error {
 	h.events.stop()
-	if h.net != nil {
-		return h.net.Close()
+	h.netMu.Lock()
+	defer h.netMu.Unlock()
+	if h.net == nil {
+		return nil
 	}
-	return nil
+	err := h.net.Close()
+	h.net = nil
+	return err
 }
 
 // imageStore opens the image cache under Root on first use.
 func (h *Host) imageStore() (*imagecache.Store, error) {
 	h.imgOnce.Do(func() {
-		h.images, h.imgErr = imagecache.Open(filepath.Join(h.store.Root(), "images"), imagecache.Options{
+		dir := h.cfg.Images
+		if dir == "" {
+			dir = filepath.Join(h.store.Root(), "images")
+		}
+		h.images, h.imgErr = imagecache.Open(dir, imagecache.Options{
 			Platform: h.cfg.Platform, InsecureRegistries: h.cfg.InsecureRegistries,
 		})
 	})
@@ -242,16 +251,22 @@ func (h *Host) imageStore() (*imagecache.Store, error) {
 
 // network opens the bridge network state on first use.
 func (h *Host) network() (*netns.Network, error) {
-	h.netOnce.Do(func() {
-		h.net, h.netErr = netns.Open(netns.Config{
+	h.netMu.Lock()
+	defer h.netMu.Unlock()
+	if h.net == nil {
+		n, err := netns.Open(netns.Config{
 			StateDir:  filepath.Join(h.store.Root(), "network"),
 			RunDir:    filepath.Join(h.store.RunRoot(), "netns"),
 			HostNetNS: h.cfg.HostNetNS,
 			Subnet:    h.cfg.Subnet,
 			Logger:    h.log,
 		})
-	})
-	return h.net, h.netErr
+		if err != nil {
+			return nil, err
+		}
+		h.net = n
+	}
+	return h.net, nil
 }
 
 // networkExists reports whether a bridge network was ever set up under
@@ -261,73 +276,41 @@ func (h *Host) networkExists() bool {
 	return err == nil
 }
 
-// helper is the sbx binary bind-mounted into long-lived sandboxes as their
-// executor: HostConfig.Helper, or the running executable, which must be
-// statically linked to run inside any image.
-func (h *Host) helper() (string, error) {
-	h.helperOnce.Do(func() {
-		if h.cfg.Helper != "" {
-			h.helperPath = h.cfg.Helper
-			return
-		}
-		exe, err := os.Executable()
-		if err != nil {
-			h.helperErr = fmt.Errorf("find the sbx binary to run as the executor: %w", err)
-			return
-		}
-		h.helperPath, h.helperErr = exe, requireStatic(exe)
-	})
-	return h.helperPath, h.helperErr
+// helpersDir holds the embedded helper binaries, below Root: not the
+// tmpfs run root, where a bind mount costs libcontainer's start several
+// milliseconds.
+const helpersDir = "helpers"
+
+// executorBinary is the executor bind-mounted into long-lived sandboxes as
+// their PID 1: HostConfig.Executor, or the embedded sbx-executor.
+func (h *Host) executorBinary() (string, error) {
+	return h.execBin.get(h, h.cfg.Executor, helperbin.Executor)
 }
 
-// requireStatic fails if exe is dynamically linked: inside an image its
-// interpreter and libraries do not exist.
-func requireStatic(exe string) error {
-	f, err := elf.Open(exe)
-	if err != nil {
-		return fmt.Errorf("inspect %s: %w", exe, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("%s is dynamically linked and cannot run inside a sandbox: build it statically (make build) or set HostConfig.Helper to a static sbx binary", exe)
-		}
-	}
-	return nil
+// initBinary is the init bind-mounted into one-shot sandboxes as their
+// PID 1: HostConfig.Init, or the embedded sbx-init.
+func (h *Host) initBinary() (string, error) {
+	return h.initBin.get(h, h.cfg.Init, helperbin.Init)
 }
 
-// oneShotInit returns the binary that runs as the PID 1 of one-shot runs
-// and its path inside the sandbox: the small embedded sbx-init, written
-// once under Root (not the tmpfs run root: bind-mounting a file from tmpfs
-// costs libcontainer's start several milliseconds), else the helper run
-// as "sbx reaper".
-func (h *Host) oneShotInit(foreignRoot bool) (source, target string, err error) {
-	h.initOnce.Do(func() {
-		var ok bool
-		h.initPath, ok, h.initErr = initbin.Extract(filepath.Join(h.store.Root(), "init"))
-		if h.initErr == nil && !ok {
-			h.initPath = ""
+// helperBinary is one helper binary, found once.
+type helperBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// get returns override (which must be static) or the embedded helper
+// name, installed under Root/helpers.
+func (b *helperBinary) get(h *Host, override, name string) (string, error) {
+	b.once.Do(func() {
+		if override != "" {
+			b.path, b.err = override, helperbin.CheckStatic(override)
+			return
 		}
+		b.path, b.err = helperbin.Install(filepath.Join(h.store.Root(), helpersDir), name)
 	})
-	if h.initErr != nil {
-		return "", "", h.initErr
-	}
-	if h.initPath != "" {
-		return h.initPath, initPathInSandbox, nil
-	}
-	if h.cfg.Helper != "" {
-		return h.cfg.Helper, helperPathInSandbox, nil
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", "", fmt.Errorf("find the sbx binary to run as init: %w", err)
-	}
-	if foreignRoot {
-		if err := requireStatic(exe); err != nil {
-			return "", "", err
-		}
-	}
-	return exe, helperPathInSandbox, nil
+	return b.path, b.err
 }
 
 // crashPoint kills the process with SIGKILL if SBX_TEST_CRASH_AT names

@@ -51,6 +51,19 @@ func (h *Host) PullImage(ctx context.Context, ref string, progress func(sbx.Pull
 // streamed (spooled to a file in the cache's root, not its tmp/, which GC
 // empties). An archive the cache cannot read is sbx.ErrInvalid.
 func (h *Host) ImportImage(ctx context.Context, o sbx.ImportOptions) (*sbx.Image, error) {
+	return h.importImage(ctx, o, h.cfg.Policy)
+}
+
+// importImage checks o.Path against policy: a remote or driver caller must
+// not import arbitrary host files.
+func (h *Host) importImage(ctx context.Context, o sbx.ImportOptions, policy *sbx.Policy) (*sbx.Image, error) {
+	if o.Path != "" && policy != nil {
+		real, err := allowedHostPath(policy, o.Path, "import path")
+		if err != nil {
+			return nil, err
+		}
+		o.Path = real
+	}
 	store, err := h.imageStore()
 	if err != nil {
 		return nil, err
@@ -76,7 +89,7 @@ func (h *Host) ImportImage(ctx context.Context, o sbx.ImportOptions) (*sbx.Image
 	}
 	img, err := store.Import(ctx, path, o.Name, progressFunc(o.Progress))
 	if err != nil {
-		if o.Path == "" && !errors.Is(err, sbx.ErrNotFound) && ctx.Err() == nil && !isContractError(err) {
+		if o.Path == "" && ctx.Err() == nil && !isContractError(err) {
 			err = fmt.Errorf("%w: import: %w", sbx.ErrInvalid, err)
 		}
 		return nil, err
@@ -87,7 +100,7 @@ func (h *Host) ImportImage(ctx context.Context, o sbx.ImportOptions) (*sbx.Image
 
 // isContractError reports whether err wraps one of the contract's errors.
 func isContractError(err error) bool {
-	for _, e := range []error{sbx.ErrInvalid, sbx.ErrForbidden, sbx.ErrLimit, sbx.ErrRegistryAuth, sbx.ErrRegistryUnreachable, sbx.ErrUnsupported} {
+	for _, e := range []error{sbx.ErrImageNotFound, sbx.ErrInvalid, sbx.ErrForbidden, sbx.ErrLimit, sbx.ErrRegistryAuth, sbx.ErrRegistryUnreachable, sbx.ErrUnsupported} {
 		if errors.Is(err, e) {
 			return true
 		}

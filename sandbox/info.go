@@ -27,7 +27,7 @@ func (h *Host) Info(ctx context.Context) (*sbx.HostInfo, error) {
 		RunRoot:    h.store.RunRoot(),
 	}
 	info.CgroupControllers, _ = cgroup.Controllers()
-	info.CgroupParent = "/" + cgroup.DefaultParent
+	info.CgroupParent = "/" + cgroup.Parent()
 	info.SwapLimit = cgroup.SwapControllable()
 	info.Seccomp, info.LibseccompVersion = seccomp.Supported()
 	info.Overlayfs = filesystemSupported("overlay")

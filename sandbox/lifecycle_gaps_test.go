@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"github.com/sbxrun/sbx"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/executor/api"
 )

@@ -3,9 +3,10 @@ package sandbox
 import (
 	"bytes"
 	"fmt"
-	"github.com/sbxrun/sbx"
 	"os"
 	"strconv"
+
+	"github.com/sbxrun/sbx"
 )
 
 // procStart returns the start time (in clock ticks after boot, field 22 of

@@ -62,7 +62,7 @@ func (h *Host) exists(id string) error {
 // Get returns the record of the sandbox ref (id, prefix or name) without
 // locking it.
 func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	h.reapExpired(ctx)
+	h.removeExpired(ctx)
 	id, err := h.Resolve(ref)
 	if err != nil {
 		return nil, err
@@ -81,7 +81,7 @@ func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 // List returns the sandboxes f selects, oldest first. It reads the records
 // without locks: each is a consistent snapshot.
 func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
-	h.reapExpired(ctx)
+	h.removeExpired(ctx)
 	entries, err := state.ReadAll[sbx.Sandbox](h.store)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"github.com/sbxrun/sbx"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,20 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
-
-// helperBinary is the static sbx binary that runs as the executor inside
-// sandboxes (make build; SBX_BIN=$PWD/bin/sbx).
-func helperBinary(t testing.TB) string {
-	t.Helper()
-	bin := os.Getenv("SBX_BIN")
-	if bin == "" {
-		t.Fatal("SBX_BIN must name a static sbx binary (make build; SBX_BIN=$PWD/bin/sbx)")
-	}
-	return bin
-}
 
 func requireRoot(t testing.TB) {
 	t.Helper()
@@ -43,9 +32,6 @@ func newHost(t testing.TB, cfg HostConfig) *Host {
 	}
 	if cfg.RunRoot == "" {
 		cfg.RunRoot = filepath.Join(dir, "run")
-	}
-	if cfg.Helper == "" {
-		cfg.Helper = helperBinary(t)
 	}
 	m, err := Open(cfg)
 	if err != nil {
@@ -416,7 +402,7 @@ func TestHelperCreate(t *testing.T) {
 	if os.Getenv("SBX_HELPER_CREATE") != "1" {
 		t.Skip("helper process for TestCreateKilledAtEachStep")
 	}
-	m, err := Open(HostConfig{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT"), Helper: helperBinary(t)})
+	m, err := Open(HostConfig{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT")})
 	if err != nil {
 		t.Fatal(err)
 	}

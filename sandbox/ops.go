@@ -60,7 +60,7 @@ func (h *Host) markStopped(l *state.Lock, sb *sbx.Sandbox) {
 // o.Timeout (sbx.DefaultStopTimeout) and then kills it. The root file
 // system is kept until Remove; Start runs the sandbox again.
 func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sandbox, error) {
-	h.reapExpired(ctx)
+	h.removeExpired(ctx)
 	sig := unix.SIGTERM
 	if o.Signal != "" {
 		if sig = unix.SignalNum(o.Signal); sig == 0 {
@@ -126,7 +126,7 @@ func stopContainer(ctx context.Context, ctr *isolate.Container, sig unix.Signal,
 
 // Start runs a stopped sandbox again on its kept root file system.
 func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	h.reapExpired(ctx)
+	h.removeExpired(ctx)
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -170,7 +170,7 @@ func (h *Host) Resume(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 }
 
 func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.Sandbox, error) {
-	h.reapExpired(ctx)
+	h.removeExpired(ctx)
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -244,7 +244,7 @@ func usage(u cgroup.Usage) *sbx.Usage {
 // running or paused sandbox is only removed with o.Force (it is killed);
 // otherwise Remove fails with sbx.ErrState.
 func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) error {
-	h.reapExpired(ctx)
+	h.removeExpired(ctx)
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return err

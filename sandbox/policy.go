@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -14,13 +15,12 @@ import (
 	"github.com/sbxrun/sbx/netns"
 )
 
-// applyPolicy checks o against the host's Policy (nil allows everything):
+// applyPolicy checks o against p (nil allows everything):
 // host paths only under allowed directories (rewritten to their resolved
 // form, so a symlink swapped later cannot redirect them), host networking
 // and privileges only when allowed. Errors wrap sbx.ErrForbidden, or
 // sbx.ErrInvalid for a path that does not exist.
-func (h *Host) applyPolicy(o *sbx.Options) error {
-	p := h.cfg.Policy
+func applyPolicy(p *sbx.Policy, o *sbx.Options) error {
 	if p == nil {
 		return nil
 	}
@@ -63,6 +63,67 @@ func (h *Host) applyPolicy(o *sbx.Options) error {
 		}
 	}
 	return nil
+}
+
+// normalizePolicy copies p with its directories cleaned, refusing relative
+// ones; nil stays nil.
+func normalizePolicy(p *sbx.Policy) (*sbx.Policy, error) {
+	if p == nil {
+		return nil, nil
+	}
+	n := *p
+	n.AllowedHostDirs = make([]string, len(p.AllowedHostDirs))
+	for i, d := range p.AllowedHostDirs {
+		if !filepath.IsAbs(d) {
+			return nil, fmt.Errorf("%w: allowed host directory %q must be absolute", sbx.ErrInvalid, d)
+		}
+		n.AllowedHostDirs[i] = filepath.Clean(d)
+	}
+	return &n, nil
+}
+
+// PolicyView is a Host whose creates, runs, preparations and imports are
+// held to a policy of their own instead of HostConfig.Policy: a front-end
+// that trusts some paths per request (a Nomad task's own directories)
+// makes one per request. Everything else is the Host's.
+type PolicyView struct {
+	*Host
+	policy *sbx.Policy
+}
+
+var (
+	_ sbx.Sandboxes = (*PolicyView)(nil)
+	_ sbx.Images    = (*PolicyView)(nil)
+)
+
+// WithPolicy returns a view of h held to p (nil allows everything). It is
+// cheap. A relative allowed directory is an error.
+func (h *Host) WithPolicy(p *sbx.Policy) (*PolicyView, error) {
+	n, err := normalizePolicy(p)
+	if err != nil {
+		return nil, err
+	}
+	return &PolicyView{Host: h, policy: n}, nil
+}
+
+// Create is Host.Create held to the view's policy.
+func (v *PolicyView) Create(ctx context.Context, opts sbx.Options) (*sbx.Sandbox, error) {
+	return v.Host.create(ctx, opts, v.policy)
+}
+
+// Run is Host.Run held to the view's policy.
+func (v *PolicyView) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error) {
+	return v.Host.run(ctx, o, v.policy)
+}
+
+// Prepare is Host.Prepare held to the view's policy.
+func (v *PolicyView) Prepare(ctx context.Context, o sbx.PrepareOptions) (*sbx.PrepareResult, error) {
+	return v.Host.prepare(ctx, o, v.policy)
+}
+
+// ImportImage is Host.ImportImage held to the view's policy.
+func (v *PolicyView) ImportImage(ctx context.Context, o sbx.ImportOptions) (*sbx.Image, error) {
+	return v.Host.importImage(ctx, o, v.policy)
 }
 
 // hostAddr reports whether a is assigned to one of the host's interfaces

@@ -22,7 +22,11 @@ import (
 // then true). The build runs in a throw-away sandbox (created under the
 // host's policy) and commits its writable layer. Concurrent identical
 // preparations wait for each other instead of building twice.
-func (h *Host) Prepare(ctx context.Context, o sbx.PrepareOptions) (_ *sbx.PrepareResult, err error) {
+func (h *Host) Prepare(ctx context.Context, o sbx.PrepareOptions) (*sbx.PrepareResult, error) {
+	return h.prepare(ctx, o, h.cfg.Policy)
+}
+
+func (h *Host) prepare(ctx context.Context, o sbx.PrepareOptions, policy *sbx.Policy) (_ *sbx.PrepareResult, err error) {
 	if o.Base == "" || strings.TrimSpace(o.Script) == "" {
 		return nil, fmt.Errorf("%w: prepare needs a base image and a script", sbx.ErrInvalid)
 	}
@@ -59,7 +63,7 @@ func (h *Host) Prepare(ctx context.Context, o sbx.PrepareOptions) (_ *sbx.Prepar
 		so.Labels = map[string]string{}
 	}
 	so.Labels["sbx.prepare"] = name
-	sb, err := h.Create(ctx, so)
+	sb, err := h.create(ctx, so, policy)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}
@@ -106,4 +110,3 @@ func prepareKey(digest string, o sbx.PrepareOptions) string {
 	h.Write(inputs)
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
-

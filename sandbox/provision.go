@@ -25,12 +25,6 @@ import (
 // differs: the executor for Create, sbx's small init running the command
 // for Run.
 
-// Where sbx's binaries appear inside a sandbox.
-const (
-	helperPathInSandbox = isolate.HelperPath // the sbx binary: executor, or init without sbx-init
-	initPathInSandbox   = isolate.InitPath   // the small sbx-init of one-shot runs
-)
-
 // resolvedRoot is what a sandbox's root is made of: image layers, a host
 // directory, or nothing (host mode).
 type resolvedRoot struct {
@@ -82,7 +76,7 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 	img, err := store.Ensure(ctx, o.Image, policy, pf)
 	if err != nil {
 		release()
-		if errors.Is(err, imagecache.ErrNotFound) {
+		if errors.Is(err, sbx.ErrImageNotFound) {
 			return resolvedRoot{}, noop, fmt.Errorf("%w: image %q is not in the cache and could not be pulled: %w (sbx pull or sbx import it)", sbx.ErrInvalid, o.Image, err)
 		}
 		return resolvedRoot{}, noop, err

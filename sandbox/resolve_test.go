@@ -3,11 +3,11 @@ package sandbox
 import (
 	"context"
 	"errors"
-	"github.com/sbxrun/sbx"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -103,10 +103,20 @@ func TestListFilters(t *testing.T) {
 	}
 }
 
+// A run root too long for executor sockets fails creates clearly, before
+// anything is made; the host still opens (runs and the network need no
+// socket).
 func TestRunRootTooLong(t *testing.T) {
 	dir := t.TempDir()
-	_, err := Open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, strings.Repeat("r", 80))})
+	h, err := Open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, strings.Repeat("r", 80))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.Create(context.Background(), sbx.Options{Rootfs: dir})
 	if !errors.Is(err, sbx.ErrInvalid) || !strings.Contains(err.Error(), "too long") {
-		t.Fatalf("long run root: %v", err)
+		t.Fatalf("create under a long run root: %v", err)
+	}
+	if ids, _ := h.store.IDs(); len(ids) != 0 {
+		t.Fatalf("a refused create left records: %v", ids)
 	}
 }

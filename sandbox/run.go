@@ -40,7 +40,11 @@ const (
 // Run runs o.Cmd in a fresh sandbox and removes it. An error means sbx
 // itself failed; the command's own failures are in the report.
 func (h *Host) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error) {
-	r, err := h.createRun(ctx, &o)
+	return h.run(ctx, o, h.cfg.Policy)
+}
+
+func (h *Host) run(ctx context.Context, o sbx.RunOptions, policy *sbx.Policy) (*sbx.Report, error) {
+	r, err := h.createRun(ctx, &o, policy)
 	if err != nil {
 		return nil, err
 	}
@@ -71,14 +75,14 @@ type run struct {
 
 // createRun resolves the run's root and process and provisions its
 // network and root. On error nothing is left behind.
-func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions) (_ *run, err error) {
+func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Policy) (_ *run, err error) {
 	if len(o.Cmd) == 0 && o.Image == "" {
 		return nil, fmt.Errorf("%w: no command given", sbx.ErrInvalid)
 	}
 	if o.Name != "" || o.TTL != 0 || len(o.Labels) > 0 {
 		return nil, fmt.Errorf("%w: name, ttl and labels are for long-lived sandboxes (Create), not runs", sbx.ErrInvalid)
 	}
-	if err := h.checkOptions(&o.Options, false); err != nil {
+	if err := h.checkOptions(&o.Options, false, policy); err != nil {
 		return nil, err
 	}
 	root, release, err := h.resolveRoot(ctx, &o.Options, o.PullProgress)
@@ -155,10 +159,11 @@ func (r *run) processOf(o *sbx.RunOptions, root resolvedRoot) error {
 // command, and connects the caller's input and output.
 func (r *run) start(o *sbx.RunOptions) error {
 	h := r.h
-	source, initPath, err := h.oneShotInit(len(r.p.lowers) > 0)
+	source, err := h.initBinary()
 	if err != nil {
 		return err
 	}
+	initPath := isolate.InitPath
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("status pipe: %w", err)

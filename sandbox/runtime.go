@@ -68,12 +68,12 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 	}
 	defer logf.Close()
 
-	helper, err := h.helper()
+	executor, err := h.executorBinary()
 	if err != nil {
 		return err
 	}
 	binds := []specs.Mount{
-		readOnlyBind(helper, helperPathInSandbox),
+		readOnlyBind(executor, isolate.ExecutorPath),
 		readOnlyBind(sockDir, SocketDirPath, "noexec"),
 	}
 	env := sb.Options.Env
@@ -85,7 +85,7 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 	cmdEnv := withPath(env)
 	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options,
 		root: &rootfs.Root{Path: sb.RootPath, Mounts: extra}, net: attachmentOf(sb)}
-	spec := containerSpec(p, executorArgs(helperPathInSandbox, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds)
+	spec := containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds)
 	// The commands' environment goes through a memfd, not the command
 	// line, so that no host user can read it with ps.
 	envFile, err := envMemfd(cmdEnv)
@@ -284,8 +284,8 @@ func waitPidfd(ctx context.Context, pidfd int, timeout time.Duration) error {
 
 // executorArgs is the command line of a sandbox's PID 1: the executor with
 // the sandbox's defaults for commands.
-func executorArgs(helper string, sb *sbx.Sandbox) []string {
-	args := []string{helper, "executor", "--listen-fd", "3", "--env-fd", "4"}
+func executorArgs(executor string, sb *sbx.Sandbox) []string {
+	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
 	workdir := sb.Options.Workdir
 	user := sb.Options.User
 	if sb.Image != nil {

@@ -16,8 +16,8 @@ import (
 // until the next deadline or a change of the expiry index (inotify, no
 // polling). It returns when ctx ends, or with untilIdle as soon as no
 // sandbox has a deadline any more. The CLI runs it in a short-lived
-// background process (`sbx ttl-reaper`) started by the first create with a
-// TTL; a server runs it for its lifetime.
+// background process (`sbx expiry-watcher`) started by the first create
+// with a TTL; a server runs it for its lifetime.
 func (h *Host) WatchExpiry(ctx context.Context, untilIdle bool) error {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
@@ -29,7 +29,7 @@ func (h *Host) WatchExpiry(ctx context.Context, untilIdle bool) error {
 	}
 	buf := make([]byte, 64<<10)
 	for {
-		h.reapExpired(ctx)
+		h.removeExpired(ctx)
 		next, err := h.store.NextExpiry()
 		if err != nil {
 			return err
@@ -82,14 +82,14 @@ func waitReadable(ctx context.Context, fd int, d time.Duration) error {
 	}
 }
 
-// reaperLock is held by the process that runs RunExpiryReaper.
-const reaperLock = "ttl-reaper.lock"
+// watcherLock is held by the process that runs RunExpiryWatcher.
+const watcherLock = "expiry-watcher.lock"
 
-// RunExpiryReaper runs WatchExpiry until no sandbox has a deadline, unless
-// another process already does (then it returns false at once). At most
-// one reaper runs per root.
-func (h *Host) RunExpiryReaper(ctx context.Context) (bool, error) {
-	path := filepath.Join(h.store.Root(), reaperLock)
+// RunExpiryWatcher runs WatchExpiry until no sandbox has a deadline,
+// unless another process already does (then it returns false at once). At
+// most one watcher runs per root.
+func (h *Host) RunExpiryWatcher(ctx context.Context) (bool, error) {
+	path := filepath.Join(h.store.Root(), watcherLock)
 	ran := false
 	for {
 		unlock, err := state.TryLockFile(path)
@@ -113,9 +113,9 @@ func (h *Host) RunExpiryReaper(ctx context.Context) (bool, error) {
 	}
 }
 
-// ExpiryReaperRunning reports whether a process runs RunExpiryReaper.
-func (h *Host) ExpiryReaperRunning() bool {
-	unlock, err := state.TryLockFile(filepath.Join(h.store.Root(), reaperLock))
+// ExpiryWatcherRunning reports whether a process runs RunExpiryWatcher.
+func (h *Host) ExpiryWatcherRunning() bool {
+	unlock, err := state.TryLockFile(filepath.Join(h.store.Root(), watcherLock))
 	if err != nil {
 		return true
 	}

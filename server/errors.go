@@ -36,7 +36,7 @@ func statusOf(err error) (int, string) {
 		return se.Status, se.Code
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge
-	case errors.Is(err, sbx.ErrNotFound), errors.Is(err, sbx.ErrNoSuchFile):
+	case errors.Is(err, sbx.ErrNotFound), errors.Is(err, sbx.ErrImageNotFound), errors.Is(err, sbx.ErrNoSuchFile):
 		return http.StatusNotFound, api.CodeNotFound
 	case errors.Is(err, sbx.ErrNameInUse), errors.Is(err, sbx.ErrBusy), errors.Is(err, sbx.ErrState):
 		return http.StatusConflict, api.CodeConflict

@@ -181,9 +181,16 @@ func (s *Server) prepareImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	opts := sbx.Options{Env: req.Env, User: req.User, Workdir: req.Workdir, Network: req.Network}
+	if req.Sandbox != nil {
+		if len(req.Env) > 0 || req.User != "" || req.Workdir != "" || req.Network != "" {
+			s.fail(w, unprocessable(api.CodeInvalid, "give the build sandbox's options in sandbox or as env, user, workdir and network, not both"))
+			return
+		}
+		opts = *req.Sandbox
+	}
 	out := &tailBuffer{max: maxPrepareOutput}
-	res, err := s.b.Prepare(r.Context(), sbx.PrepareOptions{Base: req.Base, Script: req.Script, Output: out,
-		Sandbox: sbx.Options{Env: req.Env, User: req.User, Workdir: req.Workdir, Network: req.Network}})
+	res, err := s.b.Prepare(r.Context(), sbx.PrepareOptions{Base: req.Base, Script: req.Script, Output: out, Sandbox: opts})
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -26,10 +26,10 @@ const maxProxyJSONBody = 16 << 20
 // The executor is untrusted: dials and replies have deadlines, reply
 // headers and bodies are capped, and the client's token never reaches it.
 type executorProxy struct {
-	s       *Server
-	tr      *http.Transport
-	rp      *httputil.ReverseProxy
-	pids    sync.Map // sandbox id -> PID 1 its pooled connections lead to
+	s    *Server
+	tr   *http.Transport
+	rp   *httputil.ReverseProxy
+	pids sync.Map // sandbox id -> PID 1 its pooled connections lead to
 }
 
 type proxyTarget struct {

@@ -116,9 +116,11 @@ func (s *Server) stateChange(w http.ResponseWriter, r *http.Request, op func(ctx
 	writeJSON(w, http.StatusOK, sb)
 }
 
-func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request)  { s.stateChange(w, r, s.b.Pause) }
-func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) { s.stateChange(w, r, s.b.Resume) }
-func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request)  { s.stateChange(w, r, s.b.Start) }
+func (s *Server) pauseSandbox(w http.ResponseWriter, r *http.Request) { s.stateChange(w, r, s.b.Pause) }
+func (s *Server) resumeSandbox(w http.ResponseWriter, r *http.Request) {
+	s.stateChange(w, r, s.b.Resume)
+}
+func (s *Server) startSandbox(w http.ResponseWriter, r *http.Request) { s.stateChange(w, r, s.b.Start) }
 
 func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 	var req api.StopRequest

@@ -24,6 +24,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -96,7 +97,7 @@ func TestImagesCreateFlagsAndGCOfStopped(t *testing.T) {
 	}
 	id := strings.TrimSpace(r.stdout)
 	h.saw(id)
-	var img imagecache.Image
+	var img sbx.Image
 	if err := json.Unmarshal([]byte(h.must(t, "image", "inspect", ref)), &img); err != nil || len(img.LayerDirs) != 1 {
 		t.Fatalf("image inspect: %v %+v", err, img)
 	}
@@ -168,12 +169,12 @@ func TestImagesServeInsecureRegistry(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	sb, err := c.CreateSandbox(ctx, api.CreateRequest{Image: ref})
+	sb, err := c.Create(ctx, api.CreateRequest{Image: ref})
 	if err != nil {
 		p.stop(t)
 		t.Fatalf("create from %s through sbx serve --insecure-registry: %v", ref, err)
 	}
-	if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Error(err)
 	}
 	p.stop(t)
@@ -186,7 +187,6 @@ func TestImagesRemoteRejectsFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"pull", "--platform", "linux/arm64", "busybox"},
 		{"pull", "--insecure-registry", "reg:5000", "reg:5000/x"},
-		{"create", "--pull", "never", "busybox"},
 		{"create", "--platform", "linux/arm64", "busybox"},
 	} {
 		r := runSbx(t, "", append([]string{"--host", "unix:///nonexistent/sbx.sock"}, args...)...)

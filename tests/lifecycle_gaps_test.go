@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx"
 )
 
 // After kill -9 of its PID 1 a sandbox shows as stopped in ps and
@@ -36,14 +36,14 @@ func TestLifecycleDeadPid1(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	var list []sandbox.Sandbox
+	var list []sbx.Sandbox
 	if err := json.Unmarshal([]byte(h.must(t, "ps", "-a", "--format", "json")), &list); err != nil || len(list) != 1 {
 		t.Fatalf("ps --format json: %v %v", list, err)
 	}
-	if list[0].Status != sandbox.StatusStopped {
+	if list[0].Status != sbx.StatusStopped {
 		t.Fatalf("ps shows %s after kill -9 of PID 1, want stopped", list[0].Status)
 	}
-	if sb := h.inspect(t, id); sb.Status != sandbox.StatusStopped {
+	if sb := h.inspect(t, id); sb.Status != sbx.StatusStopped {
 		t.Fatalf("inspect shows %s, want stopped", sb.Status)
 	}
 	const want = "is stopped: its PID 1 exited; sbx start or sbx rm it"

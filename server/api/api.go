@@ -102,13 +102,18 @@ type ImageGCReport = sbx.ImageGCReport
 
 // PrepareRequest is the body of POST /v1/images/prepare: build (once) an
 // image from Base plus Script, as sbx prepare does.
+//
+// Sandbox sets how the build sandbox is created (limits, network, env,
+// user, working directory...; no volumes), under the server's policy. Env,
+// User, Workdir and Network are the short form of the same; give one form.
 type PrepareRequest struct {
-	Base    string   `json:"base"`
-	Script  string   `json:"script"`        // run with /bin/sh -c
-	Env     []string `json:"env,omitempty"` // KEY=VALUE
-	User    string   `json:"user,omitempty"`
-	Workdir string   `json:"workdir,omitempty"`
-	Network string   `json:"network,omitempty"` // none (default), bridge or host
+	Base    string       `json:"base"`
+	Script  string       `json:"script"` // run with /bin/sh -c
+	Sandbox *sbx.Options `json:"sandbox,omitempty"`
+	Env     []string     `json:"env,omitempty"` // KEY=VALUE
+	User    string       `json:"user,omitempty"`
+	Workdir string       `json:"workdir,omitempty"`
+	Network string       `json:"network,omitempty"` // none (default), bridge or host
 }
 
 // PrepareReply is the reply of POST /v1/images/prepare.

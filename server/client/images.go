@@ -23,7 +23,7 @@ import (
 func (c *Client) PullImage(ctx context.Context, ref string, progress func(sbx.PullProgress)) (*sbx.Image, error) {
 	var img sbx.Image
 	if progress == nil {
-		return &img, c.Call(ctx, http.MethodPost, "/v1/images/pull", api.PullRequest{Ref: ref}, &img)
+		return &img, imageErr(c.Call(ctx, http.MethodPost, "/v1/images/pull", api.PullRequest{Ref: ref}, &img))
 	}
 	var got bool
 	err := c.Stream(ctx, http.MethodPost, "/v1/images/pull?progress=1", api.PullRequest{Ref: ref}, 1<<20, func(line []byte) error {
@@ -50,7 +50,7 @@ func (c *Client) PullImage(ctx context.Context, ref string, progress func(sbx.Pu
 	if err == nil && !got {
 		err = errors.New("sbx server: pull stream ended without a result")
 	}
-	return &img, err
+	return &img, imageErr(err)
 }
 
 // errorStatus is the HTTP status of an error code, for errors that arrive
@@ -77,13 +77,13 @@ func (c *Client) ListImages(ctx context.Context) ([]sbx.Image, error) {
 
 // RemoveImage removes an image from the server's cache.
 func (c *Client) RemoveImage(ctx context.Context, ref string) error {
-	return c.Call(ctx, http.MethodDelete, "/v1/images/"+ref, nil, nil)
+	return imageErr(c.Call(ctx, http.MethodDelete, "/v1/images/"+ref, nil, nil))
 }
 
 // InspectImage shows one image of the server's cache in full.
 func (c *Client) InspectImage(ctx context.Context, ref string) (*sbx.Image, error) {
 	var img sbx.Image
-	return &img, c.Call(ctx, http.MethodGet, "/v1/images/"+url.PathEscape(ref), nil, &img)
+	return &img, imageErr(c.Call(ctx, http.MethodGet, "/v1/images/"+url.PathEscape(ref), nil, &img))
 }
 
 // GCImages removes the layers of the server's cache that no image and no
@@ -184,20 +184,12 @@ func tarDir(w io.Writer, dir string) error {
 }
 
 // Prepare builds (once) an image on the server from a base image and a
-// setup script, with the same cache key as a local Prepare; the script's
-// output (its last 64 KiB) is written to o.Output. The server's prepare
-// takes the sandbox's env, user, workdir and network; other sandbox
-// options are sbx.ErrUnsupported. The context alone bounds the call: a
-// build may take long.
+// setup script, with the same cache key as a local Prepare, its build
+// sandbox created under the server's policy; the script's output (its
+// last 64 KiB) is written to o.Output. The context alone bounds the call:
+// a build may take long.
 func (c *Client) Prepare(ctx context.Context, o sbx.PrepareOptions) (*sbx.PrepareResult, error) {
-	rest := o.Sandbox
-	rest.Env, rest.User, rest.Workdir, rest.Network = nil, "", "", ""
-	rest.Image, rest.Rootfs, rest.Name, rest.TTL, rest.Cmd = "", "", "", 0, nil
-	if extra, _ := json.Marshal(rest); string(extra) != "{}" {
-		return nil, fmt.Errorf("%w: a prepare through a server takes only env, user, workdir and network for its sandbox, not %s", sbx.ErrUnsupported, extra)
-	}
-	req := api.PrepareRequest{Base: o.Base, Script: o.Script, Env: o.Sandbox.Env, User: o.Sandbox.User,
-		Workdir: o.Sandbox.Workdir, Network: o.Sandbox.Network}
+	req := api.PrepareRequest{Base: o.Base, Script: o.Script, Sandbox: &o.Sandbox}
 	data, err := json.Marshal(req)
 	if err != nil {
 		return nil, err
@@ -217,4 +209,13 @@ func (c *Client) Prepare(ctx context.Context, o sbx.PrepareOptions) (*sbx.Prepar
 		}
 	}
 	return &sbx.PrepareResult{Image: rep.Image, Cached: rep.Cached}, nil
+}
+
+// imageErr makes a 404 of an image route sbx.ErrImageNotFound.
+func imageErr(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Status == http.StatusNotFound {
+		return fmt.Errorf("%w (%w)", err, sbx.ErrImageNotFound)
+	}
+	return err
 }

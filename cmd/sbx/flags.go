@@ -3,42 +3,36 @@ package main
 import (
 	"bufio"
 	"fmt"
-	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
 
 	units "github.com/docker/go-units"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/netns"
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox"
 )
 
-// sandboxFlags are the flags shared by `sbx run` and `sbx create`, spelled
-// as docker and podman spell them.
+// sandboxFlags are the flags shared by sbx run, create and prepare, spelled
+// as docker and podman spell them; options turns them into sbx.Options.
 type sandboxFlags struct {
-	memory    string
-	cpus      float64
-	pidsLimit int64
-	timeout   time.Duration
-	env       []string
-	envFiles  []string
-	workdir   string
-	user      string
-	hostname  string
-	readOnly  bool
-	seccomp   string
-	capAdd    []string
-	capDrop   []string
-	network   string
-	publish   []string
-	egress    string
-	hostPorts []string
-	dns       []string
-	rootfs    string
-	disk      string
+	memory, disk            string
+	cpus                    float64
+	pidsLimit               int64
+	timeout                 time.Duration
+	env, envFiles           []string
+	workdir, user, hostname string
+	readOnly                bool
+	seccomp                 string
+	capAdd, capDrop         []string
+	network, egress         string
+	publish, hostPorts, dns []string
+	rootfs                  string
+	pull                    string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -64,54 +58,60 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.disk, "disk", "", "size cap of the writable layer, a tmpfs in memory whose pages count toward --memory: beyond --memory a write is OOM-killed rather than failing with ENOSPC (e.g. 512m; default: --memory if set, else 2g)")
 }
 
-// limits parses the resource flags.
-func (f *sandboxFlags) limits() (cgroup.Limits, error) {
-	var l cgroup.Limits
+// options turns the flags into sbx.Options. local is set when the sandbox
+// runs on this host: a --rootfs is then made absolute and must exist (with
+// --host it is a path on the server).
+func (f *sandboxFlags) options(local bool) (sbx.Options, error) {
+	var o sbx.Options
 	if f.memory != "" {
 		n, err := units.RAMInBytes(f.memory)
 		if err != nil || n <= 0 {
-			return l, fmt.Errorf("invalid --memory %q: use a size like 256m or 1g", f.memory)
+			return o, fmt.Errorf("invalid --memory %q: use a size like 256m or 1g", f.memory)
 		}
-		l.MemoryBytes = n
+		o.Limits.MemoryBytes = n
 	}
-	l.CPUs = f.cpus
-	if n := runtime.NumCPU(); f.cpus > float64(n) {
-		return l, fmt.Errorf("invalid --cpus %v: this host has %d CPUs", f.cpus, n)
+	if n := runtime.NumCPU(); f.cpus > float64(n) || f.cpus < 0 {
+		return o, fmt.Errorf("invalid --cpus %v: this host has %d CPUs", f.cpus, n)
 	}
-	l.Pids = f.pidsLimit
+	o.Limits.CPUs = f.cpus
 	switch {
-	case f.pidsLimit == -1:
-		l.Pids = 0 // unlimited, as docker and podman take it
+	case f.pidsLimit == -1: // unlimited, as docker and podman take it
 	case f.pidsLimit < 0:
-		return l, fmt.Errorf("invalid --pids-limit %d: use a positive number, or -1 for no limit", f.pidsLimit)
+		return o, fmt.Errorf("invalid --pids-limit %d: use a positive number, or -1 for no limit", f.pidsLimit)
+	default:
+		o.Limits.Pids = f.pidsLimit
 	}
 	if f.timeout < 0 {
-		return l, fmt.Errorf("invalid --timeout %v: must be positive", f.timeout)
+		return o, fmt.Errorf("invalid --timeout %v: must be positive", f.timeout)
 	}
-	return l, l.Validate()
-}
-
-func (f *sandboxFlags) diskBytes() (int64, error) {
-	if f.disk == "" {
-		return 0, nil
+	if f.disk != "" {
+		n, err := units.RAMInBytes(f.disk)
+		if err != nil || n < 1<<20 {
+			return o, fmt.Errorf("invalid --disk %q: use a size of at least 1m, like 512m or 2g", f.disk)
+		}
+		o.Limits.DiskBytes = n
 	}
-	n, err := units.RAMInBytes(f.disk)
-	if err != nil || n < 1<<20 {
-		return 0, fmt.Errorf("invalid --disk %q: use a size of at least 1m, like 512m or 2g", f.disk)
+	if f.workdir != "" && !filepath.IsAbs(f.workdir) {
+		return o, fmt.Errorf("invalid --workdir %q: must be an absolute path", f.workdir)
 	}
-	return n, nil
-}
-
-// networkOptions parses the network flags.
-func (f *sandboxFlags) networkOptions() (netns.AttachOptions, error) {
-	o, err := netns.ParseFlags(netns.Flags{Network: f.network, Publish: f.publish, Egress: f.egress,
-		AllowHostPorts: f.hostPorts, DNS: f.dns, Hostname: f.hostname})
+	if f.rootfs != "" && local {
+		abs, err := filepath.Abs(f.rootfs)
+		if err != nil {
+			return o, err
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return o, fmt.Errorf("--rootfs %s is not a directory", f.rootfs)
+		}
+		f.rootfs = abs
+	}
+	env, err := f.environ()
 	if err != nil {
 		return o, err
 	}
-	if o.Mode == netns.ModeHost {
-		slog.Warn("--network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
-	}
+	o.Rootfs, o.Env, o.Pull = f.rootfs, env, f.pull
+	o.Workdir, o.User, o.Hostname = f.workdir, f.user, f.hostname
+	o.ReadonlyRootfs, o.Seccomp, o.CapAdd, o.CapDrop = f.readOnly, f.seccomp, f.capAdd, f.capDrop
+	o.Network, o.Publish, o.Egress, o.AllowHostPorts, o.DNS = f.network, f.publish, f.egress, f.hostPorts, f.dns
 	return o, nil
 }
 
@@ -134,7 +134,7 @@ func (f *sandboxFlags) environ() ([]string, error) {
 			out = append(out, v)
 		}
 	}
-	return dedupEnv(out), nil
+	return sbx.MergeEnv(nil, out), nil
 }
 
 // envEntry turns KEY=VALUE into itself and KEY into KEY=<sbx's value>, or
@@ -180,18 +180,29 @@ func readEnvFile(path string) ([]string, error) {
 	return out, nil
 }
 
-// dedupEnv keeps the last value of each key, in first-seen order.
-func dedupEnv(env []string) []string {
-	idx := map[string]int{}
-	var out []string
-	for _, e := range env {
-		k, _, _ := strings.Cut(e, "=")
-		if i, ok := idx[k]; ok {
-			out[i] = e
-			continue
+// imageFlags are the options of commands that pull or import: they
+// configure this host's image cache, and a server has its own.
+type imageFlags struct {
+	platform string
+	insecure []string
+	quiet    bool
+}
+
+func (f *imageFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.platform, "platform", "", "platform to pick from multi-arch images (os/arch[/variant]); default the host's")
+	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry host[:port] to reach over plain HTTP (repeatable; localhost and 127.0.0.1 always are)")
+	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print no progress")
+}
+
+// hostConfig is the host configuration the flags ask for; with --host
+// they are refused, since the server pulls with its own options.
+func (f *imageFlags) hostConfig(a *app, cmd *cobra.Command) (sandbox.HostConfig, error) {
+	if a.host != "" {
+		for _, n := range []string{"platform", "insecure-registry"} {
+			if cmd.Flags().Changed(n) {
+				return sandbox.HostConfig{}, exitErr("--%s is not supported with --host: the server pulls with its own options (start sbx serve with --insecure-registry, or pull on the server host with sbx pull --%s)", n, n)
+			}
 		}
-		idx[k] = len(out)
-		out = append(out, e)
 	}
-	return out
+	return sandbox.HostConfig{Platform: f.platform, InsecureRegistries: f.insecure}, nil
 }
