@@ -93,7 +93,9 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	// is mounted, so that a concurrent image GC cannot remove its layers
 	// in between; the mount protects them afterwards.
 	defer release()
-	r := &run{h: h, id: state.NewID(), t0: time.Now()}
+	// Runs are named run-<12 hex digits>: apart from sandboxes (in
+	// container state, cgroups and leases), short for hostnames.
+	r := &run{h: h, id: "run-" + state.NewID()[:state.ShortIDLength], t0: time.Now()}
 	r.dir = filepath.Join(h.store.RunRoot(), runsDir, r.id)
 	if err := r.processOf(o, root); err != nil {
 		return nil, err
@@ -113,7 +115,7 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	}
 	host := o.Hostname
 	if host == "" {
-		host = r.id[:state.ShortIDLength]
+		host = r.id
 	}
 	r.p = &provisioned{id: r.id, hostname: host, opts: &o.Options, lowers: root.lowers, dir: filepath.Join(r.dir, "fs")}
 	if err := h.provision(ctx, r.p, func(string) {}); err != nil {

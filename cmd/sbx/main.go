@@ -18,7 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/isolate"
+
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/client"
 )
@@ -30,7 +30,7 @@ const exitNoSuchSandbox = 1
 func main() {
 	// libcontainer re-executes this binary to set each sandbox up; there
 	// Init takes over and never returns.
-	isolate.Init()
+	sandbox.Init()
 	os.Exit(execute(os.Args[1:]))
 }
 
