@@ -215,7 +215,12 @@ func releaseContainer(ctx context.Context, stateRoot, id string) error {
 		if err := killAndWait(ctx, ctr); err != nil {
 			errs = append(errs, err)
 		}
-		if err := ctr.Destroy(); err != nil {
+		// Processes may still be dying (a run whose lifeline just
+		// closed): the cgroup must be empty, or libcontainer refuses to
+		// destroy a running container.
+		if err := cgroup.KillAll(ctx, id, killWait); err != nil {
+			errs = append(errs, err)
+		} else if err := ctr.Destroy(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -28,9 +28,9 @@ func execCmd(a *app) *cobra.Command {
 		Short: "Run a command in a running sandbox",
 		Long: `Run a command in a running sandbox. Output is streamed as it is produced and
 the command's exit code becomes sbx's (124 when --timeout fired, 125 when sbx
-itself failed). Without -i and -t the command runs through the sandbox's
-executor; with -i (keep stdin open) or -t (a terminal that follows window
-resizes) it joins the sandbox's namespaces directly, like docker exec.`,
+itself failed). The sandbox's executor starts it, as a child of the
+sandbox's PID 1 under its seccomp filter; with -i (keep stdin open) or -t (a
+terminal that follows window resizes) through its attach endpoint.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]

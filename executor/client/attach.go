@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 )
 
@@ -172,25 +171,35 @@ func (a *Attachment) Close() error {
 	return a.conn.Close()
 }
 
-// AttachStreams runs o's command through c's attach endpoint, copying
-// o.Stdin to it (closing its input at EOF, without a terminal), o.Resize
-// to its terminal and its output to o.Stdout and o.Stderr, until it exits
-// or ctx ends.
-func AttachStreams(ctx context.Context, c *Client, o sbx.AttachOptions) (sbx.ExecResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
+// AttachIO connects an attached command to the caller: Stdin is copied to
+// it (nil: no input; without a terminal its end closes the command's
+// stdin), its output goes to Stdout and Stderr (with a terminal all of it
+// goes to Stdout), and every size sent on Resize (columns, rows) resizes
+// its terminal.
+type AttachIO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Resize         <-chan [2]uint16
+}
+
+// RunAttached runs req attached through the executor and returns its
+// result once it exits, or an error when ctx ends (the command is then
+// killed) or the executor breaks the protocol.
+func (c *Client) RunAttached(ctx context.Context, req api.AttachRequest, stdio AttachIO) (api.ExecResult, error) {
+	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a, err := c.Attach(ctx, api.AttachRequest{ExecRequest: o.ExecRequest, Tty: o.Tty, Cols: o.Size[0], Rows: o.Size[1]})
+	a, err := c.Attach(actx, req)
 	if err != nil {
-		return sbx.ExecResult{}, err
+		return api.ExecResult{}, err
 	}
 	defer a.Close()
-	if o.Resize != nil {
+	if stdio.Resize != nil {
 		go func() {
 			for {
 				select {
-				case <-ctx.Done():
+				case <-actx.Done():
 					return
-				case s, ok := <-o.Resize:
+				case s, ok := <-stdio.Resize:
 					if !ok {
 						return
 					}
@@ -199,23 +208,26 @@ func AttachStreams(ctx context.Context, c *Client, o sbx.AttachOptions) (sbx.Exe
 			}
 		}()
 	}
-	switch {
-	case o.Stdin != nil:
+	if stdio.Stdin != nil {
 		go func() {
-			_, err := io.Copy(a, o.Stdin)
-			if err == nil && !o.Tty {
+			_, err := io.Copy(a, stdio.Stdin)
+			if err == nil && !req.Tty {
 				_ = a.CloseStdin()
 			}
 		}()
-	case !o.Tty:
+	} else if !req.Tty {
 		_ = a.CloseStdin()
 	}
-	stdout, stderr := o.Stdout, o.Stderr
+	stdout, stderr := stdio.Stdout, stdio.Stderr
 	if stdout == nil {
 		stdout = io.Discard
 	}
 	if stderr == nil {
 		stderr = io.Discard
 	}
-	return a.Wait(stdout, stderr)
+	res, err := a.Wait(stdout, stderr)
+	if err != nil && ctx.Err() != nil {
+		return res, fmt.Errorf("attach: %w", ctx.Err())
+	}
+	return res, err
 }

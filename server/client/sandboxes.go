@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/sbxrun/sbx"
+	execapi "github.com/sbxrun/sbx/executor/api"
 	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
 )
@@ -124,7 +125,8 @@ func (c *Client) Attach(ctx context.Context, ref string, o sbx.AttachOptions) (s
 	}
 	ex := c.Executor(sb.ID, execclient.Options{})
 	defer ex.Close()
-	return execclient.AttachStreams(ctx, ex, o)
+	return ex.RunAttached(ctx, execapi.AttachRequest{ExecRequest: o.ExecRequest, Tty: o.Tty, Cols: o.Size[0], Rows: o.Size[1]},
+		execclient.AttachIO{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, Resize: o.Resize})
 }
 
 // CopyTo copies src on this machine into the sandbox at dst (relative to
