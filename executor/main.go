@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbxrun/sbx/internal/procguard"
 	"github.com/sbxrun/sbx/internal/sigreset"
 	"github.com/sbxrun/sbx/seccomp/bpfload"
 )
@@ -112,6 +113,11 @@ func parseArgs(args []string) (options, error) {
 }
 
 func serve(o options) error {
+	// Before anything runs: commands must neither attach to the executor
+	// (and replace it) nor inherit the host's descriptors.
+	if err := procguard.Apply(); err != nil {
+		return err
+	}
 	sigreset.IgnoredToDefault() // commands start with no signal ignored
 	// The filter comes first: everything the executor starts inherits it.
 	if o.seccompFD >= 0 {

@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +66,7 @@ type run struct {
 	user    rootfs.User
 	ctr     *isolate.Container
 	status  *os.File // the init's report of how the command ended
+	reader  *reaper.StatusReader
 	life    *os.File // lifeline: the init kills everything when it closes
 	t0      time.Time
 	startS  float64
@@ -199,6 +199,8 @@ func (r *run) start(o *sbx.RunOptions) error {
 	}
 	r.startS = time.Since(t).Seconds()
 	r.t0 = t
+	// Read the status as it comes: the init must never block on the pipe.
+	r.reader = reaper.ReadStatus(r.status)
 	return nil
 }
 
@@ -266,8 +268,8 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	if o.Tty {
 		copies.Wait()
 	}
-	var st reaper.Status
-	haveStatus := json.NewDecoder(io.LimitReader(r.status, 4096)).Decode(&st) == nil
+	// The pipe closes when the init exits; a second is plenty.
+	st := r.reader.Status(time.Second)
 	usage, uerr := ctr.Usage()
 	if uerr != nil {
 		r.h.log.Debug("no usage for run", "id", r.id, "err", uerr)
@@ -283,20 +285,21 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	mu.Lock()
 	rep.TimedOut = timedOut
 	mu.Unlock()
+	// The outcome is what the host observes: the init's wait status from
+	// the kernel (the init exits with the command's code), the cgroup's OOM
+	// kills below, sbx's own timer. The init's status only disambiguates,
+	// and only when it agrees with the kernel (reaper.Decide).
+	out := reaper.Decide(ws, st)
 	signal := 0
 	switch {
-	case waitErr != nil && !haveStatus && !rep.TimedOut:
+	case waitErr != nil && !rep.TimedOut:
 		return fmt.Errorf("wait for sandbox: %w", waitErr)
 	case rep.TimedOut:
 		rep.Status, rep.ExitCode, signal = sbx.RunTimeout, sbx.ExitTimeout, int(unix.SIGKILL)
-	case haveStatus && st.ExecError != "":
-		rep.Status, rep.ExitCode, rep.Error = sbx.RunError, st.ExitCode, st.ExecError
-	case haveStatus:
-		rep.ExitCode, signal = st.ExitCode, st.Signal
-	case ws.Signaled():
-		rep.ExitCode, signal = 128+int(ws.Signal()), int(ws.Signal())
+	case out.ExecError != "":
+		rep.Status, rep.ExitCode, rep.Error = sbx.RunError, out.ExitCode, out.ExecError
 	default:
-		rep.ExitCode = ws.ExitStatus()
+		rep.ExitCode, signal = out.ExitCode, out.Signal
 	}
 	if usage.OOMKills > 0 {
 		rep.OOMKilled = true
