@@ -59,6 +59,12 @@ func (h *Host) exists(id string) error {
 	return nil
 }
 
+// expired reports whether sb's TTL has passed: such a sandbox is being
+// removed (by whoever holds its lock) and is no longer listed or found.
+func (h *Host) expired(sb *sbx.Sandbox) bool {
+	return sb.ExpiresAt != nil && !sb.ExpiresAt.After(h.now())
+}
+
 // Get returns the record of the sandbox ref (id, prefix or name) without
 // locking it.
 func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
@@ -73,6 +79,9 @@ func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 			return &sbx.Sandbox{ID: id, Status: sbx.StatusCreating}, nil
 		}
 		return nil, err
+	}
+	if h.expired(&sb) {
+		return nil, fmt.Errorf("sandbox %s: expired: %w", id, sbx.ErrNotFound)
 	}
 	h.checkAlive(&sb)
 	return &sb, nil
@@ -97,6 +106,9 @@ func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
 			e.Record = sbx.Sandbox{ID: e.ID, Status: sbx.StatusCreating}
 		default:
 			continue // removed while listing
+		}
+		if h.expired(&e.Record) {
+			continue // another process is removing it (it held the lock)
 		}
 		h.checkAlive(&e.Record)
 		if f.Match(&e.Record) {
