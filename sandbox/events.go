@@ -176,7 +176,7 @@ func (e *events) stopped() (context.Context, context.CancelFunc) {
 }
 
 func (e *events) listAll(ctx context.Context) []*sbx.Sandbox {
-	list, err := e.h.List(ctx, sbx.Filter{})
+	list, err := e.h.list(ctx, sbx.Filter{}, true)
 	if err != nil {
 		e.h.log.Warn("list sandboxes", "err", err)
 		return nil
@@ -221,7 +221,7 @@ func (e *events) watchExpiry() {
 func (e *events) reconcile(ctx context.Context) {
 	h := e.h
 	listedAt := time.Now()
-	list, err := h.List(ctx, sbx.Filter{})
+	list, err := h.list(ctx, sbx.Filter{}, true)
 	if err != nil {
 		h.log.Warn("watch: list sandboxes", "err", err)
 		return
@@ -232,7 +232,7 @@ func (e *events) reconcile(ctx context.Context) {
 			h.log.Warn("watch: recover", "err", err)
 		}
 		listedAt = time.Now()
-		if list, err = h.List(ctx, sbx.Filter{}); err != nil {
+		if list, err = h.list(ctx, sbx.Filter{}, true); err != nil {
 			h.log.Warn("watch: list sandboxes", "err", err)
 			return
 		}

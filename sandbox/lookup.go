@@ -88,8 +88,16 @@ func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 }
 
 // List returns the sandboxes f selects, oldest first. It reads the records
-// without locks: each is a consistent snapshot.
+// without locks: each is a consistent snapshot. A sandbox past its TTL is
+// not listed: it is being removed.
 func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
+	return h.list(ctx, f, false)
+}
+
+// list is List; withExpired keeps the sandboxes past their TTL that
+// another process is still removing, as the watcher needs: it reports a
+// removal only once the record is gone.
+func (h *Host) list(ctx context.Context, f sbx.Filter, withExpired bool) ([]*sbx.Sandbox, error) {
 	h.removeExpired(ctx)
 	entries, err := state.ReadAll[sbx.Sandbox](h.store)
 	if err != nil {
@@ -107,7 +115,7 @@ func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
 		default:
 			continue // removed while listing
 		}
-		if h.expired(&e.Record) {
+		if !withExpired && h.expired(&e.Record) {
 			continue // another process is removing it (it held the lock)
 		}
 		h.checkAlive(&e.Record)
