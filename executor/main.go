@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -139,6 +140,13 @@ func serve(o options) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(memoryLimit)
+	}
+	// One P: the executor waits on commands and sockets, and the work it
+	// does itself is small. A second P only adds thread hand-offs to every
+	// request (measured: a third more CPU and 0.1-0.3 ms more per exec),
+	// and threads that count against the sandbox's pids limit and memory.
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
 	}
 	// Signals next: a SIGTERM during start-up must stop cleanly too.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
