@@ -76,7 +76,9 @@ type Sandboxes interface {
 	// GC removes what crashes left behind and sandboxes whose TTL passed.
 	GC(ctx context.Context) (*GCReport, error)
 	// Events calls fn with every event after sequence number since (0:
-	// only new ones), in order, until ctx ends or fn fails.
+	// only new ones; EventsBuffered: all the host still holds), in order,
+	// until ctx ends or fn fails. A since the host does not know (it
+	// restarted, or the events left its buffer) starts with EventReset.
 	Events(ctx context.Context, since uint64, fn func(Event) error) error
 	// Info reports the host's facts.
 	Info(ctx context.Context) (*HostInfo, error)

@@ -292,6 +292,11 @@ const (
 	EventReset = "reset"
 )
 
+// EventsBuffered, given as the since of Events, replays every event the
+// host still buffers (behind an EventReset) and then follows new ones; it
+// is since=0 on the REST API, where no since at all means only new ones.
+const EventsBuffered = ^uint64(0)
+
 // Event is one change of a sandbox or image. Seq increases by one per
 // event, so a gap shows a lost event; resume after the last Seq received.
 type Event struct {

@@ -173,6 +173,7 @@ func TestEventIDsSurviveRestart(t *testing.T) {
 	}
 	check("id of the previous host", lastOld, sbx.EventReset, "new")
 	check("id from the future", bus.last()+10, sbx.EventReset, "new")
+	check("everything buffered (REST since=0)", sbx.EventsBuffered, sbx.EventReset, "new")
 	check("newest id", bus.last())
 	check("id before the first event", bus.last()-1, "new")
 	for range 5 { // the buffer of 4 drops the first two events

@@ -23,11 +23,13 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			continue
 		}
 		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || n == 0 {
+		if err != nil {
 			s.fail(w, badRequest("event id %q: want a sequence number", v))
 			return
 		}
-		since = n
+		if since = n; n == 0 {
+			since = sbx.EventsBuffered
+		}
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()

@@ -301,12 +301,16 @@ func (c *Client) Stream(ctx context.Context, method, path string, in any, maxLin
 }
 
 // Events streams the server's events after sequence number since (0: only
-// new ones) to fn, in order, until ctx ends, fn fails or the server closes
+// new ones; sbx.EventsBuffered: all the server still holds) to fn, in order, until ctx ends, fn fails or the server closes
 // the stream (io.ErrUnexpectedEOF). Resume with the Seq of the last event
 // received.
 func (c *Client) Events(ctx context.Context, since uint64, fn func(sbx.Event) error) error {
 	path := "/v1/events"
-	if since > 0 {
+	switch since {
+	case 0:
+	case sbx.EventsBuffered:
+		path += "?since=0"
+	default:
 		path += "?since=" + strconv.FormatUint(since, 10)
 	}
 	resp, err := c.Do(ctx, http.MethodGet, path, nil, "")
