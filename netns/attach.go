@@ -64,14 +64,8 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	if hostname == "" {
 		hostname = "sandbox"
 	}
-	switch opts.Mode {
-	case ModeNone:
-		return &Attachment{SandboxID: sandboxID, Mode: ModeNone,
-			ResolvConf: NoneResolvConf, Hosts: hostsFile(netip.Addr{}, hostname)}, nil
-	case ModeHost:
-		n.log.Warn("sandbox shares the host network namespace: it can reach every host service and bind host ports", "sandbox", sandboxID)
-		return &Attachment{SandboxID: sandboxID, Mode: ModeHost,
-			ResolvConf: n.hostResolvConf(), Hosts: hostsFile(netip.Addr{}, hostname)}, nil
+	if opts.Mode != ModeBridge {
+		return LocalAttachment(sandboxID, opts.Mode, hostname, n.cfg.HostResolvConf), nil
 	}
 
 	lk, err := n.lock()
@@ -315,7 +309,7 @@ func (n *Network) teardown(l *lease) error {
 	var errs []error
 	if l.HostVeth != "" {
 		if link, err := n.host.LinkByName(l.HostVeth); err == nil {
-			if err := n.host.LinkDel(link); err != nil {
+			if _, err := n.deleteLink(link); err != nil {
 				errs = append(errs, fmt.Errorf("delete veth %s: %w", l.HostVeth, err))
 			}
 		}
@@ -519,9 +513,25 @@ var fallbackDNS = []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAd
 // name server (the host's would only tell the sandbox about the host).
 const NoneResolvConf = "# sbx: --network none: no name servers\n"
 
-func (n *Network) hostResolvConf() string {
-	data, _ := os.ReadFile(n.cfg.HostResolvConf)
-	return string(data)
+// LocalAttachment is the attachment of a sandbox in mode none or host,
+// which needs no Network: its /etc/hosts and its resolver configuration.
+// Mode host gets the host's (read from resolvConf, DefaultResolvConf when
+// empty); mode none gets NoneResolvConf: it has no network to reach a
+// name server on, and the host's addresses would only tell it about the
+// host.
+func LocalAttachment(sandboxID string, mode Mode, hostname, resolvConf string) *Attachment {
+	if hostname == "" {
+		hostname = "sandbox"
+	}
+	resolv := NoneResolvConf
+	if mode == ModeHost {
+		if resolvConf == "" {
+			resolvConf = DefaultResolvConf
+		}
+		data, _ := os.ReadFile(resolvConf)
+		resolv = string(data)
+	}
+	return &Attachment{SandboxID: sandboxID, Mode: mode, ResolvConf: resolv, Hosts: hostsFile(netip.Addr{}, hostname)}
 }
 
 func hostsFile(ip netip.Addr, hostname string) string {

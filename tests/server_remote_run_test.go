@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxrun/sbx/server/client"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -29,14 +30,14 @@ func TestServerRemoteRun(t *testing.T) {
 	t.Setenv("SBX_TOKEN", serverTestToken)
 	local := t.TempDir()
 	base := []string{"--root", local + "/root", "--run-root", local + "/run", "--host", host}
-	sbx := func(stdin string, args ...string) result {
+	cli := func(stdin string, args ...string) result {
 		return runSbx(t, stdin, append(append([]string{}, base...), args...)...)
 	}
 	rootfs := fixture.CacheDir + "/busybox"
 	c := p.client(t)
 	assertNone := func(when string) {
 		t.Helper()
-		list, err := c.ListSandboxes(context.Background(), client.ListOptions{})
+		list, err := c.List(context.Background(), sbx.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +48,7 @@ func TestServerRemoteRun(t *testing.T) {
 
 	// Output streamed to the right streams; the exit code propagated; env,
 	// workdir and user applied.
-	r := sbx("", "run", "--rootfs", rootfs, "-e", "GREETING=hi", "-w", "/tmp", "-u", "65534:65534", "--",
+	r := cli("", "run", "--rootfs", rootfs, "-e", "GREETING=hi", "-w", "/tmp", "-u", "65534:65534", "--",
 		"sh", "-c", `echo "$GREETING $(pwd) $(id -u):$(id -g)"; echo err >&2; exit 7`)
 	if r.code != 7 || r.stdout != "hi /tmp 65534:65534\n" || r.stderr != "err\n" {
 		t.Fatalf("remote run: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
@@ -55,18 +56,18 @@ func TestServerRemoteRun(t *testing.T) {
 	assertNone("after a run")
 
 	// A command that is not found: 127, as locally.
-	if r = sbx("", "run", "--rootfs", rootfs, "--", "/no/such/cmd"); r.code != 127 {
+	if r = cli("", "run", "--rootfs", rootfs, "--", "/no/such/cmd"); r.code != 127 {
 		t.Fatalf("remote run of a missing command: exit %d, want 127 (%s)", r.code, r.stderr)
 	}
 
 	// stdin with -i.
-	if r = sbx("one\ntwo\n", "run", "-i", "--rootfs", rootfs, "--", "wc", "-l"); r.code != 0 || strings.TrimSpace(r.stdout) != "2" {
+	if r = cli("one\ntwo\n", "run", "-i", "--rootfs", rootfs, "--", "wc", "-l"); r.code != 0 || strings.TrimSpace(r.stdout) != "2" {
 		t.Fatalf("remote run -i: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 
 	// --timeout: 124 and a report saying so; --stats prints it on stderr.
 	report := filepath.Join(t.TempDir(), "report.json")
-	if r = sbx("", "run", "--rootfs", rootfs, "--timeout", "1s", "--report", report, "--", "sleep", "30"); r.code != 124 {
+	if r = cli("", "run", "--rootfs", rootfs, "--timeout", "1s", "--report", report, "--", "sleep", "30"); r.code != 124 {
 		t.Fatalf("remote run --timeout: exit %d, want 124 (%s)", r.code, r.stderr)
 	}
 	var rep struct {
@@ -82,48 +83,54 @@ func TestServerRemoteRun(t *testing.T) {
 	if rep.Status != "timeout" || rep.ExitCode != 124 || !rep.TimedOut || rep.WallS < 0.9 || rep.WallS > 20 {
 		t.Fatalf("report after --timeout: %+v", rep)
 	}
-	if r = sbx("", "run", "--rootfs", rootfs, "--stats", "--", "true"); r.code != 0 || !strings.Contains(r.stderr, "status: ok  exit: 0") || !strings.Contains(r.stderr, "peak memory:") {
+	if r = cli("", "run", "--rootfs", rootfs, "--stats", "--", "true"); r.code != 0 || !strings.Contains(r.stderr, "status: ok  exit: 0") || !strings.Contains(r.stderr, "peak memory:") {
 		t.Fatalf("remote run --stats: exit %d %q", r.code, r.stderr)
 	}
-	if r = sbx("", "run", "--rootfs", rootfs, "--", "sh", "-c", "kill -9 $$"); r.code != 137 {
+	if r = cli("", "run", "--rootfs", rootfs, "--", "sh", "-c", "kill -9 $$"); r.code != 137 {
 		t.Fatalf("remote run of a command killed by SIGKILL: exit %d, want 137 (%s)", r.code, r.stderr)
 	}
 	assertNone("after the runs")
 
-	// SIGINT while the command runs: the sandbox is removed, sbx exits 130.
-	cmd := exec.Command(sbxBin, append(append([]string{}, base...), "run", "--rootfs", rootfs, "--", "sleep", "60")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Env = append(os.Environ(), "SBX_TOKEN="+serverTestToken)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-		list, _ := c.ListSandboxes(context.Background(), client.ListOptions{Labels: map[string]string{"sbx.run": "1"}, Running: true})
-		if len(list) == 1 {
-			id = list[0].ID
+	// SIGINT while the command runs, and while the sandbox is still being
+	// created: the sandbox is removed, sbx exits 130. (A create cut short
+	// by the signal left a "creating" sandbox behind on the server.)
+	for _, duringCreate := range []bool{false, true} {
+		cmd := exec.Command(sbxBin, append(append([]string{}, base...), "run", "--rootfs", rootfs, "--", "sleep", "60")...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.Env = append(os.Environ(), "SBX_TOKEN="+serverTestToken)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
+		var id string
+		for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(5 * time.Millisecond) {
+			list, _ := c.List(context.Background(), sbx.Filter{Labels: map[string]string{"sbx.run": "1"}, Running: true})
+			if len(list) == 1 && (duringCreate || list[0].Status == sbx.StatusRunning) {
+				id = list[0].ID
+			}
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("the remote run's sandbox never appeared: %s", stderr.String())
+			}
+		}
+		if !duringCreate {
+			time.Sleep(300 * time.Millisecond) // let the exec start (before it, the outcome is the same)
+		}
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Fatalf("the remote run's sandbox never appeared: %s", stderr.String())
+			t.Fatalf("sbx run --host did not end within 60s of SIGINT: %s", stderr.String())
 		}
+		if code := cmd.ProcessState.ExitCode(); code != 130 {
+			t.Fatalf("remote run after SIGINT (during create: %v): exit %d, want 130 (%s)", duringCreate, code, stderr.String())
+		}
+		assertNone(fmt.Sprintf("after SIGINT (during create: %v)", duringCreate))
+		assertNoSandboxProcesses(t, []string{id})
 	}
-	time.Sleep(300 * time.Millisecond) // let the exec start
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("sbx run --host did not end within 30s of SIGINT: %s", stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("remote run after SIGINT: exit %d, want 130 (%s)", code, stderr.String())
-	}
-	assertNone("after SIGINT")
-	assertNoSandboxProcesses(t, []string{id})
 
 	// What needs this host refuses clearly and creates nothing.
 	for _, args := range [][]string{
@@ -131,14 +138,14 @@ func TestServerRemoteRun(t *testing.T) {
 		{"run", "--rootfs", rootfs},
 		{"run", "--pull", "always", "busybox", "true"},
 	} {
-		if r = sbx("", args...); r.code != 125 || r.stderr == "" {
+		if r = cli("", args...); r.code != 125 || r.stderr == "" {
 			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and an error", args, r.code, r.stderr)
 		}
 	}
 	for _, args := range [][]string{
 		{"bench"},
 	} {
-		if r = sbx("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {
+		if r = cli("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {
 			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and a refusal", args, r.code, r.stderr)
 		}
 	}
