@@ -74,6 +74,11 @@ type Options struct {
 	// Seccomp is "default" (Docker's profile), "unconfined" or the path of
 	// a Docker or OCI JSON profile.
 	Seccomp string `json:"seccomp,omitempty"`
+	// UserNS is "private" (a user namespace of its own: root in the
+	// sandbox is an unprivileged host id range leased to it, for files and
+	// for every per-user kernel limit) or "host" (the host's, the
+	// default; docs/security.md has the trade-off). Not with host mode.
+	UserNS string `json:"userns,omitempty"`
 	// Labels are free key=value metadata; Filter selects by them.
 	Labels map[string]string `json:"labels,omitempty"`
 	// TTL removes the sandbox this long after its creation; zero keeps it
@@ -208,6 +213,12 @@ const (
 	NetworkBridge = "bridge"
 )
 
+// User namespace modes of Options.UserNS.
+const (
+	UserNSHost    = "host"
+	UserNSPrivate = "private"
+)
+
 // Validate checks what needs no host: paths, names, limits, the form of
 // the environment and labels. It does not check that an image exists, a
 // host path is allowed or the network flags parse; Create does that too.
@@ -240,6 +251,14 @@ func (o *Options) Validate() error {
 	case "", NetworkNone, NetworkHost, NetworkBridge:
 	default:
 		bad("network %q: use none, host or bridge", o.Network)
+	}
+	switch o.UserNS {
+	case "", UserNSHost, UserNSPrivate:
+	default:
+		bad("user namespace %q: use private or host", o.UserNS)
+	}
+	if o.UserNS == UserNSPrivate && o.Image == "" && o.Rootfs == "" {
+		bad("a private user namespace needs an image or a root directory: host mode shares the host's files")
 	}
 	if o.Workdir != "" && !path.IsAbs(o.Workdir) {
 		bad("working directory %q must be absolute", o.Workdir)

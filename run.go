@@ -90,10 +90,13 @@ type Report struct {
 
 // Timings are the durations of the steps of a run, in seconds. NetworkS is
 // the bridge network's attach (FromPool: its namespace came ready from
-// the pool); RootfsS the root file system after it.
+// the pool); UserNSS leasing an id range and making the user namespace
+// (Options.UserNS private); RootfsS the root file system after them (the
+// user namespace's included).
 type Timings struct {
 	NetworkS  float64 `json:"network_s"`
 	FromPool  bool    `json:"from_pool"`
+	UserNSS   float64 `json:"userns_s,omitempty"`
 	RootfsS   float64 `json:"rootfs_s"`
 	StartS    float64 `json:"start_s"`
 	CommandS  float64 `json:"command_s"`

@@ -188,6 +188,9 @@ const (
 	// ResourceContainer is the container with its cgroups; released by
 	// killing it and destroying its state and cgroups.
 	ResourceContainer ResourceKind = "container"
+	// ResourceUserNS is the user namespace id range leased to the sandbox
+	// (Path names the lease's owner); released by giving it back.
+	ResourceUserNS ResourceKind = "userns"
 )
 
 // Resource is one thing created on the host for a sandbox.

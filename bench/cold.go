@@ -37,8 +37,10 @@ func ColdScenario(w Workload, c Compare) *Scenario {
 		Name:        "cold",
 		Description: "one-shot `sbx run " + what + " " + strings.Join(w.Args, " ") + "` as a fresh process, until it has exited and everything is torn down",
 		Unit:        "ms",
-		Subjects:    []Subject{&sbxCold{w: w}},
-		Probes:      componentProbes(w),
+		// The same run in a user namespace of its own: what --userns
+		// private costs (docs/security.md).
+		Subjects: []Subject{&sbxCold{w: w}, &sbxCold{w: w, userns: true}},
+		Probes:   componentProbes(w),
 	}
 	for _, name := range c.Runtimes {
 		sc.Subjects = append(sc.Subjects, NewAnchor(name, w, c))
@@ -49,11 +51,20 @@ func ColdScenario(w Workload, c Compare) *Scenario {
 // sbxCold runs the sbx CLI once per iteration and reads its report for the
 // breakdown.
 type sbxCold struct {
-	w   Workload
-	dir string
+	w      Workload
+	dir    string
+	userns bool // --userns private
 }
 
-func (s *sbxCold) Name() string { return "sbx" }
+// UserNSSubject names the cold run in a user namespace of its own.
+const UserNSSubject = "sbx --userns private"
+
+func (s *sbxCold) Name() string {
+	if s.userns {
+		return UserNSSubject
+	}
+	return "sbx"
+}
 
 func (s *sbxCold) Setup(ctx context.Context) (Info, error) {
 	info := Info{Command: "sbx run --rootfs DIR -- " + strings.Join(s.w.Args, " ")}
@@ -74,9 +85,13 @@ func (s *sbxCold) Setup(ctx context.Context) (Info, error) {
 
 func (s *sbxCold) Once(ctx context.Context) (Sample, error) {
 	reportPath := filepath.Join(s.dir, "report.json")
-	args := []string{"--run-root", s.w.RunRoot, "run", "--rootfs", s.w.Rootfs, "--report", reportPath, "--"}
+	userns := "host"
+	if s.userns {
+		userns = "private"
+	}
+	args := []string{"--run-root", s.w.RunRoot, "run", "--userns", userns, "--rootfs", s.w.Rootfs, "--report", reportPath, "--"}
 	if s.w.Image != "" {
-		args = []string{"--root", s.w.StateRoot, "--run-root", s.w.RunRoot, "run", "--pull", "never", "--report", reportPath, s.w.Image}
+		args = []string{"--root", s.w.StateRoot, "--run-root", s.w.RunRoot, "run", "--userns", userns, "--pull", "never", "--report", reportPath, s.w.Image}
 	}
 	cmd := exec.CommandContext(ctx, s.w.SbxBin, append(args, s.w.Args...)...)
 	t0 := time.Now()
@@ -114,6 +129,7 @@ func (s *sbxCold) Close() error {
 
 // Phase names of a run, shared by the cold and lib scenarios.
 const (
+	PhaseUserNS   = "user namespace: lease a range, make the namespace"
 	PhaseRootfs   = "rootfs: overlay on tmpfs"
 	PhaseStart    = "container start: cgroup, namespaces, mounts, init re-exec"
 	PhaseCommand  = "command: sandbox init, seccomp, exec, exit"
@@ -123,14 +139,18 @@ const (
 // runPhases turns a run's timings into phases; rest names the time the
 // timings do not cover.
 func runPhases(t sbx.Timings, total time.Duration, rest string) []Phase {
-	ph := []Phase{
+	var ph []Phase
+	if t.UserNSS > 0 {
+		ph = append(ph, Phase{PhaseUserNS, t.UserNSS * 1000})
+	}
+	ph = append(ph, []Phase{
 		{PhaseRootfs, t.RootfsS * 1000},
 		{PhaseStart, t.StartS * 1000},
 		// CommandS counts from the start of the container, like the
 		// report's wall time; the command's own share follows the start.
 		{PhaseCommand, max(t.CommandS-t.StartS, 0) * 1000},
 		{PhaseTeardown, t.TeardownS * 1000},
-	}
+	}...)
 	sum := 0.0
 	for _, p := range ph {
 		sum += p.Ms

@@ -119,6 +119,11 @@ func libcontainerConfig(s *Spec) (*configs.Config, error) {
 	// allow-list; a leading deny-all rule is implied by the device manager.
 	cfg.Cgroups.Resources.Devices = append([]*config.Rule{{Type: config.WildcardDevice, Major: config.Wildcard, Minor: config.Wildcard, Permissions: "rwm", Allow: false}}, allowedDevices...)
 	cfg.ParentDeathSignal = s.ParentDeathSignal
+	if s.UserNS != nil {
+		if err := applyUserNS(cfg, s.UserNS); err != nil {
+			return nil, err
+		}
+	}
 	return cfg, nil
 }
 

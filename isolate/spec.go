@@ -58,6 +58,10 @@ type Spec struct {
 	// ParentDeathSignal is sent to the sandbox's PID 1 when the creating
 	// thread dies; one-shot runs use SIGKILL so nothing outlives sbx.
 	ParentDeathSignal int
+	// UserNS, if set, runs the sandbox in that user namespace; its root
+	// (Rootfs, Mounts) must show files with the namespace's ids (idmapped
+	// mounts, see rootfs.Options.UserNS).
+	UserNS *UserNS
 }
 
 // DefaultCapabilities is Docker's default capability set.
@@ -184,7 +188,7 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 				Permitted: caps,
 			},
 		},
-		Mounts: append(append(defaultMounts(s.ReadonlyRootfs), cgroupMounts(s.ID, portable)...), s.Mounts...),
+		Mounts: append(append(s.kernelMounts(), cgroupMounts(s.ID, portable)...), s.Mounts...),
 		Linux: &specs.Linux{
 			CgroupsPath:   cgroup.SandboxPath(s.ID),
 			Resources:     s.Limits.OCIResources(),
@@ -210,6 +214,15 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 		spec.Linux.Seccomp = s.SeccompProfile
 	}
 	return spec, nil
+}
+
+// kernelMounts are defaultMounts, adjusted for a user namespace.
+func (s *Spec) kernelMounts() []specs.Mount {
+	m := defaultMounts(s.ReadonlyRootfs)
+	if s.UserNS != nil {
+		m = userNSMounts(m, s.Network)
+	}
+	return m
 }
 
 // cgroupMounts show the sandbox its own cgroups at /sys/fs/cgroup, read-only:

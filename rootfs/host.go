@@ -3,6 +3,7 @@ package rootfs
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -33,6 +34,9 @@ var hiddenEtc = []string{
 // read-only, /etc without secrets and writable in private, and a private
 // writable layer with /tmp and the working directory on top.
 func PrepareHost(dir string, o Options) (_ *Root, retErr error) {
+	if o.UserNS != nil {
+		return nil, errors.New("host mode does not run in a user namespace: use an image or --rootfs, or --userns host")
+	}
 	o.Dirs = append(append([]string{}, o.Dirs...), "/tmp", "/var/tmp", "/run", HostWorkdir, "/etc")
 	r, err := newRoot(dir, o)
 	if err != nil {

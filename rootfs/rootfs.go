@@ -29,6 +29,9 @@ type Options struct {
 	// Dirs are created (mode 0755, or 01777 for tmp dirs) in the writable
 	// layer, e.g. the working directory.
 	Dirs []string
+	// UserNS, if set, prepares the root for a sandbox in that user
+	// namespace: lower layers id-mapped, the writable layer its root's.
+	UserNS *UserNS
 }
 
 // Root is a prepared root filesystem. Dir holds everything it mounted;
@@ -72,10 +75,21 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 			_ = r.Release()
 		}
 	}()
-	if err := r.writeEtc(filepath.Join(dir, rwDir, "upper", "etc"), o); err != nil {
+	upper := filepath.Join(dir, rwDir, "upper")
+	if err := r.writeEtc(filepath.Join(upper, "etc"), o); err != nil {
 		return nil, err
 	}
-	if err := mountOverlay(r.Path, lowers, filepath.Join(dir, rwDir, "upper"), filepath.Join(dir, rwDir, "work")); err != nil {
+	if o.UserNS != nil {
+		if lowers, err = idmapLowers(dir, lowers, o.UserNS); err != nil {
+			return nil, err
+		}
+		// The writable layer is not id-mapped: what the sandbox writes is
+		// stored with its host ids (commit maps them back).
+		if err := chownTree(upper, o.UserNS.HostID); err != nil {
+			return nil, fmt.Errorf("give the writable layer to the sandbox's root: %w", err)
+		}
+	}
+	if err := mountOverlay(r.Path, lowers, upper, filepath.Join(dir, rwDir, "work")); err != nil {
 		return nil, err
 	}
 	return r, nil

@@ -69,8 +69,18 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 	if err != nil {
 		return nil, fmt.Errorf("base image %s: %w", sb.Image.Digest, err)
 	}
+	write := func(w io.Writer) error { return pack.Write(w, upper, layerExcludes) }
+	if sb.Options.UserNS == sbx.UserNSPrivate {
+		// What the sandbox wrote is stored with its host ids: the layer
+		// gets the ids the sandbox saw.
+		rng, err := leasedRange(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID))
+		if err != nil {
+			return nil, err
+		}
+		write = func(w io.Writer) error { return pack.WriteShifted(w, upper, layerExcludes, rng.HostID, rng.Size) }
+	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(pack.Write(pw, upper, layerExcludes)) }()
+	go func() { pw.CloseWithError(write(pw)) }()
 	img, err := store.Commit(ctx, base, name, pr, nil)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {

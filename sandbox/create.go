@@ -165,6 +165,9 @@ func (h *Host) plan(sb *sbx.Sandbox) []sbx.Resource {
 	if sb.Options.Network == sbx.NetworkBridge {
 		plan = append(plan, sbx.Resource{Kind: sbx.ResourceNetwork, ID: sb.ID})
 	}
+	if sb.Options.UserNS == sbx.UserNSPrivate {
+		plan = append(plan, sbx.Resource{Kind: sbx.ResourceUserNS, Path: sandboxOwner(h.store.Root(), sb.ID)})
+	}
 	return append(plan,
 		sbx.Resource{Kind: sbx.ResourceRootfs, Path: filepath.Join(run, rootfsDir)},
 		sbx.Resource{Kind: sbx.ResourceContainer, Path: h.containerRoot(), ID: sb.ID},
@@ -272,6 +275,10 @@ func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) erro
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
 	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir)}
+	if sb.Options.UserNS == sbx.UserNSPrivate {
+		p.usernsOwner = sandboxOwner(h.store.Root(), sb.ID)
+	}
+	defer p.closeUserNS()
 	h.crashPoint(stepNetwork)
 	if err := h.provision(ctx, p, h.crashPoint); err != nil {
 		return err
@@ -282,7 +289,7 @@ func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) erro
 	}
 	sb.RootPath = p.root.Path
 	sb.CreateTimings.NetworkS, sb.CreateTimings.FromPool, sb.CreateTimings.RootfsS = p.networkS, p.fromPool, p.rootfsS
-	return h.startExecutor(ctx, sb, p.root.Mounts)
+	return h.startExecutor(ctx, sb, p.root.Mounts, p.uns)
 }
 
 // destroy releases every resource of sb, newest first, and then forgets
@@ -331,6 +338,8 @@ func (h *Host) releaseResource(ctx context.Context, r sbx.Resource) error {
 			return err
 		}
 		return n.Detach(ctx, r.ID)
+	case sbx.ResourceUserNS:
+		return releaseUserNS(h.cfg.UserNSDir, r.Path)
 	}
 	return fmt.Errorf("unknown resource kind %q (written by a newer sbx?)", r.Kind)
 }

@@ -60,6 +60,10 @@ type HostConfig struct {
 	// Subnet is the bridge's IPv4 subnet [10.88.0.0/16, or the next /16
 	// that collides with no route]. A bridge that exists keeps its subnet.
 	Subnet netip.Prefix
+	// UserNSDir holds the host-wide leases of user namespace id ranges
+	// [userns.DefaultDir, on a tmpfs]. Every sbx process of the host must
+	// use the same.
+	UserNSDir string
 	// HostNetNS is the network namespace that plays the host for bridge
 	// networking [the one sbx runs in]. Tests pass one of their own.
 	HostNetNS string

@@ -156,7 +156,7 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
 		return nil, err
 	}
-	if err := h.startExecutor(ctx, sb, nil); err != nil {
+	if err := h.startExecutor(ctx, sb, nil, nil); err != nil {
 		_ = releaseContainer(context.WithoutCancel(ctx), h.containerRoot(), sb.ID)
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) erro
 		}
 		// Whatever the damaged record described: everything a sandbox of
 		// this id can have made (releasing what was never made is a no-op).
-		sb.Options.Network = sbx.NetworkBridge
+		sb.Options.Network, sb.Options.UserNS = sbx.NetworkBridge, sbx.UserNSPrivate
 		sb.Resources = h.plan(sb)
 		if names, err := h.store.Names(); err == nil {
 			for name, owner := range names {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -97,12 +98,28 @@ type provisioned struct {
 	lowers       []string // empty: host mode
 	dir          string   // where the root is prepared
 
+	// usernsOwner names the lease of the user namespace id range of a
+	// sandbox in a private one ("" otherwise); uns is its namespace, held
+	// until the container has joined it (close it with closeUserNS).
+	usernsOwner string
+	uns         *usernsHandle
+
 	net      *netns.Attachment
 	bridged  bool // net is a bridge attachment, to detach on release
 	root     *rootfs.Root
 	networkS float64
 	fromPool bool
 	rootfsS  float64
+	usernsS  float64
+}
+
+// closeUserNS lets go of the user namespace's handle (the namespace lives
+// on in the sandbox's processes).
+func (p *provisioned) closeUserNS() {
+	if p.uns != nil {
+		p.uns.ns.Close()
+		p.uns = nil
+	}
 }
 
 // provision attaches the sandbox's network (one way for every mode: a
@@ -130,6 +147,13 @@ func (h *Host) provision(ctx context.Context, p *provisioned, crash func(step st
 		p.net = netns.LocalAttachment(p.id, na.Mode, p.hostname, "")
 	}
 	crash(stepRootfs)
+	if p.opts.UserNS == sbx.UserNSPrivate {
+		tu := time.Now()
+		if p.uns, err = newUserNS(h.cfg.UserNSDir, p.usernsOwner); err != nil {
+			return err
+		}
+		p.usernsS = time.Since(tu).Seconds()
+	}
 	dirs := []string{"/.sbx"}
 	if p.opts.Workdir != "" {
 		dirs = append(dirs, p.opts.Workdir)
@@ -141,6 +165,9 @@ func (h *Host) provision(ctx context.Context, p *provisioned, crash func(step st
 		ResolvConf: p.net.ResolvConf,
 		Dirs:       dirs,
 	}
+	if p.uns != nil {
+		ro.UserNS = &rootfs.UserNS{NS: p.uns.ns, HostID: p.uns.rng.HostID}
+	}
 	if len(p.lowers) > 0 {
 		p.root, err = rootfs.Prepare(p.dir, p.lowers, ro)
 	} else {
@@ -148,6 +175,13 @@ func (h *Host) provision(ctx context.Context, p *provisioned, crash func(step st
 	}
 	if err != nil {
 		return err
+	}
+	if p.uns != nil {
+		// libcontainer's init, already in the namespace, opens the root by
+		// its host path.
+		if err := rootfs.ReachableBy(h.store.RunRoot(), filepath.Dir(p.dir), p.root.Path, p.uns.rng.HostID); err != nil {
+			return err
+		}
 	}
 	p.rootfsS = time.Since(t0).Seconds()
 	return nil
@@ -158,7 +192,7 @@ func (h *Host) provision(ctx context.Context, p *provisioned, crash func(step st
 // (with PID 1's allowance), network, and mounts: binds (sbx's binaries),
 // then the root's own, then the volumes and tmpfs mounts of the options.
 func containerSpec(p *provisioned, args, env []string, cwd string, u rootfs.User, binds []specs.Mount) *isolate.Spec {
-	mounts := append(append(binds, p.root.Mounts...), volumeMounts(p.opts)...)
+	mounts := append(append(binds, p.root.Mounts...), volumeMounts(p.opts, p.uns != nil)...)
 	gids := make([]uint32, 0, len(u.AdditionalGroups))
 	for _, g := range u.AdditionalGroups {
 		gids = append(gids, uint32(g))
@@ -185,6 +219,7 @@ func containerSpec(p *provisioned, args, env []string, cwd string, u rootfs.User
 		HelperSeccomp: true,
 		Network:       isolateNetwork(p.net),
 		Mounts:        mounts,
+		UserNS:        p.uns.spec(),
 	}
 }
 
@@ -205,12 +240,15 @@ func readOnlyBind(source, target string, extra ...string) specs.Mount {
 }
 
 // volumeMounts turns volumes and tmpfs mounts into OCI mounts.
-func volumeMounts(o *sbx.Options) []specs.Mount {
+func volumeMounts(o *sbx.Options, idmap bool) []specs.Mount {
 	var out []specs.Mount
 	for _, v := range o.Volumes {
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if v.ReadOnly {
 			opts = append(opts, "ro")
+		}
+		if idmap { // host files of uid 0 show as the sandbox's root
+			opts = append(opts, "ridmap")
 		}
 		out = append(out, specs.Mount{Source: v.HostPath, Destination: v.Path, Type: "bind", Options: opts})
 	}

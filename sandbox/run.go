@@ -50,6 +50,7 @@ func (h *Host) run(ctx context.Context, o sbx.RunOptions, policy *sbx.Policy) (*
 	rep := &sbx.Report{}
 	defer func() { rep.Timings.TeardownS = r.remove(ctx) }()
 	rep.Timings.NetworkS, rep.Timings.FromPool, rep.Timings.RootfsS = r.p.networkS, r.p.fromPool, r.p.rootfsS
+	rep.Timings.UserNSS = r.p.usernsS
 	if err := r.start(&o); err != nil {
 		return nil, err
 	}
@@ -124,6 +125,9 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 		host = r.id
 	}
 	r.p = &provisioned{id: r.id, hostname: host, opts: &o.Options, lowers: root.lowers, dir: filepath.Join(r.dir, "fs")}
+	if o.UserNS == sbx.UserNSPrivate {
+		r.p.usernsOwner = runOwner(h.store.RunRoot(), r.id)
+	}
 	if err := h.provision(ctx, r.p, func(string) {}); err != nil {
 		return nil, err
 	}
@@ -352,6 +356,10 @@ func (r *run) remove(ctx context.Context) float64 {
 	if r.p != nil && r.p.root != nil {
 		errs = append(errs, r.p.root.Release())
 	}
+	if r.p != nil && r.p.usernsOwner != "" {
+		r.p.closeUserNS()
+		errs = append(errs, releaseUserNS(r.h.cfg.UserNSDir, r.p.usernsOwner))
+	}
 	if r.created {
 		errs = append(errs, rootfs.Cleanup(filepath.Join(r.dir, "fs")), os.RemoveAll(r.dir))
 	}
@@ -447,6 +455,7 @@ func (h *Host) gcRuns(ctx context.Context) ([]string, error) {
 		}
 		errs = append(errs, releaseContainer(ctx, h.containerRoot(), e.Name()),
 			rootfs.Cleanup(filepath.Join(dir, "fs")), rootfs.Cleanup(dir))
+		errs = append(errs, releaseUserNS(h.cfg.UserNSDir, runOwner(h.store.RunRoot(), e.Name())))
 		if h.networkExists() { // a bridged run's lease, veth and rules
 			n, err := h.network()
 			if err == nil {

@@ -43,7 +43,10 @@ const (
 // socket until the executor accepts it, and fails at once if PID 1 dies
 // (the last listening descriptor closes with it). extra are the root's
 // own mounts (host mode).
-func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs.Mount) error {
+//
+// A sandbox in a private user namespace joins uns (made by provision), or
+// a new namespace on its leased range when uns is nil (Start).
+func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs.Mount, uns *usernsHandle) error {
 	run := h.store.RunDir(sb.ID)
 	sockDir := filepath.Join(run, socketDir)
 	// Its own tmpfs: its bind mount in the sandbox names no host path.
@@ -85,7 +88,20 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 	// the executor sets HOME and USER for the user each command runs as.
 	cmdEnv := withPath(env)
 	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options,
-		root: &rootfs.Root{Path: sb.RootPath, Mounts: extra}, net: attachmentOf(sb)}
+		root: &rootfs.Root{Path: sb.RootPath, Mounts: extra}, net: attachmentOf(sb), uns: uns}
+	if sb.Options.UserNS == sbx.UserNSPrivate && uns == nil {
+		if p.uns, err = newUserNS(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID)); err != nil {
+			return err
+		}
+		defer p.closeUserNS()
+	}
+	if p.uns != nil {
+		// The socket directory (a tmpfs of its own) must be the sandbox
+		// root's: the executor binds and serves on it.
+		if err := os.Lchown(sockDir, int(p.uns.rng.HostID), int(p.uns.rng.HostID)); err != nil {
+			return fmt.Errorf("give the socket directory to the sandbox's root: %w", err)
+		}
+	}
 	spec := containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds)
 	// The commands' environment goes through a memfd, not the command
 	// line, so that no host user can read it with ps.

@@ -33,6 +33,7 @@ type sandboxFlags struct {
 	publish, hostPorts, dns []string
 	rootfs                  string
 	pull                    string
+	userns                  string
 }
 
 func (f *sandboxFlags) register(fs *pflag.FlagSet) {
@@ -55,6 +56,7 @@ func (f *sandboxFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.hostPorts, "allow-host-port", nil, "let a bridged sandbox reach this host port: PORT[/tcp|/udp]")
 	fs.StringArrayVar(&f.dns, "dns", nil, "name server for a bridged sandbox's /etc/resolv.conf")
 	fs.StringVar(&f.rootfs, "rootfs", "", "root filesystem directory (read-only lower layer; never modified)")
+	fs.StringVar(&f.userns, "userns", "", "user namespace: private (the sandbox's root is an unprivileged host id range of its own, for files and per-user kernel limits) or host (the host's; the default, see docs/security.md); not with host mode")
 	fs.StringVar(&f.disk, "disk", "", "size cap of the writable layer, a tmpfs in memory whose pages count toward --memory: beyond --memory a write is OOM-killed rather than failing with ENOSPC (e.g. 512m; default: --memory if set, else 2g)")
 }
 
@@ -111,6 +113,7 @@ func (f *sandboxFlags) options(local bool) (sbx.Options, error) {
 	o.Rootfs, o.Env, o.Pull = f.rootfs, env, f.pull
 	o.Workdir, o.User, o.Hostname = f.workdir, f.user, f.hostname
 	o.ReadonlyRootfs, o.Seccomp, o.CapAdd, o.CapDrop = f.readOnly, f.seccomp, f.capAdd, f.capDrop
+	o.UserNS = f.userns
 	o.Network, o.Publish, o.Egress, o.AllowHostPorts, o.DNS = f.network, f.publish, f.egress, f.hostPorts, f.dns
 	return o, nil
 }

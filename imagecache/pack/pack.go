@@ -26,6 +26,23 @@ import (
 // opened with O_NOFOLLOW, and only regular files, directories, symbolic
 // links and hard links are kept.
 func Write(w io.Writer, dir string, skip map[string]bool) error {
+	return write(w, dir, skip, func(id uint32) int { return int(id) })
+}
+
+// WriteShifted is Write for the writable layer of a sandbox in a user
+// namespace whose ids 0..size-1 are host ids hostID..: owners are written
+// as the sandbox saw them, and an owner outside the range as 65534
+// (nobody).
+func WriteShifted(w io.Writer, dir string, skip map[string]bool, hostID, size uint32) error {
+	return write(w, dir, skip, func(id uint32) int {
+		if id >= hostID && id-hostID < size {
+			return int(id - hostID)
+		}
+		return 65534
+	})
+}
+
+func write(w io.Writer, dir string, skip map[string]bool, owner func(uint32) int) error {
 	tw := tar.NewWriter(w)
 	links := map[[2]uint64]string{} // (dev, ino) -> first name, for hard links
 	err := filepath.WalkDir(dir, func(full string, d fs.DirEntry, err error) error {
@@ -58,8 +75,8 @@ func Write(w io.Writer, dir string, skip map[string]bool) error {
 		hdr := &tar.Header{
 			Name:    rel,
 			Mode:    int64(mode.Perm()) | int64(st.Mode&(syscall.S_ISUID|syscall.S_ISGID|syscall.S_ISVTX)),
-			Uid:     int(st.Uid),
-			Gid:     int(st.Gid),
+			Uid:     owner(st.Uid),
+			Gid:     owner(st.Gid),
 			ModTime: fi.ModTime(),
 			Format:  tar.FormatPAX,
 		}

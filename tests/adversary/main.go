@@ -109,6 +109,16 @@ func main() {
 			}
 		}
 		report("fill", nil)
+	case "inotify": // inotify N: take up to N inotify instances, say how many, hold them until stdin closes
+		n := 0
+		for i := 0; i < atoi(args[0]); i++ {
+			if _, err := unix.InotifyInit1(0); err != nil {
+				break
+			}
+			n++
+		}
+		fmt.Printf("inotify %d\n", n)
+		_, _ = os.Stdin.Read(make([]byte, 1))
 	case "json": // json TEXT: print TEXT as a JSON string (for tests' quoting)
 		b, _ := json.Marshal(args[0])
 		fmt.Println(string(b))

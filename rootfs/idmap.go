@@ -1,0 +1,119 @@
+package rootfs
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// UserNS shows a root to a sandbox in a user namespace: NS is the
+// namespace (an nsfs file, see package userns) whose root is host id
+// HostID.
+type UserNS struct {
+	NS     *os.File
+	HostID uint32
+}
+
+// idmapLowers gives each lower layer as an id-mapped, read-only clone
+// mount under dir/layers, so that the files the host owns as uid 0 show as
+// the sandbox's root (host id HostID) and no layer is copied or chowned.
+// The overlay itself cannot be id-mapped (the kernel refuses), its layers
+// can. It returns the mounts' paths, lowest first.
+func idmapLowers(dir string, lowers []string, u *UserNS) ([]string, error) {
+	base := filepath.Join(dir, "layers")
+	if err := os.Mkdir(base, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", base, err)
+	}
+	out := make([]string, len(lowers))
+	for i, l := range lowers {
+		out[i] = filepath.Join(base, strconv.Itoa(i))
+		if err := os.Mkdir(out[i], 0o700); err != nil {
+			return nil, fmt.Errorf("create %s: %w", out[i], err)
+		}
+		if err := idmapClone(l, out[i], u.NS); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// idmapClone mounts a read-only clone of src at dst, id-mapped through the
+// user namespace ns.
+func idmapClone(src, dst string, ns *os.File) error {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("clone a mount of %s: %w", src, err)
+	}
+	defer unix.Close(tree)
+	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
+		return fmt.Errorf("id-map %s for the sandbox's user namespace: %w (its file system must support id-mapped mounts, Linux 5.12+)", src, err)
+	}
+	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
+		return fmt.Errorf("mount the id-mapped %s: %w", src, err)
+	}
+	return nil
+}
+
+// chownTree gives everything under dir (not following symlinks) to the
+// sandbox's root: the writable layer's directories and /etc files that
+// sbx made before the sandbox starts.
+func chownTree(dir string, id uint32) error {
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(id), int(id))
+	})
+}
+
+// ReachableBy lets the root of a user namespace (host id) reach path, a
+// directory inside sandboxDir: libcontainer's init, already in the
+// namespace, opens the root file system by its host path, and the
+// namespace's root has no power over directories the host's root owns.
+// sandboxDir and every directory down to path are given to the sandbox's
+// root (their modes stay 0700: other host users still cannot enter);
+// directories from runRoot down to sandboxDir's parent, shared by all
+// sandboxes, become traversable (o+x, not readable); those above runRoot
+// must be traversable already.
+func ReachableBy(runRoot, sandboxDir, path string, hostID uint32) error {
+	runRoot, sandboxDir, path = filepath.Clean(runRoot), filepath.Clean(sandboxDir), filepath.Clean(path)
+	rel, err := filepath.Rel(sandboxDir, path)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		return fmt.Errorf("%s is not inside %s", path, sandboxDir)
+	}
+	if up, err := filepath.Rel(runRoot, sandboxDir); err != nil || up == "." || strings.HasPrefix(up, "..") {
+		return fmt.Errorf("%s is not below %s", sandboxDir, runRoot)
+	}
+	for d := filepath.Dir(sandboxDir); ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return err
+		}
+		inside := d == runRoot || strings.HasPrefix(d, runRoot+"/")
+		if st.Mode&0o001 == 0 {
+			if !inside {
+				return fmt.Errorf("%s is not traversable by other users (mode %o), which user namespaces need: chmod o+x %s", d, st.Mode&0o7777, d)
+			}
+			if err := unix.Chmod(d, (st.Mode&0o7777)|0o001); err != nil {
+				return err
+			}
+		}
+		if d == "/" || d == "." {
+			break
+		}
+	}
+	cur := sandboxDir
+	for _, c := range append([]string{"."}, strings.Split(rel, string(filepath.Separator))...) {
+		cur = filepath.Join(cur, c)
+		if err := os.Lchown(cur, int(hostID), int(hostID)); err != nil {
+			return fmt.Errorf("give %s to the sandbox's root: %w", cur, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package tests
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/bench"
+	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/userns"
+)
+
+// usernsLeasesOf lists the user namespace leases whose owner mentions dir.
+func usernsLeasesOf(t *testing.T, dir string) []string {
+	t.Helper()
+	a, err := userns.Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := a.Leases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for owner := range leases {
+		if strings.Contains(owner, dir) {
+			out = append(out, owner)
+		}
+	}
+	return out
+}
+
+// hostIDOf returns the host id that the sandbox's root is, from its
+// /proc/self/uid_map.
+func hostIDOf(t *testing.T, uidMap string) uint64 {
+	t.Helper()
+	f := strings.Fields(uidMap)
+	if len(f) < 3 || f[0] != "0" {
+		t.Fatalf("uid_map %q", uidMap)
+	}
+	id, _ := strconv.ParseUint(f[1], 10, 32)
+	return id
+}
+
+// TestUserNSOneShot: `sbx run --userns private`: root in the sandbox is an
+// unprivileged host id of a range leased for the run and given back after
+// it; every escape check is still refused, sbx's PID 1 still cannot be
+// taken over, limits hold, and a per-user kernel limit (inotify instances)
+// used up inside leaves the host's root its own.
+func TestUserNSOneShot(t *testing.T) {
+	root := adversaryRoot(t)
+	out := mustRun(t, "run", "--userns", "private", "--rootfs", root, "--", "sh", "-c", "cat /proc/self/uid_map; id -u; touch /made; stat -c %u /made")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || hostIDOf(t, lines[0]) < userns.DefaultBase || lines[1] != "0" || lines[2] != "0" {
+		t.Fatalf("in the user namespace: %q", out)
+	}
+	var script []string
+	want := map[string][]string{}
+	for _, c := range escapeChecks {
+		script = append(script, "/adversary "+c.args)
+		name := c.args
+		if f := strings.Fields(c.args); f[0] == "ptrace" || f[0] == "mknod" {
+			name = f[0]
+		}
+		// Host-owned kernel knobs refuse the namespace's root before
+		// they are found read-only.
+		want[name] = []string{c.want, "EACCES"}
+	}
+	script = append(script, "/adversary procmem 1", "/adversary procfd 1", "/adversary fds")
+	want["procmem"], want["procfd"], want["fds"] = []string{"EACCES"}, []string{"EACCES"}, []string{""}
+	r := runSbx(t, "", "run", "--userns", "private", "--rootfs", root, "--", "sh", "-c", strings.Join(script, "; "))
+	got := results(r.stdout)
+	for k, ok := range want {
+		found := false
+		for _, w := range ok {
+			found = found || got[k] == w
+		}
+		if !found {
+			t.Errorf("%s gave %q, want one of %q", k, got[k], ok)
+		}
+	}
+	// Limits: an OOM kill is reported as such.
+	rep := filepath.Join(t.TempDir(), "rep.json")
+	r = runSbx(t, "", "run", "--userns", "private", "--memory", "24m", "--report", rep, "--rootfs", root, "--", "sh", "-c", "head -c 200m /dev/zero | tail > /dev/null")
+	var report struct {
+		Status    string `json:"status"`
+		OOMKilled bool   `json:"oom_killed"`
+	}
+	data, _ := os.ReadFile(rep)
+	if err := json.Unmarshal(data, &report); err != nil || report.Status != "oom" || !report.OOMKilled {
+		t.Errorf("memory limit in a user namespace: exit %d, report %s", r.code, data)
+	}
+	// A per-user kernel limit: the sandbox takes every inotify instance
+	// its root may have; the host's root still gets one.
+	max, _ := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
+	cmd := exec.Command(sbxBin, "run", "-i", "--userns", "private", "--rootfs", root, "--", "/adversary", "inotify", strings.TrimSpace(string(max)))
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC)
+	if err == nil {
+		unix.Close(fd)
+	}
+	stdin.Close()
+	_ = cmd.Wait()
+	if strings.TrimSpace(line) != "inotify "+strings.TrimSpace(string(max)) || err != nil {
+		t.Errorf("the sandbox took %q inotify instances; the host's root then got: %v", line, err)
+	}
+	if left := usernsLeasesOf(t, os.Getenv("SBX_RUN_ROOT")); len(left) > 0 {
+		t.Errorf("leases left by runs: %v", left)
+	}
+	assertNoLeftovers(t)
+}
+
+// TestUserNSLongLived: a long-lived sandbox in a user namespace with a
+// bridged network, a volume, cp both ways, commit, stop and start; its
+// range is given back when it is removed, and nothing leaks.
+func TestUserNSLongLived(t *testing.T) {
+	root := adversaryRoot(t)
+	h := newLCHost(t)
+	// The run root's parents must be traversable (sbx says so otherwise).
+	if err := os.Chmod(filepath.Dir(h.run), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	vol := t.TempDir()
+	if err := os.WriteFile(filepath.Join(vol, "host-file"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	store, err := imagecache.Open(filepath.Join(h.root, "images"), imagecache.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bench.ImportRoot(context.Background(), store, root, "userns/base:1"); err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(h.must(t, "create", "--userns", "private", "--network", "bridge", "--pull", "never", "-v", vol+":/vol", "userns/base:1"))
+	h.saw(id)
+	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if hostIDOf(t, lines[0]) < userns.DefaultBase || lines[1] != "0" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") {
+		t.Errorf("sandbox in a user namespace: %q", out)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(vol, "made"), &st); err != nil || st.Uid != 0 {
+		t.Errorf("a file the sandbox's root wrote in the volume: uid %d, %v", st.Uid, err)
+	}
+	// cp both ways, through the executor.
+	src := filepath.Join(t.TempDir(), "in.txt")
+	os.WriteFile(src, []byte("in"), 0o644)
+	h.must(t, "cp", src, id+":/root/in.txt")
+	if got := h.must(t, "exec", id, "--", "sh", "-c", "cat /root/in.txt; stat -c %u /root/in.txt"); got != "in0\n" {
+		t.Errorf("cp in: %q", got)
+	}
+	dst := filepath.Join(t.TempDir(), "out.txt")
+	h.must(t, "cp", id+":/root/in.txt", dst)
+	if data, _ := os.ReadFile(dst); string(data) != "in" {
+		t.Errorf("cp out: %q", data)
+	}
+	// Stop and start keep the namespace's files; commit stores them with
+	// the sandbox's ids (root, not the host range).
+	h.must(t, "exec", id, "--", "sh", "-c", "echo kept > /root/kept")
+	h.must(t, "stop", id)
+	h.must(t, "start", id)
+	if got := h.must(t, "exec", id, "--", "cat", "/root/kept"); got != "kept\n" {
+		t.Errorf("after stop and start: %q", got)
+	}
+	h.must(t, "commit", id, "userns/committed:1")
+	other := strings.TrimSpace(h.must(t, "create", "--pull", "never", "userns/committed:1"))
+	h.saw(other)
+	if got := h.must(t, "exec", other, "--", "stat", "-c", "%u:%g", "/root/kept"); got != "0:0\n" {
+		t.Errorf("the committed file's owner in a sandbox without a user namespace: %q", got)
+	}
+	if len(usernsLeasesOf(t, h.root)) != 1 {
+		t.Errorf("leases of the sandbox: %v", usernsLeasesOf(t, h.root))
+	}
+	h.must(t, "rm", "-f", id, other)
+	if left := usernsLeasesOf(t, h.root); len(left) > 0 {
+		t.Errorf("leases left after rm: %v", left)
+	}
+}
