@@ -50,9 +50,11 @@ func (h *Host) removeExpired(ctx context.Context) []string {
 // Recover brings the records in line with reality after sbx or the host
 // died: creates and removes that were interrupted are undone (all their
 // recorded resources released), and running sandboxes whose PID 1 is gone
-// are marked stopped. It returns the sandboxes that still run, which need
-// nothing more to be re-adopted: their executor sockets and container
-// state are on disk. Start calls it.
+// are marked stopped, and the hidden directories of creates and removes
+// whose process died (before their first record write, or after their
+// resources were released) are deleted. It returns the sandboxes that
+// still run, which need nothing more to be re-adopted: their executor
+// sockets and container state are on disk. StartBackground calls it.
 func (h *Host) Recover(ctx context.Context) ([]*sbx.Sandbox, error) {
 	var rep sbx.GCReport
 	return h.recover(ctx, &rep)
@@ -114,6 +116,11 @@ func (h *Host) recover(ctx context.Context, rep *sbx.GCReport) ([]*sbx.Sandbox, 
 		}
 		l.Unlock()
 	}
+	// Directories of creates and removes whose process died midway; those
+	// of live processes are theirs.
+	abandoned, err := h.store.RemoveAbandoned()
+	errs = append(errs, err)
+	rep.Interrupted = append(rep.Interrupted, abandoned...)
 	return live, errors.Join(errs...)
 }
 
@@ -131,11 +138,6 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 	errs := []error{err}
 	_, err = h.recover(ctx, rep)
 	errs = append(errs, err)
-	// Directories of creates and removes whose process died midway; those
-	// of live processes are theirs.
-	abandoned, err := h.store.RemoveAbandoned()
-	errs = append(errs, err)
-	rep.Interrupted = append(rep.Interrupted, abandoned...)
 	exists := func(id string) bool {
 		_, err := os.Stat(h.store.Dir(id))
 		return err == nil
