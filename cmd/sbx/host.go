@@ -120,7 +120,7 @@ keeps it filled on its own.`,
 			if err != nil || want < 0 {
 				return fmt.Errorf("invalid pool size %q: want a count", args[0])
 			}
-			added, have, err := h.FillPool(cmd.Context(), want)
+			added, have, err := h.FillNetworkPool(cmd.Context(), want)
 			fmt.Fprintf(cmd.OutOrStdout(), "added %d, %d in the pool\n", added, have)
 			return err
 		}),
@@ -129,7 +129,7 @@ keeps it filled on its own.`,
 		Short: "Remove every prepared namespace from the pool",
 		Args:  cobra.NoArgs,
 		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
-			return h.DrainPool(cmd.Context())
+			return h.DrainNetworkPool(cmd.Context())
 		}),
 	}, &cobra.Command{
 		Use:   "ls",
