@@ -75,6 +75,10 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	if img != nil {
 		k.Image = "image:" + img.Digest
 	}
+	// An empty list and none are the same (records drop empty lists).
+	k.Publish, k.AllowHostPorts, k.DNS = nilIfEmpty(k.Publish), nilIfEmpty(k.AllowHostPorts), nilIfEmpty(k.DNS)
+	k.Volumes, k.Tmpfs = nilIfEmpty(k.Volumes), nilIfEmpty(k.Tmpfs)
+	k.CapAdd, k.CapDrop = nilIfEmpty(k.CapAdd), nilIfEmpty(k.CapDrop)
 	if k.Seccomp == "" {
 		k.Seccomp = "default"
 	}
@@ -84,6 +88,13 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	data, _ := json.Marshal(k)
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16])
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
 }
 
 func (h *Host) poolDefPath(name string) string {

@@ -358,3 +358,30 @@ func TestPoolBackgroundRefill(t *testing.T) {
 		t.Fatal("refilled with the claimed sandbox")
 	}
 }
+
+// TestPoolKey: the key ignores what a claim applies and how an empty list
+// is spelled, and changes with what is fixed at start.
+func TestPoolKey(t *testing.T) {
+	img := &sbx.ImageInfo{Digest: "sha256:aa"}
+	a := sbx.Options{Image: "x", Volumes: []sbx.Volume{}, CapAdd: []string{}}
+	b := sbx.Options{Image: "x", Name: "n", Env: []string{"A=1"}, Workdir: "/w", TTL: time.Hour,
+		Limits: sbx.Limits{MemoryBytes: 1 << 30}, Labels: map[string]string{"k": "v"}, Seccomp: "default"}
+	if poolKey(&a, img) != poolKey(&b, img) {
+		t.Fatal("what a claim applies changed the key")
+	}
+	for name, o := range map[string]sbx.Options{
+		"user":      {Image: "x", User: "1000"},
+		"read-only": {Image: "x", ReadonlyRootfs: true},
+		"network":   {Image: "x", Network: sbx.NetworkBridge},
+		"seccomp":   {Image: "x", Seccomp: "unconfined"},
+		"cap":       {Image: "x", CapDrop: []string{"ALL"}},
+		"tmpfs":     {Image: "x", Tmpfs: []sbx.Tmpfs{{Path: "/t"}}},
+	} {
+		if poolKey(&o, img) == poolKey(&a, img) {
+			t.Errorf("%s does not change the key", name)
+		}
+	}
+	if poolKey(&a, &sbx.ImageInfo{Digest: "sha256:bb"}) == poolKey(&a, img) {
+		t.Error("the image digest does not change the key")
+	}
+}
