@@ -413,9 +413,11 @@ func (e errClaimRefused) Unwrap() error { return e.err }
 
 // claim takes an idle member of a pool whose key matches o (checked and
 // completed by checkOptions) and img, applies what may differ, and returns
-// it running. It returns nil, nil when no member can be had: the create
+// it running. t0 is when the create started (its timings count from
+// there). It returns nil, nil when no member can be had: the create
 // then starts a sandbox itself.
 func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0 time.Time) (*sbx.Sandbox, error) {
+	tc := time.Now()
 	key := poolKey(o, img)
 	dir := filepath.Join(h.store.Root(), pooledDir, key)
 	ids, err := readDirNames(dir)
@@ -434,7 +436,7 @@ func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0
 			}
 			continue // busy: another claimer, or a remover
 		}
-		sb, err := h.claimLocked(ctx, l, key, o, t0)
+		sb, err := h.claimLocked(ctx, l, key, o, t0, tc)
 		l.Unlock()
 		var refused errClaimRefused
 		if errors.As(err, &refused) {
@@ -454,7 +456,7 @@ func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0
 // claimLocked claims the locked sandbox if it is still an idle member with
 // key (nil, nil if not). On an error other than errClaimRefused the
 // member is removed: it may be half set up.
-func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sbx.Options, t0 time.Time) (*sbx.Sandbox, error) {
+func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sbx.Options, t0, tc time.Time) (*sbx.Sandbox, error) {
 	var m sbx.Sandbox
 	if err := l.Read(&m); err != nil {
 		return nil, nil
@@ -497,7 +499,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	err = h.applyClaim(ctx, &m, &sb)
 	if err == nil {
 		sb.Status = sbx.StatusRunning
-		sb.CreateTimings = &sbx.CreateTimings{ClaimS: time.Since(t0).Seconds(), TotalS: time.Since(t0).Seconds()}
+		sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds()}
 		err = l.Write(&sb)
 	}
 	release()

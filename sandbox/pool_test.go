@@ -385,3 +385,55 @@ func TestPoolKey(t *testing.T) {
 		t.Error("the image digest does not change the key")
 	}
 }
+
+// BenchmarkPoolClaim measures a create that claims a pool member, against
+// BenchmarkPoolCold in the same run: go test -run '^$' -bench 'Pool'
+// ./sandbox/. The refill after each claim is not timed.
+func BenchmarkPoolClaim(b *testing.B) {
+	h := newHost(b, HostConfig{})
+	ctx := context.Background()
+	o := busybox(b)
+	if _, err := h.CreatePool(ctx, sbx.PoolSpec{Name: "bench", Size: 2, Options: o}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		rep, err := h.FillPool(ctx, "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, id := range rep.Started {
+			markSeen(h, id)
+		}
+		o.Env = []string{"N=" + strconv.Itoa(b.N)}
+		b.StartTimer()
+		sb, err := h.Create(ctx, o)
+		b.StopTimer()
+		if err != nil || sb.FromPool != "bench" {
+			b.Fatalf("claim: %v (from %q)", err, sb.FromPool)
+		}
+		if err := h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkPoolCold is the cold create BenchmarkPoolClaim is compared
+// with.
+func BenchmarkPoolCold(b *testing.B) {
+	h := newHost(b, HostConfig{})
+	ctx := context.Background()
+	for b.Loop() {
+		sb, err := h.Create(ctx, busybox(b))
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		markSeen(h, sb.ID)
+		if err := h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
