@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -455,4 +456,51 @@ func BenchmarkPoolCold(b *testing.B) {
 		}
 		b.StartTimer()
 	}
+}
+
+// TestPoolFillKilled: a fill killed while it starts a member leaves a
+// creating record that gc undoes, and the next fill starts afresh.
+func TestPoolFillKilled(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	ctx := context.Background()
+	if _, err := h.CreatePool(ctx, sbx.PoolSpec{Name: "crash", Size: 1, Options: busybox(t)}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFill$")
+	cmd.Env = append(os.Environ(), "SBX_HELPER_FILL=1", "SBX_TEST_CRASH_AT="+stepReady,
+		"SBX_ROOT="+h.cfg.Root, "SBX_RUN_ROOT="+h.cfg.RunRoot)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != -1 {
+		t.Fatalf("helper was not killed: %v\n%s", err, out)
+	}
+	list, _ := h.List(ctx, sbx.Filter{Pooled: true})
+	if len(list) != 1 || list[0].Status != sbx.StatusCreating || list[0].Pool != "crash" {
+		t.Fatalf("after the crash: %+v", list)
+	}
+	markSeen(h, list[0].ID)
+	if p, _ := h.GetPool(ctx, "crash"); p.Starting != 1 || len(p.Ready) != 0 {
+		t.Fatalf("pool after the crash: %+v", p)
+	}
+	rep, err := h.GC(ctx)
+	if err != nil || !slices.Equal(rep.Interrupted, []string{list[0].ID}) {
+		t.Fatalf("gc: %+v, %v", rep, err)
+	}
+	fill, err := h.FillPool(ctx, "crash")
+	if err != nil || len(fill.Started) != 1 {
+		t.Fatalf("fill after gc: %+v, %v", fill, err)
+	}
+	markSeen(h, fill.Started[0])
+}
+
+func TestHelperFill(t *testing.T) {
+	if os.Getenv("SBX_HELPER_FILL") != "1" {
+		t.Skip("helper process for TestPoolFillKilled")
+	}
+	h, err := Open(HostConfig{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.FillPool(context.Background(), "crash")
+	t.Fatalf("fill returned (%v) instead of being killed", err)
 }
