@@ -78,6 +78,9 @@ func gcCmd(a *app) *cobra.Command {
 				for _, o := range rep.Orphans {
 					fmt.Fprintln(w, "removed orphan", o)
 				}
+				for _, id := range rep.Pooled {
+					fmt.Fprintln(w, "removed pool member", id)
+				}
 			}
 			return sbxError(err)
 		},
