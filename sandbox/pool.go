@@ -61,6 +61,7 @@ type poolKeyFields struct {
 	CapAdd         []string     `json:"cap_add"`
 	CapDrop        []string     `json:"cap_drop"`
 	Seccomp        string       `json:"seccomp"`
+	UserNS         string       `json:"userns"`
 }
 
 // poolKey hashes the options of o fixed at start, with the image it
@@ -70,7 +71,7 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 		Image: "rootfs:" + o.Rootfs, User: o.User, Hostname: o.Hostname, Network: o.Network,
 		Publish: o.Publish, Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
 		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
-		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp,
+		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp, UserNS: o.UserNS,
 	}
 	if img != nil {
 		k.Image = "image:" + img.Digest
@@ -84,6 +85,9 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	}
 	if k.Network == "" {
 		k.Network = sbx.NetworkNone
+	}
+	if k.UserNS == "" {
+		k.UserNS = sbx.UserNSHost
 	}
 	data, _ := json.Marshal(k)
 	sum := sha256.Sum256(data)

@@ -377,6 +377,7 @@ func TestPoolKey(t *testing.T) {
 		"seccomp":   {Image: "x", Seccomp: "unconfined"},
 		"cap":       {Image: "x", CapDrop: []string{"ALL"}},
 		"tmpfs":     {Image: "x", Tmpfs: []sbx.Tmpfs{{Path: "/t"}}},
+		"userns":    {Image: "x", UserNS: sbx.UserNSPrivate},
 	} {
 		if poolKey(&o, img) == poolKey(&a, img) {
 			t.Errorf("%s does not change the key", name)
