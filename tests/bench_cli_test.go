@@ -147,13 +147,16 @@ func TestBenchMissingRuntimeIsReported(t *testing.T) {
 		}
 	}
 	rows := tableRows(r.stdout, "cold")
-	if len(rows) != 3 {
-		t.Fatalf("want rows for sbx, runc and podman, got %q", rows)
+	if len(rows) != 4 {
+		t.Fatalf("want rows for sbx, sbx --userns private, runc and podman, got %q", rows)
 	}
 	if f := strings.Fields(rows[0]); f[0] != "sbx" || f[len(f)-1] != "1.00" {
 		t.Errorf("sbx row %q: want figures and ratio 1.00", rows[0])
 	}
-	for _, row := range rows[1:] {
+	if !strings.HasPrefix(rows[1], bench.UserNSSubject+" ") || strings.HasSuffix(strings.TrimSpace(rows[1]), "FAILED") {
+		t.Errorf("row %q: want the figures of %s", rows[1], bench.UserNSSubject)
+	}
+	for _, row := range rows[2:] {
 		if !strings.HasSuffix(strings.TrimSpace(row), "FAILED") {
 			t.Errorf("row %q: want FAILED", row)
 		}
@@ -189,8 +192,8 @@ func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 		t.Errorf("machine header incomplete: %+v", rep.Machine)
 	}
 	cold := rep.Scenarios[0]
-	if len(cold.Subjects) != 4 {
-		t.Fatalf("cold subjects: %d, want sbx, runc, crun, bwrap", len(cold.Subjects))
+	if len(cold.Subjects) != 5 {
+		t.Fatalf("cold subjects: %d, want sbx, sbx --userns private, runc, crun, bwrap", len(cold.Subjects))
 	}
 	for _, s := range cold.Subjects {
 		switch {
@@ -206,15 +209,17 @@ func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 			}
 		}
 	}
-	if cold.Subjects[0].Summary == nil {
-		t.Fatalf("sbx must have figures: %+v", cold.Subjects[0])
+	for _, s := range cold.Subjects[:2] {
+		if s.Summary == nil {
+			t.Fatalf("%s must have figures: %+v", s.Name, s)
+		}
 	}
-	for _, s := range cold.Subjects[1:] {
+	for _, s := range cold.Subjects[2:] {
 		if !anchorInstalled(s.Name) && !strings.Contains(s.Error, "not installed") {
 			t.Errorf("%s is not installed on this host, yet its row says %q", s.Name, s.Error)
 		}
 	}
-	if runc := cold.Subjects[1]; anchorInstalled("runc") && runc.Summary == nil {
+	if runc := cold.Subjects[2]; anchorInstalled("runc") && runc.Summary == nil {
 		t.Fatalf("runc is installed and must have figures: %+v", runc)
 	}
 	var phases []string
@@ -383,7 +388,7 @@ func TestBenchDefaultRoot(t *testing.T) {
 			t.Errorf("default root: %v", err)
 		}
 	}
-	if rows := tableRows(r.stdout, "cold"); len(rows) != 1 || !strings.HasPrefix(rows[0], "sbx ") {
+	if rows := tableRows(r.stdout, "cold"); len(rows) != 2 || !strings.HasPrefix(rows[0], "sbx ") || !strings.HasPrefix(rows[1], bench.UserNSSubject+" ") {
 		t.Errorf("rows: %q", rows)
 	}
 }
