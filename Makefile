@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build deps deps-bench test lint fmt bench clean
+.PHONY: all build helpers deps deps-bench test lint fmt bench clean
 
 all: build
 
@@ -21,9 +21,12 @@ deps:
 deps-bench:
 	bash scripts/install-deps.sh --bench
 
+## helpers: the small sbx-init and sbx-executor that every program linking sbx embeds
+helpers:
+	$(GO) generate ./internal/helperbin
+
 ## build: a statically linked bin/sbx, and the plot helper of sbx bench
-build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o isolate/initbin/bin/sbx-init ./cmd/sbx-init
+build: helpers
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sbx
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '-s -w' -o bin/sbx-bench-plot ./bench/chart/cmd/sbx-bench-plot
 
@@ -45,4 +48,4 @@ bench: deps-bench build
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 50x ./tests/...
 
 clean:
-	rm -rf bin
+	rm -rf bin internal/helperbin/bin/sbx-*

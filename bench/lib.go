@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -40,7 +42,14 @@ type sbxLib struct {
 func (s *sbxLib) Name() string { return "sbx" }
 
 func (s *sbxLib) Setup(context.Context) (Info, error) {
-	s.r = &sandbox.Runner{RunRoot: s.w.RunRoot, Helper: s.w.SbxBin}
+	s.r = &sandbox.Runner{RunRoot: s.w.RunRoot}
+	if s.w.StateRoot != "" { // the init sbx run uses, on disk
+		initBin, err := helperbin.Install(filepath.Join(s.w.StateRoot, "helpers"), helperbin.Init)
+		if err != nil {
+			return Info{}, err
+		}
+		s.r.Init = initBin
+	}
 	return Info{Version: SbxVersion(), Command: "sandbox.Runner.Run(RunSpec{Rootfs: DIR, Args: " + fmt.Sprintf("%q", s.w.Args) + "})"}, nil
 }
 

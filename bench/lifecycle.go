@@ -39,7 +39,7 @@ func newManagerEnv(w Workload) (*managerEnv, error) {
 	}
 	// Short: executor socket paths must fit in sun_path.
 	runRoot := fmt.Sprintf("/run/sbx-bench-%d-%d", os.Getpid(), runID.Add(1))
-	cfg := sandbox.Config{Root: root, RunRoot: runRoot, Helper: w.SbxBin}
+	cfg := sandbox.Config{Root: root, RunRoot: runRoot}
 	if w.imageStore != nil {
 		cfg.Images = sandbox.NewImageSource(w.imageStore, imagecache.PullNever)
 	}

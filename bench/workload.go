@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"debug/elf"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/internal/helperbin"
 )
 
 // Workload is what every subject of a scenario runs: the same command in
@@ -56,15 +56,8 @@ func (w *Workload) Validate() error {
 // CheckStatic returns an error unless path is a statically linked
 // executable (it runs inside foreign root filesystems).
 func CheckStatic(path string) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return fmt.Errorf("sbx binary %q: %w (build it with `make build`)", path, err)
-	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			return fmt.Errorf("sbx binary %q is dynamically linked; build a static one with `make build`", path)
-		}
+	if err := helperbin.CheckStatic(path); err != nil {
+		return fmt.Errorf("sbx binary: %w", err)
 	}
 	return nil
 }

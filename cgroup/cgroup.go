@@ -20,8 +20,48 @@ import (
 // Root is where cgroup hierarchies are mounted.
 const Root = "/sys/fs/cgroup"
 
-// DefaultParent is the cgroup under which every sandbox lives.
+// DefaultParent is the cgroup under which every sandbox lives unless
+// $SBX_CGROUP_PARENT names another (see Parent).
 const DefaultParent = "sbx"
+
+// ParentEnv names the environment variable that overrides DefaultParent:
+// one cgroup name ([A-Za-z0-9._-], at most 64 bytes) directly below the
+// root of every hierarchy. Tests use it to keep their sandboxes apart from
+// everyone else's on a shared host; hosts use it like docker's
+// --cgroup-parent. Every sbx process that manages the same sandboxes
+// (CLI, server, gc) must see the same value.
+const ParentEnv = "SBX_CGROUP_PARENT"
+
+// Parent returns the name of the cgroup under which every sandbox lives:
+// $SBX_CGROUP_PARENT when it is a valid name, otherwise DefaultParent.
+func Parent() string {
+	if p := os.Getenv(ParentEnv); p != "" && validParentName(p) {
+		return p
+	}
+	return DefaultParent
+}
+
+// ValidateParentEnv returns an error saying what is wrong with
+// $SBX_CGROUP_PARENT, or nil when it is unset or valid; front-ends call it
+// at start so that a typo is not silently replaced by DefaultParent.
+func ValidateParentEnv() error {
+	if p := os.Getenv(ParentEnv); p != "" && !validParentName(p) {
+		return fmt.Errorf("invalid %s=%q: want one cgroup name of letters, digits, '.', '_' or '-' (at most 64 bytes), not a path", ParentEnv, p)
+	}
+	return nil
+}
+
+func validParentName(p string) bool {
+	if len(p) > 64 || p == "." || p == ".." {
+		return false
+	}
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Mode is the host's cgroup layout.
 type Mode string
@@ -149,20 +189,21 @@ func (l Limits) OCIResources() *specs.LinuxResources {
 	return r
 }
 
-// EnsureParent creates the parent cgroup (DefaultParent) in every hierarchy
+// EnsureParent creates the parent cgroup (Parent) in every hierarchy
 // if it does not exist yet. Per-sandbox cgroups are created below it by
 // libcontainer. Budget limits for all sandboxes together can be given.
 func EnsureParent(budget Limits) error {
 	res := budget.OCIResources()
 	mode := DetectMode()
+	parent := Parent()
 	if budget == (Limits{}) && parentExists(mode) {
 		return nil // the common case on the start path: one stat
 	}
 	switch mode {
 	case ModeV2:
-		m, err := cgroup2.NewManager(Root, "/"+DefaultParent, cgroup2.ToResources(res))
+		m, err := cgroup2.NewManager(Root, "/"+parent, cgroup2.ToResources(res))
 		if err != nil {
-			return fmt.Errorf("create parent cgroup %s: %w", DefaultParent, err)
+			return fmt.Errorf("create parent cgroup %s: %w", parent, err)
 		}
 		ctrls, err := m.RootControllers()
 		if err != nil {
@@ -182,8 +223,8 @@ func EnsureParent(budget Limits) error {
 		}
 		return nil
 	case ModeV1, ModeHybrid:
-		if _, err := cgroup1.New(cgroup1.StaticPath("/"+DefaultParent), res); err != nil {
-			return fmt.Errorf("create parent cgroup %s: %w", DefaultParent, err)
+		if _, err := cgroup1.New(cgroup1.StaticPath("/"+parent), res); err != nil {
+			return fmt.Errorf("create parent cgroup %s: %w", parent, err)
 		}
 		return nil
 	}
@@ -192,22 +233,22 @@ func EnsureParent(budget Limits) error {
 
 // parentExists reports whether the parent cgroup is already there.
 func parentExists(mode Mode) bool {
-	p := filepath.Join(Root, DefaultParent)
+	p := filepath.Join(Root, Parent())
 	if mode != ModeV2 {
-		p = filepath.Join(Root, "memory", DefaultParent)
+		p = filepath.Join(Root, "memory", Parent())
 	}
 	_, err := os.Stat(p)
 	return err == nil
 }
 
 // SandboxPath returns the cgroup path of sandbox id below the parent.
-func SandboxPath(id string) string { return "/" + DefaultParent + "/" + id }
+func SandboxPath(id string) string { return "/" + Parent() + "/" + id }
 
 // RemoveParentIfEmpty removes the parent cgroup from every hierarchy when no
 // sandbox uses it any more. A busy parent is left alone.
 func RemoveParentIfEmpty() error {
-	dirs, _ := filepath.Glob(filepath.Join(Root, "*", DefaultParent))
-	dirs = append(dirs, filepath.Join(Root, DefaultParent))
+	dirs, _ := filepath.Glob(filepath.Join(Root, "*", Parent()))
+	dirs = append(dirs, filepath.Join(Root, Parent()))
 	var errs []error
 	for _, d := range dirs {
 		if err := os.Remove(d); err != nil && !os.IsNotExist(err) && !errors.Is(err, os.ErrExist) && !isBusy(err) {
@@ -231,8 +272,8 @@ func isBusy(err error) bool {
 // sandboxes.
 func Leftovers() map[string][]string {
 	out := map[string][]string{}
-	dirs, _ := filepath.Glob(filepath.Join(Root, "*", DefaultParent, "*"))
-	more, _ := filepath.Glob(filepath.Join(Root, DefaultParent, "*"))
+	dirs, _ := filepath.Glob(filepath.Join(Root, "*", Parent(), "*"))
+	more, _ := filepath.Glob(filepath.Join(Root, Parent(), "*"))
 	for _, d := range append(dirs, more...) {
 		if fi, err := os.Stat(d); err == nil && fi.IsDir() {
 			out[filepath.Base(d)] = append(out[filepath.Base(d)], d)

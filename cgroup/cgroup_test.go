@@ -34,3 +34,20 @@ func TestDetectMode(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestParentEnv(t *testing.T) {
+	t.Setenv(ParentEnv, "")
+	if Parent() != DefaultParent || ValidateParentEnv() != nil || SandboxPath("x") != "/sbx/x" {
+		t.Errorf("unset: parent %q", Parent())
+	}
+	t.Setenv(ParentEnv, "sbx-test-1")
+	if Parent() != "sbx-test-1" || ValidateParentEnv() != nil || SandboxPath("x") != "/sbx-test-1/x" {
+		t.Errorf("set: parent %q", Parent())
+	}
+	for _, bad := range []string{"a/b", "..", "../x", "a b", "x\n"} {
+		t.Setenv(ParentEnv, bad)
+		if Parent() != DefaultParent || ValidateParentEnv() == nil {
+			t.Errorf("%q: parent %q, accepted", bad, Parent())
+		}
+	}
+}

@@ -17,9 +17,9 @@ const unlimitedMemory = 1 << 62
 func parentMemoryFile(mode Mode) (string, error) {
 	switch mode {
 	case ModeV2:
-		return filepath.Join(Root, DefaultParent, "memory.max"), nil
+		return filepath.Join(Root, Parent(), "memory.max"), nil
 	case ModeV1, ModeHybrid:
-		return filepath.Join(Root, "memory", DefaultParent, "memory.limit_in_bytes"), nil
+		return filepath.Join(Root, "memory", Parent(), "memory.limit_in_bytes"), nil
 	}
 	return "", errors.New("cgroups are not available on this host")
 }

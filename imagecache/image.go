@@ -1,14 +1,14 @@
 package imagecache
 
 import (
-	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 
 	securejoin "github.com/cyphar/filepath-securejoin"
 	"github.com/moby/sys/user"
+
+	"github.com/sbxrun/sbx"
 )
 
 // Image is a cached image, ready to run.
@@ -39,7 +39,7 @@ type ImageConfig struct {
 }
 
 // DefaultPath is the PATH a process gets when the image sets none.
-const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const DefaultPath = sbx.DefaultPath
 
 // ProcessOverrides are what a user gives on the command line to change how
 // the image's process starts; zero fields keep the image's values.
@@ -57,81 +57,23 @@ type ProcessOverrides struct {
 // Process is the first process of a sandbox as the image and the overrides
 // ask for it. User is still a string: resolve it with LookupUser in the
 // mounted root.
-type Process struct {
-	Args []string
-	Env  []string
-	Cwd  string
-	User string
+type Process = sbx.Process
+
+// Contract returns the config in the contract's form.
+func (c ImageConfig) Contract() *sbx.ImageConfig {
+	return &sbx.ImageConfig{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir,
+		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal}
 }
 
-// Process combines the image config with overrides the way docker run does:
-// argv = Entrypoint + Cmd, Env merged by key with PATH defaulted, the
-// working directory defaulting to "/".
+// Process combines the image config with overrides the way docker run does
+// (see sbx.ImageConfig.Process).
 func (c ImageConfig) Process(o ProcessOverrides) (Process, error) {
-	entry, cmd := c.Entrypoint, c.Cmd
-	if o.Entrypoint != nil {
-		entry, cmd = o.Entrypoint, nil
-	}
-	if len(o.Cmd) > 0 {
-		cmd = o.Cmd
-	}
-	p := Process{Args: append(append([]string{}, entry...), cmd...)}
-	if len(p.Args) == 0 {
-		return Process{}, errors.New("no command to run: the image has no Entrypoint or Cmd; give a command after the image name")
-	}
-	p.Env = MergeEnv(c.Env, o.Env)
-	if !hasKey(p.Env, "PATH") {
-		p.Env = append([]string{"PATH=" + DefaultPath}, p.Env...)
-	}
-	p.Cwd = c.WorkingDir
-	if o.WorkingDir != "" {
-		p.Cwd = o.WorkingDir
-	}
-	if p.Cwd == "" {
-		p.Cwd = "/"
-	}
-	p.Cwd = path.Clean("/" + p.Cwd)
-	p.User = c.User
-	if o.User != "" {
-		p.User = o.User
-	}
-	return p, nil
+	return c.Contract().Process(o.Entrypoint, o.Cmd, o.Env, o.WorkingDir, o.User)
 }
 
 // MergeEnv returns base with each KEY=VALUE of over replacing the entry of
 // the same key (or appended); an entry of over without "=" removes the key.
-func MergeEnv(base, over []string) []string {
-	out := make([]string, 0, len(base)+len(over))
-	pos := map[string]int{}
-	put := func(kv string) {
-		k, _, hasEq := strings.Cut(kv, "=")
-		i, seen := pos[k]
-		switch {
-		case !hasEq && seen:
-			out[i] = ""
-			delete(pos, k)
-		case !hasEq:
-		case seen:
-			out[i] = kv
-		default:
-			pos[k] = len(out)
-			out = append(out, kv)
-		}
-	}
-	for _, kv := range base {
-		put(kv)
-	}
-	for _, kv := range over {
-		put(kv)
-	}
-	res := out[:0]
-	for _, kv := range out {
-		if kv != "" {
-			res = append(res, kv)
-		}
-	}
-	return res
-}
+func MergeEnv(base, over []string) []string { return sbx.MergeEnv(base, over) }
 
 func hasKey(env []string, key string) bool {
 	for _, kv := range env {

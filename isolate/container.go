@@ -87,8 +87,8 @@ func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
 	if err != nil || !s.HelperSeccomp || cfg.Seccomp == nil {
 		return cfg, nil, err
 	}
-	if len(s.Args) < 2 || (s.Args[0] != HelperPath && s.Args[0] != InitPath) {
-		return nil, nil, errors.New("isolate: HelperSeccomp needs sbx's helper or init as the command")
+	if len(s.Args) < 2 || (s.Args[0] != InitPath && s.Args[0] != ExecutorPath) {
+		return nil, nil, errors.New("isolate: HelperSeccomp needs sbx's init or executor as the command")
 	}
 	var prog []byte
 	if cacheDir == "" {
@@ -125,6 +125,9 @@ func libcontainerConfig(s *Spec) (*configs.Config, error) {
 // Start creates the container described by s under stateRoot (libcontainer's
 // state directory) and starts its PID 1. On error nothing is left behind.
 func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
+	if err := CheckInit(); err != nil {
+		return nil, err
+	}
 	cfg, prog, err := build(s, filepath.Join(filepath.Dir(stateRoot), "seccomp"))
 	if err != nil {
 		return nil, err

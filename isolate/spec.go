@@ -20,13 +20,13 @@ const (
 	NetworkHost = "host" // the host's network namespace
 )
 
-// HelperPath is where the sbx binary is bind-mounted inside every sandbox,
-// read-only; it runs there as the sandbox's init or executor.
-const HelperPath = "/.sbx/sbx"
-
 // InitPath is where the small sbx-init binary is bind-mounted, read-only,
-// when a one-shot sandbox runs it as its init instead of "sbx reaper".
+// in one-shot sandboxes, which run it as their PID 1 ("reaper").
 const InitPath = "/.sbx/init"
+
+// ExecutorPath is where the sbx-executor binary is bind-mounted, read-only,
+// in long-lived sandboxes, which run it as their PID 1 ("executor").
+const ExecutorPath = "/.sbx/executor"
 
 // Spec describes one sandboxed process tree. Policy is decided by the
 // caller; isolate only turns the spec into a libcontainer configuration.
@@ -51,8 +51,9 @@ type Spec struct {
 	Tty            bool
 	// HelperSeccomp installs the seccomp filter from sbx's own init instead
 	// of libcontainer's: the filter is compiled once, cached, and handed to
-	// the helper (Args[0] must be HelperPath) as "--seccomp-fd N" after its
-	// subcommand; the helper loads it before any sandboxed code runs.
+	// the helper (Args[0] must be InitPath or ExecutorPath, Args[1] its
+	// subcommand) as "--seccomp-fd N" after the subcommand; the helper
+	// loads it before any sandboxed code runs.
 	HelperSeccomp bool
 	// ParentDeathSignal is sent to the sandbox's PID 1 when the creating
 	// thread dies; one-shot runs use SIGKILL so nothing outlives sbx.

@@ -13,6 +13,8 @@ import (
 	"github.com/moby/sys/user"
 	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/isolate"
 )
 
 // AttachOptions describe an interactive process started in a running
@@ -52,6 +54,9 @@ func (m *Manager) Attach(ctx context.Context, ref string, o AttachOptions) (int,
 	}
 	if sb.Status != StatusRunning {
 		return 0, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+	}
+	if err := isolate.CheckInit(); err != nil {
+		return 0, err
 	}
 	lc, err := libcontainer.Load(m.containerRoot(), sb.ID)
 	if err != nil {

@@ -209,7 +209,7 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 		return fmt.Errorf("%w: memory budget: %d of %d bytes are given to other sandboxes, %d more do not fit", ErrLimit, used, budget, want)
 	}
 	if parent > 0 && !applied && used+want > parent {
-		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", ErrLimit, cgroup.DefaultParent, parent, used, want)
+		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", ErrLimit, cgroup.Parent(), parent, used, want)
 	}
 	if budget > 0 && !applied {
 		if err := cgroup.SetParentMemory(budget); err != nil {

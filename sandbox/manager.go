@@ -70,9 +70,11 @@ type Config struct {
 	// Images resolves image references; without it only Options.Rootfs
 	// works.
 	Images ImageSource
-	// Helper is the statically linked sbx binary bind-mounted into every
-	// sandbox as its executor (default: the running executable).
-	Helper string
+	// Executor is a static executor binary, run inside every sandbox as
+	// "EXECUTOR executor [flags]": sbx-executor or a full sbx binary
+	// (default: the sbx-executor embedded in this program, written once
+	// under Root/helpers).
+	Executor string
 	// HostNetNS is the network namespace that plays the host for bridge
 	// networking (bridge, veths, rules); empty means the namespace sbx runs
 	// in. Tests pass a namespace of their own.

@@ -15,17 +15,6 @@ import (
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
-// helperBinary is the static sbx binary that runs as the executor inside
-// sandboxes (make build; SBX_BIN=$PWD/bin/sbx).
-func helperBinary(t testing.TB) string {
-	t.Helper()
-	bin := os.Getenv("SBX_BIN")
-	if bin == "" {
-		t.Fatal("SBX_BIN must name a static sbx binary (make build; SBX_BIN=$PWD/bin/sbx)")
-	}
-	return bin
-}
-
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
@@ -42,9 +31,6 @@ func newManager(t testing.TB, cfg Config) *Manager {
 	}
 	if cfg.RunRoot == "" {
 		cfg.RunRoot = filepath.Join(dir, "run")
-	}
-	if cfg.Helper == "" {
-		cfg.Helper = helperBinary(t)
 	}
 	m, err := New(cfg)
 	if err != nil {
@@ -416,7 +402,7 @@ func TestHelperCreate(t *testing.T) {
 	if os.Getenv("SBX_HELPER_CREATE") != "1" {
 		t.Skip("helper process for TestCreateKilledAtEachStep")
 	}
-	m, err := New(Config{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT"), Helper: helperBinary(t)})
+	m, err := New(Config{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT")})
 	if err != nil {
 		t.Fatal(err)
 	}

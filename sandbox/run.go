@@ -21,6 +21,7 @@ import (
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/isolate/reaper"
 	"github.com/sbxrun/sbx/netns"
@@ -124,22 +125,21 @@ type Timings struct {
 type Runner struct {
 	// RunRoot is the runtime state directory, e.g. /run/sbx.
 	RunRoot string
-	// Helper is the path of a statically linked sbx binary; it is
-	// bind-mounted at isolate.HelperPath and runs as the sandbox's init
-	// ("sbx reaper") unless Init is set.
-	Helper string
-	// Init is the path of the small sbx-init binary (see isolate/initbin);
-	// when set it runs as the sandbox's init, bind-mounted at
-	// isolate.InitPath, and Helper is not needed.
+	// Init is a static init binary, bind-mounted at isolate.InitPath and
+	// run as each sandbox's PID 1 ("INIT reaper [flags] -- CMD"): sbx-init
+	// or a full sbx binary (default: the sbx-init embedded in this program,
+	// written once under RunRoot/helpers).
 	Init string
 	// Network attaches bridged sandboxes; needed only for bridge mode.
 	Network *netns.Network
 }
 
-// runsDir and containersDir are below RunRoot.
+// runsDir and containersDir are below RunRoot; helpersDir is below the
+// root (or RunRoot for a Runner without an Init).
 const (
 	runsDir       = "runs"
 	containersDir = "containers"
+	helpersDir    = "helpers"
 	ownerFile     = "owner"
 )
 
@@ -156,8 +156,12 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 	if len(spec.Args) == 0 {
 		return nil, errors.New("no command given")
 	}
-	if r.Helper == "" && r.Init == "" {
-		return nil, errors.New("runner has no helper or init binary")
+	initBin := r.Init
+	if initBin == "" {
+		var err error
+		if initBin, err = helperbin.Install(filepath.Join(r.RunRoot, helpersDir), helperbin.Init); err != nil {
+			return nil, err
+		}
 	}
 	id := "run-" + NewID()
 	dir := filepath.Join(r.RunRoot, runsDir, id)
@@ -267,18 +271,14 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		return nil, fmt.Errorf("lifeline pipe: %w", err)
 	}
 	defer lifeW.Close()
-	initPath, initSource := isolate.HelperPath, r.Helper
-	if r.Init != "" {
-		initPath, initSource = isolate.InitPath, r.Init
-	}
-	args := append([]string{initPath, "reaper", "--status-fd", "3", "--lifeline-fd", "4"}, "--")
+	args := append([]string{isolate.InitPath, "reaper", "--status-fd", "3", "--lifeline-fd", "4"}, "--")
 	if spec.Tty {
 		args[len(args)-1] = "--tty"
 		args = append(args, "--")
 	}
 	args = append(args, spec.Args...)
 	mounts := append([]specs.Mount{{
-		Source: initSource, Destination: initPath, Type: "bind",
+		Source: initBin, Destination: isolate.InitPath, Type: "bind",
 		Options: []string{"bind", "ro", "nodev", "nosuid"},
 	}}, root.Mounts...)
 	mounts = append(mounts, spec.Mounts...)
@@ -539,7 +539,14 @@ func (r *Runner) GCRuns() ([]string, error) {
 			continue
 		}
 		if ctr, err := isolate.Load(filepath.Join(r.RunRoot, containersDir), e.Name()); err == nil {
+			// The run's init may still be dying (its lifeline just closed):
+			// kill every process and wait until the cgroup is empty, or
+			// libcontainer refuses to destroy a running container.
 			_ = ctr.Kill()
+			if err := killCgroup(context.Background(), e.Name()); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			errs = append(errs, ctr.Destroy())
 		}
 		errs = append(errs, rootfs.Cleanup(filepath.Join(dir, "fs")), rootfs.Cleanup(dir))

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
@@ -202,12 +203,12 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	}
 	defer logf.Close()
 
-	helper, err := m.helper()
+	executorBin, err := m.executorBinary()
 	if err != nil {
 		return err
 	}
 	mounts := []specs.Mount{
-		{Source: helper, Destination: isolate.HelperPath, Type: "bind", Options: []string{"bind", "ro", "nodev", "nosuid"}},
+		{Source: executorBin, Destination: isolate.ExecutorPath, Type: "bind", Options: []string{"bind", "ro", "nodev", "nosuid"}},
 		{Source: sockDir, Destination: SocketDirPath, Type: "bind", Options: []string{"bind", "ro", "nodev", "nosuid", "noexec"}},
 	}
 	mounts = append(mounts, extra...)
@@ -224,7 +225,7 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 		ID:             sb.ID,
 		Rootfs:         sb.RootPath,
 		ReadonlyRootfs: sb.Options.ReadonlyRootfs,
-		Args:           executorArgs(isolate.HelperPath, sb),
+		Args:           executorArgs(isolate.ExecutorPath, sb),
 		Env:            env,
 		Cwd:            "/",
 		Hostname:       hostname,
@@ -334,16 +335,15 @@ func (m *Manager) containerRoot() string {
 	return filepath.Join(m.store.RunRoot(), containersDir)
 }
 
-// helper is the sbx binary bind-mounted into sandboxes as their PID 1.
-func (m *Manager) helper() (string, error) {
-	if m.cfg.Helper != "" {
-		return m.cfg.Helper, nil
+// executorBinary is the executor bind-mounted into sandboxes as their
+// PID 1: Config.Executor, or the embedded sbx-executor, written under the
+// root (not the tmpfs run root: a bind mount from tmpfs costs libcontainer's
+// start several milliseconds here).
+func (m *Manager) executorBinary() (string, error) {
+	if m.cfg.Executor != "" {
+		return m.cfg.Executor, nil
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("find the sbx binary to run as executor: %w", err)
-	}
-	return exe, nil
+	return helperbin.Install(filepath.Join(m.cfg.Root, helpersDir), helperbin.Executor)
 }
 
 // volumeMounts turns volumes and tmpfs mounts into OCI mounts.
@@ -484,8 +484,8 @@ func waitPidfd(ctx context.Context, pidfd int, timeout time.Duration) error {
 
 // executorArgs is the command line of a sandbox's PID 1: the executor with
 // the sandbox's defaults for commands.
-func executorArgs(helper string, sb *Sandbox) []string {
-	args := []string{helper, "executor", "--listen-fd", "3", "--env-fd", "4"}
+func executorArgs(executor string, sb *Sandbox) []string {
+	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
 	workdir := sb.Options.Workdir
 	user := sb.Options.User
 	if sb.Image != nil {

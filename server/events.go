@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 )
@@ -239,7 +240,7 @@ func (t *tracker) observe(sb *sandbox.Sandbox) {
 
 func (t *tracker) observeLocked(sb *sandbox.Sandbox, at time.Time) {
 	ev := func(typ string) {
-		e := api.Event{Type: typ, Sandbox: sb.ID, Name: sb.Name, Status: string(sb.Status)}
+		e := api.Event{Type: typ, Sandbox: sb.ID, Name: sb.Name, Status: sbx.Status(sb.Status)}
 		if typ == api.EventExited {
 			e.ExitCode = sb.ExitCode
 		}
@@ -343,7 +344,7 @@ func (t *tracker) oomKills(sb *sandbox.Sandbox, n uint64) {
 	}
 	if n > cur.oom {
 		t.m.oomKills.Add(float64(n - cur.oom))
-		t.bus.publish(api.Event{Type: api.EventOOM, Sandbox: sb.ID, Name: sb.Name, Status: string(cur.status), OOMKills: n})
+		t.bus.publish(api.Event{Type: api.EventOOM, Sandbox: sb.ID, Name: sb.Name, Status: sbx.Status(cur.status), OOMKills: n})
 		cur.oom = n
 	}
 }

@@ -23,7 +23,7 @@ func (s *Server) hostInfo(w http.ResponseWriter, r *http.Request) {
 		Version:      version.Version + " (" + version.Commit + ")",
 		Kernel:       unix.ByteSliceToString(uts.Release[:]),
 		CgroupMode:   string(cgroup.DetectMode()),
-		CgroupParent: "/" + cgroup.DefaultParent,
+		CgroupParent: "/" + cgroup.Parent(),
 	}
 	info.CgroupControllers, _ = cgroup.Controllers()
 	writeJSON(w, http.StatusOK, info)

@@ -38,7 +38,7 @@ func newTestServer(t *testing.T, mutate func(*Config)) (*Server, *httptest.Serve
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	m, err := sandbox.New(sandbox.Config{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"), Helper: "/nonexistent"})
+	m, err := sandbox.New(sandbox.Config{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"), Executor: "/nonexistent"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sbxrun/sbx/bench"
 	benchreport "github.com/sbxrun/sbx/bench/report"
 	"github.com/sbxrun/sbx/cgroup"
@@ -20,44 +23,50 @@ import (
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
-// benchEnv runs `sbx bench` with a private runtime root, so that its
-// leftover checks see only what this test's bench made: other sbx
-// processes on the machine use /run/sbx at the same time.
+// benchEnv runs `sbx bench` with a private runtime root and temporary
+// directory, so that its leftover checks see only what this test's bench
+// made: other sbx processes on the machine use /run/sbx, /tmp and their
+// own benches at the same time. Cgroups are this test binary's own too:
+// TestMain gives it a private parent cgroup.
 type benchEnv struct {
 	t        *testing.T
 	runRoot  string
+	tmp      string // $TMPDIR of the bench
+	pids     []int  // of the bench processes, which name their state after them
 	cgBefore map[string]bool
-	globs    map[string]bool
 }
-
-// benchGlobs are where the bench keeps temporary state.
-var benchGlobs = []string{"/run/sbx-bench-*", "/tmp/sbx-bench-*"}
 
 func newBenchEnv(t *testing.T) *benchEnv {
 	t.Helper()
 	e := &benchEnv{t: t, runRoot: fmt.Sprintf("/run/sbxbt-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6),
-		cgBefore: map[string]bool{}, globs: map[string]bool{}}
+		tmp: filepath.Join(t.TempDir(), "tmp"), cgBefore: map[string]bool{}}
+	if err := os.Mkdir(e.tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
 	for id := range cgroup.Leftovers() {
 		e.cgBefore[id] = true
-	}
-	for _, g := range benchGlobs {
-		m, _ := filepath.Glob(g)
-		for _, p := range m {
-			e.globs[p] = true
-		}
 	}
 	t.Cleanup(e.check)
 	return e
 }
 
-// run runs `sbx --run-root PRIVATE bench ARGS...` with env added.
-func (e *benchEnv) run(env []string, args ...string) result {
+// command is `sbx ARGS...` with the bench's private $TMPDIR and env added.
+func (e *benchEnv) command(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command(sbxBin, args...)
+	cmd.Env = append(append(os.Environ(), "TMPDIR="+e.tmp), env...)
+	return cmd
+}
+
+// exec runs cmd, remembering its pid, and returns its output and exit code.
+func (e *benchEnv) exec(cmd *exec.Cmd) result {
 	e.t.Helper()
-	cmd := exec.Command(sbxBin, append([]string{"--run-root", e.runRoot, "bench"}, args...)...)
-	cmd.Env = append(os.Environ(), env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
+	if err := cmd.Start(); err != nil {
+		e.t.Fatalf("sbx bench: %v", err)
+	}
+	e.pids = append(e.pids, cmd.Process.Pid)
+	err := cmd.Wait()
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
@@ -65,6 +74,12 @@ func (e *benchEnv) run(env []string, args ...string) result {
 		e.t.Fatalf("sbx bench: %v", err)
 	}
 	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// run runs `sbx --run-root PRIVATE bench ARGS...` with env added.
+func (e *benchEnv) run(env []string, args ...string) result {
+	e.t.Helper()
+	return e.exec(e.command(env, append([]string{"--run-root", e.runRoot, "bench"}, args...)...))
 }
 
 // check fails the test if the bench left mounts, state, temporary
@@ -82,31 +97,26 @@ func (e *benchEnv) check() {
 			t.Errorf("leftover %s in %s: %d", sub, e.runRoot, len(entries))
 		}
 	}
-	for _, g := range benchGlobs {
-		m, _ := filepath.Glob(g)
-		for _, p := range m {
-			if !e.globs[p] {
+	if entries, _ := os.ReadDir(e.tmp); len(entries) > 0 {
+		for _, en := range entries {
+			t.Errorf("leftover bench state: %s", filepath.Join(e.tmp, en.Name()))
+		}
+	}
+	for _, pid := range e.pids {
+		// The bench's runtime roots and the anchors' cgroups (outside the
+		// parent: runc and crun put them at the top) carry its pid.
+		for _, g := range []string{fmt.Sprintf("/run/sbx-bench-%d-*", pid), fmt.Sprintf("%s/*/sbx-bench-*-%d-*", cgroup.Root, pid), fmt.Sprintf("%s/sbx-bench-*-%d-*", cgroup.Root, pid)} {
+			m, _ := filepath.Glob(g)
+			for _, p := range m {
 				t.Errorf("leftover bench state: %s", p)
 			}
 		}
 	}
-	// Cgroups of other processes' sandboxes come and go; only those that
-	// appeared during the test and stay are the bench's.
+	// Every cgroup under this test binary's parent that appeared during
+	// the test is the bench's; teardown is synchronous, so none may stay.
 	var stale []string
-	for i := 0; i < 50; i++ {
-		stale = stale[:0]
-		for id := range cgroup.Leftovers() {
-			if !e.cgBefore[id] && !strings.HasPrefix(id, "sbx-bench-probe") {
-				stale = append(stale, id)
-			}
-		}
-		if len(stale) == 0 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 	for id := range cgroup.Leftovers() {
-		if strings.HasPrefix(id, "sbx-bench-probe") {
+		if !e.cgBefore[id] {
 			stale = append(stale, id)
 		}
 	}
@@ -151,8 +161,9 @@ func TestBenchMissingRuntimeIsReported(t *testing.T) {
 }
 
 // TestBenchEveryRuntimeHasFiguresOrError: with the runtimes of this host,
-// each row has figures or an error line, never silence; runc (installed by
-// make deps-bench) must have figures.
+// each row has figures or an error line, never silence. The anchors are
+// not dependencies of sbx: runc has figures where it is installed (make
+// deps-bench), and where it is not its row says so.
 func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	dir := t.TempDir()
@@ -195,8 +206,16 @@ func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 			}
 		}
 	}
-	if cold.Subjects[0].Summary == nil || cold.Subjects[1].Summary == nil {
-		t.Fatalf("sbx and runc must have figures: %+v", cold.Subjects[:2])
+	if cold.Subjects[0].Summary == nil {
+		t.Fatalf("sbx must have figures: %+v", cold.Subjects[0])
+	}
+	for _, s := range cold.Subjects[1:] {
+		if !anchorInstalled(s.Name) && !strings.Contains(s.Error, "not installed") {
+			t.Errorf("%s is not installed on this host, yet its row says %q", s.Name, s.Error)
+		}
+	}
+	if runc := cold.Subjects[1]; anchorInstalled("runc") && runc.Summary == nil {
+		t.Fatalf("runc is installed and must have figures: %+v", runc)
 	}
 	var phases []string
 	for _, p := range cold.Breakdown {
@@ -327,6 +346,13 @@ func TestBenchMarkdownTable(t *testing.T) {
 	}
 }
 
+// anchorInstalled reports whether the bench finds the binary of anchor
+// name (runc, crun, bwrap) in PATH, as the bench itself looks for it.
+func anchorInstalled(name string) bool {
+	_, err := exec.LookPath(name)
+	return err == nil
+}
+
 // tableRows returns the data rows of a scenario's text table.
 func tableRows(out, scenario string) []string {
 	var rows []string
@@ -390,20 +416,49 @@ func TestBenchImageWithLayers(t *testing.T) {
 	if len(img.LayerDirs) != 2 {
 		t.Fatalf("want a two-layer image, got %d layers", len(img.LayerDirs))
 	}
-	e := newBenchEnv(t)
-	cmd := exec.Command(sbxBin, "--root", stateRoot, "--run-root", e.runRoot, "bench", "--image", "bench-test/two:1",
-		"--samples", "2", "--warmup", "0", "--compare", "runc,bwrap", "cold", "lib")
-	out, err := cmd.CombinedOutput()
+	// What the other runtimes get, checked without them: a read-only
+	// overlay with the files of both layers, gone after the cleanup.
+	var w bench.Workload
+	mnt := filepath.Join(t.TempDir(), "bench-image-root")
+	unmount, err := bench.UseImage(&w, store, stateRoot, "bench-test/two:1", mnt)
 	if err != nil {
-		t.Fatalf("sbx bench --image: %v\n%s", err, out)
+		t.Fatal(err)
 	}
-	s := string(out)
+	for _, f := range []string{"bin/busybox", "usr/local/bin/ok"} {
+		if _, err := os.Stat(filepath.Join(w.Rootfs, f)); err != nil || w.Rootfs != mnt {
+			t.Errorf("the anchors' root %s lacks %s: %v", w.Rootfs, f, err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(mnt, "x"), nil, 0o644); !errors.Is(err, unix.EROFS) {
+		t.Errorf("the anchors' root is writable: %v", err)
+	}
+	if err := unmount(); err != nil {
+		t.Fatalf("unmount the anchors' root: %v", err)
+	}
+	if _, err := os.Stat(mnt); !os.IsNotExist(err) {
+		t.Errorf("the anchors' root %s is still there: %v", mnt, err)
+	}
+
+	e := newBenchEnv(t)
+	r := e.exec(e.command(nil, "--root", stateRoot, "--run-root", e.runRoot, "bench", "--image", "bench-test/two:1",
+		"--samples", "2", "--warmup", "0", "--compare", "runc,bwrap", "cold", "lib"))
+	if r.code != 0 {
+		t.Fatalf("sbx bench --image: exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	s := r.stdout
 	if !strings.Contains(s, "sbx run bench-test/two:1 true") || !strings.Contains(s, bench.ProbeImage) {
 		t.Errorf("cold does not run the image or lacks the image lookup:\n%s", s)
 	}
+	// The anchors are not dependencies: one that is installed must run
+	// on the overlay of the image's layers, one that is not is reported.
 	for _, row := range append(tableRows(s, "cold"), tableRows(s, "lib")...) {
-		if strings.Contains(row, "FAILED") {
-			t.Errorf("a runtime failed on the image's root: %q\n%s", row, s)
+		name := strings.Fields(row)[0]
+		switch {
+		case !strings.Contains(row, "FAILED"):
+		case anchorInstalled(name):
+			t.Errorf("%s failed on the image's root: %q\n%s", name, row, s)
+		case !strings.Contains(s, "error: "+name+": "+name+": not installed"):
+			t.Errorf("%s is not installed, but its error does not say so: %q\n%s", name, row, s)
 		}
 	}
 	if mi, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mi), "bench-image-") {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/internal/helperbin"
 )
 
 // sbxBinary returns the sbx binary under test (see TestMain).
@@ -22,6 +23,17 @@ func sbxBinary(t testing.TB) string {
 		t.Fatal("no sbx binary: TestMain did not run")
 	}
 	return sbxBin
+}
+
+// executorBinary returns the sbx-executor that sandboxes run, installed
+// from this test binary's embedded copy.
+func executorBinary(t testing.TB) string {
+	t.Helper()
+	p, err := helperbin.Install(testHelpersDir, helperbin.Executor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // runningExecutor is an executor started as a plain process.
@@ -47,7 +59,7 @@ func startExecutor(t testing.TB, flags ...string) *runningExecutor {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append(client.Args(sbxBinary(t), "", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, ""),
+	args := append(client.Args(executorBinary(t), "", []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}, ""),
 		append([]string{"--log-level", "debug", "--stop-timeout", "2s"}, flags...)...)
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.ExtraFiles = []*os.File{lf}

@@ -67,7 +67,7 @@ func startSandboxedExecutor(t *testing.T, lower string, limits cgroup.Limits) *s
 	spec := &isolate.Spec{
 		ID:     id,
 		Rootfs: root.Path,
-		Args: append(client.Args(isolate.HelperPath, "", []string{"PATH=" + isolate.DefaultPath, "LANG=C.UTF-8"}, "/root"),
+		Args: append(client.Args(isolate.ExecutorPath, "", []string{"PATH=" + isolate.DefaultPath, "LANG=C.UTF-8"}, "/root"),
 			"--log-level", "debug", "--stop-timeout", "2s"),
 		Env:      []string{"PATH=" + isolate.DefaultPath},
 		Cwd:      "/",
@@ -76,7 +76,7 @@ func startSandboxedExecutor(t *testing.T, lower string, limits cgroup.Limits) *s
 		Limits:   limits,
 		Network:  isolate.NetworkNone,
 		Mounts: []specs.Mount{{
-			Source: sbxBinary(t), Destination: isolate.HelperPath, Type: "bind",
+			Source: executorBinary(t), Destination: isolate.ExecutorPath, Type: "bind",
 			Options: []string{"bind", "ro", "nodev", "nosuid"},
 		}},
 		HelperSeccomp:     true,
@@ -147,7 +147,7 @@ func TestExecutorInSandbox(t *testing.T) {
 	}
 	res := exec(api.ExecRequest{Command: "echo $$; cat /proc/1/cmdline | tr '\\0' ' '; echo; pwd; echo $LANG"})
 	lines := strings.Split(res.Stdout, "\n")
-	if len(lines) < 4 || !strings.HasPrefix(lines[1], "/.sbx/sbx executor ") || !strings.Contains(lines[1], "--listen-fd 3") || lines[2] != "/root" || lines[3] != "C.UTF-8" {
+	if len(lines) < 4 || !strings.HasPrefix(lines[1], "/.sbx/executor executor ") || !strings.Contains(lines[1], "--listen-fd 3") || lines[2] != "/root" || lines[3] != "C.UTF-8" {
 		t.Fatalf("inside: %q", res.Stdout)
 	}
 

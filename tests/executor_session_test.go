@@ -124,7 +124,9 @@ func TestExecutorSessionSemantics(t *testing.T) {
 				t.Fatalf("after input: %+v", res)
 			}
 			// python3 input() prompts the same way.
-			res = s.run(api.RunRequest{Command: `python3 -c 'x = input("py? "); print("got", x)'`, NoOutputTimeoutS: secs(1)})
+			// (python starts in well over a second on a loaded machine: the
+			// silence that ends the call must be longer than its start.)
+			res = s.run(api.RunRequest{Command: `python3 -c 'x = input("py? "); print("got", x)'`, NoOutputTimeoutS: secs(4)})
 			if res.Status != api.StatusRunning || res.Output != "py? " {
 				t.Fatalf("python prompt: %+v", res)
 			}
@@ -200,7 +202,7 @@ func TestExecutorSessionSemantics(t *testing.T) {
 			}
 
 			// The hard timeout and the no-output timeout never kill.
-			res = s.run(api.RunRequest{Command: "while true; do echo tick; sleep 0.05; done", TimeoutS: 0.5, NoOutputTimeoutS: secs(0.3)})
+			res = s.run(api.RunRequest{Command: "while true; do echo tick; sleep 0.05; done", TimeoutS: 2, NoOutputTimeoutS: secs(1.5)})
 			if res.Status != api.StatusRunning || res.Reason != api.ReasonTimeout || !strings.Contains(res.Output, "tick\n") {
 				t.Fatalf("ticking: %+v", res)
 			}

@@ -10,13 +10,18 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/isolate"
 )
 
 // sbxBin is the statically linked sbx binary under test: $SBX_BIN (set by
 // `make test`), or one built into a temporary directory.
 var sbxBin string
 
+// testHelpersDir holds the helper binaries tests run directly.
+var testHelpersDir string
+
 func TestMain(m *testing.M) {
+	isolate.Init() // tests start sandboxes in this process
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "tests: the integration tests need root (run `make test` as root)")
 		os.Exit(1)
@@ -30,7 +35,16 @@ func TestMain(m *testing.M) {
 	// other sbx processes on the machine.
 	runRoot := fmt.Sprintf("/run/sbx-test-%d", os.Getpid())
 	os.Setenv("SBX_RUN_ROOT", runRoot)
+	if testHelpersDir, err = os.MkdirTemp("", "sbx-test-helpers-"); err != nil {
+		fmt.Fprintln(os.Stderr, "tests:", err)
+		os.Exit(1)
+	}
+	// A private parent cgroup: every sandbox these tests (and the sbx
+	// processes they start) create lives under it, so cgroup leftovers
+	// are this test binary's own, never another sbx user's.
+	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
 	code := m.Run()
+	os.RemoveAll(testHelpersDir)
 	cleanup()
 	os.RemoveAll(runRoot)
 	// The parent cgroup goes when no sandbox is left in it.
@@ -122,22 +136,11 @@ func assertNoLeftovers(t testing.TB) {
 			}
 		}
 	}
-	// A leaked cgroup is an empty one; cgroups with processes belong to
-	// runs of other sbx processes that are still going.
+	// The parent cgroup is this test binary's own (TestMain), so every
+	// one-shot run's cgroup under it is a leftover of these tests.
 	for id, paths := range cgroup.Leftovers() {
-		if strings.HasPrefix(id, "run-") && cgroupEmpty(paths) {
+		if strings.HasPrefix(id, "run-") {
 			t.Errorf("leftover cgroups of %s: %v", id, paths)
 		}
 	}
-}
-
-// cgroupEmpty reports whether none of the cgroup directories has a process.
-func cgroupEmpty(paths []string) bool {
-	for _, p := range paths {
-		data, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-		if err == nil && len(strings.TrimSpace(string(data))) > 0 {
-			return false
-		}
-	}
-	return true
 }

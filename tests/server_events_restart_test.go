@@ -61,7 +61,7 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var fwd server.ManagerEvents
-	m2, err := sandbox.New(sandbox.Config{Root: e.root, RunRoot: e.runRoot, Helper: serverExecutorBin(), Logger: quiet, Events: fwd.Handle})
+	m2, err := sandbox.New(sandbox.Config{Root: e.root, RunRoot: e.runRoot, Executor: serverExecutorBin(), Logger: quiet, Events: fwd.Handle})
 	if err != nil {
 		t.Fatal(err)
 	}

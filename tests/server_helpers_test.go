@@ -21,13 +21,19 @@ import (
 
 const serverTestToken = "server-test-token-0123456789abcdef"
 
-// serverExecutorBin is the static sbx binary run as the sandboxes'
-// executor: $SBX_EXECUTOR_BIN, or the binary under test.
+// serverExecutorBin is the static executor binary the sandboxes run:
+// $SBX_EXECUTOR_BIN, or "" for the one embedded in sbx.
 func serverExecutorBin() string {
-	if p := os.Getenv("SBX_EXECUTOR_BIN"); p != "" {
-		return p
+	return os.Getenv("SBX_EXECUTOR_BIN")
+}
+
+// executorBinaryFlag is sbx serve's --executor-binary for
+// serverExecutorBin, when there is one.
+func executorBinaryFlag() []string {
+	if p := serverExecutorBin(); p != "" {
+		return []string{"--executor-binary", p}
 	}
-	return sbxBin
+	return nil
 }
 
 // serverEnv is an in-process sbx server over a private state directory,
@@ -51,7 +57,7 @@ func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)
 		t.Fatal(err)
 	}
 	e := &serverEnv{dir: dir, root: filepath.Join(dir, "root"), runRoot: filepath.Join(dir, "run"), ids: map[string]bool{}}
-	mcfg.Root, mcfg.RunRoot, mcfg.Helper = e.root, e.runRoot, serverExecutorBin()
+	mcfg.Root, mcfg.RunRoot, mcfg.Executor = e.root, e.runRoot, serverExecutorBin()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	mcfg.Logger = quiet
 	var events server.ManagerEvents

@@ -57,9 +57,10 @@ func newServeDirs(t *testing.T) *serveProc {
 }
 
 func (p *serveProc) args(extra ...string) []string {
-	return append([]string{"--root", p.root, "--run-root", p.runRoot, "--log-level", "info", "serve",
-		"--unix", p.sock, "--token-file", p.tokenFile, "--executor-binary", serverExecutorBin(),
-		"--allow-host-dir", fixture.CacheDir, "--watch-interval", "200ms"}, extra...)
+	args := append([]string{"--root", p.root, "--run-root", p.runRoot, "--log-level", "info", "serve",
+		"--unix", p.sock, "--token-file", p.tokenFile,
+		"--allow-host-dir", fixture.CacheDir, "--watch-interval", "200ms"}, executorBinaryFlag()...)
+	return append(args, extra...)
 }
 
 // start runs the server and waits until it answers.
@@ -363,7 +364,7 @@ func TestServerListeners(t *testing.T) {
 		t.Fatalf("wrong token on the socket: %v", err)
 	}
 	// --insecure-no-auth serves TCP without a token.
-	cmd := exec.Command(sbxBin, "--root", p.root, "--run-root", p.runRoot, "serve", "--listen", "127.0.0.1:17971", "--insecure-no-auth", "--executor-binary", serverExecutorBin())
+	cmd := exec.Command(sbxBin, append([]string{"--root", p.root, "--run-root", p.runRoot, "serve", "--listen", "127.0.0.1:17971", "--insecure-no-auth"}, executorBinaryFlag()...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

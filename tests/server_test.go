@@ -604,7 +604,7 @@ func TestServerEventsInOrder(t *testing.T) {
 	expect(sb.ID, api.EventStarted)
 
 	// A sandbox created and removed by another process (a CLI).
-	other, err := sandbox.New(sandbox.Config{Root: e.root, RunRoot: e.runRoot, Helper: serverExecutorBin()})
+	other, err := sandbox.New(sandbox.Config{Root: e.root, RunRoot: e.runRoot, Executor: serverExecutorBin()})
 	if err != nil {
 		t.Fatal(err)
 	}

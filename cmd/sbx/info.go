@@ -75,7 +75,7 @@ func gatherInfo() hostInfo {
 		RunRoot:    global.runRoot,
 	}
 	info.CgroupControllers, _ = cgroup.Controllers()
-	info.CgroupParent = "/" + cgroup.DefaultParent
+	info.CgroupParent = "/" + cgroup.Parent()
 	info.SwapLimit = cgroup.SwapControllable()
 	info.Seccomp, info.LibseccompVersion = seccomp.Supported()
 	info.Overlayfs = filesystemSupported("overlay")
@@ -84,7 +84,7 @@ func gatherInfo() hostInfo {
 	}
 	info.Uses = []string{
 		"namespaces: mount, pid, ipc, uts, net (lo only), cgroup",
-		"cgroup " + info.CgroupMode + " limits for memory (swap off), cpu, pids under /" + cgroup.DefaultParent,
+		"cgroup " + info.CgroupMode + " limits for memory (swap off), cpu, pids under /" + cgroup.Parent(),
 		"capabilities: " + strings.Join(isolate.DefaultCapabilities, ","),
 		"no_new_privs, Docker's masked and read-only paths, device allow-list",
 	}

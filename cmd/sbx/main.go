@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	// Linking isolate makes this binary a libcontainer init when re-executed.
-	_ "github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/isolate"
 )
 
 // Exit codes of sbx itself, following docker and podman.
@@ -53,7 +53,7 @@ var rootCmd = &cobra.Command{
 			return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", global.logLevel)
 		}
 		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-		return nil
+		return cgroup.ValidateParentEnv()
 	},
 }
 
@@ -75,6 +75,9 @@ func envOr(key, def string) string {
 }
 
 func main() {
+	// libcontainer re-executes this binary to set each sandbox up; there
+	// Init takes over and never returns.
+	isolate.Init()
 	os.Exit(execute(os.Args[1:]))
 }
 

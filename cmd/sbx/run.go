@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -19,7 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx/imagecache"
-	"github.com/sbxrun/sbx/isolate/initbin"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -90,19 +89,12 @@ func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
 		spec.RootReady = func() { once.Do(release) }
 		defer once.Do(release)
 	}
-	// The sandbox's init: the small embedded sbx-init when this build has
-	// it, else this binary ("sbx reaper"), which must then be static. It is
-	// written under --root, not the tmpfs run root: bind-mounting a file
-	// from tmpfs costs libcontainer's start several milliseconds here.
-	var helper string
-	initPath, haveInit, err := initbin.Extract(filepath.Join(global.root, "init"))
+	// The sandbox's init: the small embedded sbx-init, written under
+	// --root, not the tmpfs run root: bind-mounting a file from tmpfs costs
+	// libcontainer's start several milliseconds here.
+	initPath, err := helperbin.Install(filepath.Join(global.root, "helpers"), helperbin.Init)
 	if err != nil {
 		return &exitError{code: exitSbxFailed, msg: err.Error()}
-	}
-	if !haveInit {
-		if helper, err = helperBinary(spec.Rootfs != "" || len(spec.Lowers) > 0); err != nil {
-			return &exitError{code: exitSbxFailed, msg: err.Error()}
-		}
 	}
 	spec.Stdout, spec.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if o.interactive {
@@ -118,7 +110,7 @@ func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
 	defer cancel()
 	spec.Signals = forwardSignals(ctx, cancel)
 
-	runner := &sandbox.Runner{RunRoot: global.runRoot, Helper: helper, Init: initPath}
+	runner := &sandbox.Runner{RunRoot: global.runRoot, Init: initPath}
 	if spec.Network.Mode == netns.ModeBridge {
 		if runner.Network, err = openNetwork(); err != nil {
 			return &exitError{code: exitSbxFailed, msg: err.Error()}
@@ -268,28 +260,6 @@ func openNetwork() (*netns.Network, error) {
 		RunDir:   filepath.Join(global.runRoot, "netns"),
 		Subnet:   subnet,
 	})
-}
-
-// helperBinary returns the path of this sbx binary, which runs inside the
-// sandbox as its init. Inside a foreign root it must be statically linked.
-func helperBinary(foreignRoot bool) (string, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", fmt.Errorf("locate the sbx binary: %w", err)
-	}
-	if foreignRoot {
-		f, err := elf.Open(exe)
-		if err != nil {
-			return "", fmt.Errorf("inspect the sbx binary: %w", err)
-		}
-		defer f.Close()
-		for _, p := range f.Progs {
-			if p.Type == elf.PT_INTERP {
-				return "", fmt.Errorf("%s is dynamically linked and cannot run inside the sandbox; build it with `make build`", exe)
-			}
-		}
-	}
-	return exe, nil
 }
 
 // setupTerminal puts the user's terminal in raw mode (with -i) and follows

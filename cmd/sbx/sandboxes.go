@@ -56,11 +56,6 @@ func openManagerImages(images *imageFlags, pull string) (*sandbox.Manager, error
 		return nil, err
 	}
 	cfg.Subnet = subnet
-	helper, err := helperBinary(true)
-	if err != nil {
-		return nil, err
-	}
-	cfg.Helper = helper
 	if cfg.Images, err = imageSource(images, pull); err != nil {
 		return nil, err
 	}

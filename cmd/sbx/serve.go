@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 )
@@ -87,7 +88,7 @@ running.`,
 	f.StringArrayVar(&o.insecureRegistries, "insecure-registry", nil, "registry host[:port] to pull from over plain HTTP (repeatable; localhost and 127.0.0.1 always are)")
 	f.IntVar(&o.networkPool, "network-pool", 0, "prepared bridged network namespaces to keep waiting (filled in the background, drained at exit)")
 	f.StringVar(&o.subnet, "subnet", os.Getenv(subnetEnv), "IPv4 subnet of the bridge, e.g. 10.77.0.0/16 (default $SBX_SUBNET, else 10.88.0.0/16 or the next free /16)")
-	f.StringVar(&o.executorBinary, "executor-binary", "", "static sbx binary to run as the sandboxes' executor (default: this one)")
+	f.StringVar(&o.executorBinary, "executor-binary", "", "static executor binary the sandboxes run as \"BINARY executor\": sbx-executor or sbx (default: the sbx-executor embedded in sbx)")
 	_ = f.MarkHidden("executor-binary")
 	rootCmd.AddCommand(cmd)
 }
@@ -152,15 +153,12 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		}
 		mcfg.MemoryBudget = n
 	}
-	helper := o.executorBinary
-	if helper == "" {
-		h, err := helperBinary(true)
-		if err != nil {
+	if o.executorBinary != "" {
+		if err := helperbin.CheckStatic(o.executorBinary); err != nil {
 			return err
 		}
-		helper = h
+		mcfg.Executor = o.executorBinary
 	}
-	mcfg.Helper = helper
 	// One store, with the server's registry options, for both the image
 	// API and sandbox creation.
 	store, err := imagecache.Open(filepath.Join(global.root, "images"), imagecache.Options{InsecureRegistries: o.insecureRegistries})

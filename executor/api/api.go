@@ -3,6 +3,8 @@
 // the same paths under /v1/sandboxes/{id}/.
 package api
 
+import "github.com/sbxrun/sbx"
+
 // Endpoint paths of the executor. Paths with {id} take a session id.
 const (
 	PathHealth        = "/v1/health"
@@ -43,13 +45,8 @@ type Error struct {
 	Error ErrorBody `json:"error"`
 }
 
-// ErrorBody says what failed. Lines lists the 1-based line numbers of the
-// matches when Code is CodeMultiMatch.
-type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	Lines   []int  `json:"lines,omitempty"`
-}
+// ErrorBody says what failed; it is the contract's (package sbx).
+type ErrorBody = sbx.ErrorBody
 
 // Health is the reply of GET /v1/health.
 type Health struct {
@@ -58,50 +55,23 @@ type Health struct {
 	UptimeS float64 `json:"uptime_s"`
 }
 
-// ExecRequest is the body of POST /v1/exec: either Argv or Command (run
-// with /bin/sh -c). Zero values mean the executor's defaults.
-type ExecRequest struct {
-	Argv           []string          `json:"argv,omitempty"`
-	Command        string            `json:"command,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Cwd            string            `json:"cwd,omitempty"`
-	User           string            `json:"user,omitempty"` // "name", "uid" or "uid:gid"
-	Stdin          string            `json:"stdin,omitempty"`
-	TimeoutS       float64           `json:"timeout_s,omitempty"`
-	MaxOutputBytes int               `json:"max_output_bytes,omitempty"`
-}
-
-// ExecResult is the reply of POST /v1/exec and the last frame of a stream.
-// Signal names the signal that ended the command ("SIGKILL"), or is "" (it
-// is always present);
-// ExitCode is then 128+signal number, as a shell reports it.
-type ExecResult struct {
-	ExitCode  int     `json:"exit_code"`
-	Signal    string  `json:"signal"`
-	Stdout    string  `json:"stdout"`
-	Stderr    string  `json:"stderr"`
-	TimedOut  bool    `json:"timed_out"`
-	Truncated bool    `json:"truncated"`
-	DurationS float64 `json:"duration_s"`
-}
-
-// Frame types of a streamed exec (POST /v1/exec?stream=1), one JSON object
-// per line.
-const (
-	FrameStdout = "stdout"
-	FrameStderr = "stderr"
-	FrameResult = "result"
-	FrameError  = "error"
+// ExecRequest is the body of POST /v1/exec, ExecResult its reply and
+// ExecFrame one line of a streamed exec (POST /v1/exec?stream=1): the
+// contract's types (package sbx), so that the executor, the REST server,
+// the CLI and embedders share one form.
+type (
+	ExecRequest = sbx.ExecRequest
+	ExecResult  = sbx.ExecResult
+	ExecFrame   = sbx.ExecFrame
 )
 
-// ExecFrame is one line of a streamed exec: output as it is produced, then
-// exactly one result (or error) frame.
-type ExecFrame struct {
-	Type   string      `json:"type"`
-	Data   string      `json:"data,omitempty"`
-	Result *ExecResult `json:"result,omitempty"`
-	Error  *ErrorBody  `json:"error,omitempty"`
-}
+// Frame types of a streamed exec, one JSON object per line.
+const (
+	FrameStdout = sbx.FrameStdout
+	FrameStderr = sbx.FrameStderr
+	FrameResult = sbx.FrameResult
+	FrameError  = sbx.FrameError
+)
 
 // SessionRequest is the body of POST /v1/sessions. Shell is "bash", "sh",
 // a path, or a command line such as "/bin/busybox sh"; empty picks bash

@@ -7,10 +7,9 @@ package api
 
 import (
 	"encoding/json"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/sbxrun/sbx"
 )
 
 // Content types of the server's replies.
@@ -43,10 +42,7 @@ type Error struct {
 }
 
 // ErrorBody says what failed and, in Message, what to do about it.
-type ErrorBody struct {
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+type ErrorBody = sbx.ErrorBody
 
 // CreateRequest is the body of POST /v1/sandboxes. Exactly one of Image and
 // Rootfs is set; Rootfs and volume host paths must lie under directories
@@ -104,79 +100,16 @@ type Tmpfs struct {
 	Size Size   `json:"size,omitempty"`
 }
 
-// Size is a byte count. In JSON it is a number of bytes or a string with
-// a binary unit: "512m", "1GiB", "64k".
-type Size int64
+// Size is a byte count: a number of bytes or a string with a binary unit
+// ("512m", "1GiB", "64k").
+type Size = sbx.Size
 
-// UnmarshalJSON accepts a number or a string with a unit.
-func (s *Size) UnmarshalJSON(b []byte) error {
-	var n int64
-	if err := json.Unmarshal(b, &n); err == nil {
-		*s = Size(n)
-		return nil
-	}
-	var str string
-	if err := json.Unmarshal(b, &str); err != nil {
-		return fmt.Errorf("size: want a number of bytes or a string like \"512m\"")
-	}
-	v, err := ParseSize(str)
-	if err != nil {
-		return err
-	}
-	*s = Size(v)
-	return nil
-}
+// ParseSize parses a byte count with an optional binary unit.
+func ParseSize(s string) (int64, error) { return sbx.ParseSize(s) }
 
-// ParseSize parses a byte count with an optional binary unit (k, m, g, t,
-// with or without "b", "ib"); "512m" is 512 MiB.
-func ParseSize(s string) (int64, error) {
-	t := strings.ToLower(strings.TrimSpace(s))
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"k", 1 << 10}, {"m", 1 << 20}, {"g", 1 << 30}, {"t", 1 << 40}} {
-		for _, suf := range []string{u.suffix + "ib", u.suffix + "b", u.suffix} {
-			if strings.HasSuffix(t, suf) {
-				t, mult = strings.TrimSpace(strings.TrimSuffix(t, suf)), u.mult
-				goto parse
-			}
-		}
-	}
-	t = strings.TrimSuffix(t, "b")
-parse:
-	f, err := strconv.ParseFloat(t, 64)
-	if err != nil || f < 0 || f*float64(mult) > 1<<62 {
-		return 0, fmt.Errorf("size %q: want bytes or a number with k, m, g or t", s)
-	}
-	return int64(f * float64(mult)), nil
-}
-
-// Duration is a time span. In JSON it is a number of seconds or a Go
-// duration string ("90s", "30m", "2h").
-type Duration time.Duration
-
-// UnmarshalJSON accepts seconds or a duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var f float64
-	if err := json.Unmarshal(b, &f); err == nil {
-		*d = Duration(f * float64(time.Second))
-		return nil
-	}
-	var str string
-	if err := json.Unmarshal(b, &str); err != nil {
-		return fmt.Errorf("duration: want seconds or a string like \"30m\"")
-	}
-	v, err := time.ParseDuration(str)
-	if err != nil {
-		return fmt.Errorf("duration %q: want seconds or a string like \"30m\"", str)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalJSON writes a duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+// Duration is a time span: a Go duration string ("30m"); requests may also
+// give a number of seconds.
+type Duration = sbx.Duration
 
 // Sandbox is a sandbox's record, as `sbx inspect` prints it. Spec holds
 // the options it was created with, in the Manager's form (limits in bytes,
@@ -337,52 +270,26 @@ type PullFrame struct {
 
 // Event types of GET /v1/events.
 const (
-	EventCreated     = "sandbox.created"
-	EventReady       = "sandbox.ready"
-	EventPaused      = "sandbox.paused"
-	EventResumed     = "sandbox.resumed"
-	EventStarted     = "sandbox.started"
-	EventOOM         = "sandbox.oom"
-	EventExited      = "sandbox.exited"
-	EventRemoved     = "sandbox.removed"
-	EventImagePulled = "image.pulled"
-	EventImageRemove = "image.removed"
-	// EventReset says the client's Last-Event-ID (or since) is not in the
-	// server's buffer: a restarted server, or the client fell too far
-	// behind. Events may have been lost; the buffered ones follow. Re-read
-	// the state (GET /v1/sandboxes) rather than rely on the stream alone.
-	EventReset = "reset"
+	EventCreated     = sbx.EventCreated
+	EventReady       = sbx.EventReady
+	EventPaused      = sbx.EventPaused
+	EventResumed     = sbx.EventResumed
+	EventStarted     = sbx.EventStarted
+	EventOOM         = sbx.EventOOM
+	EventExited      = sbx.EventExited
+	EventRemoved     = sbx.EventRemoved
+	EventImagePulled = sbx.EventImagePulled
+	EventImageRemove = sbx.EventImageRemoved
+	EventReset       = sbx.EventReset
 )
 
-// Event is one server-sent event. Seq increases by one per event, so a
-// gap shows a lost event; reconnect with Last-Event-ID: Seq to resume.
-// A server numbers its events from a boot epoch (unix microseconds at its
-// start), so the ids of a restarted server are larger than those of the
-// one before it.
-type Event struct {
-	Seq      uint64    `json:"seq"`
-	Type     string    `json:"type"`
-	Time     time.Time `json:"time"`
-	Sandbox  string    `json:"sandbox,omitempty"`
-	Name     string    `json:"name,omitempty"`
-	Status   string    `json:"status,omitempty"`
-	ExitCode *int      `json:"exit_code,omitempty"`
-	OOMKills uint64    `json:"oom_kills,omitempty"`
-	Image    string    `json:"image,omitempty"`
-}
+// Event is one server-sent event (the contract's). A server numbers its
+// events from a boot epoch (unix microseconds at its start), so the ids of
+// a restarted server are larger than those of the one before it.
+type Event = sbx.Event
 
-// CmdStart says how a create request's cmd started: the executor shell
-// session it runs in (follow its output with POST
-// /v1/sandboxes/{id}/sessions/{session}/run {"command":""}, stop it with
-// {"command":"C-c","is_input":true} or DELETE the session), and the first
-// reply of that session: status "running", or "completed" with the exit
-// code when the command ended at once.
-type CmdStart struct {
-	Session  string `json:"session"`
-	Status   string `json:"status"`
-	ExitCode *int   `json:"exit_code,omitempty"`
-	Output   string `json:"output"`
-}
+// CmdStart says how a create request's cmd started (the contract's).
+type CmdStart = sbx.CmdStart
 
 // Health is the reply of GET /healthz.
 type Health struct {
@@ -392,33 +299,8 @@ type Health struct {
 
 // HostInfo is GET /v1/info: what the server's host offers and what sbx
 // uses there, as `sbx info` reports it.
-type HostInfo struct {
-	Version           string   `json:"version"`
-	Kernel            string   `json:"kernel"`
-	CgroupMode        string   `json:"cgroup_mode"`
-	CgroupControllers []string `json:"cgroup_controllers"`
-	CgroupParent      string   `json:"cgroup_parent"`
-	SwapLimit         bool     `json:"swap_limit"`
-	Seccomp           bool     `json:"seccomp"`
-	LibseccompVersion string   `json:"libseccomp_version,omitempty"`
-	Overlayfs         bool     `json:"overlayfs"`
-	UserNamespaces    bool     `json:"user_namespaces"`
-	Root              string   `json:"root"`
-	RunRoot           string   `json:"run_root"`
-	Uses              []string `json:"uses"`
-	Warnings          []string `json:"warnings,omitempty"`
-}
+type HostInfo = sbx.HostInfo
 
 // GCReport is the reply of POST /v1/gc: what the server's garbage
 // collection removed.
-type GCReport struct {
-	// Expired sandboxes removed because their TTL passed.
-	Expired []string `json:"expired,omitempty"`
-	// Interrupted sandboxes whose create or remove died midway, undone.
-	Interrupted []string `json:"interrupted,omitempty"`
-	// Stopped sandboxes found dead and marked stopped.
-	Stopped []string `json:"stopped,omitempty"`
-	// Orphans are runtime directories and names that belong to no
-	// sandbox.
-	Orphans []string `json:"orphans,omitempty"`
-}
+type GCReport = sbx.GCReport

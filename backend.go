@@ -1,0 +1,91 @@
+package sbx
+
+import (
+	"context"
+	"net"
+)
+
+// Sandboxes runs and manages sandboxes. A sandbox is named by its id, a
+// unique prefix of the id, or its name (ref). *sandbox.Host implements it
+// on this machine, *client.Client (package server/client) against a
+// server. Every method is safe for concurrent use.
+type Sandboxes interface {
+	// Create makes a sandbox and starts it, returning once its executor
+	// answers (and Options.Cmd, if any, has started). On error nothing is
+	// left behind.
+	Create(ctx context.Context, opts Options) (*Sandbox, error)
+	// List returns the sandboxes f selects, oldest first.
+	List(ctx context.Context, f Filter) ([]*Sandbox, error)
+	// Get returns a sandbox's record.
+	Get(ctx context.Context, ref string) (*Sandbox, error)
+	// Inspect returns the record with what only the host can tell now
+	// (Pids).
+	Inspect(ctx context.Context, ref string) (*Sandbox, error)
+	// Stats reads what a running or paused sandbox uses now.
+	Stats(ctx context.Context, ref string) (*Usage, error)
+	// Pause freezes every process of a sandbox; Resume thaws them.
+	Pause(ctx context.Context, ref string) (*Sandbox, error)
+	Resume(ctx context.Context, ref string) (*Sandbox, error)
+	// Stop sends PID 1 a signal and kills it after a timeout; the root
+	// file system stays, and Start runs the sandbox again on it.
+	Stop(ctx context.Context, ref string, o StopOptions) (*Sandbox, error)
+	Start(ctx context.Context, ref string) (*Sandbox, error)
+	// Remove releases everything the sandbox created and forgets it.
+	Remove(ctx context.Context, ref string, o RemoveOptions) error
+
+	// Exec runs a command through the sandbox's executor. With onOutput
+	// the output is streamed to it as it is produced (stdout and stderr
+	// frames); the result comes last either way.
+	Exec(ctx context.Context, ref string, req ExecRequest, onOutput func(ExecFrame) error) (ExecResult, error)
+	// Attach runs an interactive command: input streamed, a terminal
+	// with Tty. Cancelling ctx kills the command.
+	Attach(ctx context.Context, ref string, o AttachOptions) (ExecResult, error)
+	// Dial connects to the sandbox's executor (its HTTP API on a unix
+	// socket, or a tunnel through the server), for executor/client's
+	// sessions, files and archives.
+	Dial(ctx context.Context, ref string) (net.Conn, error)
+	// CopyTo copies src on the caller's machine into the sandbox at dst,
+	// CopyFrom src in the sandbox to dst on the caller's machine, as
+	// docker cp does (into dst when it is an existing directory).
+	CopyTo(ctx context.Context, ref, src, dst string) error
+	CopyFrom(ctx context.Context, ref, src, dst string) error
+	// Commit stores the sandbox's writable layer as a new image called
+	// name, on top of its image.
+	Commit(ctx context.Context, ref, name string) (*Image, error)
+	// Prepare returns an image that is Base after Script ran in it,
+	// building it only once for the same inputs.
+	Prepare(ctx context.Context, o PrepareOptions) (*PrepareResult, error)
+
+	// Run runs one command in a fresh sandbox and removes it: create,
+	// start, wait and remove. An error means sbx failed; the command's
+	// own failures are in the Report.
+	Run(ctx context.Context, o RunOptions) (*Report, error)
+
+	// GC removes what crashes left behind and sandboxes whose TTL passed.
+	GC(ctx context.Context) (*GCReport, error)
+	// Events calls fn with every event after sequence number since (0:
+	// only new ones), in order, until ctx ends or fn fails.
+	Events(ctx context.Context, since uint64, fn func(Event) error) error
+	// Info reports the host's facts.
+	Info(ctx context.Context) (*HostInfo, error)
+}
+
+// Images manages the image cache of a host. Its method names say "Image"
+// so that one type can implement both interfaces.
+type Images interface {
+	// PullImage fetches ref from its registry, reporting progress (never
+	// concurrently) if progress is not nil.
+	PullImage(ctx context.Context, ref string, progress func(PullProgress)) (*Image, error)
+	// ImportImage adds an image from an archive or layout on the caller's
+	// machine.
+	ImportImage(ctx context.Context, o ImportOptions) (*Image, error)
+	// ListImages returns the cached images.
+	ListImages(ctx context.Context) ([]Image, error)
+	// InspectImage returns one image in full: config, diffIDs, layers.
+	InspectImage(ctx context.Context, ref string) (*Image, error)
+	// RemoveImage drops ref from the cache (its layers stay until
+	// GCImages).
+	RemoveImage(ctx context.Context, ref string) error
+	// GCImages removes the layers no image and no sandbox uses.
+	GCImages(ctx context.Context) (*ImageGCReport, error)
+}

@@ -1,0 +1,38 @@
+package sbx
+
+import "errors"
+
+// The errors of Sandboxes and Images. Every backend wraps one of them, so
+// callers test with errors.Is whatever the backend; the CLI maps them to
+// exit codes and the REST server to HTTP status codes (in brackets).
+var (
+	// ErrNotFound: no sandbox has that id, prefix or name, or no image
+	// that reference (404).
+	ErrNotFound = errors.New("not found")
+	// ErrNameInUse: another sandbox has that name (409).
+	ErrNameInUse = errors.New("name in use")
+	// ErrBusy: another operation holds the sandbox (409).
+	ErrBusy = errors.New("sandbox busy")
+	// ErrState: the sandbox is not in a state that allows the operation,
+	// e.g. removing a running sandbox without Force (409).
+	ErrState = errors.New("wrong sandbox state")
+	// ErrInvalid: the request is malformed or cannot be met (422; 400
+	// for a malformed body).
+	ErrInvalid = errors.New("invalid request")
+	// ErrForbidden: the host's Policy does not allow the request (422).
+	ErrForbidden = errors.New("not allowed by the host's policy")
+	// ErrAmbiguous: an id prefix matches more than one sandbox (400).
+	ErrAmbiguous = errors.New("ambiguous sandbox id prefix")
+	// ErrLimit: a configured maximum (sandbox count, memory budget,
+	// concurrent creates) would be exceeded (429).
+	ErrLimit = errors.New("limit reached")
+	// ErrNotReady: the sandbox started but its executor did not answer
+	// (500).
+	ErrNotReady = errors.New("sandbox executor not ready")
+	// ErrNoSuchFile: a path given to a copy does not exist in the sandbox
+	// (404).
+	ErrNoSuchFile = errors.New("no such file or directory")
+	// ErrUnsupported: this backend cannot do the operation, e.g. host
+	// mode against a remote server (501).
+	ErrUnsupported = errors.New("not supported by this backend")
+)

@@ -1,0 +1,77 @@
+package sbx
+
+import "io"
+
+// ExecRequest is a command to run in a running sandbox: either Argv or
+// Command (run with /bin/sh -c). Zero values mean the sandbox's defaults.
+// It is also the body of the executor's POST /v1/exec.
+type ExecRequest struct {
+	Argv    []string          `json:"argv,omitempty"`
+	Command string            `json:"command,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	// User is "name", "uid" or "uid:gid"; empty is the sandbox's user.
+	User  string `json:"user,omitempty"`
+	Stdin string `json:"stdin,omitempty"`
+	// TimeoutS kills the command after this many seconds.
+	TimeoutS float64 `json:"timeout_s,omitempty"`
+	// MaxOutputBytes caps the output kept of each stream.
+	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+}
+
+// ExecResult is how a command ended. Signal names the signal that ended it
+// ("SIGKILL") or is "" (the field is always present); ExitCode is then
+// 128+the signal's number, as a shell reports it.
+type ExecResult struct {
+	ExitCode  int     `json:"exit_code"`
+	Signal    string  `json:"signal"`
+	Stdout    string  `json:"stdout"`
+	Stderr    string  `json:"stderr"`
+	TimedOut  bool    `json:"timed_out"`
+	Truncated bool    `json:"truncated"`
+	DurationS float64 `json:"duration_s"`
+}
+
+// Frame types of a streamed exec.
+const (
+	FrameStdout = "stdout"
+	FrameStderr = "stderr"
+	FrameResult = "result"
+	FrameError  = "error"
+)
+
+// ExecFrame is one piece of a streamed exec (one NDJSON line on the
+// wire): output as it is produced, then exactly one result or error frame.
+type ExecFrame struct {
+	Type   string      `json:"type"`
+	Data   string      `json:"data,omitempty"`
+	Result *ExecResult `json:"result,omitempty"`
+	Error  *ErrorBody  `json:"error,omitempty"`
+}
+
+// ErrorBody is the body of every error reply of the REST server and of a
+// sandbox's executor, inside {"error": ...}: a stable code and a message
+// that says what to do. Lines lists the 1-based line numbers of the
+// matches of an ambiguous edit (code "multiple_matches").
+type ErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Lines   []int  `json:"lines,omitempty"`
+}
+
+// AttachOptions describe an interactive command in a running sandbox: its
+// input is streamed, and with Tty it gets a terminal of its own that
+// follows Resize. ExecRequest's Stdin and MaxOutputBytes do not apply.
+type AttachOptions struct {
+	ExecRequest
+	Tty bool
+	// Stdin is copied to the command until EOF (nil: no input).
+	Stdin io.Reader
+	// Stdout and Stderr receive the output; with Tty all of it goes to
+	// Stdout.
+	Stdout, Stderr io.Writer
+	// Size is the terminal's initial size (columns, rows; default 80x24);
+	// Resize carries later sizes.
+	Size   [2]uint16
+	Resize <-chan [2]uint16
+}

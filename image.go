@@ -1,0 +1,190 @@
+package sbx
+
+import (
+	"errors"
+	"io"
+	"path"
+	"strings"
+	"time"
+)
+
+// Image is an image in a host's cache.
+type Image struct {
+	// Name is the canonical name (index.docker.io/library/busybox:latest).
+	Name string `json:"name"`
+	// Digest is the manifest digest (the config digest for docker save
+	// archives and committed images).
+	Digest   string    `json:"digest"`
+	Created  time.Time `json:"created,omitzero"`
+	Platform string    `json:"platform,omitempty"`
+	// SizeBytes is the size of the unpacked layers' files.
+	SizeBytes int64        `json:"size_bytes"`
+	Config    *ImageConfig `json:"config,omitempty"`
+	// LayerDirs are the unpacked layer directories on the image's host,
+	// lowest first (only inspect gives them).
+	LayerDirs []string `json:"layer_dirs,omitempty"`
+	// DiffIDs are the layers' diffIDs, lowest first.
+	DiffIDs []string `json:"diff_ids,omitempty"`
+}
+
+// ImageConfig is the part of an image config that decides how a process
+// starts in the image.
+type ImageConfig struct {
+	Entrypoint []string          `json:"entrypoint,omitempty"`
+	Cmd        []string          `json:"cmd,omitempty"`
+	Env        []string          `json:"env,omitempty"`
+	WorkingDir string            `json:"working_dir,omitempty"`
+	User       string            `json:"user,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	StopSignal string            `json:"stop_signal,omitempty"`
+}
+
+// DefaultPath is the PATH a process gets when neither the image nor the
+// caller sets one.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Process is the first process of a sandbox as an image and a caller ask
+// for it. User is still a string, resolved later in the sandbox's root.
+type Process struct {
+	Args []string
+	Env  []string
+	Cwd  string
+	User string
+}
+
+// Process combines the image config with what the caller gives, the way
+// docker run does: argv is Entrypoint + Cmd, where a non-nil entrypoint
+// replaces the image's (and drops its Cmd) and a non-empty cmd replaces
+// the image's Cmd; env is merged by key (an entry without "=" removes the
+// key) with PATH defaulted; the working directory and user replace the
+// image's when set, the working directory defaulting to "/".
+func (c ImageConfig) Process(entrypoint, cmd, env []string, workdir, user string) (Process, error) {
+	entry, args := c.Entrypoint, c.Cmd
+	if entrypoint != nil {
+		entry, args = entrypoint, nil
+	}
+	if len(cmd) > 0 {
+		args = cmd
+	}
+	p := Process{Args: append(append([]string{}, entry...), args...)}
+	if len(p.Args) == 0 {
+		return Process{}, errors.New("no command to run: the image has no Entrypoint or Cmd; give a command after the image name")
+	}
+	p.Env = MergeEnv(c.Env, env)
+	if !hasEnv(p.Env, "PATH") {
+		p.Env = append([]string{"PATH=" + DefaultPath}, p.Env...)
+	}
+	p.Cwd = c.WorkingDir
+	if workdir != "" {
+		p.Cwd = workdir
+	}
+	p.Cwd = path.Clean("/" + p.Cwd)
+	p.User = c.User
+	if user != "" {
+		p.User = user
+	}
+	return p, nil
+}
+
+// MergeEnv returns base with each KEY=VALUE of over replacing the entry of
+// the same key (or appended); an entry of over without "=" removes the
+// key.
+func MergeEnv(base, over []string) []string {
+	out := make([]string, 0, len(base)+len(over))
+	pos := map[string]int{}
+	put := func(kv string) {
+		k, _, hasEq := strings.Cut(kv, "=")
+		i, seen := pos[k]
+		switch {
+		case !hasEq && seen:
+			out[i] = ""
+			delete(pos, k)
+		case !hasEq:
+		case seen:
+			out[i] = kv
+		default:
+			pos[k] = len(out)
+			out = append(out, kv)
+		}
+	}
+	for _, kv := range base {
+		put(kv)
+	}
+	for _, kv := range over {
+		put(kv)
+	}
+	res := out[:0]
+	for _, kv := range out {
+		if kv != "" {
+			res = append(res, kv)
+		}
+	}
+	return res
+}
+
+func hasEnv(env []string, key string) bool {
+	for _, kv := range env {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return true
+		}
+	}
+	return false
+}
+
+// PullProgress reports the state of one layer during a pull or import.
+type PullProgress struct {
+	Layer string `json:"layer"` // digest or diffID
+	Index int    `json:"index"` // position in the image, lowest first
+	Count int    `json:"count,omitempty"`
+	// Phase is waiting, downloading, unpacking, done or cached.
+	Phase        string `json:"phase"`
+	CurrentBytes int64  `json:"current_bytes"`
+	TotalBytes   int64  `json:"total_bytes"` // 0 when unknown
+}
+
+// ImportOptions describe an image import.
+type ImportOptions struct {
+	// Path is on the caller's machine: an OCI image layout directory, an
+	// OCI archive, a docker save tar, or a root file system tarball (tar,
+	// tar.gz, tar.zst). A remote backend uploads it.
+	Path string
+	// Name is the image's name; needed when the archive names none, and
+	// always for a root file system.
+	Name string
+	// Progress, if set, receives progress reports (never concurrently).
+	Progress func(PullProgress)
+}
+
+// ImageGCReport says what an image garbage collection removed.
+type ImageGCReport struct {
+	RemovedLayers []string `json:"removed_layers"` // keys of the removed layers
+	FreedBytes    int64    `json:"freed_bytes"`    // their apparent size
+	// KeptInUse are unreferenced layers kept because a mount uses them.
+	KeptInUse []string `json:"kept_in_use"`
+}
+
+// PrepareOptions describe an image prepared from a base image and a setup
+// script.
+type PrepareOptions struct {
+	// Base is the image to start from.
+	Base string
+	// Script is run with /bin/sh -c in a sandbox created from Base.
+	Script string
+	// Sandbox sets how that sandbox is created (env, user, working
+	// directory, network, limits); Image, Rootfs, Name, TTL and Cmd are
+	// ignored and volumes are refused (they would make the result depend
+	// on host files).
+	Sandbox Options
+	// Output receives the script's output as it runs (nil: discarded).
+	Output io.Writer
+}
+
+// PreparedPrefix names the images Prepare makes: sbx-prepared:<hash>.
+const PreparedPrefix = "sbx-prepared"
+
+// PrepareResult is the prepared image; Cached is true when it was already
+// in the cache and the script did not run.
+type PrepareResult struct {
+	Image  Image `json:"image"`
+	Cached bool  `json:"cached"`
+}

@@ -1,0 +1,129 @@
+// Package helperbin carries the small binaries that run inside sandboxes,
+// sbx-init (cmd/sbx-init, PID 1 of one-shot runs) and sbx-executor
+// (cmd/sbx-executor, PID 1 of long-lived sandboxes), inside every program
+// that links sbx, and writes each out once under a state directory, where
+// sandboxes bind-mount it read-only. They are static, cgo-free and small, so
+// they run in any image and start in about a millisecond; a program that
+// embeds sbx needs no sbx binary on the machine.
+//
+// The binaries are build products, not sources: `go generate
+// ./internal/helperbin` (run by `make build`) builds them into bin/ before
+// the program that embeds them is compiled.
+package helperbin
+
+//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-init ../../cmd/sbx-init && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-executor ../../cmd/sbx-executor"
+
+import (
+	"debug/elf"
+	"embed"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+)
+
+// The helper binaries, by file name.
+const (
+	Init     = "sbx-init"     // one-shot init: "sbx-init reaper [flags] -- CMD"
+	Executor = "sbx-executor" // executor: "sbx-executor executor [flags]"
+)
+
+//go:embed bin
+var files embed.FS
+
+// ErrNotEmbedded means this build of sbx carries no helper binaries: the
+// program was compiled without running `go generate` in this package first.
+var ErrNotEmbedded = errors.New("this build of sbx has no embedded helper binaries: " +
+	"run `go generate github.com/sbxrun/sbx/internal/helperbin` (or `make build`) " +
+	"in the sbx module before building the program")
+
+// sampleBytes of each end of a binary name its installed copy: they hold
+// the ELF headers with Go's build ID and the end of the file.
+const sampleBytes = 64 << 10
+
+// Install returns the path of the embedded helper name (Init or Executor)
+// under dir, writing it there the first time: read-only, named by its size
+// and a checksum, so that builds with different helpers never share a file
+// and a running sandbox's binary is never replaced. It never copies the
+// whole binary into memory: an allocation that size would start a garbage
+// collection cycle on a sandbox's start path.
+func Install(dir, name string) (string, error) {
+	if name != Init && name != Executor {
+		return "", fmt.Errorf("helperbin: unknown helper %q", name)
+	}
+	f, err := files.Open("bin/" + name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s: %w", name, ErrNotEmbedded)
+	}
+	if err != nil {
+		return "", fmt.Errorf("open embedded %s: %w", name, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", fmt.Errorf("stat embedded %s: %w", name, err)
+	}
+	if fi.Size() == 0 {
+		return "", fmt.Errorf("%s is empty: %w", name, ErrNotEmbedded)
+	}
+	ra, canReadAt := f.(io.ReaderAt)
+	if !canReadAt {
+		return "", fmt.Errorf("embedded %s cannot be read at offsets", name)
+	}
+	size := fi.Size()
+	buf := make([]byte, min(sampleBytes, size))
+	h := crc32.New(crc32.MakeTable(crc32.Castagnoli))
+	for _, off := range []int64{0, size - int64(len(buf))} {
+		if _, err := ra.ReadAt(buf, off); err != nil && err != io.EOF {
+			return "", fmt.Errorf("read embedded %s: %w", name, err)
+		}
+		h.Write(buf)
+	}
+	path := filepath.Join(dir, name+"-"+strconv.FormatUint(uint64(h.Sum32()), 16)+"-"+strconv.FormatInt(size, 10))
+	if st, err := os.Stat(path); err == nil && st.Size() == size {
+		return path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("create %s: %w", dir, err)
+	}
+	tmp, err := os.CreateTemp(dir, "."+name+"-*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := io.Copy(tmp, io.NewSectionReader(ra, 0, size)); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Chmod(0o555); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", fmt.Errorf("write %s: %w", name, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return "", fmt.Errorf("install %s: %w", name, err)
+	}
+	return path, nil
+}
+
+// CheckStatic returns an error unless path is a statically linked
+// executable: a binary that runs inside sandboxes finds no libraries there.
+func CheckStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked and cannot run inside a sandbox; build it static (`make build`)", path)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package sbx
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+)
+
+// Options describe a sandbox. The same type is the body of the REST
+// create (POST /v1/sandboxes), the "spec" of a sandbox's record on disk
+// and in `sbx inspect`, and what the CLI's flags fill in. The zero value
+// of every field means the default.
+//
+// A new option is one field here, its handling in the sandbox package (or
+// in isolate, for what the container gets), its flag in cmd/sbx and a line
+// in the docs.
+type Options struct {
+	// Name is an optional unique name; every operation accepts it instead
+	// of the id.
+	Name string `json:"name,omitempty"`
+	// Image is the image reference to run. Exactly one of Image and
+	// Rootfs is set for Create; with neither, Run uses host mode (the
+	// host's system directories read-only, local only).
+	Image string `json:"image,omitempty"`
+	// Rootfs is a host directory used read-only as the image instead; it
+	// is never modified. A server allows only directories its Policy
+	// names.
+	Rootfs string `json:"rootfs,omitempty"`
+	// Pull says when Image is pulled: "missing" (the default), "always"
+	// or "never".
+	Pull string `json:"pull,omitempty"`
+	// Cmd is the sandbox's command. For Run it is the command to run
+	// (replacing the image's Cmd). For Create it is started once the
+	// sandbox is ready, in a shell session of its executor (see
+	// Sandbox.Cmd); empty starts nothing.
+	Cmd []string `json:"cmd,omitempty"`
+	// Env is KEY=VALUE pairs added to the image's environment for every
+	// command run in the sandbox.
+	Env []string `json:"env,omitempty"`
+	// Workdir is the default working directory of commands (absolute).
+	Workdir string `json:"workdir,omitempty"`
+	// User is the default user of commands: a name, UID, name:group or
+	// UID:GID, resolved in the sandbox's /etc/passwd. Empty means the
+	// image's user, or root.
+	User string `json:"user,omitempty"`
+	// Hostname of the sandbox; defaults to its short id.
+	Hostname string `json:"hostname,omitempty"`
+	// Limits on resources.
+	Limits Limits `json:"limits,omitzero"`
+	// Network is "none" (default: only loopback), "host" (the host's
+	// network, when Policy allows it) or "bridge" (a veth on sbx0 with
+	// NAT). Publish, Egress, AllowHostPorts and DNS apply to bridge mode,
+	// in the syntax of the CLI flags: "8080:80", "127.0.0.1:8080:80/udp"
+	// (see docs/network.md).
+	Network        string   `json:"network,omitempty"`
+	Publish        []string `json:"publish,omitempty"`
+	Egress         string   `json:"egress,omitempty"`
+	AllowHostPorts []string `json:"allow_host_ports,omitempty"`
+	DNS            []string `json:"dns,omitempty"`
+	// ReadonlyRootfs makes the root read-only (volumes and tmpfs mounts
+	// stay writable).
+	ReadonlyRootfs bool `json:"readonly_rootfs,omitempty"`
+	// Volumes are host directories mounted into the sandbox.
+	Volumes []Volume `json:"volumes,omitempty"`
+	// Tmpfs are empty in-memory file systems mounted into the sandbox.
+	Tmpfs []Tmpfs `json:"tmpfs,omitempty"`
+	// CapAdd and CapDrop adjust Docker's default capability set ("ALL"
+	// works).
+	CapAdd  []string `json:"cap_add,omitempty"`
+	CapDrop []string `json:"cap_drop,omitempty"`
+	// Seccomp is "default" (Docker's profile), "unconfined" or the path of
+	// a Docker or OCI JSON profile.
+	Seccomp string `json:"seccomp,omitempty"`
+	// Labels are free key=value metadata; Filter selects by them.
+	Labels map[string]string `json:"labels,omitempty"`
+	// TTL removes the sandbox this long after its creation; zero keeps it
+	// until removed. In JSON it is a duration string ("2h0m0s").
+	TTL time.Duration `json:"-"`
+}
+
+// optionsJSON is Options without its methods, for the JSON codec.
+type optionsJSON Options
+
+// MarshalJSON writes TTL as a duration string.
+func (o Options) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		optionsJSON
+		TTL Duration `json:"ttl,omitempty"`
+	}{optionsJSON(o), Duration(o.TTL)})
+}
+
+// UnmarshalJSON reads Options, refusing unknown fields; ttl is a duration
+// string or a number of seconds.
+func (o *Options) UnmarshalJSON(data []byte) error {
+	var v struct {
+		optionsJSON
+		TTL Duration `json:"ttl,omitempty"`
+	}
+	if err := strictUnmarshal(data, &v); err != nil {
+		return err
+	}
+	*o = Options(v.optionsJSON)
+	o.TTL = time.Duration(v.TTL)
+	return nil
+}
+
+// Limits are the resource limits of a sandbox. Zero means unlimited (or
+// the host's default). In JSON the sizes are memory_bytes and disk_bytes;
+// requests may also give them as "memory" and "disk", and as strings with
+// a unit ("512m").
+type Limits struct {
+	// MemoryBytes caps the sandbox's memory; swap is disabled. The
+	// writable layer (see DiskBytes) counts toward it.
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+	// CPUs is a CPU quota in CPUs, e.g. 0.5.
+	CPUs float64 `json:"cpus,omitempty"`
+	// Pids caps the number of processes (sbx's own init gets a fixed
+	// allowance on top).
+	Pids int64 `json:"pids,omitempty"`
+	// DiskBytes caps the writable layer, a tmpfs in memory: writes beyond
+	// it fail with ENOSPC inside the sandbox. The default is MemoryBytes
+	// when set.
+	DiskBytes int64 `json:"disk_bytes,omitempty"`
+}
+
+// UnmarshalJSON reads the byte limits as numbers or strings with a unit,
+// under their names or the short ones ("memory", "disk").
+func (l *Limits) UnmarshalJSON(data []byte) error {
+	var v struct {
+		MemoryBytes *Size   `json:"memory_bytes"`
+		Memory      *Size   `json:"memory"`
+		CPUs        float64 `json:"cpus"`
+		Pids        int64   `json:"pids"`
+		DiskBytes   *Size   `json:"disk_bytes"`
+		Disk        *Size   `json:"disk"`
+	}
+	if err := strictUnmarshal(data, &v); err != nil {
+		return fmt.Errorf("limits: %w", err)
+	}
+	var err error
+	*l = Limits{CPUs: v.CPUs, Pids: v.Pids}
+	if l.MemoryBytes, err = oneOf("memory_bytes", v.MemoryBytes, "memory", v.Memory); err != nil {
+		return err
+	}
+	l.DiskBytes, err = oneOf("disk_bytes", v.DiskBytes, "disk", v.Disk)
+	return err
+}
+
+// oneOf returns the value of whichever of two spellings of a field is
+// given, refusing both.
+func oneOf(name string, v *Size, alias string, a *Size) (int64, error) {
+	switch {
+	case v != nil && a != nil:
+		return 0, fmt.Errorf("give %s or %s, not both", name, alias)
+	case v != nil:
+		return int64(*v), nil
+	case a != nil:
+		return int64(*a), nil
+	}
+	return 0, nil
+}
+
+// Volume mounts the host directory HostPath at Path inside the sandbox.
+// Files keep their host ownership.
+type Volume struct {
+	HostPath string `json:"host_path"`
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"read_only,omitempty"`
+}
+
+// Tmpfs mounts an empty in-memory file system at Path. In JSON the size is
+// size_bytes; requests may also give "size", and a string with a unit.
+type Tmpfs struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size_bytes,omitempty"`
+}
+
+// UnmarshalJSON reads size_bytes or size, as a number or a string with a
+// unit.
+func (t *Tmpfs) UnmarshalJSON(data []byte) error {
+	var v struct {
+		Path      string `json:"path"`
+		SizeBytes *Size  `json:"size_bytes"`
+		Size      *Size  `json:"size"`
+	}
+	if err := strictUnmarshal(data, &v); err != nil {
+		return fmt.Errorf("tmpfs: %w", err)
+	}
+	size, err := oneOf("size_bytes", v.SizeBytes, "size", v.Size)
+	*t = Tmpfs{Path: v.Path, SizeBytes: size}
+	return err
+}
+
+// Pull policies of Options.Pull.
+const (
+	PullMissing = "missing"
+	PullAlways  = "always"
+	PullNever   = "never"
+)
+
+// Network modes of Options.Network.
+const (
+	NetworkNone   = "none"
+	NetworkHost   = "host"
+	NetworkBridge = "bridge"
+)
+
+// Validate checks what needs no host: paths, names, limits, the form of
+// the environment and labels. It does not check that an image exists, a
+// host path is allowed or the network flags parse; Create does that too.
+// Errors wrap ErrInvalid.
+func (o *Options) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if o.Image != "" && o.Rootfs != "" {
+		bad("give an image or a root directory (--rootfs), not both")
+	}
+	if o.Rootfs != "" && !path.IsAbs(o.Rootfs) {
+		bad("root directory %q must be an absolute path", o.Rootfs)
+	}
+	switch o.Pull {
+	case "", PullMissing, PullAlways, PullNever:
+	default:
+		bad("pull %q: use missing, always or never", o.Pull)
+	}
+	l := o.Limits
+	if l.MemoryBytes < 0 || l.Pids < 0 || l.DiskBytes < 0 || l.CPUs < 0 {
+		bad("limits must not be negative")
+	}
+	if l.MemoryBytes > 0 && l.MemoryBytes < 6<<20 {
+		bad("memory limit %d is too small: use at least 6 MiB", l.MemoryBytes)
+	}
+	if l.DiskBytes > 0 && l.DiskBytes < 1<<20 {
+		bad("disk limit %d is too small: use at least 1 MiB", l.DiskBytes)
+	}
+	switch o.Network {
+	case "", NetworkNone, NetworkHost, NetworkBridge:
+	default:
+		bad("network %q: use none, host or bridge", o.Network)
+	}
+	if o.Workdir != "" && !path.IsAbs(o.Workdir) {
+		bad("working directory %q must be absolute", o.Workdir)
+	}
+	for _, e := range o.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.ContainsRune(e, 0) {
+			bad("environment entry %q: want KEY=VALUE", e)
+		}
+	}
+	for _, a := range o.Cmd {
+		if strings.ContainsRune(a, 0) {
+			bad("cmd: arguments must not contain NUL bytes")
+			break
+		}
+	}
+	for _, v := range o.Volumes {
+		if !path.IsAbs(v.HostPath) || !path.IsAbs(v.Path) {
+			bad("volume %s:%s: both paths must be absolute", v.HostPath, v.Path)
+		}
+		if reservedPath(v.Path) {
+			bad("volume target %q is reserved", v.Path)
+		}
+	}
+	for _, t := range o.Tmpfs {
+		if !path.IsAbs(t.Path) || reservedPath(t.Path) {
+			bad("tmpfs target %q must be an absolute path other than / and /.sbx", t.Path)
+		}
+		if t.SizeBytes < 0 {
+			bad("tmpfs %s: negative size", t.Path)
+		}
+	}
+	for k := range o.Labels {
+		if k == "" || strings.ContainsAny(k, "=\n") {
+			bad("label key %q must be non-empty without '=' or newlines", k)
+		}
+	}
+	if o.TTL < 0 {
+		bad("ttl must not be negative")
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))
+	}
+	return nil
+}
+
+// reservedPath reports whether p is / or under /.sbx, where sbx mounts its
+// own helpers.
+func reservedPath(p string) bool {
+	c := path.Clean(p)
+	return c == "/" || c == "/.sbx" || strings.HasPrefix(c, "/.sbx/")
+}

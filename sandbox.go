@@ -1,0 +1,353 @@
+package sbx
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// Status is where a sandbox is in its life.
+type Status string
+
+// The statuses of a sandbox.
+const (
+	// StatusCreating: a create is under way (or its process died; GC then
+	// undoes it).
+	StatusCreating Status = "creating"
+	// StatusRunning: the executor answers.
+	StatusRunning Status = "running"
+	// StatusPaused: every process is frozen.
+	StatusPaused Status = "paused"
+	// StatusStopped: PID 1 exited; the root file system is kept until
+	// Remove, and Start runs the sandbox again.
+	StatusStopped Status = "stopped"
+	// StatusRemoving: a remove is under way (or died; GC finishes it).
+	StatusRemoving Status = "removing"
+)
+
+// Sandbox is the record of one sandbox: as stored on disk, returned by
+// Create, List and Get, and printed by `sbx inspect`.
+type Sandbox struct {
+	ID     string `json:"id"`
+	Name   string `json:"name,omitempty"`
+	Status Status `json:"status"`
+	// Options are what the sandbox was created with, defaults applied.
+	Options Options `json:"spec"`
+	// Image is what Options.Image resolved to.
+	Image *ImageInfo `json:"image,omitempty"`
+	// Pid is the host PID of the sandbox's PID 1 (the executor) while it
+	// runs; PidStart its start time (clock ticks after boot), so that a
+	// reused PID is not taken for it.
+	Pid      int    `json:"pid,omitempty"`
+	PidStart uint64 `json:"pid_start,omitempty"`
+	// Pids are the host PIDs of every process in the sandbox; only
+	// Inspect fills them in.
+	Pids []int `json:"pids,omitempty"`
+	// Socket is the host path of the executor's unix socket.
+	Socket string `json:"socket,omitempty"`
+	// Network is the sandbox's network: mode, and in bridge mode its
+	// address, gateway and published ports.
+	Network *NetworkInfo `json:"network,omitempty"`
+	// RootPath is the host path of the mounted root file system.
+	RootPath string `json:"root_path,omitempty"`
+	// ExitCode of PID 1 once stopped, if known.
+	ExitCode *int `json:"exit_code,omitempty"`
+
+	Created   time.Time  `json:"created"`
+	Started   *time.Time `json:"started,omitempty"`
+	Stopped   *time.Time `json:"stopped,omitempty"`
+	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+
+	// CreateTimings break down where the create's time went.
+	CreateTimings *CreateTimings `json:"create_timings,omitempty"`
+	// Cmd says how Options.Cmd started; only Create's reply has it.
+	Cmd *CmdStart `json:"cmd_start,omitempty"`
+
+	// Resources are everything created on the host for the sandbox, in
+	// creation order. Each is recorded before it is created, so removal
+	// (and GC after a crash) can release exactly these.
+	Resources []Resource `json:"resources,omitempty"`
+}
+
+// ShortID is the first 12 digits of the id, as listings show it.
+func (s *Sandbox) ShortID() string {
+	if len(s.ID) > 12 {
+		return s.ID[:12]
+	}
+	return s.ID
+}
+
+// ImageInfo is the resolved image of a sandbox.
+type ImageInfo struct {
+	Ref    string   `json:"ref"`
+	Digest string   `json:"digest,omitempty"`
+	Layers []string `json:"layers"` // unpacked layer directories, lowest first
+	// Env, Workdir and User are the image's defaults for commands.
+	Env     []string `json:"env,omitempty"`
+	Workdir string   `json:"workdir,omitempty"`
+	User    string   `json:"user,omitempty"`
+}
+
+// NetworkInfo is a sandbox's network as attached.
+type NetworkInfo struct {
+	SandboxID string `json:"sandbox_id"`
+	// Mode is none, host or bridge.
+	Mode string `json:"mode"`
+	// NetNSPath is the host path of the sandbox's network namespace
+	// (bridge mode).
+	NetNSPath string       `json:"netns_path,omitempty"`
+	IP        netip.Addr   `json:"ip,omitzero"`
+	Gateway   netip.Addr   `json:"gateway,omitzero"`
+	Subnet    netip.Prefix `json:"subnet,omitzero"`
+	HostVeth  string       `json:"host_veth,omitempty"`
+	// Ports are the published ports, with the host ports picked for 0.
+	Ports          []PortMapping `json:"ports,omitempty"`
+	Egress         Egress        `json:"egress,omitzero"`
+	AllowHostPorts []HostPort    `json:"allow_host_ports,omitempty"`
+	DNS            []netip.Addr  `json:"dns,omitempty"`
+	// FromPool says whether the namespace came ready from the pool.
+	FromPool bool `json:"from_pool,omitempty"`
+}
+
+// PortMapping is one published port.
+type PortMapping struct {
+	// HostIP limits the mapping to one host address; the zero value means
+	// every address of the host.
+	HostIP        netip.Addr `json:"host_ip,omitzero"`
+	HostPort      uint16     `json:"host_port"`
+	ContainerPort uint16     `json:"container_port"`
+	Proto         string     `json:"proto"` // tcp or udp
+}
+
+// Egress is a bridged sandbox's egress policy: Kind "default" (the
+// internet, no private ranges), "none", or "allow" with the Allow list.
+type Egress struct {
+	Kind  string         `json:"kind,omitempty"`
+	Allow []netip.Prefix `json:"allow,omitempty"`
+}
+
+// HostPort is a host port a bridged sandbox may reach.
+type HostPort struct {
+	Port  uint16 `json:"port"`
+	Proto string `json:"proto"`
+}
+
+// CreateTimings are the durations of the steps of a create, in seconds:
+// admission (limits, id, name, first record), the network (bridge mode:
+// namespace, address, rules; FromPool when the namespace came ready from
+// the pool), the root file system, the container start, and waiting for
+// the executor's first answer.
+type CreateTimings struct {
+	AdmitS   float64 `json:"admit_s"`
+	NetworkS float64 `json:"network_s"`
+	FromPool bool    `json:"from_pool"`
+	RootfsS  float64 `json:"rootfs_s"`
+	StartS   float64 `json:"start_s"`
+	ReadyS   float64 `json:"ready_s"`
+	TotalS   float64 `json:"total_s"`
+}
+
+// CmdStart says how a create's Options.Cmd started: the executor shell
+// session it runs in and that session's first reply, status "running", or
+// "completed" with the exit code when the command ended at once. Follow
+// its output with the session's run endpoint ({"command":""}), interrupt
+// it with {"command":"C-c","is_input":true}, or delete the session.
+type CmdStart struct {
+	Session  string `json:"session"`
+	Status   string `json:"status"`
+	ExitCode *int   `json:"exit_code,omitempty"`
+	Output   string `json:"output"`
+}
+
+// ResourceKind says how a Resource is released.
+type ResourceKind string
+
+// The kinds of host resources a sandbox owns.
+const (
+	// ResourceRunDir is the sandbox's runtime directory (sockets, mount
+	// points, container state); released by removing it.
+	ResourceRunDir ResourceKind = "rundir"
+	// ResourceRootfs is the mounted root (overlay over the image on a
+	// size-capped tmpfs, plus volumes); released by unmounting it.
+	ResourceRootfs ResourceKind = "rootfs"
+	// ResourceNetwork is the sandbox's network in bridge mode (lease,
+	// namespace, veth, rules); released by detaching it.
+	ResourceNetwork ResourceKind = "network"
+	// ResourceContainer is the container with its cgroups; released by
+	// killing it and destroying its state and cgroups.
+	ResourceContainer ResourceKind = "container"
+)
+
+// Resource is one thing created on the host for a sandbox.
+type Resource struct {
+	Kind ResourceKind `json:"kind"`
+	// Path locates it: a directory, a mount point, a state directory.
+	Path string `json:"path,omitempty"`
+	// ID names it where a path is not enough (the container id).
+	ID string `json:"id,omitempty"`
+}
+
+// Filter selects sandboxes in List. The zero Filter selects all.
+type Filter struct {
+	// Labels must all be present; an empty value matches any value.
+	Labels map[string]string
+	// Status, if set, must match.
+	Status Status
+	// Name, if set, must match exactly.
+	Name string
+	// Running selects only running and paused sandboxes (and those being
+	// created).
+	Running bool
+}
+
+// ParseLabel adds "k=v" (or "k", any value) to f.Labels; it is the form of
+// the CLI's --filter label=k=v and of the REST ?label=k=v.
+func (f *Filter) ParseLabel(s string) error {
+	k, v, _ := strings.Cut(s, "=")
+	if k == "" {
+		return fmt.Errorf("%w: label filter %q: want key=value", ErrInvalid, s)
+	}
+	if f.Labels == nil {
+		f.Labels = map[string]string{}
+	}
+	f.Labels[k] = v
+	return nil
+}
+
+// Match reports whether f selects sb.
+func (f Filter) Match(sb *Sandbox) bool {
+	if f.Status != "" && sb.Status != f.Status {
+		return false
+	}
+	if f.Name != "" && sb.Name != f.Name {
+		return false
+	}
+	if f.Running && sb.Status != StatusRunning && sb.Status != StatusPaused && sb.Status != StatusCreating {
+		return false
+	}
+	for k, v := range f.Labels {
+		got, ok := sb.Options.Labels[k]
+		if !ok || (v != "" && got != v) {
+			return false
+		}
+	}
+	return true
+}
+
+// StopOptions say how Stop ends a sandbox's PID 1.
+type StopOptions struct {
+	// Timeout is how long to wait after Signal before SIGKILL; zero means
+	// DefaultStopTimeout.
+	Timeout time.Duration
+	// Signal is the first signal's name; empty means SIGTERM.
+	Signal string
+}
+
+// DefaultStopTimeout is how long Stop waits after SIGTERM before SIGKILL.
+const DefaultStopTimeout = 10 * time.Second
+
+// RemoveOptions say how Remove treats a running sandbox.
+type RemoveOptions struct {
+	// Force kills a running or paused sandbox; without it Remove fails
+	// with ErrState.
+	Force bool
+}
+
+// Usage is what a sandbox uses now, as its cgroups report it.
+type Usage struct {
+	CPUTimeS           float64 `json:"cpu_time_s"`
+	UserTimeS          float64 `json:"user_time_s"`
+	SysTimeS           float64 `json:"sys_time_s"`
+	CPUThrottledS      float64 `json:"cpu_throttled_s"`
+	MemoryCurrentBytes uint64  `json:"memory_current_bytes"`
+	MemoryPeakBytes    uint64  `json:"memory_peak_bytes"`
+	MemoryLimitBytes   uint64  `json:"memory_limit_bytes,omitempty"`
+	OOMKills           uint64  `json:"oom_kills"`
+	Pids               uint64  `json:"pids"`
+	// PidsPeak is zero where the host does not track it (before Linux
+	// 6.1).
+	PidsPeak  uint64 `json:"pids_peak,omitempty"`
+	PidsLimit uint64 `json:"pids_limit,omitempty"`
+}
+
+// Event types.
+const (
+	EventCreated      = "sandbox.created" // recorded; its resources are being made
+	EventReady        = "sandbox.ready"   // the executor answers
+	EventPaused       = "sandbox.paused"
+	EventResumed      = "sandbox.resumed"
+	EventStarted      = "sandbox.started" // a stopped sandbox runs again
+	EventOOM          = "sandbox.oom"     // a process was OOM-killed
+	EventExited       = "sandbox.exited"  // PID 1 exited or was stopped
+	EventRemoved      = "sandbox.removed"
+	EventImagePulled  = "image.pulled"
+	EventImageRemoved = "image.removed"
+	// EventReset says events may have been lost (a restarted server, a
+	// consumer too far behind): re-read the state with List rather than
+	// rely on the stream alone.
+	EventReset = "reset"
+)
+
+// Event is one change of a sandbox or image. Seq increases by one per
+// event, so a gap shows a lost event; resume after the last Seq received.
+type Event struct {
+	Seq      uint64    `json:"seq"`
+	Type     string    `json:"type"`
+	Time     time.Time `json:"time"`
+	Sandbox  string    `json:"sandbox,omitempty"`
+	Name     string    `json:"name,omitempty"`
+	Status   Status    `json:"status,omitempty"`
+	ExitCode *int      `json:"exit_code,omitempty"`
+	OOMKills uint64    `json:"oom_kills,omitempty"`
+	Image    string    `json:"image,omitempty"`
+}
+
+// GCReport says what a garbage collection removed.
+type GCReport struct {
+	// Runs are one-shot runs whose sbx process died, cleaned up.
+	Runs []string `json:"runs,omitempty"`
+	// Expired sandboxes removed because their TTL passed.
+	Expired []string `json:"expired,omitempty"`
+	// Interrupted sandboxes whose create or remove died midway, undone.
+	Interrupted []string `json:"interrupted,omitempty"`
+	// Stopped sandboxes found dead and marked stopped.
+	Stopped []string `json:"stopped,omitempty"`
+	// Orphans are runtime directories and names that belong to no
+	// sandbox.
+	Orphans []string `json:"orphans,omitempty"`
+}
+
+// HostInfo is what a host offers and what sbx uses there, as `sbx info`
+// reports it.
+type HostInfo struct {
+	Version           string   `json:"version"`
+	Kernel            string   `json:"kernel"`
+	CgroupMode        string   `json:"cgroup_mode"`
+	CgroupControllers []string `json:"cgroup_controllers"`
+	CgroupParent      string   `json:"cgroup_parent"`
+	SwapLimit         bool     `json:"swap_limit"`
+	Seccomp           bool     `json:"seccomp"`
+	LibseccompVersion string   `json:"libseccomp_version,omitempty"`
+	Overlayfs         bool     `json:"overlayfs"`
+	UserNamespaces    bool     `json:"user_namespaces"`
+	Root              string   `json:"root"`
+	RunRoot           string   `json:"run_root"`
+	Uses              []string `json:"uses"`
+	Warnings          []string `json:"warnings,omitempty"`
+}
+
+// Policy is what a host lets its callers ask for. The CLI acting on its
+// own host allows everything; `sbx serve` allows what its flags say.
+type Policy struct {
+	// AllowedHostDirs are the host directories under which Options may
+	// name a rootfs or volume host paths (symlinks resolved); none when
+	// empty.
+	AllowedHostDirs []string
+	// AllowHostNetwork allows network "host", allow_host_ports, and DNS
+	// servers at private or host addresses.
+	AllowHostNetwork bool
+	// AllowPrivileged allows cap_add and seccomp profiles other than the
+	// default.
+	AllowPrivileged bool
+}

@@ -1,0 +1,168 @@
+package sbx
+
+import (
+	"encoding/json"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOptionsJSONRoundTrip(t *testing.T) {
+	in := Options{
+		Name: "dev", Image: "busybox", Cmd: []string{"sleep", "1"}, Env: []string{"A=1"},
+		Limits:  Limits{MemoryBytes: 64 << 20, CPUs: 0.5, Pids: 10, DiskBytes: 16 << 20},
+		Volumes: []Volume{{HostPath: "/src", Path: "/work", ReadOnly: true}},
+		Tmpfs:   []Tmpfs{{Path: "/tmp", SizeBytes: 1 << 20}},
+		Labels:  map[string]string{"team": "a"},
+		TTL:     90 * time.Minute,
+	}
+	data, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	for _, want := range []string{`"ttl":"1h30m0s"`, `"memory_bytes":67108864`, `"disk_bytes":16777216`, `"size_bytes":1048576`, `"host_path":"/src"`} {
+		if !strings.Contains(s, want) {
+			t.Errorf("JSON %s lacks %s", s, want)
+		}
+	}
+	var out Options
+	if err := json.Unmarshal(data, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(in, out) {
+		t.Fatalf("round trip changed options:\n in %+v\nout %+v", in, out)
+	}
+}
+
+// The REST create body of earlier versions keeps working: short size names
+// with units, and the ttl in seconds.
+func TestOptionsAcceptOlderRequestForms(t *testing.T) {
+	var o Options
+	body := `{"rootfs":"/r","limits":{"memory":"48m","disk":16777216,"cpus":1},"tmpfs":[{"path":"/t","size":"1m"}],"ttl":3600}`
+	if err := json.Unmarshal([]byte(body), &o); err != nil {
+		t.Fatal(err)
+	}
+	want := Options{Rootfs: "/r", Limits: Limits{MemoryBytes: 48 << 20, DiskBytes: 16 << 20, CPUs: 1},
+		Tmpfs: []Tmpfs{{Path: "/t", SizeBytes: 1 << 20}}, TTL: time.Hour}
+	if !reflect.DeepEqual(o, want) {
+		t.Fatalf("got %+v, want %+v", o, want)
+	}
+	if err := json.Unmarshal([]byte(`{"ttl":"2h"}`), &o); err != nil || o.TTL != 2*time.Hour {
+		t.Fatalf("ttl string: %v %v", o.TTL, err)
+	}
+}
+
+func TestOptionsRefuseUnknownAndConflictingFields(t *testing.T) {
+	for _, body := range []string{
+		`{"imgae":"busybox"}`,
+		`{"limits":{"memroy":"1m"}}`,
+		`{"limits":{"memory":"1m","memory_bytes":1048576}}`,
+		`{"tmpfs":[{"path":"/t","sizee":1}]}`,
+		`{"limits":{"memory":"lots"}}`,
+		`{"ttl":"soon"}`,
+	} {
+		var o Options
+		if err := json.Unmarshal([]byte(body), &o); err == nil {
+			t.Errorf("%s: accepted", body)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"512": 512, "512b": 512, "1k": 1024, "64KiB": 64 << 10,
+		"512m": 512 << 20, "512mb": 512 << 20, "1.5g": 3 << 29, "2GiB": 2 << 30, "1t": 1 << 40} {
+		got, err := ParseSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "m", "-1m", "1x", "1e30t"} {
+		if _, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) accepted", in)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	good := Options{Image: "busybox", Workdir: "/w", Env: []string{"A=1"}}
+	if err := good.Validate(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for name, o := range map[string]Options{
+		"image and rootfs":  {Image: "a", Rootfs: "/r"},
+		"relative rootfs":   {Rootfs: "r"},
+		"small memory":      {Image: "a", Limits: Limits{MemoryBytes: 1 << 20}},
+		"negative pids":     {Image: "a", Limits: Limits{Pids: -1}},
+		"bad network":       {Image: "a", Network: "wifi"},
+		"relative workdir":  {Image: "a", Workdir: "w"},
+		"env without =":     {Image: "a", Env: []string{"A"}},
+		"volume on /.sbx":   {Image: "a", Volumes: []Volume{{HostPath: "/h", Path: "/.sbx/x"}}},
+		"tmpfs on /":        {Image: "a", Tmpfs: []Tmpfs{{Path: "/"}}},
+		"label with =":      {Image: "a", Labels: map[string]string{"a=b": "c"}},
+		"negative ttl":      {Image: "a", TTL: -time.Second},
+		"pull sometimes":    {Image: "a", Pull: "sometimes"},
+		"NUL in cmd":        {Image: "a", Cmd: []string{"a\x00b"}},
+		"relative hostpath": {Image: "a", Volumes: []Volume{{HostPath: "h", Path: "/h"}}},
+	} {
+		if err := o.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
+		}
+	}
+}
+
+func TestDurationJSON(t *testing.T) {
+	data, _ := json.Marshal(Duration(10 * time.Minute))
+	if string(data) != `"10m0s"` {
+		t.Fatalf("Duration marshals to %s", data)
+	}
+	var d Duration
+	if err := json.Unmarshal([]byte(`1.5`), &d); err != nil || time.Duration(d) != 1500*time.Millisecond {
+		t.Fatalf("seconds: %v %v", time.Duration(d), err)
+	}
+}
+
+func TestReportSignalIsAName(t *testing.T) {
+	data, _ := json.Marshal(Report{Status: RunSignaled, ExitCode: 137, Signal: "SIGKILL"})
+	if !strings.Contains(string(data), `"signal":"SIGKILL"`) {
+		t.Fatalf("report %s", data)
+	}
+	data, _ = json.Marshal(ExecResult{ExitCode: 143, Signal: "SIGTERM"})
+	if !strings.Contains(string(data), `"signal":"SIGTERM"`) {
+		t.Fatalf("exec result %s", data)
+	}
+}
+
+func TestFilterMatch(t *testing.T) {
+	sb := &Sandbox{Name: "a", Status: StatusStopped, Options: Options{Labels: map[string]string{"team": "x"}}}
+	var f Filter
+	if err := f.ParseLabel("team=x"); err != nil || !f.Match(sb) {
+		t.Fatalf("label filter: %v", err)
+	}
+	if (Filter{Running: true}).Match(sb) || (Filter{Name: "b"}).Match(sb) || (Filter{Labels: map[string]string{"team": "y"}}).Match(sb) {
+		t.Fatal("filter selected a sandbox it should not")
+	}
+	if err := f.ParseLabel("=x"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("empty label key: %v", err)
+	}
+}
+
+func TestImageProcess(t *testing.T) {
+	c := ImageConfig{Entrypoint: []string{"/entry"}, Cmd: []string{"serve"}, Env: []string{"A=1", "B=2"}, WorkingDir: "app", User: "nobody"}
+	p, err := c.Process(nil, nil, []string{"B=3", "A"}, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p.Args, []string{"/entry", "serve"}) || !reflect.DeepEqual(p.Env, []string{"PATH=" + DefaultPath, "B=3"}) || p.Cwd != "/app" || p.User != "nobody" {
+		t.Fatalf("process %+v", p)
+	}
+	p, _ = c.Process([]string{}, []string{"sh"}, nil, "/w", "0")
+	if !reflect.DeepEqual(p.Args, []string{"sh"}) || p.Cwd != "/w" || p.User != "0" {
+		t.Fatalf("overridden process %+v", p)
+	}
+	if _, err := (ImageConfig{}).Process(nil, nil, nil, "", ""); err == nil {
+		t.Fatal("an image with no command and no cmd ran")
+	}
+}
