@@ -216,8 +216,7 @@ func (s *Server) runServiceOnce(svc *service, started chan struct{}) (api.Servic
 		if started != nil {
 			close(started)
 		}
-		now := stamp(time.Now())
-		return api.ServiceExit{ExitCode: code, Error: err.Error(), StartedAt: stamp(begin), FinishedAt: now}, 0
+		return api.ServiceExit{ExitCode: code, Error: err.Error(), StartedAt: begin, FinishedAt: time.Now()}, 0
 	}
 	path, err := proc.LookPath(svc.spec.Argv[0], svc.env, svc.dir)
 	if err != nil {
@@ -280,7 +279,7 @@ func (s *Server) runServiceOnce(svc *service, started chan struct{}) (api.Servic
 	errR.Close()
 	code, sig := p.ExitCode()
 	end := time.Now()
-	return api.ServiceExit{ExitCode: code, Signal: sig, StartedAt: stamp(begin), FinishedAt: stamp(end)}, end.Sub(begin)
+	return api.ServiceExit{ExitCode: code, Signal: sig, StartedAt: begin, FinishedAt: end}, end.Sub(begin)
 }
 
 // pumpToRing copies r into ring until EOF. A multi-byte character cut by a
@@ -327,8 +326,6 @@ func completeUTF8(b []byte) int {
 	return len(b)
 }
 
-func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
 // hasEnded reports whether the service ended for good.
 func (svc *service) hasEnded() bool {
 	select {
@@ -350,9 +347,7 @@ func (svc *service) status() api.ServiceStatus {
 		Restarts: svc.restarts,
 		LogEnd:   svc.ring.End(),
 	}
-	if !svc.started.IsZero() {
-		st.StartedAt = stamp(svc.started)
-	}
+	st.StartedAt = svc.started
 	if svc.proc != nil && svc.state == api.ServiceRunning {
 		st.Pid = svc.proc.Pid
 	}
@@ -452,16 +447,24 @@ func (s *Server) stopService(w http.ResponseWriter, r *http.Request) {
 	if svc == nil {
 		return
 	}
-	svc.stop(r.Context(), grace)
+	sig := unix.SIGTERM
+	if req.Signal != "" {
+		var err error
+		if sig, err = parseSignal(req.Signal); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	svc.stop(r.Context(), sig, grace)
 	writeJSON(w, http.StatusOK, svc.status())
 }
 
-// stop ends the service for good: SIGTERM to its group, SIGKILL after
-// grace, and no restart.
-func (svc *service) stop(ctx context.Context, grace time.Duration) {
+// stop ends the service for good: sig to its group, SIGKILL after grace,
+// and no restart.
+func (svc *service) stop(ctx context.Context, sig unix.Signal, grace time.Duration) {
 	p := svc.requestStop()
 	if p != nil {
-		_ = p.SignalGroup(unix.SIGTERM)
+		_ = p.SignalGroup(sig)
 	}
 	t := time.NewTimer(grace)
 	defer t.Stop()
@@ -537,7 +540,7 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, c := range chunks {
-			if !send(api.LogFrame{Type: c.Stream, Offset: c.Offset, Data: string(c.Data), Time: stamp(c.Time)}) {
+			if !send(api.LogFrame{Type: c.Stream, Offset: c.Offset, Data: string(c.Data), Time: c.Time}) {
 				return
 			}
 		}

@@ -43,7 +43,7 @@ func TestExecutorServiceLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != api.ServiceRunning || st.Pid <= 0 || st.Restart != api.RestartNo || st.StartedAt == "" {
+	if st.State != api.ServiceRunning || st.Pid <= 0 || st.Restart != api.RestartNo || st.StartedAt.IsZero() {
 		t.Fatalf("started: %+v", st)
 	}
 	// The service belongs to no request: it outlives the call that started it.
@@ -151,7 +151,7 @@ func TestExecutorServiceFollowAndRestart(t *testing.T) {
 		out, _ := serviceLog(t, c, client.LogOptions{TailBytes: 3})
 		return strings.HasSuffix(out, "up\n")
 	})
-	st3, err := c.StopService(ctx, 300*time.Millisecond)
+	st3, err := c.StopService(ctx, "", 300*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +160,18 @@ func TestExecutorServiceFollowAndRestart(t *testing.T) {
 	}
 	if left := descendants(e.pid()); len(left) > 0 {
 		t.Fatalf("processes left after stop: %v", left)
+	}
+	// stop with a chosen signal (Nomad's kill_signal): a clean exit on it.
+	if _, err := c.StartService(ctx, api.ServiceSpec{Argv: []string{"sh", "-c", "trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.1; done"}, Restart: api.RestartAlways}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { out, _ := serviceLog(t, c, client.LogOptions{TailBytes: 6}); return strings.HasSuffix(out, "ready\n") })
+	st4, err := c.StopService(ctx, "SIGINT", 20*time.Second)
+	if err != nil || st4.Exit == nil || st4.Exit.ExitCode != 7 || st4.Restarts != 0 {
+		t.Fatalf("stop with SIGINT: %+v %v", st4, err)
+	}
+	if out, _ := serviceLog(t, c, client.LogOptions{TailBytes: 8}); !strings.HasSuffix(out, "got-int\n") {
+		t.Fatalf("log after SIGINT: %q", out)
 	}
 	// Bad specs change nothing.
 	for _, bad := range []api.ServiceSpec{{}, {Argv: []string{"true"}, Restart: "sometimes"}, {Argv: []string{"true"}, LogBytes: 1 << 30}, {Argv: []string{"true"}, Cwd: "/no/such/dir"}} {

@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 // The sandbox's service: one long-running main command that belongs to no
 // request (an OpenHands Agent Server, a `sbx run -d` command). The executor
 // starts it, restarts it per its policy, keeps its latest output in a
@@ -69,11 +71,11 @@ const (
 // Error says why the process could not start at all (ExitCode is then 127
 // or 126).
 type ServiceExit struct {
-	ExitCode   int    `json:"exit_code"`
-	Signal     string `json:"signal"`
-	Error      string `json:"error,omitempty"`
-	StartedAt  string `json:"started_at"`  // RFC 3339
-	FinishedAt string `json:"finished_at"` // RFC 3339
+	ExitCode   int       `json:"exit_code"`
+	Signal     string    `json:"signal"`
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // ServiceStatus is the reply of GET /v1/service and of the calls that
@@ -86,7 +88,7 @@ type ServiceStatus struct {
 	Argv        []string      `json:"argv"`
 	Restart     string        `json:"restart"`
 	Pid         int           `json:"pid,omitempty"`
-	StartedAt   string        `json:"started_at,omitempty"` // RFC 3339, of the current or latest run
+	StartedAt   time.Time     `json:"started_at,omitzero"` // of the current or latest run
 	Restarts    int           `json:"restarts"`
 	Exit        *ServiceExit  `json:"exit,omitempty"`
 	RecentExits []ServiceExit `json:"recent_exits,omitempty"`
@@ -99,9 +101,10 @@ type ServiceSignal struct {
 	Signal string `json:"signal"`
 }
 
-// ServiceStop is the body of POST /v1/service/stop: TimeoutS is the grace
-// between SIGTERM and SIGKILL (default 10 s).
+// ServiceStop is the body of POST /v1/service/stop: Signal is sent first
+// (default SIGTERM), SIGKILL after TimeoutS seconds (default 10).
 type ServiceStop struct {
+	Signal   string  `json:"signal,omitempty"`
 	TimeoutS float64 `json:"timeout_s,omitempty"`
 }
 
@@ -116,12 +119,12 @@ const (
 // LogFrame is one line of GET /v1/service/logs. Offset is the absolute
 // offset of Data's first byte in the service's output (for "gap", of the
 // first lost byte; for "end", the offset to resume from); Time is when
-// the output was read (RFC 3339 with nanoseconds).
+// the output was read.
 type LogFrame struct {
 	Type    string         `json:"type"`
 	Offset  int64          `json:"offset"`
 	Data    string         `json:"data,omitempty"`
-	Time    string         `json:"time,omitempty"`
+	Time    time.Time      `json:"time,omitzero"`
 	Lost    int64          `json:"lost,omitempty"`
 	Service *ServiceStatus `json:"service,omitempty"`
 }

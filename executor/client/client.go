@@ -493,15 +493,15 @@ func (c *Client) SignalService(ctx context.Context, sig string) (api.ServiceStat
 	return st, err
 }
 
-// StopService stops the service for good: SIGTERM, SIGKILL after grace
-// (0: the executor's default of 10 s), no restart.
-func (c *Client) StopService(ctx context.Context, grace time.Duration) (api.ServiceStatus, error) {
+// StopService stops the service for good: sig (empty: SIGTERM), SIGKILL
+// after grace (0: the executor's default of 10 s), no restart.
+func (c *Client) StopService(ctx context.Context, sig string, grace time.Duration) (api.ServiceStatus, error) {
 	var st api.ServiceStatus
 	d := grace
 	if d <= 0 {
 		d = 10 * time.Second
 	}
-	err := c.call(ctx, d+c.opts.Grace, http.MethodPost, api.PathServiceStop, api.ServiceStop{TimeoutS: grace.Seconds()}, &st, maxStatusReply)
+	err := c.call(ctx, d+c.opts.Grace, http.MethodPost, api.PathServiceStop, api.ServiceStop{Signal: sig, TimeoutS: grace.Seconds()}, &st, maxStatusReply)
 	return st, err
 }
 
