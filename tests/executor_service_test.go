@@ -165,7 +165,10 @@ func TestExecutorServiceFollowAndRestart(t *testing.T) {
 	if _, err := c.StartService(ctx, api.ServiceSpec{Argv: []string{"sh", "-c", "trap 'echo got-int; exit 7' INT; echo ready; while :; do sleep 0.1; done"}, Restart: api.RestartAlways}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { out, _ := serviceLog(t, c, client.LogOptions{TailBytes: 6}); return strings.HasSuffix(out, "ready\n") })
+	waitFor(t, func() bool {
+		out, _ := serviceLog(t, c, client.LogOptions{TailBytes: 6})
+		return strings.HasSuffix(out, "ready\n")
+	})
 	st4, err := c.StopService(ctx, "SIGINT", 20*time.Second)
 	if err != nil || st4.Exit == nil || st4.Exit.ExitCode != 7 || st4.Restarts != 0 {
 		t.Fatalf("stop with SIGINT: %+v %v", st4, err)
