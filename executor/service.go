@@ -41,7 +41,6 @@ const (
 // service is the sandbox's supervised main command.
 type service struct {
 	spec api.ServiceSpec
-	path string
 	env  []string
 	dir  string
 	cred *syscall.Credential
