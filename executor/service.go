@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,12 @@ func (s *Server) startService(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	if spec.CreateCwd {
+		if err := s.makeServiceDir(spec.User, spec.Cwd); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
 	ra, err := s.resolveRun(spec.User, spec.Cwd)
 	if err != nil {
 		s.fail(w, err)
@@ -103,6 +110,38 @@ func (s *Server) startService(w http.ResponseWriter, r *http.Request) {
 	go s.superviseService(svc, started)
 	<-started
 	writeJSON(w, http.StatusOK, svc.status())
+}
+
+// makeServiceDir creates the directory cwd if it is missing, each new
+// component owned by the service's user (an existing directory is left as
+// it is).
+func (s *Server) makeServiceDir(user, cwd string) error {
+	if !filepath.IsAbs(cwd) {
+		return badRequest("cwd %q must be absolute to be created", cwd)
+	}
+	id, err := s.identity(user)
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for d := filepath.Clean(cwd); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); err == nil {
+			break
+		}
+		missing = append(missing, d)
+		if d == "/" {
+			break
+		}
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := os.Mkdir(missing[i], 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			return badRequest("create working directory %s: %v", missing[i], err)
+		}
+		if err := os.Lchown(missing[i], int(id.UID), int(id.GID)); err != nil {
+			return badRequest("give working directory %s to %d:%d: %v", missing[i], id.UID, id.GID, err)
+		}
+	}
+	return nil
 }
 
 // validateService checks a spec and fills in its defaults.

@@ -2,8 +2,10 @@ package tests
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,6 +98,25 @@ func TestExecutorServiceLifecycle(t *testing.T) {
 	}
 	if out, end := serviceLog(t, c, client.LogOptions{Since: 8, TailBytes: -1}); out != "stdout:hello again\n" || end.Offset != 8+int64(len("hello again\n")) {
 		t.Fatalf("second run's log: %q %+v", out, end)
+	}
+	// create_cwd makes a missing working directory, owned by the user.
+	base := t.TempDir()
+	wd := filepath.Join(base, "work", "space")
+	if _, err := c.StartService(ctx, api.ServiceSpec{Argv: []string{"sh", "-c", "pwd; touch mine"}, Cwd: wd, CreateCwd: true, User: "4321:4321"}); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.WaitService(wctx); err != nil || st.Exit.ExitCode != 0 {
+		t.Fatalf("service in a created directory: %+v %v", st, err)
+	}
+	for _, p := range []string{filepath.Join(base, "work"), wd, filepath.Join(wd, "mine")} {
+		var fi syscall.Stat_t
+		if err := syscall.Stat(p, &fi); err != nil || fi.Uid != 4321 || fi.Gid != 4321 {
+			t.Errorf("%s: owner %d:%d %v, want 4321:4321", p, fi.Uid, fi.Gid, err)
+		}
+	}
+	var fi syscall.Stat_t
+	if syscall.Stat(base, &fi); fi.Uid != 0 {
+		t.Errorf("an existing directory changed owner to %d", fi.Uid)
 	}
 }
 

@@ -47,12 +47,15 @@ const (
 // (default), RestartOnFailure or RestartAlways; MaxRestarts bounds the
 // restarts after failures (0: no bound). LogBytes is the size of the
 // output ring (default DefaultServiceLogBytes, at most
-// MaxServiceLogBytes). Starting a service while one runs is a conflict;
+// MaxServiceLogBytes). CreateCwd creates Cwd when it is missing, every
+// new directory owned by the service's user (an existing one is left as
+// it is). Starting a service while one runs is a conflict;
 // starting one after the previous ended replaces it and keeps its log.
 type ServiceSpec struct {
 	Argv        []string          `json:"argv"`
 	Env         map[string]string `json:"env,omitempty"`
 	Cwd         string            `json:"cwd,omitempty"`
+	CreateCwd   bool              `json:"create_cwd,omitempty"`
 	User        string            `json:"user,omitempty"`
 	Restart     string            `json:"restart,omitempty"`
 	MaxRestarts int               `json:"max_restarts,omitempty"`

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -33,8 +34,9 @@ type DialFunc func(ctx context.Context, id string, port int) (net.Conn, error)
 type Target struct {
 	Sandbox string
 	Port    int
-	// Path is the request path as the sandbox should see it ("/" at
-	// least); the query string is passed on unchanged.
+	// Path is the request path as the sandbox should see it, escaped as
+	// on the wire ("/" at least; "%2F" stays an escaped slash); the query
+	// string is passed on unchanged.
 	Path string
 	// Prefix is the part of the incoming path that was cut off, sent on
 	// as X-Forwarded-Prefix.
@@ -120,8 +122,10 @@ func New(dial DialFunc, o Options) *Proxy {
 			t := pr.In.Context().Value(targetKey{}).(Target)
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = formatHost(t.Sandbox, t.Port)
-			pr.Out.URL.Path = t.Path
-			pr.Out.URL.RawPath = ""
+			pr.Out.URL.Path, pr.Out.URL.RawPath = t.Path, ""
+			if p, err := url.PathUnescape(t.Path); err == nil {
+				pr.Out.URL.Path, pr.Out.URL.RawPath = p, t.Path
+			}
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			// The client's Host goes on: the server in the sandbox builds
 			// its URLs from it.

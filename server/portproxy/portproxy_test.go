@@ -54,7 +54,7 @@ func (w *world) dial(ctx context.Context, id string, port int) (net.Conn, error)
 // upgrades outlive them.
 func front(t *testing.T, p *Proxy) *httptest.Server {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		parts := strings.SplitN(strings.TrimPrefix(r.URL.Path, "/"), "/", 3)
+		parts := strings.SplitN(strings.TrimPrefix(r.URL.EscapedPath(), "/"), "/", 3)
 		var port int
 		fmt.Sscan(parts[1], &port)
 		rest := ""
@@ -82,7 +82,7 @@ func TestProxyPassesRequestsUnchanged(t *testing.T) {
 			rw.Header().Set("X-Sandbox", id)
 			rw.WriteHeader(http.StatusTeapot)
 			json.NewEncoder(rw).Encode(map[string]any{
-				"method": r.Method, "path": r.URL.Path, "rawquery": r.URL.RawQuery, "host": r.Host,
+				"method": r.Method, "path": r.URL.EscapedPath(), "rawquery": r.URL.RawQuery, "host": r.Host,
 				"key": r.Header.Get("X-Session-API-Key"), "multi": r.Header.Values("X-Multi"),
 				"prefix": r.Header.Get("X-Forwarded-Prefix"), "xff": r.Header.Get("X-Forwarded-For"),
 				"body": string(body),
@@ -92,7 +92,7 @@ func TestProxyPassesRequestsUnchanged(t *testing.T) {
 	p := New(w.dial, Options{})
 	defer p.Close()
 	f := front(t, p)
-	req, _ := http.NewRequest("POST", f.URL+"/"+longID+"/60000/api/file/upload?path=%2Fwork%20space%2Fa.txt&x=1&x=2", strings.NewReader("payload"))
+	req, _ := http.NewRequest("POST", f.URL+"/"+longID+"/60000/api/file/up%2Fload?path=%2Fwork%20space%2Fa.txt&x=1&x=2", strings.NewReader("payload"))
 	req.Header.Set("X-Session-API-Key", "k3y")
 	req.Header.Add("X-Multi", "one")
 	req.Header.Add("X-Multi", "two")
@@ -107,7 +107,7 @@ func TestProxyPassesRequestsUnchanged(t *testing.T) {
 	if resp.StatusCode != http.StatusTeapot || resp.Header.Get("X-Sandbox") != longID || len(resp.Header.Values("Set-Cookie")) != 2 {
 		t.Fatalf("response: %d %v", resp.StatusCode, resp.Header)
 	}
-	want := map[string]any{"method": "POST", "path": "/api/file/upload", "rawquery": "path=%2Fwork%20space%2Fa.txt&x=1&x=2",
+	want := map[string]any{"method": "POST", "path": "/api/file/up%2Fload", "rawquery": "path=%2Fwork%20space%2Fa.txt&x=1&x=2",
 		"host": strings.TrimPrefix(f.URL, "http://"), "key": "k3y", "multi": []any{"one", "two"}, "prefix": "/" + longID + "/60000",
 		"xff": "127.0.0.1", "body": "payload"}
 	for k, v := range want {
