@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -100,7 +101,12 @@ func TestExecutorServiceLifecycle(t *testing.T) {
 		t.Fatalf("second run's log: %q %+v", out, end)
 	}
 	// create_cwd makes a missing working directory, owned by the user.
-	base := t.TempDir()
+	base, err := os.MkdirTemp("", "sbxsvc") // reachable by the service's user
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	os.Chmod(base, 0o755)
 	wd := filepath.Join(base, "work", "space")
 	if _, err := c.StartService(ctx, api.ServiceSpec{Argv: []string{"sh", "-c", "pwd; touch mine"}, Cwd: wd, CreateCwd: true, User: "4321:4321"}); err != nil {
 		t.Fatal(err)
