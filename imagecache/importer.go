@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -127,7 +128,12 @@ func scanTar(p string, fn func(*tar.Header, io.Reader) error) error {
 	}
 }
 
-var layoutName = regexp.MustCompile(`^(oci-layout|index\.json|blobs/[a-z0-9]+/[a-f0-9]{32,128})$`)
+// layoutName matches the files of an OCI layout. It is compiled on first
+// use: its counted repetition makes a large program, which would cost every
+// start of every program linking imagecache a third of a millisecond.
+var layoutName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(oci-layout|index\.json|blobs/[a-z0-9]+/[a-f0-9]{32,128})$`)
+})
 
 // extractLayout writes the OCI layout files of the archive p into dir,
 // ignoring anything else: only regular files with layout names, so a
@@ -135,7 +141,7 @@ var layoutName = regexp.MustCompile(`^(oci-layout|index\.json|blobs/[a-z0-9]+/[a
 func extractLayout(p, dir string) error {
 	return scanTar(p, func(hdr *tar.Header, r io.Reader) error {
 		n := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
-		if hdr.Typeflag != tar.TypeReg || !layoutName.MatchString(n) {
+		if hdr.Typeflag != tar.TypeReg || !layoutName().MatchString(n) {
 			return nil
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(n))
