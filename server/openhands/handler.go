@@ -110,18 +110,27 @@ func (s *Service) handleData(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 		return
 	}
+	s.forward(w, r, id, "/"+rest)
+}
+
+// forward sends a request for runtime id to its sandbox; path is what
+// follows the runtime's prefix (escaped).
+func (s *Service) forward(w http.ResponseWriter, r *http.Request, id, path string) {
 	sandboxID, err := s.proxyTarget(id)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	prefix := "/" + id
-	port := AgentServerPort
-	seg, after, _ := strings.Cut(rest, "/")
-	if p, ok := servicePorts[seg]; ok {
-		port, rest, prefix = p, after, prefix+"/"+seg
+	prefix := ""
+	if s.cfg.ListenRuntime == nil {
+		prefix = "/" + id
 	}
-	s.proxy.Serve(w, r, portproxy.Target{Sandbox: sandboxID, Port: port, Path: "/" + rest, Prefix: prefix})
+	port := AgentServerPort
+	seg, after, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
+	if p, ok := servicePorts[seg]; ok && prefix != "" {
+		port, path, prefix = p, "/"+after, prefix+"/"+seg
+	}
+	s.proxy.Serve(w, r, portproxy.Target{Sandbox: sandboxID, Port: port, Path: path, Prefix: prefix})
 }
 
 // decode reads a JSON body of at most maxBody bytes. Unknown fields are

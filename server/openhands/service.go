@@ -53,8 +53,17 @@ type Config struct {
 	// APIKey is what clients send in X-API-Key. Required.
 	APIKey string
 	// PublicURL is this listener's base URL as clients reach it
-	// ("http://sbx-host:8700"); runtime URLs are PublicURL/<runtime_id>.
+	// ("http://sbx-host:8700"); runtime URLs are PublicURL/<runtime_id>
+	// (path mode) unless ListenRuntime is set.
 	PublicURL string
+	// ListenRuntime, when set, gives every runtime a listener of its own
+	// (port mode) and returns the base URL clients reach it at; port is
+	// the one the runtime had before a restart of the server, or 0 for
+	// any. Port mode is for the SDK's APIRemoteWorkspace, which cannot use
+	// a URL with a path (httpx's base URL gains a slash and its check
+	// fails); path mode suits the app server, whose VS Code and worker URLs
+	// need it.
+	ListenRuntime func(port int) (net.Listener, string, error)
 	// StateDir keeps the runtime records (0700), so that a restarted
 	// server knows its runtimes.
 	StateDir string
@@ -77,6 +86,9 @@ type Config struct {
 	// TombstoneTTL is how long a stopped runtime is still reported (as
 	// stopped) before it is forgotten (default 10 min).
 	TombstoneTTL time.Duration
+	// Environment is added to every runtime's environment (the request's
+	// own variables win); the session key variables are always sbx's.
+	Environment map[string]string
 	// RotateKeyOnResume gives a resumed runtime a new session key (the
 	// Agent Server restarts with it); by default the key is kept.
 	RotateKeyOnResume bool
@@ -105,21 +117,26 @@ type Service struct {
 
 // runtime is one runtime's record, kept on disk as JSON.
 type runtime struct {
-	RuntimeID   string    `json:"runtime_id"`
-	SessionID   string    `json:"session_id"`
-	SandboxID   string    `json:"sandbox_id,omitempty"`
-	Key         string    `json:"session_api_key"`
-	Image       string    `json:"image"`
-	Status      string    `json:"status"`
-	PodStatus   string    `json:"pod_status"`
-	Detail      string    `json:"status_detail,omitempty"`
-	Restarts    int       `json:"restart_count,omitempty"`
-	Reasons     []string  `json:"restart_reasons,omitempty"`
-	Logs        string    `json:"pod_logs,omitempty"`
-	Created     time.Time `json:"created"`
-	Ended       time.Time `json:"ended,omitzero"`
-	Service     execapi.ServiceSpec
+	RuntimeID string    `json:"runtime_id"`
+	SessionID string    `json:"session_id"`
+	SandboxID string    `json:"sandbox_id,omitempty"`
+	Key       string    `json:"session_api_key"`
+	Image     string    `json:"image"`
+	Status    string    `json:"status"`
+	PodStatus string    `json:"pod_status"`
+	Detail    string    `json:"status_detail,omitempty"`
+	Restarts  int       `json:"restart_count,omitempty"`
+	Reasons   []string  `json:"restart_reasons,omitempty"`
+	Logs      string    `json:"pod_logs,omitempty"`
+	Created   time.Time `json:"created"`
+	Ended     time.Time `json:"ended,omitzero"`
+	Service   execapi.ServiceSpec
+	// URL and Port are the runtime's own listener in port mode.
+	URL  string `json:"url,omitempty"`
+	Port int    `json:"port,omitempty"`
+
 	exec        *execclient.Client
+	server      *http.Server       // the runtime's listener in port mode
 	cancelStart context.CancelFunc // ends a start in progress
 	cancelWatch context.CancelFunc // ends the watch of a running runtime
 }
@@ -153,7 +170,7 @@ func New(be Backend, cfg Config) (*Service, error) {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.AgentTree != "" {
-		if fi, err := os.Stat(filepath.Join(cfg.AgentTree, ".venv", "bin", "python")); err != nil || fi.IsDir() {
+		if _, err := os.Lstat(filepath.Join(cfg.AgentTree, ".venv", "bin", "python")); err != nil {
 			return nil, fmt.Errorf("openhands: agent tree %s has no .venv/bin/python: build one with tests/openhands/build-image.sh", cfg.AgentTree)
 		}
 	}
@@ -176,9 +193,17 @@ func New(be Backend, cfg Config) (*Service, error) {
 	return s, nil
 }
 
-// Close ends background starts and proxied connections.
+// Close ends background starts, runtime listeners and proxied
+// connections.
 func (s *Service) Close() {
 	s.stop()
+	s.mu.Lock()
+	for _, rt := range s.byID {
+		if rt.server != nil {
+			_ = rt.server.Close()
+		}
+	}
+	s.mu.Unlock()
 	s.proxy.Close()
 	s.wg.Wait()
 }
@@ -205,6 +230,11 @@ func (s *Service) load() error {
 		s.byID[rt.RuntimeID] = rt
 		if cur := s.bySess[rt.SessionID]; cur == nil || cur.Created.Before(rt.Created) {
 			s.bySess[rt.SessionID] = rt
+		}
+		if rt.Status != StatusStopped && rt.Port != 0 {
+			if err := s.listenRuntime(rt); err != nil {
+				s.log.Warn("openhands: runtime's listener", "runtime", rt.RuntimeID, "err", err)
+			}
 		}
 		switch rt.Status {
 		case StatusStarting:
@@ -273,10 +303,37 @@ func (s *Service) object(rt *runtime) Runtime {
 		reasons = []string{}
 	}
 	return Runtime{
-		RuntimeID: rt.RuntimeID, SessionID: rt.SessionID, URL: s.cfg.PublicURL + "/" + rt.RuntimeID,
+		RuntimeID: rt.RuntimeID, SessionID: rt.SessionID, URL: s.runtimeURL(rt),
 		SessionAPIKey: rt.Key, Status: rt.Status, PodStatus: rt.PodStatus, StatusDetail: rt.Detail,
 		RestartCount: rt.Restarts, RestartReasons: reasons, PodLogs: rt.Logs, Image: rt.Image, SandboxID: rt.SandboxID,
 	}
+}
+
+// runtimeURL is the Agent Server's base URL as clients reach it.
+func (s *Service) runtimeURL(rt *runtime) string {
+	if rt.URL != "" {
+		return rt.URL
+	}
+	return s.cfg.PublicURL + "/" + rt.RuntimeID
+}
+
+// listenRuntime opens rt's own listener in port mode: everything on it
+// goes to the Agent Server. Called with s.mu held.
+func (s *Service) listenRuntime(rt *runtime) error {
+	if s.cfg.ListenRuntime == nil {
+		return nil
+	}
+	ln, url, err := s.cfg.ListenRuntime(rt.Port)
+	if err != nil {
+		return fmt.Errorf("openhands: a listener for runtime %s: %w", rt.RuntimeID, err)
+	}
+	rt.URL, rt.Port = strings.TrimRight(url, "/"), ln.Addr().(*net.TCPAddr).Port
+	id := rt.RuntimeID
+	rt.server = &http.Server{ReadHeaderTimeout: 30 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.forward(w, r, id, r.URL.EscapedPath())
+	})}
+	go func() { _ = rt.server.Serve(ln) }()
+	return nil
 }
 
 // sessionLock serializes starts of one session.
@@ -379,6 +436,10 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 		RuntimeID: "rt-" + newID(12), SessionID: req.SessionID, Key: newID(32), Image: req.Image,
 		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(),
 	}
+	if err := s.listenRuntime(rt); err != nil {
+		s.mu.Unlock()
+		return Runtime{}, err
+	}
 	s.byID[rt.RuntimeID] = rt
 	s.bySess[rt.SessionID] = rt
 	s.save(rt)
@@ -400,6 +461,10 @@ func (s *Service) retire(rt *runtime, why string) {
 	rt.Status, rt.PodStatus, rt.Ended = StatusStopped, PodNotFound, time.Now().UTC()
 	if rt.Detail == "" {
 		rt.Detail = why
+	}
+	if rt.server != nil {
+		_ = rt.server.Close()
+		rt.server = nil
 	}
 	s.save(rt)
 	if id == "" {
@@ -658,6 +723,9 @@ func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, 
 		}
 	}
 	env := map[string]string{}
+	for k, v := range s.cfg.Environment {
+		env[k] = v
+	}
 	for k, v := range req.Environment {
 		env[k] = v
 	}

@@ -104,13 +104,14 @@ in_root() {
 		exec chroot "$root" env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LC_ALL=C.UTF-8 "$@"
 	' sh "$root" "$wheels" "${pip_env[@]}" "$@"
 }
-# pip_install VENV CONSTRAINTS PACKAGE...: download what the wheelhouse
-# lacks, then install from it alone.
+# pip_install VENV CONSTRAINTS PACKAGE...: bring every wheel into the
+# wheelhouse (a package published only as source is built into one there),
+# then install from it alone.
 pip_install() {
 	local venv=$1 constraints=$2
 	shift 2
 	in_root python3 -m venv "$venv"
-	in_root "$venv/bin/pip" download -q -d /wheels -c "/tmp/$constraints" "$@" >&2
+	in_root "$venv/bin/pip" wheel -q -w /wheels --find-links /wheels -c "/tmp/$constraints" "$@" >&2
 	in_root "$venv/bin/pip" install -q --no-index --find-links /wheels -c "/tmp/$constraints" "$@" >&2
 }
 
