@@ -152,13 +152,13 @@ func (a *Attachment) Wait(stdout, stderr io.Writer) (api.ExecResult, error) {
 			if err := json.Unmarshal(payload, &res); err != nil {
 				return res, fmt.Errorf("executor attach: bad exit frame: %w", err)
 			}
-			return res, nil
+			return checked(res), nil
 		case api.AttachError:
 			var e api.ErrorBody
 			if err := json.Unmarshal(payload, &e); err != nil || e.Code == "" {
 				return api.ExecResult{}, fmt.Errorf("executor attach: bad error frame %.200q", payload)
 			}
-			return api.ExecResult{}, &Error{Status: http.StatusInternalServerError, Code: e.Code, Message: e.Message}
+			return api.ExecResult{}, newError(http.StatusInternalServerError, e.Code, e.Message, nil)
 		default:
 			return api.ExecResult{}, fmt.Errorf("executor attach: unknown frame type %q", typ)
 		}
