@@ -67,7 +67,7 @@ const (
 )
 
 // newOHEnv builds the world, with script driving the fake LLM.
-func newOHEnv(t *testing.T, mutate func(*openhands.Config), script []fixture.LLMStep) *ohEnv {
+func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLMStep) *ohEnv {
 	t.Helper()
 	trees := fixture.OpenHandsTrees(t)
 	dir, err := os.MkdirTemp("", "sbxoh") // short: socket paths must fit 108 bytes
@@ -173,7 +173,7 @@ func newOHEnv(t *testing.T, mutate func(*openhands.Config), script []fixture.LLM
 }
 
 // ohUplink joins the host stand-in and the internet stand-in with a veth.
-func ohUplink(t *testing.T, hostNS, inetNS string) {
+func ohUplink(t testing.TB, hostNS, inetNS string) {
 	t.Helper()
 	h, i := filepath.Base(hostNS), filepath.Base(inetNS)
 	for _, args := range [][]string{
@@ -248,7 +248,7 @@ func tail(s string, n int) string {
 }
 
 // api calls the Runtime API's control plane.
-func (e *ohEnv) api(t *testing.T, method, path string, body any) (int, map[string]any) {
+func (e *ohEnv) api(t testing.TB, method, path string, body any) (int, map[string]any) {
 	t.Helper()
 	var r io.Reader
 	if body != nil {

@@ -3,7 +3,10 @@ package openhands
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestCommandTakesListsAndShellWords(t *testing.T) {
@@ -60,5 +63,33 @@ func TestTreeCommand(t *testing.T) {
 	src := []string{"/agent-server/.venv/bin/python", "-m", "openhands.agent_server", "--port", "60000"}
 	if got := treeCommand(src); !reflect.DeepEqual(got, src) {
 		t.Fatalf("source target changed: %q", got)
+	}
+}
+
+func TestOpenAPIListsEveryRoute(t *testing.T) {
+	var doc struct {
+		OpenAPI string                    `yaml:"openapi"`
+		Paths   map[string]map[string]any `yaml:"paths"`
+	}
+	if err := yaml.Unmarshal(OpenAPI, &doc); err != nil || !strings.HasPrefix(doc.OpenAPI, "3.") {
+		t.Fatalf("openapi.yaml: %v (version %q)", err, doc.OpenAPI)
+	}
+	documented := map[string]bool{}
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			documented[strings.ToUpper(method)+" "+path] = true
+		}
+	}
+	served := map[string]bool{}
+	for pattern := range (&Service{}).routes() {
+		served[pattern] = true
+		if !documented[pattern] {
+			t.Errorf("route %s is not in openapi.yaml", pattern)
+		}
+	}
+	for op := range documented {
+		if !served[op] {
+			t.Errorf("openapi.yaml lists %s, which is not served", op)
+		}
 	}
 }

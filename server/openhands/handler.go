@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	_ "embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,15 +24,33 @@ const maxBody = 1 << 20
 // plane at /<runtime_id>/... (no authentication of its own).
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /start", s.auth(s.handleStart))
-	mux.HandleFunc("GET /sessions/batch", s.auth(s.handleBatch))
-	mux.HandleFunc("GET /sessions/{session_id}", s.auth(s.handleSession))
-	mux.HandleFunc("GET /list", s.auth(s.handleList))
-	mux.HandleFunc("POST /pause", s.auth(s.handleRef(s.Pause)))
-	mux.HandleFunc("POST /resume", s.auth(s.handleRef(s.Resume)))
-	mux.HandleFunc("POST /stop", s.auth(s.handleRef(s.Stop)))
+	for pattern, h := range s.routes() {
+		mux.HandleFunc(pattern, h)
+	}
 	mux.HandleFunc("/", s.handleData)
 	return mux
+}
+
+// OpenAPI is the OpenAPI document of the control plane.
+//
+//go:embed openapi.yaml
+var OpenAPI []byte
+
+// routes are the control plane's routes (each in OpenAPI).
+func (s *Service) routes() map[string]http.HandlerFunc {
+	return map[string]http.HandlerFunc{
+		"POST /start":                s.auth(s.handleStart),
+		"GET /sessions/batch":        s.auth(s.handleBatch),
+		"GET /sessions/{session_id}": s.auth(s.handleSession),
+		"GET /list":                  s.auth(s.handleList),
+		"POST /pause":                s.auth(s.handleRef(s.Pause)),
+		"POST /resume":               s.auth(s.handleRef(s.Resume)),
+		"POST /stop":                 s.auth(s.handleRef(s.Stop)),
+		"GET /openapi.yaml": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/yaml")
+			_, _ = w.Write(OpenAPI)
+		},
+	}
 }
 
 // auth checks X-API-Key in constant time (over hashes, so the key's
