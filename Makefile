@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers deps deps-bench deps-openhands test lint fmt bench clean
+.PHONY: all build helpers deps deps-bench deps-openhands test test-python lint fmt bench clean
 
 all: build
 
@@ -43,6 +43,11 @@ deps-openhands:
 test: deps deps-openhands build
 	$(GO) vet -tags '$(TAGS)' ./...
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
+	$(MAKE) --no-print-directory test-python
+
+## test-python: the Python SDK's tests (pytest, against a real sbx serve), in the cached venv
+test-python: $(BIN)
+	cd sdk/python && SBX_BIN=$(abspath $(BIN)) "$$(bash ../../scripts/python-venv.sh)/bin/python" -m pytest -q tests
 
 ## lint: gofmt, go vet and staticcheck
 lint:

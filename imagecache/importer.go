@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -392,12 +393,13 @@ func (s *Store) importRootfs(ctx context.Context, p, want string, progress Progr
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", p, err)
 	}
-	return s.record(ctx, ref.Name(), recs, ImageConfig{}, "linux/"+runtime.GOARCH)
+	step := HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx import " + filepath.Base(p)}
+	return s.record(ctx, ref.Name(), recs, ImageConfig{}, []HistoryEntry{step}, "linux/"+runtime.GOARCH)
 }
 
 // record stores an image built here (rootfs import, commit): its digest is
 // that of a config listing its diffIDs and runtime config.
-func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg ImageConfig, platform string) (*Image, error) {
+func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg ImageConfig, history []HistoryEntry, platform string) (*Image, error) {
 	now := time.Now().UTC()
 	diffIDs := make([]string, len(recs))
 	for i, r := range recs {
@@ -418,6 +420,7 @@ func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg Im
 		Platform: platform,
 		Config:   cfg,
 		Layers:   recs,
+		History:  history,
 	}
 	if err := s.put(ctx, rec); err != nil {
 		return nil, err
@@ -460,5 +463,10 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 	if cfg != nil {
 		c = *cfg
 	}
-	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, base.Platform)
+	var history []HistoryEntry
+	if rec, err := s.lookup(base.Digest); err == nil {
+		history = slices.Clone(rec.History)
+	}
+	history = append(history, HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx commit"})
+	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, history, base.Platform)
 }
