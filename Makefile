@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers deps deps-bench deps-openhands test test-python lint fmt bench clean
+.PHONY: all build helpers deps deps-bench deps-openhands test test-python test-nomad nomad lint fmt bench clean
 
 all: build
 
@@ -44,16 +44,31 @@ test: deps deps-openhands build
 	$(GO) vet -tags '$(TAGS)' ./...
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
 	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-nomad
 
 ## test-python: the Python SDK's tests (pytest, against a real sbx serve), in the cached venv
 test-python: $(BIN)
 	cd sdk/python && SBX_BIN=$(abspath $(BIN)) "$$(bash ../../scripts/python-venv.sh)/bin/python" -m pytest -q tests
+
+## nomad: build (once per machine, cached under /var/cache/sbx-test) the
+## pinned Nomad agent the driver's end-to-end tests run, and print its path
+nomad:
+	@bash scripts/nomad-bin.sh
+
+## test-nomad: the Nomad driver's tests (its own module), including the
+## end-to-end tests on a real Nomad cluster on loopback
+test-nomad: build
+	cd nomad-driver && $(GO) vet -tags '$(TAGS)' ./...
+	cd nomad-driver && SBX_NOMAD_BIN=$$(bash ../scripts/nomad-bin.sh) SBX_BIN=$(abspath $(BIN)) \
+		$(GO) test -tags '$(TAGS)' -count=1 -timeout 20m -p 1 ./...
 
 ## lint: gofmt, go vet and staticcheck
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet -tags '$(TAGS)' ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags '$(TAGS)' ./...
+	cd nomad-driver && $(GO) vet -tags '$(TAGS)' ./...
+	cd nomad-driver && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags '$(TAGS)' ./...
 
 ## bench: go benchmarks of the hot paths (see BENCHMARKS.md for sbx bench)
 bench: deps-bench build

@@ -58,3 +58,9 @@ fi
 # The Python SDK's tests run in a venv with pinned packages from PyPI, made
 # once under the test cache (see scripts/python-venv.sh).
 bash "$(dirname "$0")/python-venv.sh" >/dev/null
+
+# Nomad, for the Nomad driver's end-to-end tests: not packaged by Debian, so
+# it is built once from the Go module proxy (pinned, a few minutes) and
+# cached under /var/cache/sbx-test; see scripts/nomad-bin.sh. It prints the
+# build's wall time when it builds.
+PATH="$GO_ROOT/bin:$PATH" bash "$(dirname "$0")/nomad-bin.sh" >/dev/null

@@ -255,9 +255,10 @@ func TestRunCPUQuota(t *testing.T) {
 	if rep.Status != sandbox.StatusTimeout {
 		t.Fatalf("spinner: report %+v", rep)
 	}
-	// The quota caps the share; a loaded machine may give less, never more.
+	// The quota caps the share; a loaded machine may give less (at load 26
+	// on two CPUs, 0.17), never more. The spinner must have run at all.
 	share := rep.CPUTimeS / rep.WallTimeS
-	if share < 0.2 || share > 0.6 {
+	if share < 0.01 || share > 0.6 {
 		t.Errorf("--cpus 0.5 gave %.2f of a CPU (cpu %.2fs over %.2fs wall), want at most about 0.5", share, rep.CPUTimeS, rep.WallTimeS)
 	}
 }
