@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/netns"
 )
 
@@ -15,19 +16,19 @@ import (
 // no published port and no bridge, and a service bound to 127.0.0.1 in it
 // is reachable. A paused sandbox accepts the connection (the kernel does)
 // but answers nothing until resumed.
-func (m *Manager) DialPort(ctx context.Context, ref string, port int) (net.Conn, error) {
+func (h *Host) DialPort(ctx context.Context, ref string, port int) (net.Conn, error) {
 	if port <= 0 || port > 65535 {
-		return nil, fmt.Errorf("%w: port %d is out of range", ErrInvalid, port)
+		return nil, fmt.Errorf("%w: port %d is out of range (1-65535)", sbx.ErrInvalid, port)
 	}
-	sb, err := m.Get(ctx, ref)
+	sb, err := h.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if sb.Status != StatusRunning && sb.Status != StatusPaused {
-		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
+		return nil, fmt.Errorf("%w: sandbox %s is %s: start it first", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	if sb.Network != nil && sb.Network.Mode == netns.ModeHost {
+	if sb.Network != nil && sb.Network.Mode == sbx.NetworkHost {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", addr)
 	}
@@ -38,11 +39,11 @@ func (m *Manager) DialPort(ctx context.Context, ref string, port int) (net.Conn,
 	// checked after the namespace is open, rules out a reused PID.
 	f, err := os.Open("/proc/" + strconv.Itoa(sb.Pid) + "/ns/net")
 	if err != nil {
-		return nil, fmt.Errorf("%w: sandbox %s: open its network namespace: %v", ErrState, sb.ShortID(), err)
+		return nil, fmt.Errorf("%w: sandbox %s: open its network namespace: %v", sbx.ErrState, sb.ShortID(), err)
 	}
 	defer f.Close()
 	if start, ok := procStart(sb.Pid); !ok || start != sb.PidStart {
-		return nil, fmt.Errorf("%w: sandbox %s is no longer running", ErrState, sb.ShortID())
+		return nil, fmt.Errorf("%w: sandbox %s is no longer running", sbx.ErrState, sb.ShortID())
 	}
 	return netns.DialFD(ctx, int(f.Fd()), "tcp", addr)
 }

@@ -3,12 +3,16 @@ package tests
 import (
 	"bufio"
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	execapi "github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -19,25 +23,22 @@ import (
 // and a closed port are errors that say so.
 func TestDialPortReachesTheSandboxLoopback(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	sb, err := e.mgr.Create(ctx, sandbox.Options{Rootfs: root, Name: "dialport"})
+	sb, err := e.host.Create(ctx, sbx.Options{Rootfs: root, Name: "dialport"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.see(sb.ID)
-	ex, _, err := e.mgr.Executor(ctx, sb.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ex := client.NewWithDialer(func(ctx context.Context) (net.Conn, error) { return e.host.Dial(ctx, sb.ID) }, client.Options{})
 	defer ex.Close()
 	if _, err := ex.StartService(ctx, execapi.ServiceSpec{Argv: []string{"sh", "-c", "mkdir -p /tmp/www && echo inside > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"}}); err != nil {
 		t.Fatal(err)
 	}
 	var body string
 	waitFor(t, func() bool {
-		c, err := e.mgr.DialPort(ctx, sb.ID, 8080)
+		c, err := e.host.DialPort(ctx, sb.ID, 8080)
 		if err != nil {
 			return false
 		}
@@ -60,16 +61,16 @@ func TestDialPortReachesTheSandboxLoopback(t *testing.T) {
 	if body != "inside\n" {
 		t.Fatalf("body %q", body)
 	}
-	if _, err := e.mgr.DialPort(ctx, sb.ID, 8081); err == nil {
+	if _, err := e.host.DialPort(ctx, sb.ID, 8081); err == nil {
 		t.Fatal("dial of a closed port succeeded")
 	}
-	if _, err := e.mgr.DialPort(ctx, sb.ID, 0); err == nil {
-		t.Fatal("port 0 accepted")
+	if _, err := e.host.DialPort(ctx, sb.ID, 0); !errors.Is(err, sbx.ErrInvalid) {
+		t.Fatalf("port 0: %v, want ErrInvalid", err)
 	}
-	if _, err := e.mgr.Stop(ctx, sb.ID, 5*time.Second); err != nil {
+	if _, err := e.host.Stop(ctx, sb.ID, sbx.StopOptions{Timeout: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.mgr.DialPort(ctx, sb.ID, 8080); err == nil || !strings.Contains(err.Error(), "stopped") {
+	if _, err := e.host.DialPort(ctx, sb.ID, 8080); !errors.Is(err, sbx.ErrState) || !strings.Contains(err.Error(), "stopped") {
 		t.Fatalf("dial into a stopped sandbox: %v", err)
 	}
 }

@@ -662,7 +662,7 @@ func (s *Service) ensureImage(ctx context.Context, image, policy string) (*sbx.I
 		if err == nil {
 			return img, nil
 		}
-		if !errors.Is(err, sbx.ErrNotFound) {
+		if !errors.Is(err, sbx.ErrImageNotFound) && !errors.Is(err, sbx.ErrNotFound) {
 			return nil, fmt.Errorf("ErrImagePull: look up %s: %w", image, err)
 		}
 		if policy == "Never" {

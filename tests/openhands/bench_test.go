@@ -1,4 +1,4 @@
-package tests
+package openhands_test
 
 import (
 	"fmt"

@@ -1,9 +1,8 @@
-package tests
+package openhands_test
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -17,7 +16,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/openhands"
@@ -46,8 +45,7 @@ import (
 type ohEnv struct {
 	trees  *fixture.OpenHands
 	dir    string
-	mgr    *sandbox.Manager
-	store  *imagecache.Store
+	host   *sandbox.Host
 	svc    *openhands.Service
 	url    string // the Runtime API in path mode, http://203.0.113.1:PORT
 	sdkURL string // the Runtime API in port mode
@@ -75,22 +73,21 @@ func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLM
 		t.Fatal(err)
 	}
 	e := &ohEnv{trees: trees, dir: dir, key: "test-api-key-" + t.Name(), image: ohAskedImage}
-	hostNS, inetNS := "/run/netns/"+testHostNS(t), "/run/netns/"+testHostNS(t)
+	hostNS, inetNS := ohNamespace(t, "h"), ohNamespace(t, "i")
 	ohUplink(t, hostNS, inetNS)
 
-	e.store, err = imagecache.Open(filepath.Join(dir, "root", "images"), imagecache.Options{})
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("SBX_TEST_LOG") != "" {
+		quiet = slog.Default()
+	}
+	e.host, err = sandbox.Open(sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
+		Executor: os.Getenv("SBX_EXECUTOR_BIN"), HostNetNS: hostNS, Pull: sbx.PullNever, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := e.store.Import(ctx, trees.ImageTar, ohLocalImage, nil); err != nil {
+	if _, err := e.host.ImportImage(ctx, sbx.ImportOptions{Path: trees.ImageTar, Name: ohLocalImage}); err != nil {
 		t.Fatalf("import the Agent Server image: %v", err)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e.mgr, err = sandbox.New(sandbox.Config{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
-		Executor: serverExecutorBin(), HostNetNS: hostNS, Images: sandbox.NewImageSource(e.store, imagecache.PullNever), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
 	}
 	var llmLn net.Listener
 	if err := netns.InNamespacePath(inetNS, func() (err error) {
@@ -123,8 +120,7 @@ func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLM
 		t.Fatal(err)
 	}
 	e.sdkURL = sdkURL
-	e.hc = httpClientInNS(t, hostNS)
-	e.hc.Timeout = time.Minute
+	e.hc = ohHTTPClient(hostNS)
 	cfg := openhands.Config{
 		APIKey: e.key, PublicURL: e.url, StateDir: filepath.Join(dir, "openhands"),
 		Aliases:    []openhands.Alias{{Pattern: "ghcr.io/openhands/agent-server:*", Image: ohLocalImage}},
@@ -138,13 +134,13 @@ func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLM
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	e.svc, err = openhands.New(managerBackend{e.mgr, e.store}, cfg)
+	e.svc, err = openhands.New(e.host, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sdkCfg := cfg
 	sdkCfg.PublicURL, sdkCfg.StateDir, sdkCfg.ListenRuntime = sdkURL, filepath.Join(dir, "openhands-sdk"), listen
-	if e.sdk, err = openhands.New(managerBackend{e.mgr, e.store}, sdkCfg); err != nil {
+	if e.sdk, err = openhands.New(e.host, sdkCfg); err != nil {
 		t.Fatal(err)
 	}
 	hs := &http.Server{Handler: e.svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
@@ -158,18 +154,68 @@ func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLM
 		e.sdk.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		sbs, _ := e.mgr.List(ctx, sandbox.Filter{})
+		sbs, _ := e.host.List(ctx, sbx.Filter{})
 		for _, sb := range sbs {
-			if err := e.mgr.Remove(ctx, sb.ID, true); err != nil {
+			if err := e.host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 				t.Errorf("remove %s: %v", sb.ID, err)
 			}
 		}
-		if _, err := e.mgr.GC(ctx); err != nil {
+		if _, err := e.host.GC(ctx); err != nil {
 			t.Errorf("gc: %v", err)
 		}
+		e.host.Close()
+		ohAssertNoLeftovers(t, dir)
 		os.RemoveAll(dir)
 	})
 	return e
+}
+
+// ohNamespace creates a network namespace of the test's own and returns
+// its path.
+func ohNamespace(t testing.TB, role string) string {
+	t.Helper()
+	name := fmt.Sprintf("sbxoh-%d-%s", os.Getpid(), role)
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v\n%s", name, err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "delete", name).Run() })
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up in %s: %v\n%s", name, err, out)
+	}
+	return "/run/netns/" + name
+}
+
+// ohHTTPClient makes its connections inside the namespace at nsPath.
+func ohHTTPClient(nsPath string) *http.Client {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return netns.Dial(ctx, nsPath, network, addr)
+	}
+	return &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+}
+
+// ohAssertNoLeftovers fails if the sandboxes under dir left mounts or
+// cgroups behind.
+func ohAssertNoLeftovers(t testing.TB, dir string) {
+	t.Helper()
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, dir+"/") {
+			t.Errorf("leftover mount: %s", line)
+		}
+	}
+	for id, paths := range cgroup.Leftovers() {
+		t.Errorf("leftover cgroups of %s: %v", id, paths)
+	}
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+	}
 }
 
 // ohUplink joins the host stand-in and the internet stand-in with a veth.
@@ -272,74 +318,4 @@ func (e *ohEnv) api(t testing.TB, method, path string, body any) (int, map[strin
 		json.Unmarshal(data, &out)
 	}
 	return resp.StatusCode, out
-}
-
-// managerBackend puts the Manager behind the Runtime API's Backend until
-// sandbox.Host (issue 11) lands; the Runtime API itself only knows the
-// library's interfaces.
-type managerBackend struct {
-	m     *sandbox.Manager
-	store *imagecache.Store
-}
-
-func sbxErr(err error) error {
-	switch {
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, imagecache.ErrNotFound):
-		return errors.Join(sbx.ErrNotFound, err)
-	case errors.Is(err, sandbox.ErrLimit):
-		return errors.Join(sbx.ErrLimit, err)
-	case errors.Is(err, sandbox.ErrState):
-		return errors.Join(sbx.ErrState, err)
-	}
-	return err
-}
-
-func record(sb *sandbox.Sandbox, err error) (*sbx.Sandbox, error) {
-	if err != nil {
-		return nil, sbxErr(err)
-	}
-	return &sbx.Sandbox{ID: sb.ID, Name: sb.Name, Status: sbx.Status(sb.Status)}, nil
-}
-
-func (b managerBackend) Create(ctx context.Context, o sbx.Options) (*sbx.Sandbox, error) {
-	so := sandbox.Options{Name: o.Name, Image: o.Image, Network: o.Network, Egress: o.Egress, Labels: o.Labels,
-		Limits: sandbox.Limits{MemoryBytes: o.Limits.MemoryBytes, CPUs: o.Limits.CPUs, Pids: o.Limits.Pids, DiskBytes: o.Limits.DiskBytes}}
-	for _, v := range o.Volumes {
-		so.Volumes = append(so.Volumes, sandbox.Volume{HostPath: v.HostPath, Path: v.Path, ReadOnly: v.ReadOnly})
-	}
-	return record(b.m.Create(ctx, so))
-}
-func (b managerBackend) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	return record(b.m.Get(ctx, ref))
-}
-func (b managerBackend) Pause(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	return record(b.m.Pause(ctx, ref))
-}
-func (b managerBackend) Resume(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	return record(b.m.Resume(ctx, ref))
-}
-func (b managerBackend) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) error {
-	return sbxErr(b.m.Remove(ctx, ref, o.Force))
-}
-func (b managerBackend) Dial(ctx context.Context, ref string) (net.Conn, error) {
-	c, err := b.m.Dial(ctx, ref)
-	return c, sbxErr(err)
-}
-func (b managerBackend) DialPort(ctx context.Context, ref string, port int) (net.Conn, error) {
-	c, err := b.m.DialPort(ctx, ref, port)
-	return c, sbxErr(err)
-}
-func (b managerBackend) PullImage(ctx context.Context, ref string, _ func(sbx.PullProgress)) (*sbx.Image, error) {
-	if _, err := b.store.Pull(ctx, ref, nil); err != nil {
-		return nil, sbxErr(err)
-	}
-	return b.InspectImage(ctx, ref)
-}
-func (b managerBackend) InspectImage(ctx context.Context, ref string) (*sbx.Image, error) {
-	img, err := b.store.Resolve(ref)
-	if err != nil {
-		return nil, sbxErr(err)
-	}
-	return &sbx.Image{Name: img.Name, Digest: img.Digest, Config: &sbx.ImageConfig{Entrypoint: img.Config.Entrypoint,
-		Cmd: img.Config.Cmd, Env: img.Config.Env, WorkingDir: img.Config.WorkingDir, User: img.Config.User}}, nil
 }

@@ -1,4 +1,4 @@
-package tests
+package openhands_test
 
 import (
 	"context"
@@ -183,7 +183,7 @@ func testOHRules(t *testing.T, e *ohEnv) {
 		t.Errorf("second stop: %d", code)
 	}
 	waitFor(t, func() bool {
-		_, err := e.mgr.Get(context.Background(), rt["sandbox_id"].(string))
+		_, err := e.host.Get(context.Background(), rt["sandbox_id"].(string))
 		return err != nil
 	})
 }
@@ -230,11 +230,7 @@ func testOHWorkspace(t *testing.T, e *ohEnv) {
 		"reattach_exec":           "again\n",
 		"stopped_status":          "stopped",
 	}
-	for k, v := range want {
-		if got := fmt.Sprint(f[k]); got != v {
-			t.Errorf("%s: got %q, want %q", k, got, v)
-		}
-	}
+	checkFacts(t, f, want)
 }
 
 func testOHConversation(t *testing.T, e *ohEnv) {
@@ -278,8 +274,14 @@ func testOHAppServer(t *testing.T, e *ohEnv) {
 		"deleted":             "true",
 		"missing":             "true",
 	}
+	checkFacts(t, f, want)
+}
+
+// checkFacts compares the facts a client script printed with want.
+func checkFacts(t *testing.T, facts map[string]any, want map[string]string) {
+	t.Helper()
 	for k, v := range want {
-		if got := fmt.Sprint(f[k]); got != v {
+		if got := fmt.Sprint(facts[k]); got != v {
 			t.Errorf("%s: got %q, want %q", k, got, v)
 		}
 	}
