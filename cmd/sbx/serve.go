@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,6 +41,7 @@ type serveOptions struct {
 	insecureRegistries            []string
 	networkPool                   int
 	subnet                        string
+	openhands                     openhandsFlags
 }
 
 func serveCmd(a *app) *cobra.Command {
@@ -56,7 +58,10 @@ route but /healthz needs "Authorization: Bearer <token>" on every listener.
 
 At start the server re-adopts the sandboxes a previous server (or the CLI)
 left running; SIGTERM or SIGINT stop it gracefully and leave sandboxes
-running.`,
+running.
+
+With --openhands-listen (and/or --openhands-port-listen) it also serves the
+OpenHands Remote Runtime API (docs/openhands.md), with its own key.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if a.host != "" {
@@ -92,6 +97,7 @@ running.`,
 	f.StringVar(&o.subnet, "subnet", os.Getenv("SBX_SUBNET"), "IPv4 subnet of the bridge, e.g. 10.77.0.0/16 (default $SBX_SUBNET, else 10.88.0.0/16 or the next free /16)")
 	f.StringVar(&o.executorBinary, "executor-binary", "", "static executor binary the sandboxes run as \"BINARY executor\": sbx-executor or sbx (default: the sbx-executor embedded in sbx)")
 	_ = f.MarkHidden("executor-binary")
+	o.openhands.registerServe(f)
 	return cmd
 }
 
@@ -171,6 +177,15 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		return err
 	}
 	defer host.Close()
+	ohs, err := startOpenHands(&o.openhands, host, a.root, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range ohs {
+			s.svc.Close()
+		}
+	}()
 	srv, err := server.New(server.Config{
 		Backend:              host,
 		Token:                token,
@@ -189,6 +204,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	closeAll := func() {
 		for _, l := range listeners {
 			_ = l.Close()
+		}
+		for _, s := range ohs {
+			_ = s.ln.Close()
 		}
 	}
 	if o.listen != "" {
@@ -233,10 +251,13 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 	}
 	hs.RegisterOnShutdown(srv.Shutdown)
-	errc := make(chan error, len(listeners))
+	errc := make(chan error, len(listeners)+len(ohs))
 	for _, ln := range listeners {
 		log.Info("sbx serve: listening", "addr", ln.Addr().String())
 		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
+	}
+	for _, s := range ohs {
+		go func(s *openhandsServer) { errc <- s.hs.Serve(s.ln) }(s)
 	}
 	var serveErr error
 	select {
@@ -246,10 +267,21 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 	defer cancel()
+	var ohWait sync.WaitGroup
+	for _, s := range ohs {
+		// The Runtime API's data plane holds WebSockets for hours: they
+		// are cut at the same deadline.
+		ohWait.Go(func() {
+			if err := s.hs.Shutdown(sctx); err != nil {
+				_ = s.hs.Close()
+			}
+		})
+	}
 	if err := hs.Shutdown(sctx); err != nil {
 		log.Warn("sbx serve: requests still running at the shutdown deadline were cut", "err", err)
 		_ = hs.Close()
 	}
+	ohWait.Wait()
 	srv.Close()
 	if sock != "" {
 		_ = os.Remove(sock)

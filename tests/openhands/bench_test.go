@@ -13,7 +13,7 @@ import (
 // through sbx) for the Agent Server image, one runtime at a time, stopping
 // each. Run it with -benchtime 10x; it reports the median and p90.
 func BenchmarkOpenHandsStartToReady(b *testing.B) {
-	e := newOHEnv(b, nil, nil)
+	e := newOHEnv(b, nil)
 	b.ResetTimer()
 	var took []time.Duration
 	// Each start takes seconds: `make bench`'s 50x would take half an
