@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -116,13 +114,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	log := slog.Default()
 	token := ""
 	if o.tokenFile != "" {
-		data, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return fmt.Errorf("read --token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(data))
-		if len(token) < 16 {
-			return fmt.Errorf("the token in %s has %d characters: use at least 16 (e.g. openssl rand -hex 32)", o.tokenFile, len(token))
+		var err error
+		if token, err = server.ReadToken(o.tokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
 		}
 	}
 	if o.listen != "" && token == "" && !o.insecureNoAuth {
@@ -210,17 +204,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		}
 	}
 	if o.listen != "" {
-		ln, err := net.Listen("tcp", o.listen)
+		ln, err := server.ListenTCP(o.listen, o.tlsCert, o.tlsKey)
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w", o.listen, err)
-		}
-		if o.tlsCert != "" {
-			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-			if err != nil {
-				_ = ln.Close()
-				return fmt.Errorf("load TLS certificate: %w", err)
-			}
-			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+			return err
 		}
 		listeners = append(listeners, ln)
 	}
@@ -235,6 +221,7 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 			return err
 		}
 		listeners = append(listeners, ln)
+		defer os.Remove(sock)
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -243,51 +230,30 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		closeAll()
 		return err
 	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	hs.RegisterOnShutdown(srv.Shutdown)
-	errc := make(chan error, len(listeners)+len(ohs))
 	for _, ln := range listeners {
 		log.Info("sbx serve: listening", "addr", ln.Addr().String())
-		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
 	}
-	for _, s := range ohs {
-		go func(s *openhandsServer) { errc <- s.hs.Serve(s.ln) }(s)
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		log.Info("sbx serve: shutting down; sandboxes keep running")
-	case serveErr = <-errc:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
+	// The Runtime API's listeners stop with the REST API's, at the same
+	// deadline (its data plane holds WebSockets for hours).
 	var ohWait sync.WaitGroup
 	for _, s := range ohs {
-		// The Runtime API's data plane holds WebSockets for hours: they
-		// are cut at the same deadline.
 		ohWait.Go(func() {
+			if err := s.hs.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("sbx serve: the OpenHands Runtime API stopped", "addr", s.ln.Addr().String(), "err", err)
+				stop()
+			}
+		})
+		ohWait.Go(func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+			defer cancel()
 			if err := s.hs.Shutdown(sctx); err != nil {
 				_ = s.hs.Close()
 			}
 		})
 	}
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("sbx serve: requests still running at the shutdown deadline were cut", "err", err)
-		_ = hs.Close()
-	}
+	err = srv.Serve(ctx, listeners, o.shutdownTimeout)
+	stop()
 	ohWait.Wait()
-	srv.Close()
-	if sock != "" {
-		_ = os.Remove(sock)
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serveErr)
-	}
-	return nil
+	return err
 }
