@@ -284,7 +284,9 @@ const (
 	EventOOM          = "sandbox.oom"     // a process was OOM-killed
 	EventExited       = "sandbox.exited"  // PID 1 exited or was stopped
 	EventRemoved      = "sandbox.removed"
-	EventImagePulled  = "image.pulled"
+	EventRenamed      = "sandbox.renamed" // Name is the new name
+	EventImagePulled  = "image.pulled"    // pulled, imported or committed
+	EventImageTagged  = "image.tagged"    // Image is the new name
 	EventImageRemoved = "image.removed"
 	// EventReset says events may have been lost (a restarted server, a
 	// consumer too far behind): re-read the state with List rather than
@@ -402,4 +404,19 @@ type Exit struct {
 	Error      string    `json:"error,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// Kinds of a Change, as docker diff prints them.
+const (
+	ChangeAdded   = "A"
+	ChangeChanged = "C"
+	ChangeDeleted = "D"
+)
+
+// Change is one path of a sandbox's root file system that differs from
+// its image (docker diff): Kind is ChangeAdded, ChangeChanged or
+// ChangeDeleted; Path is absolute inside the sandbox.
+type Change struct {
+	Kind string `json:"kind"`
+	Path string `json:"path"`
 }

@@ -170,6 +170,8 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/start", s.startSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/stats", s.sandboxStats),
 		h(http.MethodPost, "/v1/sandboxes/{id}/commit", s.commitSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/rename", s.renameSandbox),
+		h(http.MethodGet, "/v1/sandboxes/{id}/diff", s.diffSandbox),
 		// The executor's API, proxied unchanged.
 		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
 		p(http.MethodGet, "/v1/sandboxes/{id}/info"),
@@ -190,6 +192,9 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/images/gc", s.gcImages),
 		h(http.MethodPost, "/v1/images/import", s.importImage),
 		h(http.MethodPost, "/v1/images/prepare", s.prepareImage),
+		h(http.MethodPost, "/v1/images/tag", s.tagImage),
+		h(http.MethodPost, "/v1/images/save", s.saveImages),
+		h(http.MethodGet, "/v1/images/history", s.imageHistory),
 		h(http.MethodGet, "/v1/images/{ref...}", s.inspectImage),
 		h(http.MethodDelete, "/v1/images/{ref...}", s.removeImage),
 		// Events.

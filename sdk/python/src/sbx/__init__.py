@@ -53,6 +53,7 @@ from ._errors import (
 )
 from ._models import (
     ArchiveResult,
+    Change,
     CmdStart,
     Event,
     ExecResult,
@@ -63,6 +64,7 @@ from ._models import (
     Image,
     ImageDetail,
     ImageGCReport,
+    ImageHistoryStep,
     Listing,
     OutputChunk,
     PreparedImage,

@@ -34,6 +34,8 @@ __all__ = [
     "Image",
     "ImageDetail",
     "ImageGCReport",
+    "ImageHistoryStep",
+    "Change",
     "PreparedImage",
     "PullProgress",
     "Event",
@@ -390,6 +392,31 @@ class ImageDetail(_Decoded):
     config: dict[str, Any] = json_names("config")
     layer_dirs: list[str] = json_names("layer_dirs", "layerDirs")
     diff_ids: list[str] = json_names("diff_ids", "diffIDs")
+
+
+@dataclass(frozen=True)
+class ImageHistoryStep(_Decoded):
+    """One step of how an image was built (:meth:`Images.history`, newest
+    first): when, the command that made it, a comment, whether it made no
+    layer, and the layer it made (its diff id and unpacked size; "" and 0
+    for none)."""
+
+    created: Optional[datetime]
+    created_by: str
+    comment: str
+    empty_layer: bool
+    diff_id: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Change(_Decoded):
+    """A path of a sandbox's root that differs from its image
+    (:meth:`Sandbox.diff`): ``kind`` is "A" (added), "C" (changed) or "D"
+    (deleted)."""
+
+    kind: str
+    path: str
 
 
 @dataclass(frozen=True)

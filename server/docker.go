@@ -1,0 +1,102 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/server/api"
+)
+
+// renameSandbox is POST /v1/sandboxes/{id}/rename.
+func (s *Server) renameSandbox(w http.ResponseWriter, r *http.Request) {
+	var req api.RenameRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	sb, err := s.b.Rename(r.Context(), r.PathValue("id"), req.Name)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sb)
+}
+
+// diffSandbox is GET /v1/sandboxes/{id}/diff.
+func (s *Server) diffSandbox(w http.ResponseWriter, r *http.Request) {
+	changes, err := s.b.Diff(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if changes == nil {
+		changes = []sbx.Change{}
+	}
+	writeJSON(w, http.StatusOK, api.ChangeList{Changes: changes})
+}
+
+// tagImage is POST /v1/images/tag.
+func (s *Server) tagImage(w http.ResponseWriter, r *http.Request) {
+	var req api.TagRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if strings.TrimSpace(req.Source) == "" || strings.TrimSpace(req.Target) == "" {
+		s.fail(w, unprocessable(api.CodeInvalid, "source and target are required: the cached image and its new name"))
+		return
+	}
+	img, err := s.b.TagImage(r.Context(), req.Source, req.Target)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, img)
+}
+
+// imageHistory is GET /v1/images/history?ref=REF.
+func (s *Server) imageHistory(w http.ResponseWriter, r *http.Request) {
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		s.fail(w, badRequest("give the image: GET /v1/images/history?ref=REF"))
+		return
+	}
+	h, err := s.b.ImageHistory(r.Context(), ref)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if h == nil {
+		h = []sbx.ImageHistoryEntry{}
+	}
+	writeJSON(w, http.StatusOK, api.ImageHistory{History: h})
+}
+
+// saveImages is POST /v1/images/save: the images as one OCI archive. The
+// images are looked up first, so that a missing one is a plain error
+// reply; a failure once the archive streams aborts the connection, and
+// the client sees a truncated body rather than a short archive.
+func (s *Server) saveImages(w http.ResponseWriter, r *http.Request) {
+	var req api.SaveRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if len(req.Refs) == 0 {
+		s.fail(w, unprocessable(api.CodeInvalid, "refs is required: the images to save"))
+		return
+	}
+	for _, ref := range req.Refs {
+		if _, err := s.b.InspectImage(r.Context(), ref); err != nil {
+			s.fail(w, err)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", api.ContentTypeTar)
+	w.WriteHeader(http.StatusOK)
+	if err := s.b.SaveImage(r.Context(), req.Refs, w); err != nil {
+		s.log.Warn("save images", "refs", req.Refs, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
