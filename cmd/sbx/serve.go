@@ -103,6 +103,17 @@ func parseSizeFlag(name, v string) (int64, error) {
 	return n, nil
 }
 
+// listenerScheme is how --host names ln's kind of address.
+func listenerScheme(ln net.Listener, tls bool) string {
+	switch {
+	case ln.Addr().Network() == "unix":
+		return "unix://"
+	case tls:
+		return "https://"
+	}
+	return "http://"
+}
+
 func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -235,7 +246,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	hs.RegisterOnShutdown(srv.Shutdown)
 	errc := make(chan error, len(listeners))
 	for _, ln := range listeners {
-		log.Info("sbx serve: listening", "addr", ln.Addr().String())
+		// Said whatever the log level: where to connect is what a user
+		// starting a server needs first.
+		fmt.Fprintf(os.Stderr, "sbx serve: listening on %s%s\n", listenerScheme(ln, o.tlsCert != ""), ln.Addr())
 		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
 	}
 	var serveErr error
