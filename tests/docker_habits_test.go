@@ -102,7 +102,7 @@ func TestDockerHabitsSandboxVerbs(t *testing.T) {
 	if out := h.must(t, "ps", "-l", "-q", "--no-trunc"); out != plain+"\n" {
 		t.Fatalf("ps -l -q --no-trunc: %q, want %s", out, plain)
 	}
-	if out := h.must(t, "ps", "-n", "2", "-q"); out != id[:12]+"\n"+plain[:12]+"\n" {
+	if out := h.must(t, "ps", "-n", "2", "-q"); out != id+"\n"+plain+"\n" {
 		t.Fatalf("ps -n 2 -q: %q", out)
 	}
 	if out := h.must(t, "inspect", "-f", "{{.Status}} {{.Network.Mode}}", plain); out != "stopped bridge\n" {
@@ -110,6 +110,16 @@ func TestDockerHabitsSandboxVerbs(t *testing.T) {
 	}
 	if r := h.sbx(t, "", "inspect", "-f", "{{.NoSuchField}}", plain); r.code != 125 || !strings.Contains(r.stderr, "NoSuchField") {
 		t.Fatalf("inspect -f with a bad field: %d %q", r.code, r.stderr)
+	}
+	// Shell completion offers sandbox names and IDs, and image names.
+	if out := h.must(t, "__complete", "rm", "with"); !strings.HasPrefix(out, "with-cmd\n") {
+		t.Fatalf("completion of rm with: %q", out)
+	}
+	if out := h.must(t, "__complete", "stop", ""); !strings.Contains(out, plain[:12]+"\n") || !strings.Contains(out, id[:12]+"\n") {
+		t.Fatalf("completion of stop: %q", out)
+	}
+	if out := h.must(t, "__complete", "rmi", "busy"); !strings.HasPrefix(out, "busybox:latest\n") {
+		t.Fatalf("completion of rmi busy: %q", out)
 	}
 	h.must(t, "restart", "-t", "1", plain)
 	if out := h.must(t, "exec", plain, "echo", "back"); out != "back\n" {

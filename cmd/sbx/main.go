@@ -49,7 +49,7 @@ func commands(a *app) []*cobra.Command {
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
 		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a),
 		// The host.
-		infoCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(),
+		infoCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(), manCmd(),
 		// Run by sbx itself, hidden.
 		executorCmd(), reaperCmd(), expiryWatcherCmd(a),
 	}
@@ -174,6 +174,7 @@ func newRootCmd(a *app) *cobra.Command {
 		return &exitError{code: sbx.ExitSbxFailed, msg: fmt.Sprintf("%v\nSee '%s --help'.", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(a)...)
+	addCompletion(a, root)
 	return root
 }
 

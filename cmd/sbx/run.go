@@ -217,9 +217,6 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 		if err != nil {
 			return sbxError(withImageHint(err, opts.Image))
 		}
-		if len(opts.Cmd) == 0 {
-			return exitErr("image %s has no command (Entrypoint or Cmd): give one, sbx run -d IMAGE CMD...", opts.Image)
-		}
 	}
 	sb, err := b.Create(ctx, opts)
 	if err != nil {
@@ -232,10 +229,8 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	return nil
 }
 
-// imageCommand is the argv docker runs for image with CMD args: its
-// Entrypoint (or entrypoint, when not nil) followed by args, or by the
-// image's Cmd when there are none (and the entrypoint was kept). The
-// image is pulled first as pull says.
+// imageCommand is the argv docker runs for image with CMD args
+// (ImageConfig.Process), the image pulled first as pull says.
 func imageCommand(ctx context.Context, b backend, image, pull string, entrypoint, args []string, progress func(sbx.PullProgress)) ([]string, error) {
 	img, err := b.InspectImage(ctx, image)
 	if pull == "always" || (err != nil && errors.Is(err, sbx.ErrImageNotFound) && pull != "never") {
@@ -250,18 +245,8 @@ func imageCommand(ctx context.Context, b backend, image, pull string, entrypoint
 	if img.Config != nil {
 		cfg = *img.Config
 	}
-	ep := cfg.Entrypoint
-	if entrypoint != nil {
-		ep = entrypoint
-	}
-	argv := append([]string{}, ep...)
-	if len(args) > 0 {
-		return append(argv, args...), nil
-	}
-	if entrypoint == nil {
-		argv = append(argv, cfg.Cmd...)
-	}
-	return argv, nil
+	p, err := cfg.Process(entrypoint, args, nil, "", "")
+	return p.Args, err
 }
 
 // checkImageArg refuses a first argument that cannot be an image, saying

@@ -316,9 +316,9 @@ func printList(w io.Writer, list []*sbx.Sandbox, quiet, noTrunc bool, format str
 		return sb.ShortID()
 	}
 	switch {
-	case quiet:
+	case quiet: // full IDs, as sbx always printed them
 		for _, sb := range list {
-			fmt.Fprintln(w, id(sb))
+			fmt.Fprintln(w, sb.ID)
 		}
 		return nil
 	case tmpl != nil:

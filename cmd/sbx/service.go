@@ -37,7 +37,11 @@ command has ended for good.`,
 				return exitErr("invalid --tail %d: a number of lines, or -1 for all", tail)
 			}
 			return a.withBackend(func(ctx context.Context, b backend) error {
-				return printLogs(ctx, b, args[0], follow, tail, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				err := printLogs(ctx, b, args[0], follow, tail, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				if follow && ctx.Err() != nil {
+					return nil // interrupted: how following ends
+				}
+				return err
 			})
 		},
 	}
@@ -78,7 +82,7 @@ func printLogs(ctx context.Context, b backend, ref string, follow bool, tail int
 		if err != nil {
 			return err
 		}
-		for _, f := range lastLines(held, tail) {
+		for _, f := range sbx.LastLines(held, tail) {
 			if err := write(f); err != nil {
 				return err
 			}
@@ -93,33 +97,6 @@ func printLogs(ctx context.Context, b backend, ref string, follow bool, tail int
 		}
 		return write(f)
 	})
-}
-
-// lastLines keeps the frames of the last n lines (counted over stdout and
-// stderr together, as they were written), cutting the first kept frame.
-func lastLines(frames []sbx.LogFrame, n int) []sbx.LogFrame {
-	lines := 0
-	for i := len(frames) - 1; i >= 0; i-- {
-		data := frames[i].Data
-		if i == len(frames)-1 {
-			data = strings.TrimSuffix(data, "\n")
-		}
-		for j := len(data) - 1; j >= 0; j-- {
-			if data[j] != '\n' {
-				continue
-			}
-			if lines++; lines == n {
-				kept := append([]sbx.LogFrame{}, frames[i:]...)
-				kept[0].Data = frames[i].Data[j+1:]
-				kept[0].Offset += int64(j + 1)
-				return kept
-			}
-		}
-		if i == 0 && lines < n {
-			return frames
-		}
-	}
-	return nil
 }
 
 func waitCmd(a *app) *cobra.Command {
@@ -258,16 +235,11 @@ func portCmd(a *app) *cobra.Command {
 				}
 				found := false
 				for _, p := range ports {
-					host := "0.0.0.0"
-					if p.HostIP.IsValid() {
-						host = p.HostIP.String()
-					}
-					ctr := fmt.Sprintf("%d/%s", p.ContainerPort, p.Proto)
-					switch {
+					switch ctr := fmt.Sprintf("%d/%s", p.ContainerPort, p.Proto); {
 					case len(args) == 1:
-						fmt.Fprintf(cmd.OutOrStdout(), "%s -> %s:%d\n", ctr, host, p.HostPort)
+						fmt.Fprintln(cmd.OutOrStdout(), p)
 					case args[1] == ctr || (args[1] == strconv.Itoa(int(p.ContainerPort)) && p.Proto == "tcp"):
-						fmt.Fprintf(cmd.OutOrStdout(), "%s:%d\n", host, p.HostPort)
+						fmt.Fprintln(cmd.OutOrStdout(), p.HostAddr())
 						found = true
 					}
 				}
@@ -302,7 +274,7 @@ that are still held (a server holds the last 4096).`,
 					if format == "json" {
 						return json.NewEncoder(w).Encode(e)
 					}
-					_, err := fmt.Fprintln(w, eventLine(e))
+					_, err := fmt.Fprintln(w, e)
 					return err
 				})
 				if ctx.Err() != nil {
@@ -315,28 +287,4 @@ that are still held (a server holds the last 4096).`,
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json (one object per line)")
 	cmd.Flags().Uint64Var(&since, "since", 0, "replay the held events after this sequence number first")
 	return cmd
-}
-
-// eventLine is an event as text: time, type, then what it names.
-func eventLine(e sbx.Event) string {
-	parts := []string{e.Time.Local().Format(time.RFC3339Nano), e.Type}
-	if e.Sandbox != "" {
-		parts = append(parts, e.Sandbox)
-	}
-	if e.Name != "" {
-		parts = append(parts, "name="+e.Name)
-	}
-	if e.Status != "" {
-		parts = append(parts, "status="+string(e.Status))
-	}
-	if e.ExitCode != nil {
-		parts = append(parts, "exit_code="+strconv.Itoa(*e.ExitCode))
-	}
-	if e.OOMKills > 0 {
-		parts = append(parts, fmt.Sprintf("oom_kills=%d", e.OOMKills))
-	}
-	if e.Image != "" {
-		parts = append(parts, "image="+e.Image)
-	}
-	return strings.Join(parts, " ")
 }
