@@ -377,7 +377,7 @@ func inspectCmd(a *app) *cobra.Command {
 		Short: "Print sandboxes as JSON: spec, state, times, PIDs, network, socket, resources",
 		Long: `Print the records of sandboxes as a JSON array, or with -f a Go template run for
 each over its record, as docker inspect -f does: -f '{{.Status}}',
--f '{{.Network.IPAddress}}', -f '{{json .Options}}'.`,
+-f '{{.Network.IP}}', -f '{{json .Options}}'.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var tmpl *template.Template
