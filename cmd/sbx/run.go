@@ -266,7 +266,7 @@ func withImageHint(err error, image string) error {
 	}
 	for _, e := range []error{sbx.ErrImageNotFound, sbx.ErrRegistryUnreachable, sbx.ErrRegistryAuth} {
 		if errors.Is(err, e) {
-			return fmt.Errorf("%w\n%q is the image to run (not cached, and not pulled); to run the host command %s in a sandbox, write sbx run -- %s ...", err, image, image, image)
+			return fmt.Errorf("%w; %q was taken as an image (not cached, not pulled): to run the host command %s in a sandbox, write sbx run -- %s", err, image, image, image)
 		}
 	}
 	return err
