@@ -246,9 +246,12 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	hs.RegisterOnShutdown(srv.Shutdown)
 	errc := make(chan error, len(listeners))
 	for _, ln := range listeners {
-		// Said whatever the log level: where to connect is what a user
-		// starting a server needs first.
-		fmt.Fprintf(os.Stderr, "sbx serve: listening on %s%s\n", listenerScheme(ln, o.tlsCert != ""), ln.Addr())
+		log.Info("sbx serve: listening", "addr", ln.Addr().String())
+		if !log.Enabled(ctx, slog.LevelInfo) {
+			// Said at any log level: where to connect is what a user
+			// starting a server needs first.
+			fmt.Fprintf(os.Stderr, "sbx serve: listening on %s%s\n", listenerScheme(ln, o.tlsCert != ""), ln.Addr())
+		}
 		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
 	}
 	var serveErr error
