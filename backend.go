@@ -88,6 +88,12 @@ type Sandboxes interface {
 	Events(ctx context.Context, since uint64, fn func(Event) error) error
 	// Info reports the host's facts.
 	Info(ctx context.Context) (*HostInfo, error)
+	// DiskUsage says what images, layers and sandboxes hold (docker
+	// system df).
+	DiskUsage(ctx context.Context) (*DiskUsage, error)
+	// Prune removes stopped sandboxes, then (with o.All) the images no
+	// sandbox uses, then the layers no image uses (docker system prune).
+	Prune(ctx context.Context, o PruneOptions) (*PruneReport, error)
 }
 
 // Images manages the image cache of a host. Its method names say "Image"

@@ -420,3 +420,36 @@ type Change struct {
 	Kind string `json:"kind"`
 	Path string `json:"path"`
 }
+
+// DiskUsage is what sbx holds on a host, as docker system df shows it:
+// images and their unpacked layers (each layer counted once), and the
+// sandboxes' writable layers (tmpfs: memory, not disk).
+type DiskUsage struct {
+	Images      int `json:"images"`
+	ImagesInUse int `json:"images_in_use"` // images a sandbox on record was made from
+	// LayersBytes is the size of the cached images' layers;
+	// ReclaimableBytes the part no sandbox on record uses, which Prune
+	// with All frees.
+	LayersBytes      int64 `json:"layers_bytes"`
+	ReclaimableBytes int64 `json:"reclaimable_bytes"`
+	Sandboxes        int   `json:"sandboxes"`
+	SandboxesRunning int   `json:"sandboxes_running"`
+	// WritableBytes is what the sandboxes' writable layers hold;
+	// StoppedWritableBytes the part of stopped sandboxes, which Prune
+	// frees.
+	WritableBytes        int64 `json:"writable_bytes"`
+	StoppedWritableBytes int64 `json:"stopped_writable_bytes"`
+}
+
+// PruneOptions say what Prune removes besides stopped sandboxes and
+// unused layers: with All, also every image no sandbox on record uses.
+type PruneOptions struct {
+	All bool `json:"all"`
+}
+
+// PruneReport says what Prune removed.
+type PruneReport struct {
+	Sandboxes []string      `json:"sandboxes"` // ids of the removed stopped sandboxes
+	Images    []string      `json:"images"`    // names of the removed images
+	Layers    ImageGCReport `json:"layers"`    // the image GC that followed
+}

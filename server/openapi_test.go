@@ -71,6 +71,9 @@ var bodies = map[string]reflect.Type{
 	"SaveRequest":       reflect.TypeFor[api.SaveRequest](),
 	"ImageHistoryEntry": reflect.TypeFor[sbx.ImageHistoryEntry](),
 	"ImageHistory":      reflect.TypeFor[api.ImageHistory](),
+	"DiskUsage":         reflect.TypeFor[sbx.DiskUsage](),
+	"PruneOptions":      reflect.TypeFor[sbx.PruneOptions](),
+	"PruneReport":       reflect.TypeFor[sbx.PruneReport](),
 }
 
 // customFields are the JSON fields a type writes through its own

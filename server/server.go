@@ -160,6 +160,8 @@ func (s *Server) routes() []Route {
 		h(http.MethodGet, "/v1/openapi.yaml", s.openapi),
 		h(http.MethodGet, "/v1/info", s.hostInfo),
 		h(http.MethodPost, "/v1/gc", s.gc),
+		h(http.MethodGet, "/v1/system/df", s.diskUsage),
+		h(http.MethodPost, "/v1/system/prune", s.prune),
 		h(http.MethodPost, "/v1/sandboxes", s.createSandbox),
 		h(http.MethodGet, "/v1/sandboxes", s.listSandboxes),
 		h(http.MethodGet, "/v1/sandboxes/{id}", s.getSandbox),

@@ -174,4 +174,13 @@ func dockerImageFlow(t *testing.T, sbxRun sbxFunc, ref string, saw func(string))
 		t.Fatalf("rename to an invalid name: %d %s", r.code, r.stderr)
 	}
 	must("rename", "dk-renamed", "dk-one") // the old name is free again
+
+	// system df sees the two sandboxes and the images.
+	var du map[string]int64
+	if err := json.Unmarshal([]byte(must("system", "df", "--format", "json")), &du); err != nil {
+		t.Fatal(err)
+	}
+	if du["sandboxes"] != 2 || du["images"] < 2 || du["layers_bytes"] <= 0 {
+		t.Fatalf("system df: %v", du)
+	}
 }

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,4 +211,70 @@ func TestDockerHabitsEvents(t *testing.T) {
 		return
 	}
 	t.Fatalf("3 sandboxes made, and sbx events reported the creation of none: %v", seen)
+}
+
+// TestDockerHabitsSystem: system df counts images, layers and sandboxes;
+// system prune needs -f when it cannot ask, removes stopped sandboxes and
+// keeps running ones and their images; -a removes the unused images.
+func TestDockerHabitsSystem(t *testing.T) {
+	h := newLCHost(t)
+	h.env = []string{"SBX_PULL=never"}
+	h.importBusybox(t, "busybox")
+	// An image of its own layer that no sandbox uses.
+	extra := t.TempDir()
+	if err := os.WriteFile(filepath.Join(extra, "data"), make([]byte, 100000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tarball := filepath.Join(t.TempDir(), "unused.tar")
+	if out, err := exec.Command("tar", "-C", extra, "-cf", tarball, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v %s", err, out)
+	}
+	h.must(t, "import", "-q", tarball, "unused")
+	h.must(t, "tag", "busybox", "other:1")
+	running := strings.TrimSpace(h.must(t, "create", "busybox"))
+	h.saw(running)
+	stopped := strings.TrimSpace(h.must(t, "create", "busybox"))
+	h.saw(stopped)
+	h.must(t, "exec", stopped, "sh", "-c", "head -c 3000000 /dev/zero > /big")
+	h.must(t, "stop", "-t", "1", stopped)
+
+	var du struct {
+		Images, ImagesInUse, Sandboxes, SandboxesRunning           int
+		LayersBytes, ReclaimableBytes, WritableBytes, StoppedBytes int64
+	}
+	var raw map[string]int64
+	if err := json.Unmarshal([]byte(h.must(t, "system", "df", "--format", "json")), &raw); err != nil {
+		t.Fatal(err)
+	}
+	du.Images, du.ImagesInUse, du.Sandboxes, du.SandboxesRunning = int(raw["images"]), int(raw["images_in_use"]), int(raw["sandboxes"]), int(raw["sandboxes_running"])
+	du.LayersBytes, du.ReclaimableBytes, du.WritableBytes, du.StoppedBytes = raw["layers_bytes"], raw["reclaimable_bytes"], raw["writable_bytes"], raw["stopped_writable_bytes"]
+	// busybox and other:1 share one layer (counted once); unused has a
+	// layer of its own, no sandbox's.
+	if du.Images != 3 || du.ImagesInUse != 2 || du.Sandboxes != 2 || du.SandboxesRunning != 1 {
+		t.Fatalf("system df counts: %+v", du)
+	}
+	if du.LayersBytes <= 0 || du.ReclaimableBytes < 100000 || du.ReclaimableBytes >= du.LayersBytes || du.StoppedBytes < 3000000 || du.WritableBytes < du.StoppedBytes {
+		t.Fatalf("system df sizes: %+v", du)
+	}
+	if out := h.must(t, "system", "df"); !strings.HasPrefix(out, "TYPE") {
+		t.Fatalf("system df table:\n%s", out)
+	}
+
+	if r := h.sbx(t, "", "system", "prune"); r.code != 125 || !strings.Contains(r.stderr, "-f") {
+		t.Fatalf("prune without -f and no terminal: %d %q", r.code, r.stderr)
+	}
+	out := h.must(t, "system", "prune", "-f")
+	if !strings.Contains(out, "removed sandbox "+stopped) || strings.Contains(out, running) || strings.Contains(out, "removed image") {
+		t.Fatalf("prune -f:\n%s", out)
+	}
+	out = h.must(t, "system", "prune", "-a", "-f")
+	if !strings.Contains(out, "removed image unused:latest") || strings.Contains(out, "busybox") {
+		t.Fatalf("prune -a -f:\n%s", out)
+	}
+	if out := h.must(t, "images"); !strings.Contains(out, "busybox") || !strings.Contains(out, "other:1") || strings.Contains(out, "unused") {
+		t.Fatalf("images after prune -a:\n%s", out)
+	}
+	if out := h.must(t, "exec", running, "echo", "alive"); out != "alive\n" {
+		t.Fatalf("the running sandbox after prune: %q", out)
+	}
 }

@@ -248,3 +248,77 @@ func renameCmd(a *app) *cobra.Command {
 		},
 	}
 }
+
+func systemCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "system",
+		Short: "What sbx holds on this host (df) and removing what is unused (prune)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	var format string
+	df := &cobra.Command{
+		Use:   "df [--format table|json]",
+		Short: "Show what images, layers and sandboxes hold",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				du, err := b.DiskUsage(ctx)
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return writeJSON(cmd.OutOrStdout(), du)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+				fmt.Fprintln(tw, "TYPE\tTOTAL\tACTIVE\tSIZE\tRECLAIMABLE")
+				fmt.Fprintf(tw, "Images\t%d\t%d\t%s\t%s\n", du.Images, du.ImagesInUse, humanBytes(du.LayersBytes), humanBytes(du.ReclaimableBytes))
+				fmt.Fprintf(tw, "Sandboxes (writable layers, in memory)\t%d\t%d\t%s\t%s\n", du.Sandboxes, du.SandboxesRunning, humanBytes(du.WritableBytes), humanBytes(du.StoppedWritableBytes))
+				return tw.Flush()
+			})
+		},
+	}
+	df.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	var o sbx.PruneOptions
+	var force bool
+	prune := &cobra.Command{
+		Use:   "prune [-a] [-f]",
+		Short: "Remove stopped sandboxes, unused layers, and with -a every image no sandbox uses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !force {
+				what := "all stopped sandboxes and the image layers no image uses"
+				if o.All {
+					what = "all stopped sandboxes, every image no sandbox uses, and their layers"
+				}
+				in, ok := cmd.InOrStdin().(*os.File)
+				if !ok || !term.IsTerminal(int(in.Fd())) {
+					return exitErr("sbx system prune removes %s: confirm with -f", what)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "This removes %s. Continue? [y/N] ", what)
+				var answer string
+				if _, _ = fmt.Fscanln(in, &answer); answer != "y" && answer != "Y" {
+					return exitWith(1)
+				}
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				rep, err := b.Prune(ctx, o)
+				if rep != nil {
+					w := cmd.OutOrStdout()
+					for _, id := range rep.Sandboxes {
+						fmt.Fprintln(w, "removed sandbox", id)
+					}
+					for _, name := range rep.Images {
+						fmt.Fprintln(w, "removed image", sbx.FamiliarName(name))
+					}
+					fmt.Fprintf(w, "removed %d layers, freed %s\n", len(rep.Layers.RemovedLayers), humanBytes(rep.Layers.FreedBytes))
+				}
+				return err
+			})
+		},
+	}
+	prune.Flags().BoolVarP(&o.All, "all", "a", false, "also remove every image no sandbox uses")
+	prune.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
+	cmd.AddCommand(df, prune)
+	return cmd
+}

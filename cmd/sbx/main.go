@@ -49,7 +49,7 @@ func commands(a *app) []*cobra.Command {
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
 		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a),
 		// The host.
-		infoCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(), manCmd(),
+		infoCmd(a), systemCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(), manCmd(),
 		// Run by sbx itself, hidden.
 		executorCmd(), reaperCmd(), expiryWatcherCmd(a),
 	}

@@ -219,3 +219,17 @@ def test_tag_history_save_and_load(client: sbx.Client, tmp_path: Path) -> None:
         client.images.remove("sdk-tagged:2")
     with pytest.raises(sbx.NotFoundError):
         client.images.tag("sdk-nosuch:1", "sdk-other:1")
+
+
+def test_disk_usage_and_prune(client: sbx.Client, server: Server) -> None:
+    stopped = client.sandboxes.create("busybox")
+    server.seen.add(stopped.id)
+    stopped.stop(timeout="1s")
+    with client.sandboxes.create("busybox") as running:
+        server.seen.add(running.id)
+        du = client.disk_usage()
+        assert du.sandboxes >= 2 and du.sandboxes_running >= 1 and du.images >= 1 and du.layers_bytes > 0
+        report = client.prune()
+        assert stopped.id in report.sandboxes and running.id not in report.sandboxes and report.images == []
+        assert isinstance(report.layers, sbx.ImageGCReport)
+        assert running.exec(["true"]).ok

@@ -36,6 +36,8 @@ __all__ = [
     "ImageGCReport",
     "ImageHistoryStep",
     "Change",
+    "DiskUsage",
+    "PruneReport",
     "PreparedImage",
     "PullProgress",
     "Event",
@@ -420,6 +422,23 @@ class Change(_Decoded):
 
 
 @dataclass(frozen=True)
+class DiskUsage(_Decoded):
+    """What the server holds (:meth:`Client.disk_usage`): images (and those
+    a sandbox uses), their layers' bytes each counted once (and the part
+    no sandbox uses), sandboxes (and running ones), and what their
+    writable layers hold in memory (and the part of stopped ones)."""
+
+    images: int
+    images_in_use: int
+    layers_bytes: int
+    reclaimable_bytes: int
+    sandboxes: int
+    sandboxes_running: int
+    writable_bytes: int
+    stopped_writable_bytes: int
+
+
+@dataclass(frozen=True)
 class ImageGCReport(_Decoded):
     """What an image garbage collection removed: layer keys, the bytes freed,
     and unreferenced layers kept because a mount still uses them."""
@@ -427,6 +446,16 @@ class ImageGCReport(_Decoded):
     removed_layers: list[str] = json_names("removed_layers", "removedLayers")
     freed_bytes: int = json_names("freed_bytes", "freedBytes")
     kept_in_use: list[str] = json_names("kept_in_use", "keptInUse")
+
+
+@dataclass(frozen=True)
+class PruneReport(_Decoded):
+    """What :meth:`Client.prune` removed: sandbox ids, image names, and the
+    layer collection that followed."""
+
+    sandboxes: list[str]
+    images: list[str]
+    layers: ImageGCReport
 
 
 @dataclass(frozen=True)

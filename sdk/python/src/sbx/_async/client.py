@@ -19,6 +19,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _aio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    DiskUsage,
     Event,
     GCReport,
     Health,
@@ -28,6 +29,7 @@ from .._models import (
     ImageGCReport,
     ImageHistoryStep,
     PreparedImage,
+    PruneReport,
     PullProgress,
     SandboxRecord,
     Tmpfs,
@@ -95,6 +97,18 @@ class AsyncClient(AsyncClosing):
         """Remove what crashes left behind on the server (expired sandboxes,
         interrupted creates and removes, orphaned runtime state)."""
         return GCReport.from_json(await self._http.call("POST", "/v1/gc", what="gc", timeout=None))
+
+    async def disk_usage(self) -> DiskUsage:
+        """What the server's images, layers and sandboxes hold, as ``docker
+        system df`` shows it."""
+        return DiskUsage.from_json(await self._http.call("GET", "/v1/system/df", what="disk usage", timeout=None))
+
+    async def prune(self, *, all: bool = False) -> PruneReport:
+        """Remove the stopped sandboxes, then with ``all`` every image no
+        sandbox uses, then the layers no image uses (``docker system
+        prune``)."""
+        reply = await self._http.call("POST", "/v1/system/prune", what="prune", json={"all": all}, timeout=None)
+        return PruneReport.from_json(reply)
 
     def events(
         self,

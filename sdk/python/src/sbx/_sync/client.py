@@ -20,6 +20,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _sio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    DiskUsage,
     Event,
     GCReport,
     Health,
@@ -29,6 +30,7 @@ from .._models import (
     ImageGCReport,
     ImageHistoryStep,
     PreparedImage,
+    PruneReport,
     PullProgress,
     SandboxRecord,
     Tmpfs,
@@ -96,6 +98,18 @@ class Client(Closing):
         """Remove what crashes left behind on the server (expired sandboxes,
         interrupted creates and removes, orphaned runtime state)."""
         return GCReport.from_json(self._http.call("POST", "/v1/gc", what="gc", timeout=None))
+
+    def disk_usage(self) -> DiskUsage:
+        """What the server's images, layers and sandboxes hold, as ``docker
+        system df`` shows it."""
+        return DiskUsage.from_json(self._http.call("GET", "/v1/system/df", what="disk usage", timeout=None))
+
+    def prune(self, *, all: bool = False) -> PruneReport:
+        """Remove the stopped sandboxes, then with ``all`` every image no
+        sandbox uses, then the layers no image uses (``docker system
+        prune``)."""
+        reply = self._http.call("POST", "/v1/system/prune", what="prune", json={"all": all}, timeout=None)
+        return PruneReport.from_json(reply)
 
     def events(
         self,
