@@ -68,6 +68,8 @@ type Sandboxes interface {
 	// Diff lists what the sandbox changed in its root file system over
 	// its image or root directory (its writable layer), sorted by path.
 	Diff(ctx context.Context, ref string) ([]Change, error)
+	// Top lists the processes of a running sandbox (docker top).
+	Top(ctx context.Context, ref string) ([]ProcessInfo, error)
 	// Rename gives a sandbox a new unique name ("" drops its name).
 	Rename(ctx context.Context, ref, name string) (*Sandbox, error)
 	// Prepare returns an image that is Base after Script ran in it,

@@ -453,3 +453,18 @@ type PruneReport struct {
 	Images    []string      `json:"images"`    // names of the removed images
 	Layers    ImageGCReport `json:"layers"`    // the image GC that followed
 }
+
+// ProcessInfo is one process of a running sandbox, as docker top lists
+// it: its PID inside the sandbox and on the host, its parent (inside),
+// real UID, state (R, S, D, Z, T...), CPU time, resident memory, and
+// command line (made safe to print: the sandbox wrote it).
+type ProcessInfo struct {
+	PID      int     `json:"pid"`
+	HostPID  int     `json:"host_pid"`
+	PPID     int     `json:"ppid"`
+	UID      int     `json:"uid"`
+	State    string  `json:"state"`
+	CPUTimeS float64 `json:"cpu_time_s"`
+	RSSBytes int64   `json:"rss_bytes"`
+	Command  string  `json:"command"`
+}

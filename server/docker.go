@@ -126,3 +126,16 @@ func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, rep)
 }
+
+// topSandbox is GET /v1/sandboxes/{id}/top.
+func (s *Server) topSandbox(w http.ResponseWriter, r *http.Request) {
+	ps, err := s.b.Top(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if ps == nil {
+		ps = []sbx.ProcessInfo{}
+	}
+	writeJSON(w, http.StatusOK, api.ProcessList{Processes: ps})
+}

@@ -72,6 +72,8 @@ var bodies = map[string]reflect.Type{
 	"ImageHistoryEntry": reflect.TypeFor[sbx.ImageHistoryEntry](),
 	"ImageHistory":      reflect.TypeFor[api.ImageHistory](),
 	"DiskUsage":         reflect.TypeFor[sbx.DiskUsage](),
+	"ProcessInfo":       reflect.TypeFor[sbx.ProcessInfo](),
+	"ProcessList":       reflect.TypeFor[api.ProcessList](),
 	"PruneOptions":      reflect.TypeFor[sbx.PruneOptions](),
 	"PruneReport":       reflect.TypeFor[sbx.PruneReport](),
 }

@@ -141,6 +141,26 @@ func dockerImageFlow(t *testing.T, sbxRun sbxFunc, ref string, saw func(string))
 		t.Fatalf("run of the loaded image printed %q", out)
 	}
 
+	// top: the sandbox's processes, with PIDs as the sandbox sees them.
+	id0 := strings.TrimSpace(must("create", "dk/copy:2"))
+	saw(id0)
+	must("exec", id0, "--", "sh", "-c", "sleep 9113 >/dev/null 2>&1 &")
+	var ps []sbx.ProcessInfo
+	if err := json.Unmarshal([]byte(must("top", "--format", "json", id0)), &ps); err != nil {
+		t.Fatal(err)
+	}
+	var pid1, sleeper bool
+	for _, p := range ps {
+		pid1 = pid1 || (p.PID == 1 && p.HostPID > 1 && p.PPID == 0)
+		sleeper = sleeper || (p.Command == "sleep 9113" && p.PID > 1 && p.HostPID != p.PID && p.RSSBytes > 0)
+	}
+	if !pid1 || !sleeper {
+		t.Fatalf("top: %+v", ps)
+	}
+	if out := must("top", id0); !strings.HasPrefix(out, "PID") || !strings.Contains(out, "sleep 9113") {
+		t.Fatalf("top table:\n%s", out)
+	}
+
 	// diff: what the sandbox changed, without sbx's own files.
 	id := strings.TrimSpace(must("create", "--name", "dk-one", "dk/copy:2"))
 	saw(id)
@@ -175,12 +195,12 @@ func dockerImageFlow(t *testing.T, sbxRun sbxFunc, ref string, saw func(string))
 	}
 	must("rename", "dk-renamed", "dk-one") // the old name is free again
 
-	// system df sees the two sandboxes and the images.
+	// system df sees the three sandboxes and the images.
 	var du map[string]int64
 	if err := json.Unmarshal([]byte(must("system", "df", "--format", "json")), &du); err != nil {
 		t.Fatal(err)
 	}
-	if du["sandboxes"] != 2 || du["images"] < 2 || du["layers_bytes"] <= 0 {
+	if du["sandboxes"] != 3 || du["images"] < 2 || du["layers_bytes"] <= 0 {
 		t.Fatalf("system df: %v", du)
 	}
 }

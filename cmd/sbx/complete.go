@@ -31,8 +31,8 @@ var completedArgs = map[string]argKind{
 	"start": sandboxArgs, "stop": sandboxArgs, "rm": sandboxArgs, "restart": sandboxArgs,
 	"kill": sandboxArgs, "wait": sandboxArgs, "logs": firstSandboxArg, "exec": firstSandboxArg,
 	"shell": firstSandboxArg, "commit": firstSandboxArg, "diff": firstSandboxArg, "rename": firstSandboxArg,
-	"port": firstSandboxArg,
-	"rmi":  imageArgs, "image rm": imageArgs, "image inspect": firstImageArg, "history": firstImageArg,
+	"port": firstSandboxArg, "top": firstSandboxArg,
+	"rmi": imageArgs, "image rm": imageArgs, "image inspect": firstImageArg, "history": firstImageArg,
 	"image history": firstImageArg, "tag": firstImageArg, "image tag": firstImageArg, "save": imageArgs,
 	"image save": imageArgs, "run": firstImageArg, "create": firstImageArg,
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -286,5 +287,34 @@ that are still held (a server holds the last 4096).`,
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json (one object per line)")
 	cmd.Flags().Uint64Var(&since, "since", 0, "replay the held events after this sequence number first")
+	return cmd
+}
+
+func topCmd(a *app) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "top [--format table|json] SANDBOX",
+		Short: "List the processes of a running sandbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				ps, err := b.Top(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return writeJSON(cmd.OutOrStdout(), ps)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "PID\tPPID\tHOST PID\tUID\tSTATE\tTIME\tRSS\tCOMMAND")
+				for _, p := range ps {
+					fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.PID, p.PPID, p.HostPID, p.UID, p.State,
+						time.Duration(p.CPUTimeS*float64(time.Second)).Round(10*time.Millisecond), humanBytes(p.RSSBytes), p.Command)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
 	return cmd
 }

@@ -222,3 +222,8 @@ type SaveRequest struct {
 // ContentTypeTar is the content type of an image archive (POST
 // /v1/images/save's reply).
 const ContentTypeTar = "application/x-tar"
+
+// ProcessList is the reply of GET /v1/sandboxes/{id}/top.
+type ProcessList struct {
+	Processes []sbx.ProcessInfo `json:"processes"`
+}

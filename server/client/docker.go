@@ -74,3 +74,9 @@ func (c *Client) Prune(ctx context.Context, o sbx.PruneOptions) (*sbx.PruneRepor
 	var rep sbx.PruneReport
 	return &rep, c.Call(ctx, http.MethodPost, "/v1/system/prune", o, &rep)
 }
+
+// Top lists the processes of a running sandbox of the server.
+func (c *Client) Top(ctx context.Context, ref string) ([]sbx.ProcessInfo, error) {
+	var l api.ProcessList
+	return l.Processes, c.Call(ctx, http.MethodGet, sandboxURL(ref, "/top"), nil, &l)
+}
