@@ -217,6 +217,8 @@ def test_diff_and_rename(client: sbx.Client) -> None:
         changes = {(c.kind, c.path) for c in sb.diff()}
         assert {("A", "/new"), ("D", "/bin/vi"), ("C", "/bin")} <= changes
         assert not any(p.startswith("/etc/host") or ".sbx" in p for _, p in changes)
+        procs = sb.top()
+        assert any(p.pid == 1 and p.host_pid > 1 for p in procs) and all(isinstance(p, sbx.ProcessInfo) for p in procs)
         record = sb.rename("sdk-renamed")
         assert record.name == "sdk-renamed" and sb.name == "sdk-renamed"
         assert client.sandboxes.get("sdk-renamed").id == sb.id

@@ -69,6 +69,7 @@ from ._models import (
     Listing,
     OutputChunk,
     PreparedImage,
+    ProcessInfo,
     PruneReport,
     PullProgress,
     Report,

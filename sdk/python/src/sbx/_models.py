@@ -38,6 +38,7 @@ __all__ = [
     "Change",
     "DiskUsage",
     "PruneReport",
+    "ProcessInfo",
     "PreparedImage",
     "PullProgress",
     "Event",
@@ -419,6 +420,22 @@ class Change(_Decoded):
 
     kind: str
     path: str
+
+
+@dataclass(frozen=True)
+class ProcessInfo(_Decoded):
+    """A process of a running sandbox (:meth:`Sandbox.top`): its PID inside
+    the sandbox and on the host, its parent inside (0: outside), real UID,
+    state, CPU time, resident memory and command line."""
+
+    pid: int
+    host_pid: int
+    ppid: int
+    uid: int
+    state: str
+    cpu_time_s: float
+    rss_bytes: int
+    command: str
 
 
 @dataclass(frozen=True)

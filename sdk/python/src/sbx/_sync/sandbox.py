@@ -23,6 +23,7 @@ from .._models import (
     Image,
     Listing,
     OutputChunk,
+    ProcessInfo,
     SandboxRecord,
     SessionInfo,
     SessionResult,
@@ -232,6 +233,15 @@ class Sandbox:
         """Give the sandbox the new unique name ``name`` ("" drops its name);
         a name in use raises ConflictError."""
         return self._change("rename", {"name": name})
+
+    def top(self) -> list[ProcessInfo]:
+        """The processes of the running sandbox, as ``docker top`` lists
+        them."""
+        reply = self._http.call("GET", self._path("/top"), what=f"top of {self.id}")
+        items = reply.get("processes") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError(f"top of {self.id}: the server sent no list")
+        return [ProcessInfo.from_json(p) for p in items]
 
     def diff(self) -> list[Change]:
         """What the sandbox changed in its root over its image, sorted by
