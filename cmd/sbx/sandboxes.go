@@ -38,14 +38,14 @@ type createOptions struct {
 func createCmd(a *app) *cobra.Command {
 	o := &createOptions{}
 	cmd := &cobra.Command{
-		Use:   "create [flags] (IMAGE [CMD...] | --rootfs DIR [CMD...])",
+		Use:   "create [flags] (IMAGE [CMD...] | --rootfs DIR [-- CMD...])",
 		Short: "Create a long-lived sandbox and print its ID once it is ready",
 		Long: `Create a long-lived sandbox whose PID 1 is the sbx executor, and print its ID
 once the executor answers. Run commands in it with sbx exec and sbx shell;
 remove it with sbx rm (or let --ttl remove it).
 
 With CMD the sandbox gets a main command, started once it is ready: the
-image's Entrypoint followed by CMD (the whole command with --rootfs), as
+image's Entrypoint followed by CMD (with --rootfs DIR -- CMD, the whole command), as
 docker create IMAGE CMD does; sbx logs, sbx wait and sbx kill act on it.
 
 Every flag of sbx run applies, plus --name, --volume, --tmpfs, --label and
@@ -58,8 +58,8 @@ sbx exec --timeout.`,
 				return err
 			}
 			var cmdArgs []string
-			if o.rootfs != "" {
-				args, cmdArgs = nil, args
+			if o.rootfs != "" && cmd.Flags().ArgsLenAtDash() == 0 {
+				args, cmdArgs = nil, args // --rootfs DIR -- CMD...
 			} else if len(args) > 1 {
 				args, cmdArgs = args[:1], args[1:]
 			}
