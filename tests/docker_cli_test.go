@@ -33,7 +33,6 @@ func TestDockerImageAndDiffCommands(t *testing.T) {
 	t.Run("remote", func(t *testing.T) {
 		p := newServeDirs(t)
 		p.start(t)
-		defer p.stop(t)
 		t.Setenv("SBX_TOKEN", serverTestToken)
 		local := t.TempDir()
 		reg := fixture.StartRegistry(t)
@@ -42,16 +41,21 @@ func TestDockerImageAndDiffCommands(t *testing.T) {
 			cmd := exec.Command(sbxBin, append([]string{"--root", local + "/root", "--run-root", local + "/run", "--host", "unix://" + p.sock}, args...)...)
 			return runWithStdin(t, cmd, stdinFile)
 		}
+		var ids []string
+		// Also when the flow fails: the server's sandboxes go before it
+		// stops, so that nothing outlives the test.
+		t.Cleanup(func() {
+			if len(ids) > 0 {
+				if r := run(t, "", append([]string{"rm", "-f"}, ids...)...); r.code != 0 {
+					t.Errorf("remote rm: %d %s", r.code, r.stderr)
+				}
+			}
+			p.stop(t)
+		})
 		if r := run(t, "", "pull", "-q", ref); r.code != 0 {
 			t.Fatalf("remote pull: %d %s", r.code, r.stderr)
 		}
-		var ids []string
 		dockerImageFlow(t, run, ref, func(id string) { ids = append(ids, id) })
-		if len(ids) > 0 {
-			if r := run(t, "", append([]string{"rm", "-f"}, ids...)...); r.code != 0 {
-				t.Errorf("remote rm: %d %s", r.code, r.stderr)
-			}
-		}
 	})
 }
 
