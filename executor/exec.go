@@ -139,7 +139,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	env := proc.BuildEnv(s.cfg.Env, req.Env, id)
+	env := proc.BuildEnv(s.env(), req.Env, id)
 	start := time.Now()
 	path, err := proc.LookPath(argv[0], env, dir)
 	if err != nil {

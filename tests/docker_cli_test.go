@@ -154,14 +154,18 @@ func dockerImageFlow(t *testing.T, sbxRun sbxFunc, ref string, saw func(string))
 	id0 := strings.TrimSpace(must("create", "dk/copy:2"))
 	saw(id0)
 	must("exec", id0, "--", "sh", "-c", "sleep 9113 >/dev/null 2>&1 &")
+	// The background sleep may still be between fork and exec when the
+	// exec returns: look again until it shows (bounded).
 	var ps []sbx.ProcessInfo
-	if err := json.Unmarshal([]byte(must("top", "--format", "json", id0)), &ps); err != nil {
-		t.Fatal(err)
-	}
 	var pid1, sleeper bool
-	for _, p := range ps {
-		pid1 = pid1 || (p.PID == 1 && p.HostPID > 1 && p.PPID == 0)
-		sleeper = sleeper || (p.Command == "sleep 9113" && p.PID > 1 && p.HostPID != p.PID && p.RSSBytes > 0)
+	for deadline := time.Now().Add(10 * time.Second); !(pid1 && sleeper) && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err := json.Unmarshal([]byte(must("top", "--format", "json", id0)), &ps); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range ps {
+			pid1 = pid1 || (p.PID == 1 && p.HostPID > 1 && p.PPID == 0 && p.RSSBytes > 0)
+			sleeper = sleeper || (p.Command == "sleep 9113" && p.PID > 1 && p.HostPID != p.PID)
+		}
 	}
 	if !pid1 || !sleeper {
 		t.Fatalf("top: %+v", ps)

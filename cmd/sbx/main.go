@@ -43,7 +43,7 @@ func commands(a *app) []*cobra.Command {
 		eachCmd(a, "pause", "Freeze every process of sandboxes (cgroup freezer)", (sbx.Sandboxes).Pause),
 		withAliases(eachCmd(a, "resume", "Thaw paused sandboxes", (sbx.Sandboxes).Resume), "unpause"),
 		eachCmd(a, "start", "Start stopped sandboxes again on their kept root", (sbx.Sandboxes).Start),
-		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a), diffCmd(a), renameCmd(a),
+		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a), poolCmd(a), diffCmd(a), renameCmd(a),
 		logsCmd(a), waitCmd(a), killCmd(a), restartCmd(a), portCmd(a), topCmd(a), eventsCmd(a),
 		// Images.
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),

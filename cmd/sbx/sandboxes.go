@@ -93,17 +93,25 @@ sbx exec --timeout.`,
 			return nil
 		},
 	}
+	o.registerStart(cmd)
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	o.register(f)
 	f.StringVar(&o.name, "name", "", "a unique name for the sandbox")
-	f.StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
-	f.StringArrayVar(&o.tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	f.StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE")
 	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	return cmd
+}
+
+// registerStart adds the flags of what a sandbox starts with: those of
+// sbx run, volumes, tmpfs mounts, the image options and the pull policy
+// (sbx create and sbx pool create).
+func (o *createOptions) registerStart(cmd *cobra.Command) {
+	f := cmd.Flags()
+	o.register(f)
+	f.StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	f.StringArrayVar(&o.tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	o.images.register(cmd)
 	f.StringVar(&o.pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
-	return cmd
 }
 
 // options turns the flags into sbx.Options; local as in
@@ -209,12 +217,12 @@ func parseTmpfs(s string) (sbx.Tmpfs, error) {
 }
 
 func listCmd(a *app, name string) *cobra.Command {
-	var all, quiet, noTrunc, latest bool
+	var all, quiet, noTrunc, latest, pooled bool
 	var last int
 	var format string
 	var filters []string
 	cmd := &cobra.Command{
-		Use:   name + " [-a] [-q] [-n N | -l] [--no-trunc] [--format table|json|TEMPLATE] [--filter label=K=V|status=S|name=N]",
+		Use:   name + " [-a] [-q] [-n N | -l] [--no-trunc] [--pooled] [--format table|json|TEMPLATE] [--filter label=K=V|status=S|name=N]",
 		Short: "List sandboxes (running ones; -a for all)",
 		Long: `List sandboxes, oldest first: running ones, or all with -a. -n N shows the N
 created last (of all), -l the last one. --format takes table, json, or a Go
@@ -246,6 +254,7 @@ a field as JSON).`,
 				return exitErr("invalid -n %d: a number of sandboxes", last)
 			}
 			f.Running = !all && f.Status == "" && last == 0
+			f.Pooled = pooled
 			tmpl, err := parseFormat(format)
 			if err != nil {
 				return exitErr("%v", err)
@@ -269,6 +278,7 @@ a field as JSON).`,
 	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print full IDs")
 	cmd.Flags().IntVarP(&last, "last", "n", 0, "show the N sandboxes created last (of all)")
 	cmd.Flags().BoolVarP(&latest, "latest", "l", false, "show the sandbox created last (of all)")
+	cmd.Flags().BoolVar(&pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json, or a Go template per sandbox")
 	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
 	return cmd
@@ -332,10 +342,7 @@ func printList(w io.Writer, list []*sbx.Sandbox, quiet, noTrunc bool, format str
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX ID\tIMAGE\tCOMMAND\tSTATUS\tCREATED\tNAME\tLABELS")
 	for _, sb := range list {
-		img := sb.Options.Image
-		if img == "" {
-			img = sb.Options.Rootfs
-		}
+		img := imageOf(&sb.Options)
 		created := "-"
 		if !sb.Created.IsZero() {
 			created = units.HumanDuration(time.Since(sb.Created)) + " ago"
@@ -350,6 +357,15 @@ func printList(w io.Writer, list []*sbx.Sandbox, quiet, noTrunc bool, format str
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id(sb), img, command, sb.Status, created, sb.Name, labelString(sb.Options.Labels))
 	}
 	return tw.Flush()
+}
+
+// imageOf is what listings show as a sandbox's image: the reference, or
+// the root directory.
+func imageOf(o *sbx.Options) string {
+	if o.Image != "" {
+		return o.Image
+	}
+	return o.Rootfs
 }
 
 func labelString(l map[string]string) string {
