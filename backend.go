@@ -70,6 +70,9 @@ type Sandboxes interface {
 	Diff(ctx context.Context, ref string) ([]Change, error)
 	// Top lists the processes of a running sandbox (docker top).
 	Top(ctx context.Context, ref string) ([]ProcessInfo, error)
+	// Export writes the sandbox's root file system (its image with its
+	// changes) to w as one tar (docker export).
+	Export(ctx context.Context, ref string, w io.Writer) error
 	// Rename gives a sandbox a new unique name ("" drops its name).
 	Rename(ctx context.Context, ref, name string) (*Sandbox, error)
 	// Prepare returns an image that is Base after Script ran in it,

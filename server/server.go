@@ -175,6 +175,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/rename", s.renameSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/diff", s.diffSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/top", s.topSandbox),
+		h(http.MethodGet, "/v1/sandboxes/{id}/export", s.exportSandbox),
 		// The executor's API, proxied unchanged.
 		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
 		p(http.MethodGet, "/v1/sandboxes/{id}/info"),

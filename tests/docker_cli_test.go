@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,6 +63,28 @@ func TestDockerImageAndDiffCommands(t *testing.T) {
 		}
 		dockerImageFlow(t, run, ref, func(id string) { ids = append(ids, id) })
 	})
+}
+
+// tarNames lists the entries of a tar file (names without "./" and "/").
+func tarNames(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	names := map[string]bool{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatalf("read %s: %v", path, err)
+		}
+		names[strings.Trim(strings.TrimPrefix(h.Name, "./"), "/")] = true
+	}
 }
 
 // runWithStdin runs cmd with the file stdinFile ("": none) as its stdin.
@@ -188,6 +211,28 @@ func dockerImageFlow(t *testing.T, sbxRun sbxFunc, ref string, saw func(string))
 		if strings.Contains(out, not) {
 			t.Errorf("diff lists sbx's own %s:\n%s", not, out)
 		}
+	}
+
+	// export: the whole root, the sandbox's changes included, sbx's own
+	// files left out; the file appears only when complete.
+	tarPath := filepath.Join(dir, "root.tar")
+	must("export", "-o", tarPath, id)
+	names := tarNames(t, tarPath)
+	for _, want := range []string{"new", "bin/busybox", "home/u/f"} {
+		if !names[want] {
+			t.Errorf("export lacks %s (%d entries)", want, len(names))
+		}
+	}
+	for name := range names {
+		if name == "bin/vi" || strings.HasPrefix(name, ".sbx") || strings.Contains(name, ".sbx-executor-") {
+			t.Errorf("export has %s", name)
+		}
+	}
+	if r := sbxRun(t, "", "export", "-o", filepath.Join(dir, "none.tar"), "dk-nosuch"); r.code == 0 {
+		t.Fatal("export of an unknown sandbox succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.tar")); !os.IsNotExist(err) {
+		t.Fatalf("a failed export left its file: %v", err)
 	}
 
 	// rename: found by the new name only; a name in use is refused.

@@ -31,7 +31,7 @@ var completedArgs = map[string]argKind{
 	"start": sandboxArgs, "stop": sandboxArgs, "rm": sandboxArgs, "restart": sandboxArgs,
 	"kill": sandboxArgs, "wait": sandboxArgs, "logs": firstSandboxArg, "exec": firstSandboxArg,
 	"shell": firstSandboxArg, "commit": firstSandboxArg, "diff": firstSandboxArg, "rename": firstSandboxArg,
-	"port": firstSandboxArg, "top": firstSandboxArg,
+	"port": firstSandboxArg, "top": firstSandboxArg, "export": firstSandboxArg,
 	"rmi": imageArgs, "image rm": imageArgs, "image inspect": firstImageArg, "history": firstImageArg,
 	"image history": firstImageArg, "tag": firstImageArg, "image tag": firstImageArg, "save": imageArgs,
 	"image save": imageArgs, "run": firstImageArg, "create": firstImageArg,

@@ -322,3 +322,30 @@ func systemCmd(a *app) *cobra.Command {
 	cmd.AddCommand(df, prune)
 	return cmd
 }
+
+func exportCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "export [-o FILE] SANDBOX",
+		Short: "Write a sandbox's root file system as a tar (to stdout, or -o FILE)",
+		Long: `Write the sandbox's root file system, its image with what it changed, as one
+tar (docker export): to stdout (not a terminal) or to FILE, which appears only
+once the tar is complete. A running sandbox is paused while it is read.
+Volumes and tmpfs mounts are not part of the root.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			if f, ok := out.(*os.File); ok && output == "" && term.IsTerminal(int(f.Fd())) {
+				return exitErr("refusing to write a tar to a terminal: give -o FILE or redirect stdout")
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				if output == "" {
+					return b.Export(ctx, args[0], out)
+				}
+				return writeFileAtomic(output, func(w io.Writer) error { return b.Export(ctx, args[0], w) })
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}

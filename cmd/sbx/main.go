@@ -44,7 +44,7 @@ func commands(a *app) []*cobra.Command {
 		withAliases(eachCmd(a, "resume", "Thaw paused sandboxes", (sbx.Sandboxes).Resume), "unpause"),
 		eachCmd(a, "start", "Start stopped sandboxes again on their kept root", (sbx.Sandboxes).Start),
 		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a), poolCmd(a), diffCmd(a), renameCmd(a),
-		logsCmd(a), waitCmd(a), killCmd(a), restartCmd(a), portCmd(a), topCmd(a), eventsCmd(a),
+		logsCmd(a), waitCmd(a), killCmd(a), restartCmd(a), portCmd(a), topCmd(a), exportCmd(a), eventsCmd(a),
 		// Images.
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
 		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a),
