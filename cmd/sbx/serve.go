@@ -2,16 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"time"
 
@@ -121,13 +118,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	log := slog.Default()
 	token := ""
 	if o.tokenFile != "" {
-		data, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return fmt.Errorf("read --token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(data))
-		if len(token) < 16 {
-			return fmt.Errorf("the token in %s has %d characters: use at least 16 (e.g. openssl rand -hex 32)", o.tokenFile, len(token))
+		var err error
+		if token, err = server.ReadToken(o.tokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
 		}
 	}
 	if o.listen != "" && token == "" && !o.insecureNoAuth {
@@ -203,17 +196,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		}
 	}
 	if o.listen != "" {
-		ln, err := net.Listen("tcp", o.listen)
+		ln, err := server.ListenTCP(o.listen, o.tlsCert, o.tlsKey)
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w", o.listen, err)
-		}
-		if o.tlsCert != "" {
-			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-			if err != nil {
-				_ = ln.Close()
-				return fmt.Errorf("load TLS certificate: %w", err)
-			}
-			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+			return err
 		}
 		listeners = append(listeners, ln)
 	}
@@ -228,6 +213,7 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 			return err
 		}
 		listeners = append(listeners, ln)
+		defer os.Remove(sock)
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -236,15 +222,6 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		closeAll()
 		return err
 	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	hs.RegisterOnShutdown(srv.Shutdown)
-	errc := make(chan error, len(listeners))
 	for _, ln := range listeners {
 		log.Info("sbx serve: listening", "addr", ln.Addr().String())
 		if !log.Enabled(ctx, slog.LevelInfo) {
@@ -252,26 +229,6 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 			// starting a server needs first.
 			fmt.Fprintf(os.Stderr, "sbx serve: listening on %s%s\n", listenerScheme(ln, o.tlsCert != ""), ln.Addr())
 		}
-		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
 	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		log.Info("sbx serve: shutting down; sandboxes keep running")
-	case serveErr = <-errc:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("sbx serve: requests still running at the shutdown deadline were cut", "err", err)
-		_ = hs.Close()
-	}
-	srv.Close()
-	if sock != "" {
-		_ = os.Remove(sock)
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serveErr)
-	}
-	return nil
+	return srv.Serve(ctx, listeners, o.shutdownTimeout)
 }
