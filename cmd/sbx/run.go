@@ -92,7 +92,7 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return exitErr("%v", err)
 	}
-	if err := o.mounts(&opts, local); err != nil {
+	if err := addMounts(&opts, o.volumes, o.tmpf, local); err != nil {
 		return exitErr("%v", err)
 	}
 	hostMode := cmd.Flags().ArgsLenAtDash() == 0
@@ -155,25 +155,6 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 		fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", rep.Error)
 	}
 	return exitWith(rep.ExitCode)
-}
-
-// mounts adds the run's --volume and --tmpfs to opts.
-func (o *runOptions) mounts(opts *sbx.Options, local bool) error {
-	for _, v := range o.volumes {
-		vol, err := parseVolume(v, local)
-		if err != nil {
-			return err
-		}
-		opts.Volumes = append(opts.Volumes, vol)
-	}
-	for _, t := range o.tmpf {
-		tm, err := parseTmpfs(t)
-		if err != nil {
-			return err
-		}
-		opts.Tmpfs = append(opts.Tmpfs, tm)
-	}
-	return nil
 }
 
 // runDetached is run -d: a long-lived sandbox whose main command is the

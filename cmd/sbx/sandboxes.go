@@ -137,22 +137,31 @@ func (o *createOptions) options(args []string, local bool) (sbx.Options, error) 
 		return opts, fmt.Errorf("invalid --ttl %v: must be positive", o.ttl)
 	}
 	opts.Name, opts.TTL = o.name, o.ttl
-	for _, v := range o.volumes {
-		vol, err := parseVolume(v, local)
-		if err != nil {
-			return opts, err
-		}
-		opts.Volumes = append(opts.Volumes, vol)
-	}
-	for _, t := range o.tmpfs {
-		tm, err := sbx.ParseTmpfs(t)
-		if err != nil {
-			return opts, fmt.Errorf("invalid --tmpfs %q: %w", t, err)
-		}
-		opts.Tmpfs = append(opts.Tmpfs, tm)
+	if err := addMounts(&opts, o.volumes, o.tmpfs, local); err != nil {
+		return opts, err
 	}
 	opts.Labels, err = parseLabels(o.labels)
 	return opts, err
+}
+
+// addMounts adds --volume and --tmpfs mounts to opts; local as in
+// parseVolume.
+func addMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
+	for _, v := range volumes {
+		vol, err := parseVolume(v, local)
+		if err != nil {
+			return err
+		}
+		opts.Volumes = append(opts.Volumes, vol)
+	}
+	for _, t := range tmpfs {
+		tm, err := sbx.ParseTmpfs(t)
+		if err != nil {
+			return fmt.Errorf("invalid --tmpfs %q: %w", t, err)
+		}
+		opts.Tmpfs = append(opts.Tmpfs, tm)
+	}
+	return nil
 }
 
 // parseLabels parses KEY=VALUE labels; none is nil.
