@@ -50,6 +50,8 @@ func commands(a *app) []*cobra.Command {
 		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a),
 		// The host.
 		infoCmd(a), systemCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(), manCmd(),
+		// Front-ends of other systems.
+		openhandsCmd(a),
 		// Run by sbx itself, hidden.
 		executorCmd(), reaperCmd(), expiryWatcherCmd(a),
 	}
