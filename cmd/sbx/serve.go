@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,6 +39,7 @@ type serveOptions struct {
 	insecureRegistries            []string
 	networkPool                   int
 	subnet                        string
+	openhands                     openhandsFlags
 }
 
 func serveCmd(a *app) *cobra.Command {
@@ -53,7 +56,10 @@ route but /healthz needs "Authorization: Bearer <token>" on every listener.
 
 At start the server re-adopts the sandboxes a previous server (or the CLI)
 left running; SIGTERM or SIGINT stop it gracefully and leave sandboxes
-running.`,
+running.
+
+With --openhands-listen (and/or --openhands-port-listen) it also serves the
+OpenHands Remote Runtime API (docs/openhands.md), with its own key.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if a.host != "" {
@@ -89,6 +95,7 @@ running.`,
 	f.StringVar(&o.subnet, "subnet", os.Getenv("SBX_SUBNET"), "IPv4 subnet of the bridge, e.g. 10.77.0.0/16 (default $SBX_SUBNET, else 10.88.0.0/16 or the next free /16)")
 	f.StringVar(&o.executorBinary, "executor-binary", "", "static executor binary the sandboxes run as \"BINARY executor\": sbx-executor or sbx (default: the sbx-executor embedded in sbx)")
 	_ = f.MarkHidden("executor-binary")
+	o.openhands.registerServe(f)
 	return cmd
 }
 
@@ -164,6 +171,15 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		return err
 	}
 	defer host.Close()
+	ohs, err := startOpenHands(&o.openhands, host, a.root, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range ohs {
+			s.svc.Close()
+		}
+	}()
 	srv, err := server.New(server.Config{
 		Backend:              host,
 		Token:                token,
@@ -182,6 +198,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	closeAll := func() {
 		for _, l := range listeners {
 			_ = l.Close()
+		}
+		for _, s := range ohs {
+			_ = s.ln.Close()
 		}
 	}
 	if o.listen != "" {
@@ -214,5 +233,27 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	for _, ln := range listeners {
 		log.Info("sbx serve: listening", "addr", ln.Addr().String())
 	}
-	return srv.Serve(ctx, listeners, o.shutdownTimeout)
+	// The Runtime API's listeners stop with the REST API's, at the same
+	// deadline (its data plane holds WebSockets for hours).
+	var ohWait sync.WaitGroup
+	for _, s := range ohs {
+		ohWait.Go(func() {
+			if err := s.hs.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("sbx serve: the OpenHands Runtime API stopped", "addr", s.ln.Addr().String(), "err", err)
+				stop()
+			}
+		})
+		ohWait.Go(func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+			defer cancel()
+			if err := s.hs.Shutdown(sctx); err != nil {
+				_ = s.hs.Close()
+			}
+		})
+	}
+	err = srv.Serve(ctx, listeners, o.shutdownTimeout)
+	stop()
+	ohWait.Wait()
+	return err
 }
