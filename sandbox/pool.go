@@ -45,13 +45,13 @@ type poolDef struct {
 }
 
 // poolKeyFields are the options fixed when a sandbox starts: a create must
-// match all of them to claim a member.
+// match all of them to claim a member. Published ports are not among them:
+// members publish none, and a claim adds the create's.
 type poolKeyFields struct {
 	Image          string       `json:"image"` // the digest, or the root directory
 	User           string       `json:"user"`
 	Hostname       string       `json:"hostname"`
 	Network        string       `json:"network"`
-	Publish        []string     `json:"publish"`
 	Egress         string       `json:"egress"`
 	AllowHostPorts []string     `json:"allow_host_ports"`
 	DNS            []string     `json:"dns"`
@@ -68,7 +68,7 @@ type poolKeyFields struct {
 func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	k := poolKeyFields{
 		Image: "rootfs:" + o.Rootfs, User: o.User, Hostname: o.Hostname, Network: o.Network,
-		Publish: o.Publish, Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
+		Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
 		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
 		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp,
 	}
@@ -76,7 +76,7 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 		k.Image = "image:" + img.Digest
 	}
 	// An empty list and none are the same (records drop empty lists).
-	k.Publish, k.AllowHostPorts, k.DNS = nilIfEmpty(k.Publish), nilIfEmpty(k.AllowHostPorts), nilIfEmpty(k.DNS)
+	k.AllowHostPorts, k.DNS = nilIfEmpty(k.AllowHostPorts), nilIfEmpty(k.DNS)
 	k.Volumes, k.Tmpfs = nilIfEmpty(k.Volumes), nilIfEmpty(k.Tmpfs)
 	k.CapAdd, k.CapDrop = nilIfEmpty(k.CapAdd), nilIfEmpty(k.CapDrop)
 	if k.Seccomp == "" {
@@ -492,6 +492,13 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		}
 	}
 	release, err := h.admitClaim(ctx, &m, &sb)
+	if err == nil {
+		// Ports in use are the request's fault; a failed publish leaves
+		// the member as it was.
+		if err = h.publishClaim(ctx, &sb); err != nil {
+			release()
+		}
+	}
 	if err != nil {
 		h.store.ReleaseName(sb.Name, sb.ID)
 		return nil, errClaimRefused{err}
@@ -541,6 +548,30 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 		return nil, err
 	}
 	return a.Release, nil
+}
+
+// publishClaim publishes the ports the create asks for on the member's
+// bridged network (members publish none).
+func (h *Host) publishClaim(ctx context.Context, sb *sbx.Sandbox) error {
+	if len(sb.Options.Publish) == 0 {
+		return nil
+	}
+	na, err := parseNetwork(&sb.Options, hostname(sb))
+	if err != nil {
+		return err
+	}
+	n, err := h.network()
+	if err != nil {
+		return err
+	}
+	a, err := n.Publish(ctx, sb.ID, na.Publish)
+	if err != nil {
+		return fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
+	if sb.Network != nil {
+		sb.Network.Ports = networkInfo(a).Ports
+	}
+	return nil
 }
 
 // applyClaim applies to the running member m what sb asks for beyond its
