@@ -706,8 +706,9 @@ func (e *events) keepPools() {
 	defer cancel()
 	tick := time.NewTicker(poolRefillInterval)
 	defer tick.Stop()
+	failing := map[string]*poolBackoff{}
 	for {
-		e.h.refillPools(ctx)
+		e.h.refillPools(ctx, failing)
 		select {
 		case <-e.done:
 			return
@@ -729,8 +730,19 @@ func (e *events) askPoolRefill() {
 	}
 }
 
-// refillPools fills every pool whose fill lock is free.
-func (h *Host) refillPools(ctx context.Context) {
+// poolBackoff delays the refills of a pool whose fills fail (a limit
+// reached, an image gone): the wait doubles up to poolMaxBackoff, and one
+// warning is logged per failure streak.
+type poolBackoff struct {
+	wait time.Duration
+	next time.Time
+}
+
+const poolMaxBackoff = time.Minute
+
+// refillPools fills every pool whose fill lock is free and that is not
+// backing off after failures.
+func (h *Host) refillPools(ctx context.Context, failing map[string]*poolBackoff) {
 	names, err := h.poolNames()
 	if err != nil {
 		h.log.Warn("warm pools: list", "err", err)
@@ -740,14 +752,26 @@ func (h *Host) refillPools(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		b := failing[name]
+		if b != nil && time.Now().Before(b.next) {
+			continue
+		}
 		unlock, err := state.TryLockFile(h.poolLockPath(name))
 		if err != nil {
 			continue // another process fills it
 		}
 		rep, err := h.fillLocked(ctx, name)
 		unlock()
-		if err != nil && ctx.Err() == nil && !errors.Is(err, sbx.ErrNotFound) {
-			h.log.Warn("warm pool: refill", "pool", name, "err", err)
+		switch {
+		case err == nil:
+			delete(failing, name)
+		case ctx.Err() != nil || errors.Is(err, sbx.ErrNotFound):
+		case b == nil:
+			h.log.Warn("warm pool: refill failed; retrying with backoff", "pool", name, "err", err)
+			failing[name] = &poolBackoff{wait: poolRefillInterval, next: time.Now().Add(poolRefillInterval)}
+		default:
+			b.wait = min(2*b.wait, poolMaxBackoff)
+			b.next = time.Now().Add(b.wait)
 		}
 		if rep != nil && len(rep.Started)+len(rep.Removed) > 0 {
 			h.log.Debug("warm pool refilled", "pool", name, "started", len(rep.Started), "removed", len(rep.Removed))
