@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers deps deps-bench test test-python test-nomad nomad lint fmt bench clean
+.PHONY: all build helpers release-helpers deps deps-bench deps-openhands test test-python test-nomad nomad lint fmt bench clean
 
 all: build
 
@@ -25,6 +25,12 @@ deps-bench:
 helpers:
 	$(GO) generate ./internal/helperbin
 
+## release-helpers: on a release branch only, commit the helper binaries so that
+## the tag's module carries them and `go get` of the release needs no step (main
+## never commits them: they change with every executor change)
+release-helpers: helpers
+	git add -f internal/helperbin/bin/sbx-init internal/helperbin/bin/sbx-executor internal/helperbin/bin/sbx-lcinit
+
 ## build: a statically linked bin/sbx, and the plot helper of sbx bench
 build: helpers
 	$(GO) build -trimpath -tags '$(TAGS)' -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/sbx
@@ -32,8 +38,15 @@ build: helpers
 
 $(BIN): build
 
+## deps-openhands: the trees the OpenHands end-to-end tests run (Debian
+## trixie with the Agent Server, the app server), built from Debian and PyPI
+## and cached under $(SBX_TEST_CACHE) (several minutes the first time)
+SBX_TEST_CACHE ?= /var/cache/sbx-test
+deps-openhands:
+	bash tests/openhands/build-image.sh $(SBX_TEST_CACHE) >/dev/null
+
 ## test: the whole suite, as root, against the real kernel
-test: deps build
+test: deps deps-openhands build
 	$(GO) vet -tags '$(TAGS)' ./...
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
 	$(MAKE) --no-print-directory test-python
