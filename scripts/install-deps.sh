@@ -54,3 +54,9 @@ fi
 if ! command -v go >/dev/null 2>&1 || ! go_ok "$(command -v go)"; then
 	echo "install-deps: Go is at $GO_ROOT/bin; put it first on PATH (export PATH=$GO_ROOT/bin:\$PATH)" >&2
 fi
+
+# Nomad, for the Nomad driver's end-to-end tests: not packaged by Debian, so
+# it is built once from the Go module proxy (pinned, a few minutes) and
+# cached under /var/cache/sbx-test; see scripts/nomad-bin.sh. It prints the
+# build's wall time when it builds.
+PATH="$GO_ROOT/bin:$PATH" bash "$(dirname "$0")/nomad-bin.sh" >/dev/null
