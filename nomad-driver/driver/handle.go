@@ -74,7 +74,7 @@ func (h *taskHandle) run() {
 		defer close(logsDone)
 		h.forwardLogs()
 	}()
-	exit, err := h.sbxs.Wait(h.ctx, h.sandboxID)
+	exit, err := h.wait()
 	if h.ctx.Err() != nil {
 		// Destroyed, or the plugin is going away: the task goes on, and
 		// the next plugin recovers it.
@@ -94,6 +94,28 @@ func (h *taskHandle) run() {
 	h.completedAt = time.Now()
 	h.mu.Unlock()
 	close(h.done)
+}
+
+// wait waits for the main command to end. A failed wait while the
+// sandbox still runs (its executor restarting, a transient error) is
+// retried for a while rather than taken for the task's end.
+func (h *taskHandle) wait() (*sbx.Exit, error) {
+	for attempt := 0; ; attempt++ {
+		exit, err := h.sbxs.Wait(h.ctx, h.sandboxID)
+		if err == nil || h.ctx.Err() != nil || attempt >= 30 || errors.Is(err, sbx.ErrNotFound) || errors.Is(err, sbx.ErrUnsupported) {
+			return exit, err
+		}
+		sb, gerr := h.sbxs.Get(h.ctx, h.sandboxID)
+		if gerr != nil || sb.Status != sbx.StatusRunning {
+			return exit, err
+		}
+		h.logger.Debug("waiting for the task failed while its sandbox runs; retrying", "error", err)
+		select {
+		case <-h.ctx.Done():
+			return nil, h.ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // exitResult converts how the main command ended into Nomad's terms.

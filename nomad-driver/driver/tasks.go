@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/nomad/client/lib/cpustats"
@@ -115,7 +116,7 @@ func (d *Driver) ensureImage(ctx context.Context, cfg *drivers.TaskConfig, tc *T
 	switch {
 	case err == nil && (policy != sbx.PullAlways || tc.ImagePath != ""):
 		return img, nil
-	case err != nil && !errors.Is(err, sbx.ErrNotFound):
+	case err != nil && !errors.Is(err, sbx.ErrImageNotFound) && !errors.Is(err, sbx.ErrNotFound):
 		return nil, fmt.Errorf("sbx: image %s: %w", tc.Image, err)
 	}
 	if tc.ImagePath != "" {
@@ -426,8 +427,10 @@ func (d *Driver) ExecTaskStreaming(ctx context.Context, taskID string, o *driver
 		}
 	}()
 	var stdin io.Reader
+	in := &eofSignal{eof: make(chan struct{})}
 	if o.Stdin != nil {
-		stdin = o.Stdin
+		in.r = o.Stdin
+		stdin = in
 	}
 	res, err := h.sbxs.Attach(ctx, h.sandboxID, sbx.AttachOptions{
 		ExecRequest: sbx.ExecRequest{Argv: o.Command},
@@ -440,5 +443,31 @@ func (d *Driver) ExecTaskStreaming(ctx context.Context, taskID string, o *driver
 	if err != nil {
 		return nil, fmt.Errorf("sbx: exec in sandbox %s: %w", h.sandboxID, err)
 	}
+	// Without a terminal the client closes its input right after a short
+	// command: take that close before answering, or Nomad's client may
+	// forward it into the finished stream and drop the exit code (it
+	// reports "unexpected EOF" then). Bounded: input may never end.
+	if stdin != nil && !o.Tty {
+		select {
+		case <-in.eof:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
 	return &drivers.ExitResult{ExitCode: res.ExitCode}, nil
+}
+
+// eofSignal is a reader that closes eof when its reader ends.
+type eofSignal struct {
+	r    io.Reader
+	eof  chan struct{}
+	once sync.Once
+}
+
+func (e *eofSignal) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(func() { close(e.eof) })
+	}
+	return n, err
 }

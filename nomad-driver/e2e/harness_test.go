@@ -9,7 +9,7 @@ import (
 
 // TestClusterHarness checks the cluster itself: both clients register on
 // loopback with the sbx plugin fingerprinted healthy, a job with Nomad's
-// own exec driver spreads over both, and teardown leaves nothing.
+// own raw_exec driver spreads over both, and teardown leaves nothing.
 func TestClusterHarness(t *testing.T) {
 	c := startCluster(t, clusterOptions{})
 	for _, a := range c.clients {
@@ -40,7 +40,7 @@ job "harness" {
   group "g" {
     count = 2
     task "t" {
-      driver = "exec"
+      driver = "raw_exec"
       config {
         command = "/bin/sh"
         args    = ["-c", "echo hello from $NOMAD_ALLOC_INDEX; exec sleep 300"]
