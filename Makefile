@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers deps deps-bench test test-nomad nomad lint fmt bench clean
+.PHONY: all build helpers deps deps-bench test test-python test-nomad nomad lint fmt bench clean
 
 all: build
 
@@ -36,7 +36,12 @@ $(BIN): build
 test: deps build
 	$(GO) vet -tags '$(TAGS)' ./...
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
-	$(MAKE) test-nomad
+	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory test-nomad
+
+## test-python: the Python SDK's tests (pytest, against a real sbx serve), in the cached venv
+test-python: $(BIN)
+	cd sdk/python && SBX_BIN=$(abspath $(BIN)) "$$(bash ../../scripts/python-venv.sh)/bin/python" -m pytest -q tests
 
 ## nomad: build (once per machine, cached under /var/cache/sbx-test) the
 ## pinned Nomad agent the driver's end-to-end tests run, and print its path

@@ -22,14 +22,24 @@ type ExecRequest struct {
 // ExecResult is how a command ended. Signal names the signal that ended it
 // ("SIGKILL") or is "" (the field is always present); ExitCode is then
 // 128+the signal's number, as a shell reports it.
+//
+// UserTimeS and SysTimeS (CPUTimeS is their sum) are the CPU time of the
+// command and of the children it waited for, and MemoryPeakBytes the
+// largest resident set among them, as wait4 reports them; processes the
+// command left running are not counted. They are 0 for a command that
+// did not start.
 type ExecResult struct {
-	ExitCode  int     `json:"exit_code"`
-	Signal    string  `json:"signal"`
-	Stdout    string  `json:"stdout"`
-	Stderr    string  `json:"stderr"`
-	TimedOut  bool    `json:"timed_out"`
-	Truncated bool    `json:"truncated"`
-	DurationS float64 `json:"duration_s"`
+	ExitCode        int     `json:"exit_code"`
+	Signal          string  `json:"signal"`
+	Stdout          string  `json:"stdout"`
+	Stderr          string  `json:"stderr"`
+	TimedOut        bool    `json:"timed_out"`
+	Truncated       bool    `json:"truncated"`
+	DurationS       float64 `json:"duration_s"`
+	CPUTimeS        float64 `json:"cpu_time_s"`
+	UserTimeS       float64 `json:"user_time_s"`
+	SysTimeS        float64 `json:"sys_time_s"`
+	MemoryPeakBytes uint64  `json:"memory_peak_bytes"`
 }
 
 // Frame types of a streamed exec.

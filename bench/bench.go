@@ -42,6 +42,12 @@ type Subject interface {
 	Close() error
 }
 
+// Figurer is a subject with named figures beyond its samples, e.g. the
+// memory per sandbox, taken after the measured rounds.
+type Figurer interface {
+	Figures() map[string]float64
+}
+
 // Noter is a subject with remarks to add to its scenario after the
 // rounds, e.g. memory per sandbox in the density scenario.
 type Noter interface {
@@ -152,6 +158,8 @@ type SubjectResult struct {
 	// Phases are the medians of the phases this subject reports, with
 	// shares of its own median.
 	Phases []PhaseResult `json:"phases,omitempty"`
+	// Figures are named measurements beyond the samples (see Figurer).
+	Figures map[string]float64 `json:"figures,omitempty"`
 }
 
 // Ratios are sbx's statistics divided by another subject's.
@@ -178,6 +186,7 @@ type PhaseResult struct {
 // Run measures each scenario in turn.
 func Run(ctx context.Context, scenarios []*Scenario, o Options) *Report {
 	o.defaults()
+	defer RemoveProbeHelpers()
 	rep := &Report{Started: time.Now().UTC(), Samples: o.Samples, Warmup: o.Warmup}
 	for _, sc := range scenarios {
 		if ctx.Err() != nil {
@@ -325,6 +334,9 @@ func RunScenario(ctx context.Context, sc *Scenario, o Options) ScenarioResult {
 	for _, st := range states {
 		if n, ok := st.s.(Noter); ok && st.res.Error == "" {
 			out.Notes = append(out.Notes, n.Notes()...)
+		}
+		if f, ok := st.s.(Figurer); ok && st.res.Error == "" {
+			st.res.Figures = f.Figures()
 		}
 		st.res.Summary = Summarize(st.res.Samples)
 		if st.res.Summary == nil && st.res.Error == "" {

@@ -160,16 +160,25 @@ func TestCheckTargets(t *testing.T) {
 		{Name: "churn", Unit: "sandboxes/s", Subjects: []SubjectResult{{Name: "sbx c=4", Summary: sum(40)}}},
 	}}
 	got := CheckTargets(rep)
-	if len(got) != 3 {
-		t.Fatalf("want the targets of cold (2) and churn (1), got %+v", got)
+	if len(got) != 2 {
+		t.Fatalf("want the targets of cold (1) and churn (1), got %+v", got)
 	}
-	if r := got[0]; r.Anchor != "runc" || r.Value != 0.5 || !r.Met || r.Text != "cold: sbx/runc p50 ≤ 0.6" {
+	if r := got[0]; r.Anchor != "runc" || r.Value != 0.5 || !r.Met || r.Text != "cold: sbx/runc p50 ≤ 0.5" {
 		t.Errorf("cold vs runc: %+v", r)
 	}
-	if r := got[1]; r.Met || r.Missing != "no figures for docker: no daemon" {
-		t.Errorf("cold vs docker without figures: %+v", r)
-	}
-	if r := got[2]; r.Met || r.Value != 40 || r.Text != "churn: sbx c=4 p50 ≥ 50 sandboxes/s" {
+	if r := got[1]; r.Met || r.Value != 40 || r.Text != "churn: sbx c=4 p50 ≥ 150 sandboxes/s" {
 		t.Errorf("churn: %+v", r)
+	}
+	// A ratio whose anchor failed is missing, with the anchor's error.
+	rep.Scenarios[0].Subjects[1] = SubjectResult{Name: "runc", Error: "not installed"}
+	if r := CheckTargets(rep)[0]; r.Met || r.Missing != "no figures for runc: not installed" {
+		t.Errorf("cold vs runc without figures: %+v", r)
+	}
+	// Figures: density's memory per sandbox.
+	dens := &Report{Scenarios: []ScenarioResult{{Name: "density", Unit: "ms", Subjects: []SubjectResult{
+		{Name: "sbx", Summary: sum(20), Figures: map[string]float64{FigureMemoryPerSandbox: 1.5}}}}}}
+	got = CheckTargets(dens)
+	if len(got) != 2 || !got[0].Met || got[0].Value != 1.5 || got[1].Missing == "" {
+		t.Errorf("density figures: %+v", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -97,7 +98,7 @@ func ReadyScenario(w Workload, c Compare) *Scenario {
 		Description: "create a long-lived sandbox until its executor answers (removal not timed)",
 		Unit:        "ms",
 		Subjects:    []Subject{&sbxReady{w: w}},
-		Probes:      append(imageProbe(w), Probe{Name: ProbeExec, Note: "the executor is a start of the sbx binary", Once: execProbe(w.SbxBin)}),
+		Probes:      append(imageProbe(w), Probe{Name: ProbeExecutor, Note: "the executor is a start of the small sbx-executor", Once: helperProbe(helperbin.Executor)}),
 	}
 	for _, name := range c.Runtimes {
 		sc.Subjects = append(sc.Subjects, newDetached(name, w, c, "ready"))
@@ -342,12 +343,18 @@ func DensityScenario(w Workload, n int) *Scenario {
 }
 
 type sbxDensity struct {
-	w      Workload
-	env    *managerEnv
-	avail0 uint64
-	last   float64
-	ids    []string
+	w       Workload
+	env     *managerEnv
+	avail0  uint64
+	samples []float64
+	ids     []string
 }
+
+// Figures of the density scenario.
+const (
+	FigureMemoryPerSandbox = "memory per sandbox (MiB)"
+	FigureLastOverFirst    = "last 100 creates / first 100 (p50)"
+)
 
 func (s *sbxDensity) Name() string { return "sbx" }
 
@@ -366,8 +373,34 @@ func (s *sbxDensity) Once(ctx context.Context) (Sample, error) {
 		return Sample{}, err
 	}
 	s.ids = append(s.ids, sb.ID)
-	s.last = Ms(d)
+	s.samples = append(s.samples, Ms(d))
 	return Sample{Value: Ms(d), Phases: createPhases(sb.CreateTimings, d)}, nil
+}
+
+// Figures are the memory charged per sandbox and how much slower the last
+// creates are than the first (the last and first 100, or halves of fewer).
+func (s *sbxDensity) Figures() map[string]float64 {
+	n := len(s.ids)
+	if n == 0 {
+		return nil
+	}
+	out := map[string]float64{FigureMemoryPerSandbox: float64(s.memoryCharged()) / float64(n) / (1 << 20)}
+	if k := min(100, len(s.samples)/2); k > 0 {
+		first, last := Summarize(s.samples[:k]), Summarize(s.samples[len(s.samples)-k:])
+		out[FigureLastOverFirst] = last.P50 / first.P50
+	}
+	return out
+}
+
+// memoryCharged sums the memory charged to the sandboxes' cgroups.
+func (s *sbxDensity) memoryCharged() uint64 {
+	var cg uint64
+	for _, id := range s.ids {
+		if u, err := s.env.m.Stats(context.Background(), id); err == nil {
+			cg += u.MemoryCurrent
+		}
+	}
+	return cg
 }
 
 // Notes report memory per sandbox and the time to create the last one.
@@ -376,15 +409,13 @@ func (s *sbxDensity) Notes() []string {
 	if n == 0 {
 		return nil
 	}
-	var cg uint64
-	for _, id := range s.ids {
-		if u, err := s.env.m.Stats(context.Background(), id); err == nil {
-			cg += u.MemoryCurrent
-		}
-	}
 	avail1 := memAvailable()
-	out := []string{fmt.Sprintf("%d idle sandboxes; the %dth create took %.1f ms", n, n, s.last),
-		fmt.Sprintf("memory charged to the sandboxes' cgroups: %.2f MiB per sandbox", float64(cg)/float64(n)/(1<<20))}
+	out := []string{fmt.Sprintf("%d idle sandboxes; the %dth create took %.1f ms", n, n, s.samples[len(s.samples)-1]),
+		fmt.Sprintf("memory charged to the sandboxes' cgroups: %.2f MiB per sandbox", float64(s.memoryCharged())/float64(n)/(1<<20))}
+	if k := min(100, len(s.samples)/2); k > 0 {
+		out = append(out, fmt.Sprintf("the last %d creates took %.2fx the time of the first %d (medians)", k,
+			Summarize(s.samples[len(s.samples)-k:]).P50/Summarize(s.samples[:k]).P50, k))
+	}
 	if s.avail0 > avail1 {
 		out = append(out, fmt.Sprintf("host MemAvailable dropped by %.2f MiB per sandbox (includes tmpfs, page tables and kernel objects; noisy while other work runs)",
 			float64(s.avail0-avail1)/float64(n)/(1<<20)))

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/opencontainers/cgroups"
@@ -17,26 +18,34 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/seccomp"
 )
 
 // Probe names.
 const (
-	ProbeNetns   = "netns: unshare + lo up"
-	ProbeCgroup  = "cgroup: create, set limits, remove"
-	ProbeExec    = "sbx binary: fork, exec, Go start-up, exit"
-	ProbeSeccomp = "seccomp: build Docker's filter with libseccomp"
-	ProbeExeseal = "libcontainer: sealed clone of the binary for its init"
-	ProbeImage   = "image lookup: resolve the image in the cache"
+	ProbeNetns        = "netns: unshare + lo up"
+	ProbeCgroup       = "cgroup: create, set limits, remove"
+	ProbeCgroupAttach = "cgroup: move a process in"
+	ProbeExec         = "sbx binary: fork, exec, Go start-up, exit"
+	ProbeLCInit       = "sbx-lcinit: fork, exec, Go start-up, exit"
+	ProbeInit         = "sbx-init: fork, exec, Go start-up, exit"
+	ProbeExecutor     = "sbx-executor: fork, exec, Go start-up, exit"
+	ProbeSeccomp      = "seccomp: build Docker's filter with libseccomp"
+	ProbeExeseal      = "libcontainer: sealed clone of the binary for its init"
+	ProbeImage        = "image lookup: resolve the image in the cache"
 )
 
 // componentProbes measure the components of a sandbox start in isolation.
 func componentProbes(w Workload) []Probe {
 	return append(imageProbe(w), []Probe{
 		{Name: ProbeNetns, Note: "in libcontainer's start; the kernel frees the namespace later, asynchronously", Once: netnsProbe},
-		{Name: ProbeCgroup, Note: "in libcontainer's start and teardown; every v1 hierarchy on hybrid hosts", Once: cgroupProbe()},
-		{Name: ProbeExec, Note: "paid per re-exec: sbx run, libcontainer's init, the sandbox's init", Once: execProbe(w.SbxBin)},
+		{Name: ProbeCgroup, Note: "in libcontainer's start and teardown; every v1 hierarchy on hybrid hosts", Once: cgroupProbe(false)},
+		{Name: ProbeCgroupAttach, Note: "in libcontainer's start, every hierarchy; each move takes the kernel's cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period unless a move happened within the last one", Once: cgroupProbe(true)},
+		{Name: ProbeExec, Note: "once per sbx run: the CLI itself", Once: execProbe(w.SbxBin, "version")},
+		{Name: ProbeLCInit, Note: "libcontainer's init stage of every start (see isolate)", Once: helperProbe(helperbin.LCInit)},
+		{Name: ProbeInit, Note: "PID 1 of one-shot runs", Once: helperProbe(helperbin.Init)},
 		{Name: ProbeExeseal, Note: "libcontainer's guard against binary overwrites, in every start: an overlayfs mount, or a memfd copy of the whole binary", Once: exesealProbe},
 		{Name: ProbeSeccomp, Note: "what runc pays in every container's init; sbx loads a cached compiled filter instead", Once: seccompProbe(w)},
 	}...)
@@ -91,8 +100,10 @@ func linkUp(name string) error {
 }
 
 // cgroupProbe creates, configures and removes a sandbox's cgroups with the
-// manager libcontainer uses, with the configuration of a real sandbox.
-func cgroupProbe() func(context.Context) (time.Duration, error) {
+// manager libcontainer uses, with the configuration of a real sandbox; with
+// attach it times only moving a (sleeping) process into them, as
+// libcontainer moves a sandbox's init.
+func cgroupProbe(attach bool) func(context.Context) (time.Duration, error) {
 	var base *cgroups.Cgroup
 	var setupErr error
 	return func(context.Context) (time.Duration, error) {
@@ -113,6 +124,9 @@ func cgroupProbe() func(context.Context) (time.Duration, error) {
 		cg := *base
 		id := nextID("sbx-bench-probe")
 		cg.Path, cg.Name, cg.Parent = cgroup.SandboxPath(id), "", ""
+		if attach {
+			return cgroupAttach(&cg)
+		}
 		t0 := time.Now()
 		m, err := manager.New(&cg)
 		if err != nil {
@@ -133,6 +147,30 @@ func cgroupProbe() func(context.Context) (time.Duration, error) {
 	}
 }
 
+// cgroupAttach creates cg, then times moving a sleeping child process into
+// it, then kills the child and removes cg.
+func cgroupAttach(cg *cgroups.Cgroup) (time.Duration, error) {
+	m, err := manager.New(cg)
+	if err != nil {
+		return 0, fmt.Errorf("cgroup manager: %w", err)
+	}
+	if err := m.Apply(-1); err != nil {
+		_ = m.Destroy()
+		return 0, fmt.Errorf("create cgroup: %w", err)
+	}
+	defer m.Destroy()
+	child := exec.Command("/bin/sleep", "30")
+	if err := child.Start(); err != nil {
+		return 0, fmt.Errorf("start a process to move: %w", err)
+	}
+	defer func() { _ = child.Process.Kill(); _ = child.Wait() }()
+	t0 := time.Now()
+	if err := m.Apply(child.Process.Pid); err != nil {
+		return 0, fmt.Errorf("move a process into the cgroup: %w", err)
+	}
+	return time.Since(t0), nil
+}
+
 // exesealProbe makes and drops the sealed copy of /proc/self/exe that
 // libcontainer execs as each container's init.
 func exesealProbe(context.Context) (time.Duration, error) {
@@ -150,15 +188,47 @@ func exesealProbe(context.Context) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
-// execProbe runs `sbx version`: the cost of starting the sbx binary.
-func execProbe(bin string) func(context.Context) (time.Duration, error) {
+// execProbe runs bin with args and times it until it exited: with
+// `sbx version`, the cost of starting the sbx binary. Exit status 125 (a
+// helper's usage error) counts as a start too.
+func execProbe(bin string, args ...string) func(context.Context) (time.Duration, error) {
 	return func(ctx context.Context) (time.Duration, error) {
-		cmd := exec.CommandContext(ctx, bin, "version")
+		cmd := exec.CommandContext(ctx, bin, args...)
 		t0 := time.Now()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("sbx version: %w: %s", err, lastLines(string(out), 2))
+		out, err := cmd.CombinedOutput()
+		d := time.Since(t0)
+		var ee *exec.ExitError
+		if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 125) {
+			return 0, fmt.Errorf("%s: %w: %s", bin, err, lastLines(string(out), 2))
 		}
-		return time.Since(t0), nil
+		return d, nil
+	}
+}
+
+// helperDir holds the helper binaries the probes start, installed once
+// from this program's embedded copies.
+var helperDir = sync.OnceValues(func() (string, error) { return os.MkdirTemp("", "sbx-bench-helpers-") })
+
+// helperProbe times a start of the embedded helper name (without
+// arguments: it starts, finds nothing to do, and exits).
+func helperProbe(name string) func(context.Context) (time.Duration, error) {
+	return func(ctx context.Context) (time.Duration, error) {
+		dir, err := helperDir()
+		if err != nil {
+			return 0, err
+		}
+		bin, err := helperbin.Install(dir, name)
+		if err != nil {
+			return 0, err
+		}
+		return execProbe(bin)(ctx)
+	}
+}
+
+// RemoveProbeHelpers removes the helper binaries installed for probes.
+func RemoveProbeHelpers() {
+	if dir, err := helperDir(); err == nil {
+		os.RemoveAll(dir)
 	}
 }
 

@@ -5,10 +5,12 @@ import "fmt"
 // Target is one of sbx's speed targets, checked against a report.
 type Target struct {
 	Scenario string `json:"scenario"`
-	// What is compared: "ratio to RUNTIME" (sbx's p50 over the runtime's)
-	// or "p50" (sbx's own median).
-	What  string  `json:"what"`
-	Limit float64 `json:"limit"`
+	// What is compared: "ratio" (sbx's p50 over the Anchor runtime's),
+	// "p50" or "p99" (sbx's own), or "figure" (the subject's Figure).
+	What string `json:"what"`
+	// Figure names a figure of the subject (see Figurer).
+	Figure string  `json:"figure,omitempty"`
+	Limit  float64 `json:"limit"`
 	// AtLeast is set for throughputs: the value must reach Limit.
 	AtLeast bool `json:"at_least,omitempty"`
 	// Subject is the sbx subject measured, e.g. "sbx c=4"; "" means "sbx".
@@ -17,13 +19,16 @@ type Target struct {
 	Anchor string `json:"anchor,omitempty"`
 }
 
-// Targets are sbx's speed targets on the development machine kind.
+// Targets are sbx's speed targets on the development machine kind (issue
+// 12's table).
 var Targets = []Target{
-	{Scenario: "cold", What: "ratio", Anchor: "runc", Limit: 0.6},
-	{Scenario: "cold", What: "ratio", Anchor: "docker", Limit: 0.05},
-	{Scenario: "ready", What: "p50", Limit: 15},
-	{Scenario: "exec", What: "p50", Limit: 1},
-	{Scenario: "churn", What: "p50", Subject: "sbx c=4", Limit: 50, AtLeast: true},
+	{Scenario: "cold", What: "ratio", Anchor: "runc", Limit: 0.5},
+	{Scenario: "ready", What: "p50", Limit: 10},
+	{Scenario: "exec", What: "p50", Limit: 0.5},
+	{Scenario: "session", What: "p50", Limit: 0.3},
+	{Scenario: "churn", What: "p50", Subject: "sbx c=4", Limit: 150, AtLeast: true},
+	{Scenario: "density", What: "figure", Figure: FigureMemoryPerSandbox, Limit: 2},
+	{Scenario: "density", What: "figure", Figure: FigureLastOverFirst, Limit: 1.5},
 }
 
 // TargetResult is a target checked against a report.
@@ -61,11 +66,13 @@ func CheckTargets(rep *Report) []TargetResult {
 			cmp = "≥"
 		}
 		unit := " " + sc.Unit
-		if t.What == "ratio" {
-			unit = ""
+		switch t.What {
+		case "ratio":
 			r.Text = fmt.Sprintf("%s: %s/%s p50 %s %g", t.Scenario, subj, t.Anchor, cmp, t.Limit)
-		} else {
-			r.Text = fmt.Sprintf("%s: %s p50 %s %g%s", t.Scenario, subj, cmp, t.Limit, unit)
+		case "figure":
+			r.Text = fmt.Sprintf("%s: %s %s %g", t.Scenario, t.Figure, cmp, t.Limit)
+		default:
+			r.Text = fmt.Sprintf("%s: %s %s %s %g%s", t.Scenario, subj, t.What, cmp, t.Limit, unit)
 		}
 		s := find(sc, subj)
 		switch {
@@ -81,6 +88,19 @@ func CheckTargets(rep *Report) []TargetResult {
 				break
 			}
 			r.Value = s.Summary.P50 / a.Summary.P50
+		case t.What == "figure":
+			v, ok := s.Figures[t.Figure]
+			if !ok {
+				r.Missing = "no figure " + t.Figure
+				break
+			}
+			r.Value = v
+		case t.What == "p99":
+			if s.Summary.P99 == nil {
+				r.Missing = "too few samples for a p99"
+				break
+			}
+			r.Value = *s.Summary.P99
 		default:
 			r.Value = s.Summary.P50
 		}

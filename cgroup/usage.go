@@ -30,15 +30,22 @@ type Usage struct {
 // counters libcontainer does not read (OOM kills, peak pids). paths are the
 // container's cgroup paths by controller ("" is the v2 or unified path).
 func UsageFrom(st *ocg.Stats, paths map[string]string) Usage {
+	cpu := st.CpuStats.CpuUsage
 	u := Usage{
-		CPUTime:       time.Duration(st.CpuStats.CpuUsage.TotalUsage),
-		UserTime:      time.Duration(st.CpuStats.CpuUsage.UsageInUsermode),
-		SysTime:       time.Duration(st.CpuStats.CpuUsage.UsageInKernelmode),
+		CPUTime:       time.Duration(cpu.TotalUsage),
+		UserTime:      time.Duration(cpu.UsageInUsermode),
+		SysTime:       time.Duration(cpu.UsageInKernelmode),
 		MemoryCurrent: st.MemoryStats.Usage.Usage,
 		MemoryPeak:    st.MemoryStats.Usage.MaxUsage,
 		Pids:          st.PidsStats.Current,
 		PidsLimit:     st.PidsStats.Limit,
 		CPUThrottled:  time.Duration(st.CpuStats.ThrottlingData.ThrottledTime),
+	}
+	// On v1, libcontainer takes the split from cpuacct.stat, which counts
+	// USER_HZ ticks (10 ms); cpuacct.usage_all has it per CPU in
+	// nanoseconds.
+	if len(cpu.PercpuUsageInUsermode) > 0 || len(cpu.PercpuUsageInKernelmode) > 0 {
+		u.UserTime, u.SysTime = time.Duration(sum(cpu.PercpuUsageInUsermode)), time.Duration(sum(cpu.PercpuUsageInKernelmode))
 	}
 	if l := st.MemoryStats.Usage.Limit; l > 0 && l < 1<<62 {
 		u.MemoryLimit = l
@@ -62,6 +69,14 @@ func UsageFrom(st *ocg.Stats, paths map[string]string) Usage {
 		u.PidsPeak = readUint(filepath.Join(p, "pids.peak")) // v1 has it since Linux 6.1
 	}
 	return u
+}
+
+func sum(ns []uint64) uint64 {
+	var t uint64
+	for _, n := range ns {
+		t += n
+	}
+	return t
 }
 
 // readKey reads "key value" lines and returns the value of key, or 0.

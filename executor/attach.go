@@ -292,5 +292,7 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 		closeStdin.Do(func() { stdin.Close() })
 	}
 	code, sig := p.ExitCode()
-	return api.ExecResult{ExitCode: code, Signal: sig, TimedOut: timedOut}, nil
+	res := api.ExecResult{ExitCode: code, Signal: sig, TimedOut: timedOut}
+	setUsage(&res, p)
+	return res, nil
 }

@@ -290,12 +290,22 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	outR.Close()
 	errR.Close()
 	code, sig := p.ExitCode()
-	return api.ExecResult{
+	res := api.ExecResult{
 		ExitCode:  code,
 		Signal:    sig,
 		TimedOut:  timedOut,
 		DurationS: time.Since(start).Seconds(),
-	}, nil
+	}
+	setUsage(&res, p)
+	return res, nil
+}
+
+// setUsage fills the CPU times and peak memory of a reaped command.
+func setUsage(res *api.ExecResult, p *proc.Process) {
+	user, sys, maxRSS := p.Usage()
+	res.UserTimeS, res.SysTimeS = user.Seconds(), sys.Seconds()
+	res.CPUTimeS = (user + sys).Seconds()
+	res.MemoryPeakBytes = maxRSS
 }
 
 // readBufs recycles the buffers that read command output.

@@ -15,7 +15,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -127,7 +129,12 @@ func scanTar(p string, fn func(*tar.Header, io.Reader) error) error {
 	}
 }
 
-var layoutName = regexp.MustCompile(`^(oci-layout|index\.json|blobs/[a-z0-9]+/[a-f0-9]{32,128})$`)
+// layoutName matches the files of an OCI layout. It is compiled on first
+// use: its counted repetition makes a large program, which would cost every
+// start of every program linking imagecache a third of a millisecond.
+var layoutName = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`^(oci-layout|index\.json|blobs/[a-z0-9]+/[a-f0-9]{32,128})$`)
+})
 
 // extractLayout writes the OCI layout files of the archive p into dir,
 // ignoring anything else: only regular files with layout names, so a
@@ -135,7 +142,7 @@ var layoutName = regexp.MustCompile(`^(oci-layout|index\.json|blobs/[a-z0-9]+/[a
 func extractLayout(p, dir string) error {
 	return scanTar(p, func(hdr *tar.Header, r io.Reader) error {
 		n := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
-		if hdr.Typeflag != tar.TypeReg || !layoutName.MatchString(n) {
+		if hdr.Typeflag != tar.TypeReg || !layoutName().MatchString(n) {
 			return nil
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(n))
@@ -386,12 +393,13 @@ func (s *Store) importRootfs(ctx context.Context, p, want string, progress Progr
 	if err != nil {
 		return nil, fmt.Errorf("import %s: %w", p, err)
 	}
-	return s.record(ctx, ref.Name(), recs, ImageConfig{}, "linux/"+runtime.GOARCH)
+	step := HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx import " + filepath.Base(p)}
+	return s.record(ctx, ref.Name(), recs, ImageConfig{}, []HistoryEntry{step}, "linux/"+runtime.GOARCH)
 }
 
 // record stores an image built here (rootfs import, commit): its digest is
 // that of a config listing its diffIDs and runtime config.
-func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg ImageConfig, platform string) (*Image, error) {
+func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg ImageConfig, history []HistoryEntry, platform string) (*Image, error) {
 	now := time.Now().UTC()
 	diffIDs := make([]string, len(recs))
 	for i, r := range recs {
@@ -412,6 +420,7 @@ func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg Im
 		Platform: platform,
 		Config:   cfg,
 		Layers:   recs,
+		History:  history,
 	}
 	if err := s.put(ctx, rec); err != nil {
 		return nil, err
@@ -454,5 +463,10 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 	if cfg != nil {
 		c = *cfg
 	}
-	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, base.Platform)
+	var history []HistoryEntry
+	if rec, err := s.lookup(base.Digest); err == nil {
+		history = slices.Clone(rec.History)
+	}
+	history = append(history, HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx commit"})
+	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, history, base.Platform)
 }

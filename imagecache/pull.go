@@ -213,6 +213,7 @@ func (s *Store) addImage(ctx context.Context, name, digest string, img v1.Image,
 		Platform: platformString(cfg),
 		Config:   configOf(cfg),
 		Layers:   recs,
+		History:  historyOf(cfg.History),
 	}
 	if err := s.put(ctx, rec); err != nil {
 		return nil, err
@@ -253,6 +254,14 @@ func configOf(cfg *v1.ConfigFile) ImageConfig {
 		Labels:     c.Labels,
 		StopSignal: c.StopSignal,
 	}
+}
+
+func historyOf(hs []v1.History) []HistoryEntry {
+	var out []HistoryEntry
+	for _, h := range hs {
+		out = append(out, HistoryEntry{Created: h.Created.UTC(), CreatedBy: h.CreatedBy, Comment: h.Comment, EmptyLayer: h.EmptyLayer})
+	}
+	return out
 }
 
 func supportedLayer(mt types.MediaType) bool {

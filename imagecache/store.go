@@ -94,6 +94,9 @@ type record struct {
 	Platform string      `json:"platform,omitempty"`
 	Config   ImageConfig `json:"config"`
 	Layers   []layerRec  `json:"layers"`
+	// History is how the image was built, oldest step first (see
+	// Store.History).
+	History []HistoryEntry `json:"history,omitempty"`
 }
 
 type layerRec struct {
@@ -244,15 +247,20 @@ func matchDigest(ref, digest string) bool {
 // digest prefix of at least 12 hex digits. The error wraps ErrNotFound when
 // the image is not cached.
 func (s *Store) Resolve(ref string) (*Image, error) {
-	idx, err := s.readIndex()
-	if err != nil {
-		return nil, err
-	}
-	rec, err := s.find(idx, ref)
+	rec, err := s.lookup(ref)
 	if err != nil {
 		return nil, err
 	}
 	return s.image(rec), nil
+}
+
+// lookup reads the index and finds ref in it.
+func (s *Store) lookup(ref string) (*record, error) {
+	idx, err := s.readIndex()
+	if err != nil {
+		return nil, err
+	}
+	return s.find(idx, ref)
 }
 
 func (s *Store) find(idx *index, ref string) (*record, error) {

@@ -144,6 +144,15 @@ func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
 		extra = append(append([]*os.File{}, extra...), r)
 		args = append([]string{args[0], args[1], "--seccomp-fd", strconv.Itoa(fd)}, args[2:]...)
 	}
+	// libcontainer's init stage runs the small sbx-lcinit when this build
+	// has it (see lcinit.go): its handle goes last among the extra files.
+	lcinit, err := lcinitFile(filepath.Join(filepath.Dir(stateRoot), "helpers"))
+	if err != nil {
+		return nil, err
+	}
+	if lcinit != nil {
+		extra = append(append([]*os.File{}, extra...), lcinit)
+	}
 	if err := cgroup.EnsureParent(cgroup.Limits{}); err != nil {
 		return nil, err
 	}

@@ -10,11 +10,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/internal/copyout"
 )
 
 // MaxCopyBytes caps the tar stream of one CopyFrom: the sandbox decides
@@ -24,10 +23,10 @@ const MaxCopyBytes = 8 << 30
 // CopyFrom copies the file or directory at src inside a running sandbox to
 // dst on the host, as `docker cp ID:src dst` does: into dst when dst is an
 // existing directory, otherwise to dst itself. Everything arrives through
-// the executor as a tar stream and is written with in-root path resolution
-// (os.Root), so entries cannot land outside the destination whatever the
-// sandbox sends; device nodes are refused, setuid bits dropped, ownership
-// not kept.
+// the executor as a tar stream, which is hostile: package copyout extracts
+// it into a staging directory without ever following a symlink, refuses
+// devices and escapes, drops setuid bits and ownership, caps sizes, and
+// installs the result only when it is complete.
 //
 // A relative src is taken relative to the sandbox's working directory.
 func (m *Manager) CopyFrom(ctx context.Context, ref, src, dst string) error {
@@ -80,18 +79,26 @@ func CopyFromExecutor(ctx context.Context, c *client.Client, src, dst string) er
 	if err != nil {
 		return err
 	}
-	dir, rename := dst, ""
-	if fi, err := os.Stat(dst); err != nil || !fi.IsDir() {
-		dir, rename = filepath.Dir(dst), filepath.Base(dst)
+	src = path.Clean(src)
+	top := path.Base(src) // "/" for the whole root
+	dir, name := dst, top
+	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+		if top == "/" {
+			return fmt.Errorf("%w: copy the sandbox's / to a new directory, not into the existing %s", ErrInvalid, dst)
+		}
+	} else {
+		dir, name = filepath.Dir(dst), filepath.Base(dst)
 	}
 	pr, pw := io.Pipe()
 	fetchErr := make(chan error, 1)
 	go func() {
-		_, err := c.GetArchive(ctx, path.Clean(src), pw, MaxCopyBytes)
+		_, err := c.GetArchive(ctx, src, pw, MaxCopyBytes)
 		pw.CloseWithError(err)
 		fetchErr <- err
 	}()
-	err = extractTar(pr, dir, rename)
+	// What the sandbox sends is extracted by the rules of a hostile layer
+	// and installed only when complete (package copyout).
+	err = copyout.Extract(pr, top, dir, name, copyout.Limits{MaxBytes: MaxCopyBytes})
 	pr.CloseWithError(errors.New("extraction stopped"))
 	if ferr := <-fetchErr; ferr != nil && err == nil {
 		err = ferr
@@ -203,108 +210,4 @@ func writeTar(w io.Writer, src, name string) error {
 		return err
 	}
 	return tw.Close()
-}
-
-// extractTar unpacks a tar stream from a sandbox into dir. When rename is
-// set, the first component of every entry name is replaced by it (copying
-// to a new name). Every path is resolved inside dir with os.Root.
-func extractTar(r io.Reader, dir, rename string) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return fmt.Errorf("destination: %w", err)
-	}
-	defer root.Close()
-	type dirTime struct {
-		name string
-		t    time.Time
-	}
-	var dirTimes []dirTime
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read tar stream: %w", err)
-		}
-		name, err := cleanEntry(hdr.Name, rename)
-		if err != nil {
-			return err
-		}
-		mode := fs.FileMode(hdr.Mode).Perm() // no setuid, setgid or sticky bits from a sandbox
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := root.MkdirAll(name, 0o755); err != nil {
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-			if err := root.Chmod(name, mode|0o700); err != nil {
-				return err
-			}
-			dirTimes = append(dirTimes, dirTime{name, hdr.ModTime})
-		case tar.TypeReg:
-			if err := mkParent(root, name); err != nil {
-				return err
-			}
-			_ = root.Remove(name) // replace, never write through an existing symlink
-			f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-			if err != nil {
-				return fmt.Errorf("create %s: %w", name, err)
-			}
-			_, cerr := io.Copy(f, tr)
-			if err := errors.Join(cerr, f.Close()); err != nil {
-				return fmt.Errorf("write %s: %w", name, err)
-			}
-			_ = root.Chtimes(name, hdr.ModTime, hdr.ModTime)
-		case tar.TypeSymlink:
-			if err := mkParent(root, name); err != nil {
-				return err
-			}
-			_ = root.Remove(name)
-			if err := root.Symlink(hdr.Linkname, name); err != nil {
-				return fmt.Errorf("create symlink %s: %w", name, err)
-			}
-		case tar.TypeLink:
-			target, err := cleanEntry(hdr.Linkname, rename)
-			if err != nil {
-				return err
-			}
-			if err := mkParent(root, name); err != nil {
-				return err
-			}
-			_ = root.Remove(name)
-			if err := root.Link(target, name); err != nil {
-				return fmt.Errorf("create hard link %s: %w", name, err)
-			}
-		default:
-			return fmt.Errorf("refusing tar entry %q of type %q (devices, fifos and the like are not copied)", hdr.Name, string(hdr.Typeflag))
-		}
-	}
-	for i := len(dirTimes) - 1; i >= 0; i-- {
-		_ = root.Chtimes(dirTimes[i].name, dirTimes[i].t, dirTimes[i].t)
-	}
-	return nil
-}
-
-// cleanEntry validates a tar entry name (relative, no "..") and applies
-// the rename of its first component.
-func cleanEntry(name, rename string) (string, error) {
-	clean := path.Clean(strings.TrimSuffix(name, "/"))
-	if name == "" || path.IsAbs(name) || clean == ".." || strings.HasPrefix(clean, "../") || clean == "." {
-		return "", fmt.Errorf("refusing tar entry %q: not a relative path inside the copy", name)
-	}
-	if rename != "" {
-		_, rest, _ := strings.Cut(clean, "/")
-		clean = path.Join(rename, rest)
-	}
-	return clean, nil
-}
-
-func mkParent(root *os.Root, name string) error {
-	if d := path.Dir(name); d != "." {
-		if err := root.MkdirAll(d, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", d, err)
-		}
-	}
-	return nil
 }

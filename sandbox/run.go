@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -315,6 +314,8 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 		return nil, err
 	}
 	rep.Timings.StartS = time.Since(tStart).Seconds()
+	// Read the status as it comes: the init must never block on the pipe.
+	status := reaper.ReadStatus(statusR)
 
 	var copyWG sync.WaitGroup
 	if spec.Tty {
@@ -374,8 +375,8 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 	if spec.Tty {
 		copyWG.Wait()
 	}
-	var st reaper.Status
-	haveStatus := json.NewDecoder(io.LimitReader(statusR, 4096)).Decode(&st) == nil
+	// The pipe closes when the init exits; a second is plenty.
+	st := status.Status(time.Second)
 	usage, uerr := ctr.Usage()
 	if uerr != nil {
 		slog.Debug("no usage for run", "id", id, "err", uerr)
@@ -391,19 +392,20 @@ func (r *Runner) Run(ctx context.Context, spec RunSpec) (*Report, error) {
 	timedOut.Do(func() {})
 	rep.TimedOut = timedOutFlag
 
+	// The outcome is what the host observes: the init's wait status from
+	// the kernel (the init exits with the command's code), the cgroup's OOM
+	// kills below, sbx's own timer. The init's status only disambiguates,
+	// and only when it agrees with the kernel (reaper.Decide).
+	out := reaper.Decide(ws, st)
 	switch {
-	case waitErr != nil && !haveStatus && !rep.TimedOut:
+	case waitErr != nil && !rep.TimedOut:
 		return rep, fmt.Errorf("wait for sandbox: %w", waitErr)
 	case rep.TimedOut:
 		rep.Status, rep.ExitCode, rep.Signal = StatusTimeout, ExitTimeout, int(unix.SIGKILL)
-	case haveStatus && st.ExecError != "":
-		rep.Status, rep.ExitCode, rep.Error = StatusError, st.ExitCode, st.ExecError
-	case haveStatus:
-		rep.ExitCode, rep.Signal = st.ExitCode, st.Signal
-	case ws.Signaled():
-		rep.ExitCode, rep.Signal = 128+int(ws.Signal()), int(ws.Signal())
+	case out.ExecError != "":
+		rep.Status, rep.ExitCode, rep.Error = StatusError, out.ExitCode, out.ExecError
 	default:
-		rep.ExitCode = ws.ExitStatus()
+		rep.ExitCode, rep.Signal = out.ExitCode, out.Signal
 	}
 	if usage.OOMKills > 0 {
 		rep.OOMKilled = true

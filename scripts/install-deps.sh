@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
-      iproute2 nftables iptables procps python3 tar skopeo umoci)
+      iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci)
 if [[ "${1:-}" == "--bench" ]]; then
 	pkgs+=(runc crun bubblewrap hyperfine docker.io podman)
 fi
@@ -54,6 +54,10 @@ fi
 if ! command -v go >/dev/null 2>&1 || ! go_ok "$(command -v go)"; then
 	echo "install-deps: Go is at $GO_ROOT/bin; put it first on PATH (export PATH=$GO_ROOT/bin:\$PATH)" >&2
 fi
+
+# The Python SDK's tests run in a venv with pinned packages from PyPI, made
+# once under the test cache (see scripts/python-venv.sh).
+bash "$(dirname "$0")/python-venv.sh" >/dev/null
 
 # Nomad, for the Nomad driver's end-to-end tests: not packaged by Debian, so
 # it is built once from the Go module proxy (pinned, a few minutes) and

@@ -103,6 +103,23 @@ func TestExecutorExecBasics(t *testing.T) {
 			}
 		})
 	}
+	t.Run("usage", func(t *testing.T) {
+		// 64 MiB touched and 0.2 s of CPU, in a child the shell waits for.
+		burn := "b = bytearray(64 << 20)\nimport time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass"
+		got, err := e.client.Exec(ctx, api.ExecRequest{Argv: []string{"sh", "-c", `python3 -c "$0"; true`, burn}})
+		if err != nil || got.ExitCode != 0 {
+			t.Fatalf("got %+v, %v", got, err)
+		}
+		if got.MemoryPeakBytes < 64<<20 || got.MemoryPeakBytes > 1<<30 {
+			t.Errorf("memory_peak_bytes %d, want the child's 64 MiB and more", got.MemoryPeakBytes)
+		}
+		if got.CPUTimeS < 0.2 || got.CPUTimeS > got.DurationS+0.05 {
+			t.Errorf("cpu_time_s %.3f, want at least the child's 0.2 s and at most the wall time %.3f", got.CPUTimeS, got.DurationS)
+		}
+		if d := got.CPUTimeS - got.UserTimeS - got.SysTimeS; d > 1e-6 || d < -1e-6 {
+			t.Errorf("cpu_time_s %.6f is not user %.6f + sys %.6f", got.CPUTimeS, got.UserTimeS, got.SysTimeS)
+		}
+	})
 	t.Run("not found", func(t *testing.T) {
 		got, err := e.client.Exec(ctx, api.ExecRequest{Argv: []string{"no-such-binary-xyz"}})
 		if err != nil || got.ExitCode != 127 || !strings.Contains(got.Stderr, "not found") {

@@ -44,6 +44,9 @@ func TestMain(m *testing.M) {
 	// are this test binary's own, never another sbx user's.
 	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
 	code := m.Run()
+	for _, f := range atExit {
+		f()
+	}
 	os.RemoveAll(testHelpersDir)
 	cleanup()
 	os.RemoveAll(runRoot)
@@ -51,6 +54,9 @@ func TestMain(m *testing.M) {
 	_ = cgroup.RemoveParentIfEmpty()
 	os.Exit(code)
 }
+
+// atExit are cleanups of fixtures shared by several tests, run by TestMain.
+var atExit []func()
 
 func findSbx() (func(), error) {
 	if p := os.Getenv("SBX_BIN"); p != "" {

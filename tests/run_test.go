@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -254,9 +255,10 @@ func TestRunCPUQuota(t *testing.T) {
 	if rep.Status != sandbox.StatusTimeout {
 		t.Fatalf("spinner: report %+v", rep)
 	}
-	// The quota caps the share; a loaded machine may give less, never more.
+	// The quota caps the share; a loaded machine may give less (at load 26
+	// on two CPUs, 0.17), never more. The spinner must have run at all.
 	share := rep.CPUTimeS / rep.WallTimeS
-	if share < 0.2 || share > 0.6 {
+	if share < 0.01 || share > 0.6 {
 		t.Errorf("--cpus 0.5 gave %.2f of a CPU (cpu %.2fs over %.2fs wall), want at most about 0.5", share, rep.CPUTimeS, rep.WallTimeS)
 	}
 }
@@ -357,20 +359,24 @@ func TestRunDebianRootfs(t *testing.T) {
 	}
 }
 
-// countHostProcesses counts host processes whose command line is s.
+// countHostProcesses counts the processes of this test binary's sandboxes
+// (in cgroups under its private parent, see TestMain) whose command line
+// is s; other sbx users' processes on the machine, e.g. the same test run
+// by someone else, do not count.
 func countHostProcesses(t testing.TB, s string) int {
 	t.Helper()
 	n := 0
+	mine := ":/" + cgroup.Parent() + "/"
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil {
+		if err != nil || strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")) != s {
 			continue
 		}
-		if strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")) == s {
+		if cg, err := os.ReadFile("/proc/" + e.Name() + "/cgroup"); err == nil && strings.Contains(string(cg), mine) {
 			n++
 		}
 	}

@@ -74,7 +74,7 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 	f.StringVar(&o.format, "format", "text", "table format: text or markdown")
 	f.StringVar(&o.dockerHost, "docker-host", "", "docker daemon socket for the docker runtime (default $DOCKER_HOST or unix:///var/run/docker.sock)")
 	f.BoolVar(&o.startDockerd, "start-dockerd", false, "start a private dockerd for the docker runtime when none answers, and stop it afterwards")
-	f.IntVar(&o.density, "density", 50, "idle sandboxes the density scenario creates")
+	f.IntVar(&o.density, "density", 1000, "idle sandboxes the density scenario creates (1 to 1000)")
 	f.StringVar(&o.sbxBin, "sbx-bin", "", "statically linked sbx binary to measure (default: this one)")
 	rootCmd.AddCommand(cmd)
 }

@@ -91,7 +91,7 @@ func runRemote(cmd *cobra.Command, o *runOptions, args []string) error {
 	var execErr error
 	if o.interactive || o.tty {
 		// Input streamed, a terminal when asked: the executor's attach.
-		res, execErr = attachRemote(ctx, cmd, b, sb.ID, execapi.AttachRequest{ExecRequest: req, Tty: o.tty}, o.interactive)
+		res, execErr = attachExecutor(ctx, cmd, b, sb.ID, execapi.AttachRequest{ExecRequest: req, Tty: o.tty}, o.interactive)
 		execErr = remoteErr(execErr)
 	} else {
 		stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +11,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx/executor/api"
-	"github.com/sbxrun/sbx/sandbox"
 )
 
 // exitTimeout is the exit code of a command stopped by --timeout, as
@@ -78,13 +75,7 @@ func runExec(cmd *cobra.Command, o *execOptions, ref string, argv []string) erro
 	ctx, cancel := signalContext()
 	defer cancel()
 	if o.interactive || o.tty {
-		m, ok := b.(*sandbox.Manager)
-		if !ok {
-			return remoteAttach(ctx, cmd, b, ref, api.AttachRequest{ExecRequest: execRequest(o, argv), Tty: o.tty}, o.interactive, o.timeout)
-		}
-		return attach(ctx, cmd, m, ref, sandbox.AttachOptions{
-			Args: argv, Env: o.env, Cwd: o.workdir, User: o.user, Tty: o.tty,
-		}, o.interactive, o.timeout)
+		return executorAttach(ctx, cmd, b, ref, api.AttachRequest{ExecRequest: execRequest(o, argv), Tty: o.tty}, o.interactive, o.timeout)
 	}
 	req := execRequest(o, argv)
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
@@ -121,33 +112,6 @@ func execRequest(o *execOptions, argv []string) api.ExecRequest {
 	return req
 }
 
-// attach runs an interactive process, putting the user's terminal in raw
-// mode when a terminal is asked for and following its size.
-func attach(ctx context.Context, cmd *cobra.Command, m *sandbox.Manager, ref string, o sandbox.AttachOptions, interactive bool, timeout time.Duration) error {
-	o.Stdout, o.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
-	if interactive {
-		o.Stdin = cmd.InOrStdin()
-	}
-	if o.Tty {
-		restore, size, resize := setupTerminal(interactive)
-		defer restore()
-		o.Size, o.Resize = size, resize
-	}
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
-		defer cancel()
-	}
-	code, err := m.Attach(ctx, ref, o)
-	if err != nil {
-		return sbxError(err)
-	}
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return exitWith(exitTimeout)
-	}
-	return exitWith(code)
-}
-
 func init() {
 	var user, workdir string
 	cmd := &cobra.Command{
@@ -159,21 +123,12 @@ func init() {
 			defer cancel()
 			tty := term.IsTerminal(int(os.Stdin.Fd()))
 			shellArgv := []string{"/bin/sh", "-c", `if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi`}
-			if remoteHost != "" {
-				b, err := openSandboxes()
-				if err != nil {
-					return sbxError(err)
-				}
-				return remoteAttach(ctx, cmd, b, args[0], api.AttachRequest{
-					ExecRequest: api.ExecRequest{Argv: shellArgv, Cwd: workdir, User: user}, Tty: tty,
-				}, true, 0)
-			}
-			m, err := openManager()
+			b, err := openSandboxes()
 			if err != nil {
 				return sbxError(err)
 			}
-			return attach(ctx, cmd, m, args[0], sandbox.AttachOptions{
-				Args: shellArgv, Cwd: workdir, User: user, Tty: tty,
+			return executorAttach(ctx, cmd, b, args[0], api.AttachRequest{
+				ExecRequest: api.ExecRequest{Argv: shellArgv, Cwd: workdir, User: user}, Tty: tty,
 			}, true, 0)
 		},
 	}

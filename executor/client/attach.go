@@ -152,13 +152,13 @@ func (a *Attachment) Wait(stdout, stderr io.Writer) (api.ExecResult, error) {
 			if err := json.Unmarshal(payload, &res); err != nil {
 				return res, fmt.Errorf("executor attach: bad exit frame: %w", err)
 			}
-			return res, nil
+			return checked(res), nil
 		case api.AttachError:
 			var e api.ErrorBody
 			if err := json.Unmarshal(payload, &e); err != nil || e.Code == "" {
 				return api.ExecResult{}, fmt.Errorf("executor attach: bad error frame %.200q", payload)
 			}
-			return api.ExecResult{}, &Error{Status: http.StatusInternalServerError, Code: e.Code, Message: e.Message}
+			return api.ExecResult{}, newError(http.StatusInternalServerError, e.Code, e.Message, nil)
 		default:
 			return api.ExecResult{}, fmt.Errorf("executor attach: unknown frame type %q", typ)
 		}
@@ -169,4 +169,65 @@ func (a *Attachment) Wait(stdout, stderr io.Writer) (api.ExecResult, error) {
 func (a *Attachment) Close() error {
 	a.stop()
 	return a.conn.Close()
+}
+
+// AttachIO connects an attached command to the caller: Stdin is copied to
+// it (nil: no input; without a terminal its end closes the command's
+// stdin), its output goes to Stdout and Stderr (with a terminal all of it
+// goes to Stdout), and every size sent on Resize (columns, rows) resizes
+// its terminal.
+type AttachIO struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Resize         <-chan [2]uint16
+}
+
+// RunAttached runs req attached through the executor and returns its
+// result once it exits, or an error when ctx ends (the command is then
+// killed) or the executor breaks the protocol.
+func (c *Client) RunAttached(ctx context.Context, req api.AttachRequest, stdio AttachIO) (api.ExecResult, error) {
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	a, err := c.Attach(actx, req)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	defer a.Close()
+	if stdio.Resize != nil {
+		go func() {
+			for {
+				select {
+				case <-actx.Done():
+					return
+				case s, ok := <-stdio.Resize:
+					if !ok {
+						return
+					}
+					_ = a.Resize(s[0], s[1])
+				}
+			}
+		}()
+	}
+	if stdio.Stdin != nil {
+		go func() {
+			_, err := io.Copy(a, stdio.Stdin)
+			if err == nil && !req.Tty {
+				_ = a.CloseStdin()
+			}
+		}()
+	} else if !req.Tty {
+		_ = a.CloseStdin()
+	}
+	stdout, stderr := stdio.Stdout, stdio.Stderr
+	if stdout == nil {
+		stdout = io.Discard
+	}
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	res, err := a.Wait(stdout, stderr)
+	if err != nil && ctx.Err() != nil {
+		return res, fmt.Errorf("attach: %w", ctx.Err())
+	}
+	return res, err
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/internal/termsafe"
 )
 
 // Options tune a Client. Zero values take the defaults in brackets.
@@ -41,6 +42,11 @@ type Options struct {
 	MaxReplyBytes int64
 	// MaxFrameBytes caps one line of a streamed exec [1 MiB].
 	MaxFrameBytes int
+	// IdleTimeout ends a file or archive transfer during which the
+	// executor neither sends nor takes a byte for this long [30 s]: a
+	// stalled or hostile executor cannot hold sbx cp for the whole
+	// TransferTimeout.
+	IdleTimeout time.Duration
 }
 
 // Client calls one executor. It is safe for concurrent use and keeps
@@ -78,6 +84,9 @@ func NewWithDialer(dial func(ctx context.Context) (net.Conn, error), opts Option
 	}
 	if opts.MaxFrameBytes <= 0 {
 		opts.MaxFrameBytes = 1 << 20
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 30 * time.Second
 	}
 	tr := &http.Transport{
 		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
@@ -160,7 +169,16 @@ func decodeError(resp *http.Response) error {
 	if err := json.Unmarshal(data, &e); err != nil || e.Error.Code == "" {
 		return &Error{Status: resp.StatusCode, Code: api.CodeInternal, Message: fmt.Sprintf("unexpected reply: %.200q", data)}
 	}
-	return &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Lines: e.Error.Lines}
+	return newError(resp.StatusCode, e.Error.Code, e.Error.Message, e.Error.Lines)
+}
+
+// newError is an executor error whose strings, which the sandbox chose,
+// are made safe to print: no escape sequences, bounded length.
+func newError(status int, code, message string, lines []int) *Error {
+	if len(lines) > 64 {
+		lines = lines[:64]
+	}
+	return &Error{Status: status, Code: termsafe.String(code, 64), Message: termsafe.String(message, 4096), Lines: lines}
 }
 
 // cappedBody fails reads past its cap instead of truncating silently.
@@ -250,7 +268,21 @@ func (c *Client) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult,
 	d, maxBytes := c.execBudget(req)
 	var res api.ExecResult
 	err := c.call(ctx, d, http.MethodPost, api.PathExec, req, &res, maxBytes)
-	return res, err
+	return checked(res), err
+}
+
+// checked keeps a result the executor sent within what a process can
+// report: an exit code of 0 to 255 (255 for anything else), a short
+// signal name, so that callers can pass them on as they are.
+func checked(res api.ExecResult) api.ExecResult {
+	if res.ExitCode < 0 || res.ExitCode > 255 {
+		res.ExitCode = 255
+	}
+	if len(res.Signal) > 16 {
+		res.Signal = res.Signal[:16]
+	}
+	res.Signal = termsafe.String(res.Signal, 16)
+	return res
 }
 
 // ExecStream runs one command and calls onOutput with each stdout or stderr
@@ -291,12 +323,12 @@ func (c *Client) ExecStream(ctx context.Context, req api.ExecRequest, onOutput f
 			if f.Result == nil {
 				return api.ExecResult{}, errors.New("executor exec stream: result frame without result")
 			}
-			return *f.Result, nil
+			return checked(*f.Result), nil
 		case api.FrameError:
 			if f.Error == nil {
 				return api.ExecResult{}, errors.New("executor exec stream: error frame without error")
 			}
-			return api.ExecResult{}, &Error{Status: http.StatusOK, Code: f.Error.Code, Message: f.Error.Message}
+			return api.ExecResult{}, newError(http.StatusOK, f.Error.Code, f.Error.Message, nil)
 		default:
 			return api.ExecResult{}, fmt.Errorf("executor exec stream: unknown frame type %q", f.Type)
 		}
@@ -383,16 +415,52 @@ func (c *Client) GetArchive(ctx context.Context, path string, w io.Writer, max i
 func (c *Client) download(ctx context.Context, pathQuery string, w io.Writer, max int64) (int64, error) {
 	ctx, cancel := withDeadline(ctx, c.opts.TransferTimeout)
 	defer cancel()
+	ctx, touch, stop := c.watchIdle(ctx)
+	defer stop()
 	resp, err := c.Do(ctx, http.MethodGet, pathQuery, nil, "", max)
 	if err != nil {
-		return 0, err
+		return 0, idleCause(ctx, err)
 	}
 	defer resp.Body.Close()
-	n, err := io.Copy(w, resp.Body)
+	n, err := io.Copy(w, touchReader{resp.Body, touch})
 	if err != nil {
-		return n, fmt.Errorf("executor GET %s: %w", pathQuery, err)
+		return n, fmt.Errorf("executor GET %s: %w", pathQuery, idleCause(ctx, err))
 	}
 	return n, nil
+}
+
+// errIdle is the cause of a transfer ended by Options.IdleTimeout.
+var errIdle = errors.New("the executor stalled: no data moved")
+
+// watchIdle returns ctx cancelled once touch has not been called for
+// IdleTimeout, and a function that stops watching.
+func (c *Client) watchIdle(ctx context.Context) (context.Context, func(), func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	d := c.opts.IdleTimeout
+	t := time.AfterFunc(d, func() { cancel(fmt.Errorf("%w for %v", errIdle, d)) })
+	return ctx, func() { t.Reset(d) }, func() { t.Stop(); cancel(nil) }
+}
+
+// idleCause replaces err with the idle timeout when that ended ctx.
+func idleCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); errors.Is(cause, errIdle) {
+		return cause
+	}
+	return err
+}
+
+// touchReader calls touch whenever bytes move through it.
+type touchReader struct {
+	r     io.Reader
+	touch func()
+}
+
+func (t touchReader) Read(p []byte) (int, error) {
+	n, err := t.r.Read(p)
+	if n > 0 {
+		t.touch()
+	}
+	return n, err
 }
 
 // WriteFile replaces the file at path with the content of r, atomically.
@@ -417,9 +485,11 @@ func (c *Client) PutArchive(ctx context.Context, dir string, r io.Reader) (api.A
 func (c *Client) upload(ctx context.Context, pathQuery string, r io.Reader, ct string, out any) error {
 	ctx, cancel := withDeadline(ctx, c.opts.TransferTimeout)
 	defer cancel()
-	resp, err := c.Do(ctx, http.MethodPut, pathQuery, r, ct, 64<<10)
+	ctx, touch, stop := c.watchIdle(ctx)
+	defer stop()
+	resp, err := c.Do(ctx, http.MethodPut, pathQuery, touchReader{r, touch}, ct, 64<<10)
 	if err != nil {
-		return err
+		return idleCause(ctx, err)
 	}
 	defer resp.Body.Close()
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {

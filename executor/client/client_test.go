@@ -178,3 +178,62 @@ func TestAttachHostileExecutor(t *testing.T) {
 		t.Fatalf("oversized frame: %v", err)
 	}
 }
+
+// A transfer during which the executor stops sending (or stops reading)
+// ends after the idle timeout, long before the transfer timeout.
+func TestClientTransferIdleTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	sock := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			io.WriteString(w, "some bytes, then silence")
+			w.(http.Flusher).Flush()
+		}
+		select { // neither sends more nor reads the upload
+		case <-release:
+		case <-r.Context().Done():
+		}
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	c := New(sock, Options{IdleTimeout: 300 * time.Millisecond, TransferTimeout: time.Hour})
+	defer c.Close()
+	start := time.Now()
+	if _, err := c.GetArchive(context.Background(), "/x", io.Discard, 1<<20); err == nil || !strings.Contains(err.Error(), "stalled") {
+		t.Fatalf("download: %v", err)
+	}
+	big := strings.NewReader(strings.Repeat("x", 64<<20)) // more than the socket buffers
+	if _, err := c.PutArchive(context.Background(), "/x", big); err == nil || !strings.Contains(err.Error(), "stalled") {
+		t.Fatalf("upload: %v", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("took %v", d)
+	}
+}
+
+// Strings and numbers the executor chooses reach the caller safe to print
+// and to pass on: no escape sequences, exit codes of a process.
+func TestClientSanitizesWhatTheExecutorSays(t *testing.T) {
+	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == api.PathExec {
+			io.WriteString(w, `{"exit_code":-7,"signal":"\u001b[2Jmany more bytes"}`)
+			return
+		}
+		w.WriteHeader(http.StatusBadRequest)
+		io.WriteString(w, `{"error":{"code":"bad\u001b[31m","message":"\u001b]0;owned\u0007 `+strings.Repeat("m", 10000)+`"}}`)
+	})
+	_, err := c.Health(context.Background())
+	var e *Error
+	if !errors.As(err, &e) || strings.ContainsAny(e.Message+e.Code, "\x1b\x07") || len(e.Message) > 4096 {
+		t.Fatalf("error %q %q", e.Code, e.Message)
+	}
+	res, err := c.Exec(context.Background(), api.ExecRequest{Argv: []string{"x"}})
+	if err != nil || res.ExitCode != 255 || strings.ContainsRune(res.Signal, 0x1b) || len(res.Signal) > 16 {
+		t.Fatalf("result %+v %v", res, err)
+	}
+}

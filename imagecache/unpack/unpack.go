@@ -51,18 +51,21 @@ var DefaultLimits = Limits{
 	MaxDepth:   128,
 }
 
-func (l Limits) withDefaults() Limits {
+func (l Limits) withDefaults() Limits { return l.Or(DefaultLimits) }
+
+// Or returns l with every zero (or negative) field taken from def.
+func (l Limits) Or(def Limits) Limits {
 	if l.MaxBytes <= 0 {
-		l.MaxBytes = DefaultLimits.MaxBytes
+		l.MaxBytes = def.MaxBytes
 	}
 	if l.MaxEntries <= 0 {
-		l.MaxEntries = DefaultLimits.MaxEntries
+		l.MaxEntries = def.MaxEntries
 	}
 	if l.MaxPathLen <= 0 {
-		l.MaxPathLen = DefaultLimits.MaxPathLen
+		l.MaxPathLen = def.MaxPathLen
 	}
 	if l.MaxDepth <= 0 {
-		l.MaxDepth = DefaultLimits.MaxDepth
+		l.MaxDepth = def.MaxDepth
 	}
 	return l
 }

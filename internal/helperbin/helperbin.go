@@ -1,17 +1,19 @@
-// Package helperbin carries the small binaries that run inside sandboxes,
-// sbx-init (cmd/sbx-init, PID 1 of one-shot runs) and sbx-executor
-// (cmd/sbx-executor, PID 1 of long-lived sandboxes), inside every program
-// that links sbx, and writes each out once under a state directory, where
-// sandboxes bind-mount it read-only. They are static, cgo-free and small, so
-// they run in any image and start in about a millisecond; a program that
-// embeds sbx needs no sbx binary on the machine.
+// Package helperbin carries the small binaries that start sandboxes,
+// sbx-init (cmd/sbx-init, PID 1 of one-shot runs), sbx-executor
+// (cmd/sbx-executor, PID 1 of long-lived sandboxes) and sbx-lcinit
+// (cmd/sbx-lcinit, libcontainer's init stage; see package isolate), inside
+// every program that links sbx, and writes each out once under a state
+// directory, where sandboxes bind-mount it read-only. They are static and
+// small (the first two cgo-free), so they run in any image and start in
+// about a millisecond; a program that embeds sbx needs no sbx binary on the
+// machine.
 //
 // The binaries are build products, not sources: `go generate
 // ./internal/helperbin` (run by `make build`) builds them into bin/ before
 // the program that embeds them is compiled.
 package helperbin
 
-//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-init ../../cmd/sbx-init && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-executor ../../cmd/sbx-executor"
+//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-init ../../cmd/sbx-init && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-executor ../../cmd/sbx-executor && CGO_ENABLED=1 go build -trimpath -tags 'seccomp netgo osusergo' -ldflags='-s -w -extldflags -static' -o bin/sbx-lcinit ../../cmd/sbx-lcinit"
 
 import (
 	"debug/elf"
@@ -30,6 +32,7 @@ import (
 const (
 	Init     = "sbx-init"     // one-shot init: "sbx-init reaper [flags] -- CMD"
 	Executor = "sbx-executor" // executor: "sbx-executor executor [flags]"
+	LCInit   = "sbx-lcinit"   // libcontainer's init stage (cgo); see isolate
 )
 
 //go:embed bin
@@ -52,7 +55,7 @@ const sampleBytes = 64 << 10
 // whole binary into memory: an allocation that size would start a garbage
 // collection cycle on a sandbox's start path.
 func Install(dir, name string) (string, error) {
-	if name != Init && name != Executor {
+	if name != Init && name != Executor && name != LCInit {
 		return "", fmt.Errorf("helperbin: unknown helper %q", name)
 	}
 	f, err := files.Open("bin/" + name)

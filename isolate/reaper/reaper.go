@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/internal/oomscore"
+	"github.com/sbxrun/sbx/internal/procguard"
 	"github.com/sbxrun/sbx/internal/sigreset"
 	"github.com/sbxrun/sbx/seccomp/bpfload"
 )
@@ -49,6 +50,12 @@ func Main(args []string) int {
 	}
 	if fs.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "sbx init: no command given")
+		return 125
+	}
+	// Before anything runs: the command must neither attach to this
+	// process nor inherit the host's pipes (it could forge the status).
+	if err := procguard.Apply(); err != nil {
+		fmt.Fprintln(os.Stderr, "sbx init:", err)
 		return 125
 	}
 	if *seccompFD >= 0 {

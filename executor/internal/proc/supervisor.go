@@ -193,6 +193,15 @@ func (p *Process) ExitCode() (int, string) {
 	return ws.ExitStatus(), ""
 }
 
+// Usage is what the process and the children it waited for used: user and
+// system CPU time, and the largest resident set among them in bytes
+// (wait4's rusage); valid once Done is closed. Descendants it left behind
+// are not counted.
+func (p *Process) Usage() (user, sys time.Duration, maxRSSBytes uint64) {
+	ru := &p.rusage
+	return time.Duration(ru.Utime.Nano()), time.Duration(ru.Stime.Nano()), uint64(max(ru.Maxrss, 0)) << 10
+}
+
 // SignalGroup sends sig to the process group the process leads. It is a
 // no-op error (ESRCH) once the whole group is gone.
 func (p *Process) SignalGroup(sig unix.Signal) error {

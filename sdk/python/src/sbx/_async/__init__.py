@@ -1,0 +1,1 @@
+"""The client classes; the package sbx exports them."""

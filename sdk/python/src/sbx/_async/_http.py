@@ -1,0 +1,123 @@
+"""The HTTP layer of the client: one httpx client per server,
+replies read within caps, errors turned into the SDK's exceptions.
+
+The sync twin in ../_sync/ is generated from this file by
+sdk/python/scripts/gen_sync.py.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, AsyncGenerator, AsyncIterator, Mapping, Optional, TypeVar
+
+import httpx
+
+from .._errors import ProtocolError
+from .._transport import DEFAULT, Timeout, client_options, http_timeout, translated
+from .._wire import MAX_JSON_BYTES, MAX_LINE_BYTES, Frame, api_error, decode_frame, decode_json, endpoint
+
+
+Self = TypeVar("Self", bound="AsyncClosing")
+
+
+class AsyncClosing:
+    """Use as a context manager: ``aclose`` runs at the end of the block."""
+
+    async def aclose(self) -> None:
+        """Release what the object holds."""
+        raise NotImplementedError
+
+    async def __aenter__(self: Self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        await self.aclose()
+
+
+class AsyncHTTP:
+    """One connection pool to one sbx server."""
+
+    def __init__(self, host: Optional[str], token: Optional[str], timeout: Optional[float], verify: bool | str) -> None:
+        ep = endpoint(host)
+        self.where = f"unix://{ep.uds}" if ep.uds else ep.base_url
+        transport = httpx.AsyncHTTPTransport(uds=ep.uds, verify=verify, retries=0)
+        self.client = httpx.AsyncClient(transport=transport, **client_options(ep, token, timeout))  # type: ignore[arg-type]
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        await self.client.aclose()
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        what: str,
+        params: Optional[Mapping[str, Any]] = None,
+        json: Any = None,
+        content: Any = None,
+        headers: Optional[Mapping[str, str]] = None,
+        timeout: Timeout = DEFAULT,
+        file_op: bool = False,
+    ) -> AsyncIterator[httpx.Response]:
+        """Send a request and yield its response once the status is a
+        success; an error reply is raised as its APIError. The body is read
+        by the caller, and the connection closed when the block ends."""
+        kwargs: dict[str, Any] = {"params": params, "json": json, "content": content, "headers": headers}
+        if timeout is not DEFAULT:
+            kwargs["timeout"] = http_timeout(timeout)  # type: ignore[arg-type]
+        with translated(self.where, what):
+            async with self.client.stream(method, path, **kwargs) as resp:
+                if resp.status_code >= 400:
+                    body = await read_capped(resp, 64 << 10, what, truncate=True)
+                    raise api_error(resp.status_code, body, resp.headers, file_op=file_op)
+                yield resp
+
+    async def call(self, method: str, path: str, *, max_bytes: int = MAX_JSON_BYTES, raw: bool = False, **kw: Any) -> Any:
+        """Send a request (the arguments of :meth:`stream`) and return its
+        decoded JSON reply (None for an empty one), or with ``raw`` the
+        reply's bytes, at most ``max_bytes`` of them."""
+        what = kw["what"]
+        async with self.stream(method, path, **kw) as resp:
+            with translated(self.where, what):
+                data = await read_capped(resp, max_bytes, what)
+        if raw:
+            return data
+        return decode_json(data, what) if data.strip() else None
+
+
+async def read_capped(resp: httpx.Response, limit: int, what: str, truncate: bool = False) -> bytes:
+    """The body of ``resp``, at most ``limit`` bytes: more is a
+    ProtocolError, or cut with ``truncate``."""
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        if len(buf) > limit:
+            if truncate:
+                return bytes(buf[:limit])
+            raise ProtocolError(f"{what}: the reply is larger than {limit} bytes")
+    return bytes(buf)
+
+
+async def ndjson(resp: httpx.Response, what: str) -> AsyncGenerator[Frame, None]:
+    """The objects of an NDJSON body, one per line, each at most
+    MAX_LINE_BYTES long."""
+    buf = bytearray()
+    async for chunk in resp.aiter_bytes():
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line, buf = bytes(buf[:nl]), buf[nl + 1 :]
+            if line.strip():
+                yield decode_frame(line, what)
+        if len(buf) > MAX_LINE_BYTES:
+            raise ProtocolError(f"{what}: a line of the reply is longer than {MAX_LINE_BYTES} bytes")
+    if buf.strip():
+        yield decode_frame(bytes(buf), what)
+

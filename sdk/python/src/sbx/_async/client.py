@@ -1,0 +1,391 @@
+"""The client of one sbx server: sandboxes, images, events and the host.
+
+The sync twin in ../_sync/ is generated from this file by
+sdk/python/scripts/gen_sync.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import IO, Any, AsyncIterator, Callable, Mapping, Optional, Sequence, Union
+
+from httpx_sse import EventSource, ServerSentEvent
+
+from .. import _aio, _tar
+from .._errors import ConnectError, ProtocolError
+from .._models import (
+    Event,
+    GCReport,
+    Health,
+    HostInfo,
+    Image,
+    ImageDetail,
+    ImageGCReport,
+    PreparedImage,
+    PullProgress,
+    SandboxRecord,
+    Tmpfs,
+    Volume,
+)
+from .._transport import translated
+from .._units import Duration, Size
+from .._wire import (
+    Env,
+    Network,
+    create_body,
+    decode_json,
+    env_list,
+    frame_error,
+    image_path,
+    sandbox_path,
+    token_from_env,
+)
+from ._http import AsyncClosing, AsyncHTTP, ndjson
+from .sandbox import AsyncSandbox
+
+#: Seconds a call waits for the server's answer unless the call says otherwise.
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class AsyncClient(AsyncClosing):
+    """A client of ``sbx serve``.
+
+    ``host`` is ``unix:///path`` (default ``$SBX_HOST``, else
+    ``unix:///run/sbx/sbx.sock``), ``http://host:port``,
+    ``https://host:port`` or ``host:port``. ``token`` is the server's
+    bearer token (default ``$SBX_TOKEN`` or the file ``$SBX_TOKEN_FILE``).
+    ``timeout`` bounds quick calls in seconds (None: no bound); calls that
+    take as long as their work (create, pull, import, exec, sessions, file
+    transfers) have their own deadlines. ``verify`` is passed to the TLS
+    layer (a CA bundle path, or False).
+
+    Use it as a context manager, or call ``close`` when done."""
+
+    def __init__(
+        self,
+        host: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT_S,
+        verify: Union[bool, str] = True,
+    ) -> None:
+        self._http = AsyncHTTP(host, token if token is not None else token_from_env(), timeout, verify)
+        self.sandboxes = AsyncSandboxes(self._http)
+        self.images = AsyncImages(self._http)
+
+    def __repr__(self) -> str:
+        return f"<Client {self._http.where}>"
+
+    async def health(self) -> Health:
+        """The server's liveness answer (needs no token)."""
+        return Health.from_json(await self._http.call("GET", "/healthz", what="health"))
+
+    async def info(self) -> HostInfo:
+        """Facts of the server's host: kernel, cgroups, seccomp, overlayfs,
+        state directories, warnings."""
+        return HostInfo.from_json(await self._http.call("GET", "/v1/info", what="info"))
+
+    async def gc(self) -> GCReport:
+        """Remove what crashes left behind on the server (expired sandboxes,
+        interrupted creates and removes, orphaned runtime state)."""
+        return GCReport.from_json(await self._http.call("POST", "/v1/gc", what="gc", timeout=None))
+
+    def events(
+        self,
+        *,
+        since: Optional[int] = None,
+        timeout: Optional[float] = None,
+        reconnect_for: float = 10.0,
+    ) -> AsyncEventStream:
+        """The server's events, in order, as an iterable stream of Event.
+
+        Without ``since`` the stream starts with the next event; with it,
+        the buffered events after that sequence number come first (a
+        ``reset`` event says some were lost). A stream the server ends (a
+        slow reader, a restart) is resumed from the last event received,
+        retrying for up to ``reconnect_for`` seconds before ConnectError.
+        ``timeout`` is the longest wait for the next event or the server's
+        keep-alive (sent every 15 s) before RequestTimeoutError; None waits
+        for ever. Close the stream (or leave its ``with`` block) to stop."""
+        return AsyncEventStream(self._http, since, timeout, reconnect_for)
+
+    async def aclose(self) -> None:
+        """Close the client's connections."""
+        await self._http.aclose()
+
+
+
+
+class AsyncSandboxes:
+    """The sandboxes of the server (``client.sandboxes``)."""
+
+    def __init__(self, http: AsyncHTTP) -> None:
+        self._http = http
+
+    async def create(
+        self,
+        image: Optional[str] = None,
+        *,
+        rootfs: Optional[str] = None,
+        name: Optional[str] = None,
+        cmd: Optional[Union[Sequence[str], str]] = None,
+        env: Optional[Env] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+        hostname: Optional[str] = None,
+        memory: Optional[Size] = None,
+        cpus: Optional[float] = None,
+        pids: Optional[int] = None,
+        disk: Optional[Size] = None,
+        network: Optional[Network] = None,
+        publish: Optional[Sequence[str]] = None,
+        egress: Optional[str] = None,
+        allow_host_ports: Optional[Sequence[str]] = None,
+        dns: Optional[Sequence[str]] = None,
+        volumes: Optional[Sequence[Union[Volume, str]]] = None,
+        tmpfs: Optional[Sequence[Union[Tmpfs, str]]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        ttl: Optional[Duration] = None,
+        readonly_rootfs: bool = False,
+        cap_add: Optional[Sequence[str]] = None,
+        cap_drop: Optional[Sequence[str]] = None,
+        seccomp: Optional[str] = None,
+    ) -> AsyncSandbox:
+        """Create a sandbox and return it once its executor answers.
+
+        ``image`` is a reference in the server's cache (pulled there when
+        missing), or give ``rootfs``, a directory on the server that it
+        allows. Limits: ``memory`` and ``disk`` (bytes or "512m"), ``cpus``
+        (e.g. 1.5), ``pids``. ``network`` is "none" (default), "bridge" or
+        "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
+        ``dns`` and ``allow_host_ports`` apply to bridge mode. ``ttl``
+        (seconds, a timedelta or "1h") removes the sandbox that long after
+        its creation. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
+        ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is started in a
+        shell session once the sandbox is ready (``record.cmd_start`` names
+        it). ``env`` is a mapping or "KEY=VALUE" strings.
+
+        Bad values raise ValueError or TypeError before anything is sent;
+        the server's refusals are InvalidError, ForbiddenError (its policy),
+        ConflictError (name in use) and LimitError (full). Used as a context
+        manager, the sandbox is removed at the end of the block."""
+        body = create_body(locals())
+        reply = await self._http.call("POST", "/v1/sandboxes", what="create", json=body, timeout=None)
+        return AsyncSandbox(self._http, SandboxRecord.from_json(reply))
+
+    async def get(self, sandbox_id: str) -> AsyncSandbox:
+        """The sandbox with this id, unique id prefix or name
+        (NotFoundError when there is none)."""
+        reply = await self._http.call("GET", sandbox_path(sandbox_id), what=f"inspect {sandbox_id}")
+        return AsyncSandbox(self._http, SandboxRecord.from_json(reply))
+
+    async def list(
+        self,
+        *,
+        labels: Optional[Mapping[str, str]] = None,
+        status: Optional[str] = None,
+        running: Optional[bool] = None,
+    ) -> list[AsyncSandbox]:
+        """The sandboxes, oldest first: all, or those with every label in
+        ``labels``, in ``status``, or (``running=True``) running, paused or
+        creating."""
+        params: list[tuple[str, str]] = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        if status is not None:
+            params.append(("status", status))
+        if running is not None:
+            params.append(("running", "true" if running else "false"))
+        reply = await self._http.call("GET", "/v1/sandboxes", what="list sandboxes", params=params)
+        items = reply.get("sandboxes") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError("list sandboxes: the server sent no list")
+        return [AsyncSandbox(self._http, SandboxRecord.from_json(s)) for s in items]
+
+
+class AsyncImages:
+    """The server's image cache (``client.images``)."""
+
+    def __init__(self, http: AsyncHTTP) -> None:
+        self._http = http
+
+    async def list(self) -> list[Image]:
+        """The cached images."""
+        reply = await self._http.call("GET", "/v1/images", what="list images")
+        items = reply.get("images") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError("list images: the server sent no list")
+        return [Image.from_json(i) for i in items]
+
+    async def get(self, ref: str) -> ImageDetail:
+        """An image in full: config, layers, digest (NotFoundError when it is
+        not cached)."""
+        return ImageDetail.from_json(await self._http.call("GET", image_path(ref), what=f"inspect image {ref}"))
+
+    async def pull(self, ref: str, *, on_progress: Optional[Callable[[PullProgress], Any]] = None) -> Image:
+        """Pull ``ref`` into the server's cache and return it; ``on_progress``
+        is called with each layer's PullProgress as the pull goes."""
+        if on_progress is None:
+            reply = await self._http.call("POST", "/v1/images/pull", what=f"pull {ref}", json={"ref": ref}, timeout=None)
+            return Image.from_json(reply)
+        async with self._http.stream(
+            "POST", "/v1/images/pull", what=f"pull {ref}", params={"progress": "1"}, json={"ref": ref}, timeout=None
+        ) as resp:
+            async for frame in ndjson(resp, f"pull {ref}"):
+                kind = frame.get("type")
+                if kind == "progress":
+                    on_progress(PullProgress.from_json(frame.get("progress")))
+                elif kind == "result":
+                    return Image.from_json(frame.get("image"))
+                elif kind == "error":
+                    raise frame_error(frame)
+        raise ProtocolError(f"pull {ref}: the stream ended without a result")
+
+    async def remove(self, ref: str) -> None:
+        """Remove the image's name from the cache (its layers stay until
+        :meth:`gc`)."""
+        await self._http.call("DELETE", image_path(ref), what=f"remove image {ref}")
+
+    async def import_archive(
+        self, source: Union[str, os.PathLike[str], bytes, IO[bytes]], *, name: Optional[str] = None
+    ) -> Image:
+        """Import an image into the server's cache from ``source``: a local
+        archive file (OCI archive, docker save tar, root filesystem tarball;
+        gzip or zstd too), a local directory (sent as a tar: a root
+        filesystem, or an OCI layout), the archive's bytes, or a binary file
+        object. ``name`` is needed when the archive does not name its image,
+        and always for a root filesystem."""
+        content: Any
+        if isinstance(source, (bytes, bytearray)):
+            content = bytes(source)
+        elif isinstance(source, (str, os.PathLike)):
+            if os.path.isdir(source):
+                content = _aio.iterate(_tar.tar_chunks(source, arcname="."))
+            else:
+                content = _aio.iterate(_tar.file_chunks(os.fspath(source)))
+        else:
+            content = _aio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
+        reply = await self._http.call(
+            "POST",
+            "/v1/images/import",
+            what="import image",
+            params={"name": name} if name else None,
+            content=content,
+            headers={"Content-Type": "application/x-tar"},
+            timeout=None,
+        )
+        return Image.from_json(reply)
+
+    async def gc(self) -> ImageGCReport:
+        """Remove the layers no cached image and no sandbox on record uses."""
+        return ImageGCReport.from_json(await self._http.call("POST", "/v1/images/gc", what="image gc", timeout=None))
+
+    async def prepare(
+        self,
+        base: str,
+        script: str,
+        *,
+        env: Optional[Env] = None,
+        user: Optional[str] = None,
+        workdir: Optional[str] = None,
+        network: Optional[Network] = None,
+    ) -> PreparedImage:
+        """Build (once) an image from ``base`` plus a setup ``script`` (run
+        with /bin/sh -c), cached by their hash as ``sbx prepare`` does; a
+        second call with the same inputs returns the cached image."""
+        body: dict[str, Any] = {"base": base, "script": script}
+        if env is not None:
+            body["env"] = env_list(env)
+        for key, value in (("user", user), ("workdir", workdir), ("network", network)):
+            if value is not None:
+                body[key] = value
+        reply = await self._http.call("POST", "/v1/images/prepare", what=f"prepare {base}", json=body, timeout=None)
+        return PreparedImage.from_json(reply)
+
+
+class AsyncEventStream(AsyncClosing):
+    """The server's events; see :meth:`Client.events`.
+
+    It connects when entered (``with``) or first iterated: events from then
+    on (or after ``since``) are seen. Iterate it for Event objects; close
+    it, or leave its ``with`` block, to stop."""
+
+    def __init__(self, http: AsyncHTTP, since: Optional[int], timeout: Optional[float], reconnect_for: float) -> None:
+        self._http = http
+        self._timeout = timeout
+        self._reconnect_for = reconnect_for
+        #: The sequence number of the last event received, to resume from.
+        self.last_seq: Optional[int] = since
+        self._stack: Optional[AsyncExitStack] = None
+        self._sse: Optional[AsyncIterator[ServerSentEvent]] = None
+        self._connected_once = False
+        self._closed = False
+
+    async def _connect(self) -> AsyncIterator[ServerSentEvent]:
+        failing_since: Optional[float] = None
+        while self._sse is None:
+            headers = {"Last-Event-ID": str(self.last_seq)} if self.last_seq is not None else None
+            stack = AsyncExitStack()
+            try:
+                resp = await stack.enter_async_context(
+                    self._http.stream("GET", "/v1/events", what="events", headers=headers, timeout=self._timeout)
+                )
+                self._stack, self._sse = stack, EventSource(resp).aiter_sse()
+                self._connected_once = True
+            except ConnectError:
+                await stack.aclose()
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if not self._connected_once or now - failing_since >= self._reconnect_for:
+                    raise
+                await _aio.sleep(min(1.0, 0.1 + (now - failing_since) / 2))
+            except BaseException:
+                with _aio.shielded():
+                    await stack.aclose()
+                raise
+        return self._sse
+
+    async def _disconnect(self) -> None:
+        sse, stack = self._sse, self._stack
+        self._sse, self._stack = None, None
+        closer = getattr(sse, "aclose", None)  # the decoder is a generator
+        if closer is not None:
+            await closer()
+        if stack is not None:
+            await stack.aclose()
+
+    def __aiter__(self) -> AsyncEventStream:
+        return self
+
+    async def __anext__(self) -> Event:
+        while not self._closed:
+            sse = await self._connect()
+            try:
+                with translated(self._http.where, "events"):
+                    message = await sse.__anext__()
+            except (StopAsyncIteration, ConnectError):
+                # The server ended the stream (a restart, a reader too
+                # slow): resume after the last event received.
+                await self._disconnect()
+                continue
+            except BaseException:
+                with _aio.shielded():
+                    await self.aclose()
+                raise
+            if not message.data:
+                continue
+            event = Event.from_json(decode_json(message.data.encode(), "event"))
+            self.last_seq = event.seq
+            return event
+        raise StopAsyncIteration
+
+    async def aclose(self) -> None:
+        """Stop the stream and close its connection."""
+        self._closed = True
+        await self._disconnect()
+
+    async def __aenter__(self) -> AsyncEventStream:
+        await self._connect()
+        return self
+

@@ -1,0 +1,481 @@
+"""The typed results of the SDK, decoded from the server's JSON.
+
+Replies are checked as they are decoded: a field of the wrong type is a
+:class:`~sbx.ProtocolError`, never a half-filled object. Records keep the
+whole decoded object in ``raw`` for fields this version does not know.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import typing
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Iterator, Mapping, Optional, TypeVar, Union
+
+from ._errors import ProtocolError
+from ._units import parse_time
+
+__all__ = [
+    "Volume",
+    "Tmpfs",
+    "Report",
+    "ExecResult",
+    "OutputChunk",
+    "SessionInfo",
+    "SessionResult",
+    "FileEntry",
+    "Listing",
+    "ArchiveResult",
+    "CmdStart",
+    "SandboxRecord",
+    "Stats",
+    "Image",
+    "ImageDetail",
+    "ImageGCReport",
+    "PreparedImage",
+    "PullProgress",
+    "Event",
+    "Health",
+    "HostInfo",
+    "GCReport",
+]
+
+Json = Mapping[str, Any]
+T = TypeVar("T")
+
+# What a missing field of each type decodes to.
+_ZERO: dict[Any, Callable[[], Any]] = {str: str, int: int, float: float, bool: bool, list: list, dict: dict}
+
+
+def _obj(value: Any, what: str) -> Json:
+    if not isinstance(value, Mapping):
+        raise ProtocolError(f"{what}: the server sent {type(value).__name__}, want a JSON object")
+    return value
+
+
+def json_names(*names: str, required: bool = False) -> Any:
+    """Field options: the JSON names a field is read from (the first one
+    present wins), and whether it must be there."""
+    return field(metadata={"json": names, "required": required})
+
+
+@functools.lru_cache(maxsize=None)
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def decode(cls: type[T], value: Any) -> T:
+    """A dataclass from a JSON object, each field read by its type: a value
+    of the wrong type is a ProtocolError, a missing one the type's zero
+    (None where the type is Optional). A field ``raw`` gets the whole
+    object."""
+    d = _obj(value, cls.__name__)
+    hints = _hints(typing.cast(type, cls))
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if f.name == "raw":
+            kwargs["raw"] = dict(d)
+            continue
+        names = f.metadata.get("json", (f.name,))
+        v = next((d[n] for n in names if d.get(n) is not None), None)
+        if v is None and f.metadata.get("required"):
+            raise ProtocolError(f"{cls.__name__}: the server sent no {names[0]!r}")
+        kwargs[f.name] = _convert(hints[f.name], v, names[0])
+    return cls(**kwargs)
+
+
+def _convert(tp: Any, v: Any, key: str) -> Any:
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Union:
+        (inner,) = [a for a in args if a is not type(None)]
+        return None if v is None or v == "" else _convert(inner, v, key)
+    if tp is datetime:
+        return parse_time(v)
+    if v is None:
+        if dataclasses.is_dataclass(tp):
+            raise ProtocolError(f"the server sent no {key!r}")
+        return _ZERO[origin or tp]()
+    want = origin or tp
+    if want is float and isinstance(v, int) and not isinstance(v, bool):
+        return float(v)
+    if dataclasses.is_dataclass(tp):
+        return tp.from_json(v)  # type: ignore[union-attr]
+    if not isinstance(v, Mapping if want is dict else want) or (isinstance(v, bool) and want is not bool):
+        raise ProtocolError(f"field {key!r}: the server sent {type(v).__name__} {v!r:.80}")
+    if want is list:
+        return [_convert(args[0], x, key) for x in v]
+    if want is dict:
+        return dict(v)
+    return v
+
+
+class _Decoded:
+    """from_json for dataclasses decoded field by field (see decode)."""
+
+    @classmethod
+    def from_json(cls: type[T], value: Any) -> T:
+        """Decode the server's JSON object."""
+        return decode(cls, value)
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A directory of the server's host (``host_path``) mounted at ``path``
+    inside the sandbox. The server must allow the directory
+    (``sbx serve --allow-host-dir``)."""
+
+    host_path: str
+    path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Tmpfs:
+    """An empty in-memory file system at ``path``, of at most ``size`` (bytes
+    or a string such as "64m"; None: the server's default)."""
+
+    path: str
+    size: Optional[int | str] = None
+
+
+@dataclass(frozen=True)
+class Report(_Decoded):
+    """How a command ended and what it used, in the spirit of isolate's meta
+    file.
+
+    ``status`` is ``ok``, ``nonzero_exit``, ``signaled`` or ``timeout``.
+    ``wall_time_s`` is the command's run time. The CPU times and the peak
+    memory (the largest resident set) cover the command and the children it
+    waited for; they are None when the server does not report them."""
+
+    status: str
+    exit_code: int
+    signal: Optional[str]
+    wall_time_s: float
+    cpu_time_s: Optional[float]
+    user_time_s: Optional[float]
+    sys_time_s: Optional[float]
+    memory_peak_bytes: Optional[int]
+    timed_out: bool
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """The result of :meth:`Sandbox.exec`: ``exit_code`` (128+n when signal
+    n ended the command), ``stdout`` and ``stderr`` (text; bytes that are not
+    UTF-8 became U+FFFD), ``signal`` (e.g. "SIGKILL", or None), ``timed_out``,
+    ``truncated`` (output past ``max_output_bytes`` was cut in the middle),
+    ``duration_s`` and the ``report``."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    signal: Optional[str]
+    timed_out: bool
+    truncated: bool
+    duration_s: float
+    report: Report
+
+    @property
+    def ok(self) -> bool:
+        """True when the command exited 0."""
+        return self.exit_code == 0
+
+    @classmethod
+    def from_json(cls, value: Any) -> ExecResult:
+        """Decode the executor's ``ExecResult`` object; the report's status
+        follows from how the command ended."""
+        d = _obj(value, "exec result")
+        if d.get("timed_out") is True:
+            status = "timeout"
+        elif d.get("signal"):
+            status = "signaled"
+        elif d.get("exit_code"):
+            status = "nonzero_exit"
+        else:
+            status = "ok"
+        return decode(cls, {**d, "report": {**d, "status": status, "wall_time_s": d.get("duration_s")}})
+
+
+@dataclass(frozen=True)
+class OutputChunk:
+    """A piece of a streamed command's output: ``stream`` is "stdout" or
+    "stderr", ``data`` the text as it was produced."""
+
+    stream: str
+    data: str
+
+    def __str__(self) -> str:
+        return self.data
+
+
+@dataclass(frozen=True)
+class SessionInfo(_Decoded):
+    """A shell session of a sandbox: its id, shell, working directory, whether
+    a command runs in it, and the shell's pid inside the sandbox."""
+
+    id: str = json_names("id", required=True)
+    shell: str = ""
+    cwd: str = ""
+    running: bool = False
+    pid: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SessionResult(_Decoded):
+    """What a session command did (OpenHands semantics).
+
+    ``status`` is ``completed`` (``exit_code`` and ``cwd`` set), ``running``
+    (a timeout passed; ``reason`` is "timeout" or "no_output"; the command
+    keeps running: call :meth:`Session.read` for more output, or
+    :meth:`Session.interrupt`), ``busy`` (another command runs; this one was
+    not run) or ``exited`` (the shell itself ended; the next command starts a
+    fresh shell). ``output`` is what the terminal showed since the previous
+    reply; ``notice`` explains anything unusual."""
+
+    status: str
+    exit_code: Optional[int]
+    output: str
+    cwd: Optional[str]
+    reason: Optional[str]
+    truncated: bool
+    notice: Optional[str]
+
+    @property
+    def completed(self) -> bool:
+        """True when the command finished."""
+        return self.status == "completed"
+
+    @property
+    def running(self) -> bool:
+        """True when the command still runs after this reply."""
+        return self.status == "running"
+
+
+@dataclass(frozen=True)
+class FileEntry(_Decoded):
+    """One entry of a directory listing: ``type`` is "file", "dir", "symlink"
+    or "other"; ``mode`` the octal permission string ("0755")."""
+
+    name: str
+    type: str
+    size: int
+    mode: str
+    mtime: Optional[datetime]
+
+
+@dataclass(frozen=True)
+class Listing(_Decoded):
+    """A directory listing, directories first; ``truncated`` when the
+    executor cut a very long one. Iterating yields the entries."""
+
+    path: str
+    entries: list[FileEntry]
+    truncated: bool
+
+    def __iter__(self) -> Iterator[FileEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@dataclass(frozen=True)
+class ArchiveResult(_Decoded):
+    """What an upload unpacked: the directory, the number of entries and of
+    bytes."""
+
+    path: str
+    entries: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class CmdStart(_Decoded):
+    """How a create's ``cmd`` started: the shell ``session`` it runs in,
+    ``status`` ("running", or "completed" with ``exit_code`` when it ended at
+    once) and the ``output`` of its first moments."""
+
+    session: str
+    status: str
+    exit_code: Optional[int]
+    output: str
+
+
+@dataclass(frozen=True)
+class SandboxRecord(_Decoded):
+    """A sandbox as the server records it (what ``sbx inspect`` prints).
+
+    ``status`` is creating, running, paused, stopped or removing. ``spec``,
+    ``image`` and ``network`` are the server's objects as sent; ``raw`` is
+    the whole record."""
+
+    id: str = json_names("id", required=True)
+    name: Optional[str] = None
+    status: str = ""
+    created: Optional[datetime] = None
+    started: Optional[datetime] = None
+    stopped: Optional[datetime] = None
+    expires_at: Optional[datetime] = None
+    exit_code: Optional[int] = None
+    pid: Optional[int] = None
+    pids: list[int] = field(default_factory=list)
+    spec: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, Any] = field(default_factory=dict)
+    network: dict[str, Any] = field(default_factory=dict)
+    cmd_start: Optional[CmdStart] = None
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """The sandbox's labels."""
+        labels = self.spec.get("labels")
+        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Stats(_Decoded):
+    """A sandbox's resource use from its cgroups: CPU times in seconds,
+    memory in bytes (limit 0: none), OOM kills, processes."""
+
+    cpu_time_s: float
+    user_time_s: float
+    sys_time_s: float
+    cpu_throttled_s: float
+    memory_current_bytes: int
+    memory_peak_bytes: int
+    memory_limit_bytes: int
+    oom_kills: int
+    pids: int
+    pids_peak: int
+    pids_limit: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> Stats:
+        """Decode the server's ``Stats`` object (times in seconds, ``*_s``;
+        servers before the unified wire format sent nanoseconds)."""
+        d = dict(_obj(value, "stats"))
+        for key in ("cpu_time", "user_time", "sys_time", "cpu_throttled"):
+            if d.get(key + "_s") is None and isinstance(d.get(key), int):
+                d[key + "_s"] = d[key] / 1e9
+        return decode(cls, d)
+
+
+@dataclass(frozen=True)
+class Image(_Decoded):
+    """A cached image: its name, digest, creation time, platform and size in
+    bytes."""
+
+    name: str
+    digest: str
+    created: Optional[datetime]
+    platform: str
+    size_bytes: int = json_names("size_bytes", "size")
+
+
+@dataclass(frozen=True)
+class ImageDetail(_Decoded):
+    """An image in full: the :class:`Image` fields plus its ``config``
+    (entrypoint, cmd, env, working dir, user, labels, stop signal), the
+    unpacked layer directories on the server and the layers' diff ids."""
+
+    name: str
+    digest: str
+    created: Optional[datetime]
+    platform: str
+    size_bytes: int = json_names("size_bytes", "size")
+    config: dict[str, Any] = json_names("config")
+    layer_dirs: list[str] = json_names("layer_dirs", "layerDirs")
+    diff_ids: list[str] = json_names("diff_ids", "diffIDs")
+
+
+@dataclass(frozen=True)
+class ImageGCReport(_Decoded):
+    """What an image garbage collection removed: layer keys, the bytes freed,
+    and unreferenced layers kept because a mount still uses them."""
+
+    removed_layers: list[str] = json_names("removed_layers", "removedLayers")
+    freed_bytes: int = json_names("freed_bytes", "freedBytes")
+    kept_in_use: list[str] = json_names("kept_in_use", "keptInUse")
+
+
+@dataclass(frozen=True)
+class PreparedImage(_Decoded):
+    """The result of :meth:`Images.prepare`: the image (named
+    ``sbx-prepared:<hash>``), whether it was already built, and the end of
+    the setup script's output."""
+
+    image: Image
+    cached: bool
+    output: str
+
+
+@dataclass(frozen=True)
+class PullProgress(_Decoded):
+    """One layer's state during a pull: its digest, index, phase and bytes
+    done out of ``total``."""
+
+    layer: str
+    index: int
+    phase: str
+    current: int
+    total: int
+
+
+@dataclass(frozen=True)
+class Event(_Decoded):
+    """An event of the server's stream.
+
+    ``seq`` grows by one per event (a gap means a lost event); ``type`` is
+    e.g. "sandbox.created", "sandbox.exited", "image.pulled", or "reset"
+    (events may have been lost: re-read the state)."""
+
+    seq: int
+    type: str
+    time: Optional[datetime]
+    sandbox: Optional[str]
+    name: Optional[str]
+    status: Optional[str]
+    exit_code: Optional[int]
+    oom_kills: int
+    image: Optional[str]
+    raw: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Health(_Decoded):
+    """The server's liveness answer: "ok" and its version."""
+
+    status: str
+    version: str
+
+
+@dataclass(frozen=True)
+class HostInfo(_Decoded):
+    """Facts of the server's host, as ``sbx info`` reports them."""
+
+    version: str
+    kernel: str
+    cgroup_mode: str
+    cgroup_controllers: list[str]
+    seccomp: bool
+    overlayfs: bool
+    root: str
+    run_root: str
+    warnings: list[str]
+    raw: dict[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class GCReport(_Decoded):
+    """What the server's garbage collection removed: expired sandboxes,
+    interrupted creates and removes, stopped sandboxes cleaned up, and
+    orphaned runtime state."""
+
+    expired: list[str]
+    interrupted: list[str]
+    stopped: list[str]
+    orphans: list[str]

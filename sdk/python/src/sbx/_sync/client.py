@@ -1,0 +1,392 @@
+# Generated from src/sbx/_async/client.py by scripts/gen_sync.py: do not edit.
+"""The client of one sbx server: sandboxes, images, events and the host.
+
+This sync twin is generated from ../_async/ by
+sdk/python/scripts/gen_sync.py.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from contextlib import ExitStack
+from types import TracebackType
+from typing import IO, Any, Iterator, Callable, Mapping, Optional, Sequence, Union
+
+from httpx_sse import EventSource, ServerSentEvent
+
+from .. import _sio, _tar
+from .._errors import ConnectError, ProtocolError
+from .._models import (
+    Event,
+    GCReport,
+    Health,
+    HostInfo,
+    Image,
+    ImageDetail,
+    ImageGCReport,
+    PreparedImage,
+    PullProgress,
+    SandboxRecord,
+    Tmpfs,
+    Volume,
+)
+from .._transport import translated
+from .._units import Duration, Size
+from .._wire import (
+    Env,
+    Network,
+    create_body,
+    decode_json,
+    env_list,
+    frame_error,
+    image_path,
+    sandbox_path,
+    token_from_env,
+)
+from ._http import Closing, HTTP, ndjson
+from .sandbox import Sandbox
+
+#: Seconds a call waits for the server's answer unless the call says otherwise.
+DEFAULT_TIMEOUT_S = 60.0
+
+
+class Client(Closing):
+    """A client of ``sbx serve``.
+
+    ``host`` is ``unix:///path`` (default ``$SBX_HOST``, else
+    ``unix:///run/sbx/sbx.sock``), ``http://host:port``,
+    ``https://host:port`` or ``host:port``. ``token`` is the server's
+    bearer token (default ``$SBX_TOKEN`` or the file ``$SBX_TOKEN_FILE``).
+    ``timeout`` bounds quick calls in seconds (None: no bound); calls that
+    take as long as their work (create, pull, import, exec, sessions, file
+    transfers) have their own deadlines. ``verify`` is passed to the TLS
+    layer (a CA bundle path, or False).
+
+    Use it as a context manager, or call ``close`` when done."""
+
+    def __init__(
+        self,
+        host: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+        timeout: Optional[float] = DEFAULT_TIMEOUT_S,
+        verify: Union[bool, str] = True,
+    ) -> None:
+        self._http = HTTP(host, token if token is not None else token_from_env(), timeout, verify)
+        self.sandboxes = Sandboxes(self._http)
+        self.images = Images(self._http)
+
+    def __repr__(self) -> str:
+        return f"<Client {self._http.where}>"
+
+    def health(self) -> Health:
+        """The server's liveness answer (needs no token)."""
+        return Health.from_json(self._http.call("GET", "/healthz", what="health"))
+
+    def info(self) -> HostInfo:
+        """Facts of the server's host: kernel, cgroups, seccomp, overlayfs,
+        state directories, warnings."""
+        return HostInfo.from_json(self._http.call("GET", "/v1/info", what="info"))
+
+    def gc(self) -> GCReport:
+        """Remove what crashes left behind on the server (expired sandboxes,
+        interrupted creates and removes, orphaned runtime state)."""
+        return GCReport.from_json(self._http.call("POST", "/v1/gc", what="gc", timeout=None))
+
+    def events(
+        self,
+        *,
+        since: Optional[int] = None,
+        timeout: Optional[float] = None,
+        reconnect_for: float = 10.0,
+    ) -> EventStream:
+        """The server's events, in order, as an iterable stream of Event.
+
+        Without ``since`` the stream starts with the next event; with it,
+        the buffered events after that sequence number come first (a
+        ``reset`` event says some were lost). A stream the server ends (a
+        slow reader, a restart) is resumed from the last event received,
+        retrying for up to ``reconnect_for`` seconds before ConnectError.
+        ``timeout`` is the longest wait for the next event or the server's
+        keep-alive (sent every 15 s) before RequestTimeoutError; None waits
+        for ever. Close the stream (or leave its ``with`` block) to stop."""
+        return EventStream(self._http, since, timeout, reconnect_for)
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self._http.close()
+
+
+
+
+class Sandboxes:
+    """The sandboxes of the server (``client.sandboxes``)."""
+
+    def __init__(self, http: HTTP) -> None:
+        self._http = http
+
+    def create(
+        self,
+        image: Optional[str] = None,
+        *,
+        rootfs: Optional[str] = None,
+        name: Optional[str] = None,
+        cmd: Optional[Union[Sequence[str], str]] = None,
+        env: Optional[Env] = None,
+        workdir: Optional[str] = None,
+        user: Optional[str] = None,
+        hostname: Optional[str] = None,
+        memory: Optional[Size] = None,
+        cpus: Optional[float] = None,
+        pids: Optional[int] = None,
+        disk: Optional[Size] = None,
+        network: Optional[Network] = None,
+        publish: Optional[Sequence[str]] = None,
+        egress: Optional[str] = None,
+        allow_host_ports: Optional[Sequence[str]] = None,
+        dns: Optional[Sequence[str]] = None,
+        volumes: Optional[Sequence[Union[Volume, str]]] = None,
+        tmpfs: Optional[Sequence[Union[Tmpfs, str]]] = None,
+        labels: Optional[Mapping[str, str]] = None,
+        ttl: Optional[Duration] = None,
+        readonly_rootfs: bool = False,
+        cap_add: Optional[Sequence[str]] = None,
+        cap_drop: Optional[Sequence[str]] = None,
+        seccomp: Optional[str] = None,
+    ) -> Sandbox:
+        """Create a sandbox and return it once its executor answers.
+
+        ``image`` is a reference in the server's cache (pulled there when
+        missing), or give ``rootfs``, a directory on the server that it
+        allows. Limits: ``memory`` and ``disk`` (bytes or "512m"), ``cpus``
+        (e.g. 1.5), ``pids``. ``network`` is "none" (default), "bridge" or
+        "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
+        ``dns`` and ``allow_host_ports`` apply to bridge mode. ``ttl``
+        (seconds, a timedelta or "1h") removes the sandbox that long after
+        its creation. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
+        ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is started in a
+        shell session once the sandbox is ready (``record.cmd_start`` names
+        it). ``env`` is a mapping or "KEY=VALUE" strings.
+
+        Bad values raise ValueError or TypeError before anything is sent;
+        the server's refusals are InvalidError, ForbiddenError (its policy),
+        ConflictError (name in use) and LimitError (full). Used as a context
+        manager, the sandbox is removed at the end of the block."""
+        body = create_body(locals())
+        reply = self._http.call("POST", "/v1/sandboxes", what="create", json=body, timeout=None)
+        return Sandbox(self._http, SandboxRecord.from_json(reply))
+
+    def get(self, sandbox_id: str) -> Sandbox:
+        """The sandbox with this id, unique id prefix or name
+        (NotFoundError when there is none)."""
+        reply = self._http.call("GET", sandbox_path(sandbox_id), what=f"inspect {sandbox_id}")
+        return Sandbox(self._http, SandboxRecord.from_json(reply))
+
+    def list(
+        self,
+        *,
+        labels: Optional[Mapping[str, str]] = None,
+        status: Optional[str] = None,
+        running: Optional[bool] = None,
+    ) -> list[Sandbox]:
+        """The sandboxes, oldest first: all, or those with every label in
+        ``labels``, in ``status``, or (``running=True``) running, paused or
+        creating."""
+        params: list[tuple[str, str]] = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
+        if status is not None:
+            params.append(("status", status))
+        if running is not None:
+            params.append(("running", "true" if running else "false"))
+        reply = self._http.call("GET", "/v1/sandboxes", what="list sandboxes", params=params)
+        items = reply.get("sandboxes") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError("list sandboxes: the server sent no list")
+        return [Sandbox(self._http, SandboxRecord.from_json(s)) for s in items]
+
+
+class Images:
+    """The server's image cache (``client.images``)."""
+
+    def __init__(self, http: HTTP) -> None:
+        self._http = http
+
+    def list(self) -> list[Image]:
+        """The cached images."""
+        reply = self._http.call("GET", "/v1/images", what="list images")
+        items = reply.get("images") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError("list images: the server sent no list")
+        return [Image.from_json(i) for i in items]
+
+    def get(self, ref: str) -> ImageDetail:
+        """An image in full: config, layers, digest (NotFoundError when it is
+        not cached)."""
+        return ImageDetail.from_json(self._http.call("GET", image_path(ref), what=f"inspect image {ref}"))
+
+    def pull(self, ref: str, *, on_progress: Optional[Callable[[PullProgress], Any]] = None) -> Image:
+        """Pull ``ref`` into the server's cache and return it; ``on_progress``
+        is called with each layer's PullProgress as the pull goes."""
+        if on_progress is None:
+            reply = self._http.call("POST", "/v1/images/pull", what=f"pull {ref}", json={"ref": ref}, timeout=None)
+            return Image.from_json(reply)
+        with self._http.stream(
+            "POST", "/v1/images/pull", what=f"pull {ref}", params={"progress": "1"}, json={"ref": ref}, timeout=None
+        ) as resp:
+            for frame in ndjson(resp, f"pull {ref}"):
+                kind = frame.get("type")
+                if kind == "progress":
+                    on_progress(PullProgress.from_json(frame.get("progress")))
+                elif kind == "result":
+                    return Image.from_json(frame.get("image"))
+                elif kind == "error":
+                    raise frame_error(frame)
+        raise ProtocolError(f"pull {ref}: the stream ended without a result")
+
+    def remove(self, ref: str) -> None:
+        """Remove the image's name from the cache (its layers stay until
+        :meth:`gc`)."""
+        self._http.call("DELETE", image_path(ref), what=f"remove image {ref}")
+
+    def import_archive(
+        self, source: Union[str, os.PathLike[str], bytes, IO[bytes]], *, name: Optional[str] = None
+    ) -> Image:
+        """Import an image into the server's cache from ``source``: a local
+        archive file (OCI archive, docker save tar, root filesystem tarball;
+        gzip or zstd too), a local directory (sent as a tar: a root
+        filesystem, or an OCI layout), the archive's bytes, or a binary file
+        object. ``name`` is needed when the archive does not name its image,
+        and always for a root filesystem."""
+        content: Any
+        if isinstance(source, (bytes, bytearray)):
+            content = bytes(source)
+        elif isinstance(source, (str, os.PathLike)):
+            if os.path.isdir(source):
+                content = _sio.iterate(_tar.tar_chunks(source, arcname="."))
+            else:
+                content = _sio.iterate(_tar.file_chunks(os.fspath(source)))
+        else:
+            content = _sio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
+        reply = self._http.call(
+            "POST",
+            "/v1/images/import",
+            what="import image",
+            params={"name": name} if name else None,
+            content=content,
+            headers={"Content-Type": "application/x-tar"},
+            timeout=None,
+        )
+        return Image.from_json(reply)
+
+    def gc(self) -> ImageGCReport:
+        """Remove the layers no cached image and no sandbox on record uses."""
+        return ImageGCReport.from_json(self._http.call("POST", "/v1/images/gc", what="image gc", timeout=None))
+
+    def prepare(
+        self,
+        base: str,
+        script: str,
+        *,
+        env: Optional[Env] = None,
+        user: Optional[str] = None,
+        workdir: Optional[str] = None,
+        network: Optional[Network] = None,
+    ) -> PreparedImage:
+        """Build (once) an image from ``base`` plus a setup ``script`` (run
+        with /bin/sh -c), cached by their hash as ``sbx prepare`` does; a
+        second call with the same inputs returns the cached image."""
+        body: dict[str, Any] = {"base": base, "script": script}
+        if env is not None:
+            body["env"] = env_list(env)
+        for key, value in (("user", user), ("workdir", workdir), ("network", network)):
+            if value is not None:
+                body[key] = value
+        reply = self._http.call("POST", "/v1/images/prepare", what=f"prepare {base}", json=body, timeout=None)
+        return PreparedImage.from_json(reply)
+
+
+class EventStream(Closing):
+    """The server's events; see :meth:`Client.events`.
+
+    It connects when entered (``with``) or first iterated: events from then
+    on (or after ``since``) are seen. Iterate it for Event objects; close
+    it, or leave its ``with`` block, to stop."""
+
+    def __init__(self, http: HTTP, since: Optional[int], timeout: Optional[float], reconnect_for: float) -> None:
+        self._http = http
+        self._timeout = timeout
+        self._reconnect_for = reconnect_for
+        #: The sequence number of the last event received, to resume from.
+        self.last_seq: Optional[int] = since
+        self._stack: Optional[ExitStack] = None
+        self._sse: Optional[Iterator[ServerSentEvent]] = None
+        self._connected_once = False
+        self._closed = False
+
+    def _connect(self) -> Iterator[ServerSentEvent]:
+        failing_since: Optional[float] = None
+        while self._sse is None:
+            headers = {"Last-Event-ID": str(self.last_seq)} if self.last_seq is not None else None
+            stack = ExitStack()
+            try:
+                resp = stack.enter_context(
+                    self._http.stream("GET", "/v1/events", what="events", headers=headers, timeout=self._timeout)
+                )
+                self._stack, self._sse = stack, EventSource(resp).iter_sse()
+                self._connected_once = True
+            except ConnectError:
+                stack.close()
+                now = time.monotonic()
+                failing_since = failing_since or now
+                if not self._connected_once or now - failing_since >= self._reconnect_for:
+                    raise
+                _sio.sleep(min(1.0, 0.1 + (now - failing_since) / 2))
+            except BaseException:
+                with _sio.shielded():
+                    stack.close()
+                raise
+        return self._sse
+
+    def _disconnect(self) -> None:
+        sse, stack = self._sse, self._stack
+        self._sse, self._stack = None, None
+        closer = getattr(sse, "close", None)  # the decoder is a generator
+        if closer is not None:
+            closer()
+        if stack is not None:
+            stack.close()
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> Event:
+        while not self._closed:
+            sse = self._connect()
+            try:
+                with translated(self._http.where, "events"):
+                    message = sse.__next__()
+            except (StopIteration, ConnectError):
+                # The server ended the stream (a restart, a reader too
+                # slow): resume after the last event received.
+                self._disconnect()
+                continue
+            except BaseException:
+                with _sio.shielded():
+                    self.close()
+                raise
+            if not message.data:
+                continue
+            event = Event.from_json(decode_json(message.data.encode(), "event"))
+            self.last_seq = event.seq
+            return event
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop the stream and close its connection."""
+        self._closed = True
+        self._disconnect()
+
+    def __enter__(self) -> EventStream:
+        self._connect()
+        return self
+

@@ -1,0 +1,3 @@
+"""The version of the sbx Python SDK."""
+
+__version__ = "0.1.0"
