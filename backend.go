@@ -33,6 +33,18 @@ type Sandboxes interface {
 	// Remove releases everything the sandbox created and forgets it.
 	Remove(ctx context.Context, ref string, o RemoveOptions) error
 
+	// Logs calls fn with the output of the sandbox's main command
+	// (Options.Cmd) as o selects, ending with a LogEnd frame.
+	Logs(ctx context.Context, ref string, o LogOptions, fn func(LogFrame) error) error
+	// Wait waits until the main command has ended for good and says how;
+	// it works from any process, also after the executor is gone.
+	Wait(ctx context.Context, ref string) (*Exit, error)
+	// Signal sends a signal ("SIGTERM") to the main command.
+	Signal(ctx context.Context, ref, signal string) error
+	// DialPort connects to a TCP port inside the sandbox's network
+	// (127.0.0.1:port in its namespace), as a port-forward does.
+	DialPort(ctx context.Context, ref string, port int) (net.Conn, error)
+
 	// Exec runs a command through the sandbox's executor. With onOutput
 	// the output is streamed to it as it is produced (stdout and stderr
 	// frames); the result comes last either way.
@@ -64,7 +76,9 @@ type Sandboxes interface {
 	// GC removes what crashes left behind and sandboxes whose TTL passed.
 	GC(ctx context.Context) (*GCReport, error)
 	// Events calls fn with every event after sequence number since (0:
-	// only new ones), in order, until ctx ends or fn fails.
+	// only new ones; EventsBuffered: all the host still holds), in order,
+	// until ctx ends or fn fails. A since the host does not know (it
+	// restarted, or the events left its buffer) starts with EventReset.
 	Events(ctx context.Context, since uint64, fn func(Event) error) error
 	// Info reports the host's facts.
 	Info(ctx context.Context) (*HostInfo, error)

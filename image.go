@@ -142,12 +142,15 @@ type PullProgress struct {
 	TotalBytes   int64  `json:"total_bytes"` // 0 when unknown
 }
 
-// ImportOptions describe an image import.
+// ImportOptions describe an image import from Path or Archive.
 type ImportOptions struct {
 	// Path is on the caller's machine: an OCI image layout directory, an
 	// OCI archive, a docker save tar, or a root file system tarball (tar,
 	// tar.gz, tar.zst). A remote backend uploads it.
 	Path string
+	// Archive, when Path is empty, is read for the archive itself (any of
+	// the forms above but the layout directory).
+	Archive io.Reader
 	// Name is the image's name; needed when the archive names none, and
 	// always for a root file system.
 	Name string
@@ -187,4 +190,19 @@ const PreparedPrefix = "sbx-prepared"
 type PrepareResult struct {
 	Image  Image `json:"image"`
 	Cached bool  `json:"cached"`
+}
+
+// DefaultRegistry is the registry of image names that give none.
+const DefaultRegistry = "index.docker.io"
+
+// FamiliarName shortens a canonical image name the way docker prints it:
+// index.docker.io/library/busybox:latest becomes busybox:latest.
+func FamiliarName(name string) string {
+	if s, ok := strings.CutPrefix(name, DefaultRegistry+"/library/"); ok {
+		return s
+	}
+	if s, ok := strings.CutPrefix(name, DefaultRegistry+"/"); ok {
+		return s
+	}
+	return name
 }

@@ -224,7 +224,7 @@ func (o *Options) Validate() error {
 	switch o.Pull {
 	case "", PullMissing, PullAlways, PullNever:
 	default:
-		bad("pull %q: use missing, always or never", o.Pull)
+		bad("invalid pull policy %q: use missing, always or never", o.Pull)
 	}
 	l := o.Limits
 	if l.MemoryBytes < 0 || l.Pids < 0 || l.DiskBytes < 0 || l.CPUs < 0 {

@@ -12,8 +12,8 @@ type RunOptions struct {
 	// Options describe the sandbox. Options.Cmd is the command: with an
 	// image it replaces the image's Cmd (Entrypoint + Cmd run, as docker
 	// runs them); with Rootfs or in host mode (neither Image nor Rootfs,
-	// local only) it is the whole command line. Name, Volumes, Tmpfs,
-	// Labels and TTL are for long-lived sandboxes and must be empty.
+	// local only) it is the whole command line. Name, Labels and TTL are
+	// for long-lived sandboxes and must be empty.
 	Options
 	// Entrypoint replaces the image's Entrypoint when not nil (an empty,
 	// non-nil slice clears it), dropping the image's Cmd as docker does.
@@ -35,6 +35,8 @@ type RunOptions struct {
 	// Signals are passed on to the command (SIGINT or SIGTERM its caller
 	// received). Cancelling Run's context kills the sandbox instead.
 	Signals <-chan os.Signal
+	// PullProgress, if set, receives the progress of pulling the image.
+	PullProgress func(PullProgress)
 }
 
 // RunStatus says how a run ended.

@@ -83,10 +83,13 @@ type ImageInfo struct {
 	Ref    string   `json:"ref"`
 	Digest string   `json:"digest,omitempty"`
 	Layers []string `json:"layers"` // unpacked layer directories, lowest first
-	// Env, Workdir and User are the image's defaults for commands.
-	Env     []string `json:"env,omitempty"`
-	Workdir string   `json:"workdir,omitempty"`
-	User    string   `json:"user,omitempty"`
+	// Env, Workdir and User are the image's defaults for commands;
+	// Entrypoint and Cmd its command (a remote Run starts them).
+	Env        []string `json:"env,omitempty"`
+	Workdir    string   `json:"workdir,omitempty"`
+	User       string   `json:"user,omitempty"`
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	Cmd        []string `json:"cmd,omitempty"`
 }
 
 // NetworkInfo is a sandbox's network as attached.
@@ -289,6 +292,11 @@ const (
 	EventReset = "reset"
 )
 
+// EventsBuffered, given as the since of Events, replays every event the
+// host still buffers (behind an EventReset) and then follows new ones; it
+// is since=0 on the REST API, where no since at all means only new ones.
+const EventsBuffered = ^uint64(0)
+
 // Event is one change of a sandbox or image. Seq increases by one per
 // event, so a gap shows a lost event; resume after the last Seq received.
 type Event struct {
@@ -350,4 +358,48 @@ type Policy struct {
 	// AllowPrivileged allows cap_add and seccomp profiles other than the
 	// default.
 	AllowPrivileged bool
+}
+
+// LogOptions say which output of a sandbox's main command (Options.Cmd)
+// Logs returns. Offsets are absolute byte offsets in the command's
+// output, so a consumer resumes exactly where it stopped.
+type LogOptions struct {
+	// Since is the offset to start at (0: the oldest output still held).
+	Since int64
+	// Tail, when positive, starts this many bytes before the end instead.
+	Tail int64
+	// Follow keeps streaming until the main command has ended for good.
+	Follow bool
+}
+
+// Log frame types.
+const (
+	LogStdout = "stdout" // output of the main command on its stdout
+	LogStderr = "stderr" // output on its stderr
+	LogGap    = "gap"    // Lost bytes from Offset on are no longer held
+	LogEnd    = "end"    // the last frame: Offset is where to resume
+)
+
+// LogFrame is one piece of a main command's output. Offset is the absolute
+// offset of Data's first byte (for "gap" of the first lost byte, for "end"
+// the offset to resume from).
+type LogFrame struct {
+	Type   string    `json:"type"`
+	Offset int64     `json:"offset"`
+	Data   string    `json:"data,omitempty"`
+	Time   time.Time `json:"time,omitzero"`
+	Lost   int64     `json:"lost,omitempty"`
+}
+
+// Exit is how a sandbox's main command ended. ExitCode is 128+n for
+// signal n, as a shell reports it; Signal names it ("SIGKILL") or is "".
+// OOMKilled comes from the sandbox's cgroup, not from inside it. Error
+// says why the command could not start at all.
+type Exit struct {
+	ExitCode   int       `json:"exit_code"`
+	Signal     string    `json:"signal"`
+	OOMKilled  bool      `json:"oom_killed"`
+	Error      string    `json:"error,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx"
 )
 
 // Compare selects the runtimes measured next to sbx and how to reach them.
@@ -94,7 +94,7 @@ func (s *sbxCold) Once(ctx context.Context) (Sample, error) {
 	if err != nil {
 		return Sample{}, fmt.Errorf("sbx run wrote no report: %w", err)
 	}
-	var rep sandbox.Report
+	var rep sbx.Report
 	if err := json.Unmarshal(data, &rep); err != nil {
 		return Sample{}, fmt.Errorf("sbx run report: %w", err)
 	}
@@ -122,7 +122,7 @@ const (
 
 // runPhases turns a run's timings into phases; rest names the time the
 // timings do not cover.
-func runPhases(t sandbox.Timings, total time.Duration, rest string) []Phase {
+func runPhases(t sbx.Timings, total time.Duration, rest string) []Phase {
 	ph := []Phase{
 		{PhaseRootfs, t.RootfsS * 1000},
 		{PhaseStart, t.StartS * 1000},

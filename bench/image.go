@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -90,4 +91,36 @@ func imageProbe(w Workload) []Probe {
 			_, err := w.imageStore.Resolve(w.Image)
 			return time.Since(t0), err
 		}}}
+}
+
+// PrepareWorkload sets the root filesystem or image of w: the directory
+// rootfs, the image ref cached under the sbx --root stateRoot, or by
+// default a busybox root imported into the bench's own image store. The
+// returned function undoes what it mounted.
+func PrepareWorkload(ctx context.Context, w *Workload, rootfs, ref, stateRoot string) (func() error, error) {
+	none := func() error { return nil }
+	if rootfs != "" {
+		root, err := filepath.Abs(rootfs)
+		w.Rootfs = root
+		return none, err
+	}
+	if ref == "" {
+		dir, err := BusyboxRoot(DefaultRootDir)
+		if err != nil {
+			return none, err
+		}
+		stateRoot, ref = DefaultStateRoot, DefaultImage
+		store, err := imagecache.Open(filepath.Join(stateRoot, "images"), imagecache.Options{})
+		if err != nil {
+			return none, fmt.Errorf("open the bench's image store: %w", err)
+		}
+		if _, err := ImportRoot(ctx, store, dir, ref); err != nil {
+			return none, err
+		}
+	}
+	store, err := imagecache.Open(filepath.Join(stateRoot, "images"), imagecache.Options{})
+	if err != nil {
+		return none, fmt.Errorf("open the image store: %w", err)
+	}
+	return UseImage(w, store, stateRoot, ref, filepath.Join(w.RunRoot, fmt.Sprintf("bench-image-%d", os.Getpid())))
 }

@@ -4,16 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strings"
 	"time"
 
-	"github.com/sbxrun/sbx/internal/helperbin"
-	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx"
 )
 
 // LibScenario measures an in-process one-shot run through
-// sandbox.Runner (create, start, wait, destroy) against the same sandbox
+// sandbox.Host.Run (create, start, wait, remove) against the same sandbox
 // started with libcontainer alone (the command as PID 1, without sbx's
 // init): with libcontainer building the seccomp filter as runc does,
 // without seccomp, also without the /sys/fs/cgroup mount, and with only
@@ -22,7 +20,7 @@ import (
 func LibScenario(w Workload) *Scenario {
 	return &Scenario{
 		Name:        "lib",
-		Description: "in-process one-shot run of `" + strings.Join(w.Args, " ") + "` with sandbox.Runner: create, start, wait, destroy",
+		Description: "in-process one-shot run of `" + strings.Join(w.Args, " ") + "` with sandbox.Host.Run: create, start, wait, remove",
 		Unit:        "ms",
 		Subjects: []Subject{&sbxLib{w: w},
 			&plainLibcontainer{w: w, name: "libcontainer", seccomp: true},
@@ -33,41 +31,36 @@ func LibScenario(w Workload) *Scenario {
 	}
 }
 
-// sbxLib runs sandbox.Runner.Run in this process.
+// sbxLib runs sandbox.Host.Run in this process.
 type sbxLib struct {
-	w Workload
-	r *sandbox.Runner
+	w   Workload
+	env *managerEnv
 }
 
 func (s *sbxLib) Name() string { return "sbx" }
 
 func (s *sbxLib) Setup(context.Context) (Info, error) {
-	s.r = &sandbox.Runner{RunRoot: s.w.RunRoot}
-	if s.w.StateRoot != "" { // the init sbx run uses, on disk
-		initBin, err := helperbin.Install(filepath.Join(s.w.StateRoot, "helpers"), helperbin.Init)
-		if err != nil {
-			return Info{}, err
-		}
-		s.r.Init = initBin
-	}
-	return Info{Version: SbxVersion(), Command: "sandbox.Runner.Run(RunSpec{Rootfs: DIR, Args: " + fmt.Sprintf("%q", s.w.Args) + "})"}, nil
+	var err error
+	s.env, err = newManagerEnv(s.w)
+	return Info{Version: SbxVersion(), Command: "sandbox.Host.Run(RunOptions{Options: {Image or Rootfs}, Cmd: " + fmt.Sprintf("%q", s.w.Args) + "})"}, err
 }
 
 func (s *sbxLib) Once(ctx context.Context) (Sample, error) {
 	t0 := time.Now()
-	spec := sandbox.RunSpec{Rootfs: s.w.Rootfs, Args: s.w.Args, Stdout: io.Discard, Stderr: io.Discard}
-	if len(s.w.Lowers) > 0 {
-		spec.Rootfs, spec.Lowers = "", s.w.Lowers
+	o := sbx.RunOptions{Options: s.env.options(), Stdout: io.Discard, Stderr: io.Discard}
+	o.Cmd = s.w.Args
+	if o.Image != "" {
+		o.Entrypoint = []string{} // the workload's command, whatever the image's
 	}
-	rep, err := s.r.Run(ctx, spec)
+	rep, err := s.env.h.Run(ctx, o)
 	total := time.Since(t0)
 	if err != nil {
 		return Sample{}, err
 	}
-	if rep.Status != sandbox.StatusOK {
+	if rep.Status != sbx.RunOK {
 		return Sample{}, fmt.Errorf("run ended with status %s (exit %d): %s", rep.Status, rep.ExitCode, rep.Error)
 	}
 	return Sample{Value: Ms(total), Phases: runPhases(rep.Timings, total, "run directory, pipes, report")}, nil
 }
 
-func (s *sbxLib) Close() error { return nil }
+func (s *sbxLib) Close() error { return s.env.close() }

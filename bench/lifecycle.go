@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
-	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -25,10 +25,11 @@ const (
 	PhaseCOther = "other: record, lock"
 )
 
-// managerEnv is a private sandbox.Manager with its state in temporary
-// directories, so the bench never touches the user's sandboxes.
+// managerEnv is a private sandbox.Host with its state in temporary
+// directories, so the bench never touches the user's sandboxes; it uses
+// the workload's image cache.
 type managerEnv struct {
-	m             *sandbox.Manager
+	h             *sandbox.Host
 	root, runRoot string
 	w             Workload
 }
@@ -40,24 +41,24 @@ func newManagerEnv(w Workload) (*managerEnv, error) {
 	}
 	// Short: executor socket paths must fit in sun_path.
 	runRoot := fmt.Sprintf("/run/sbx-bench-%d-%d", os.Getpid(), runID.Add(1))
-	cfg := sandbox.Config{Root: root, RunRoot: runRoot}
+	cfg := sandbox.HostConfig{Root: root, RunRoot: runRoot, Pull: sbx.PullNever}
 	if w.imageStore != nil {
-		cfg.Images = sandbox.NewImageSource(w.imageStore, imagecache.PullNever)
+		cfg.Images = w.imageStore.Root()
 	}
-	m, err := sandbox.New(cfg)
+	h, err := sandbox.Open(cfg)
 	if err != nil {
 		os.RemoveAll(root)
 		return nil, fmt.Errorf("open a sandbox manager: %w", err)
 	}
-	return &managerEnv{m: m, root: root, runRoot: runRoot, w: w}, nil
+	return &managerEnv{h: h, root: root, runRoot: runRoot, w: w}, nil
 }
 
 // options are the create options of the workload: its image, or its root.
-func (e *managerEnv) options() sandbox.Options {
+func (e *managerEnv) options() sbx.Options {
 	if e.w.Image != "" && e.w.imageStore != nil {
-		return sandbox.Options{Image: e.w.Image}
+		return sbx.Options{Image: e.w.Image}
 	}
-	return sandbox.Options{Rootfs: e.w.Rootfs}
+	return sbx.Options{Rootfs: e.w.Rootfs}
 }
 
 // close removes every sandbox of the env and its directories.
@@ -68,16 +69,16 @@ func (e *managerEnv) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var errs []error
-	list, err := e.m.List(ctx, sandbox.Filter{})
+	list, err := e.h.List(ctx, sbx.Filter{})
 	errs = append(errs, err)
 	for _, sb := range list {
-		errs = append(errs, e.m.Remove(ctx, sb.ID, true))
+		errs = append(errs, e.h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}))
 	}
-	errs = append(errs, unmountUnder(e.runRoot), os.RemoveAll(e.runRoot), os.RemoveAll(e.root))
+	errs = append(errs, e.h.Close(), unmountUnder(e.runRoot), os.RemoveAll(e.runRoot), os.RemoveAll(e.root))
 	return errors.Join(errs...)
 }
 
-func createPhases(t *sandbox.CreateTimings, total time.Duration) []Phase {
+func createPhases(t *sbx.CreateTimings, total time.Duration) []Phase {
 	if t == nil {
 		return nil
 	}
@@ -116,17 +117,17 @@ func (s *sbxReady) Name() string { return "sbx" }
 func (s *sbxReady) Setup(context.Context) (Info, error) {
 	var err error
 	s.env, err = newManagerEnv(s.w)
-	return Info{Version: SbxVersion(), Command: "sandbox.Manager.Create of the image (or root) until the executor answers; then Remove"}, err
+	return Info{Version: SbxVersion(), Command: "sandbox.Host.Create of the image (or root) until the executor answers; then Remove"}, err
 }
 
 func (s *sbxReady) Once(ctx context.Context) (Sample, error) {
 	t0 := time.Now()
-	sb, err := s.env.m.Create(ctx, s.env.options())
+	sb, err := s.env.h.Create(ctx, s.env.options())
 	d := time.Since(t0)
 	if err != nil {
 		return Sample{}, err
 	}
-	if err := s.env.m.Remove(ctx, sb.ID, true); err != nil {
+	if err := s.env.h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		return Sample{}, fmt.Errorf("remove: %w", err)
 	}
 	return Sample{Value: Ms(d), Phases: createPhases(sb.CreateTimings, d)}, nil
@@ -163,7 +164,7 @@ func (s *sbxExec) Setup(ctx context.Context) (Info, error) {
 	if s.env, err = newManagerEnv(s.w); err != nil {
 		return info, err
 	}
-	sb, err := s.env.m.Create(ctx, s.env.options())
+	sb, err := s.env.h.Create(ctx, s.env.options())
 	if err != nil {
 		return info, err
 	}
@@ -284,11 +285,11 @@ func churnBatch(n int) int { return max(2*n, 8) }
 
 func (s *sbxChurn) Once(ctx context.Context) (Sample, error) {
 	return churn(ctx, s.n, churnBatch(s.n), func(ctx context.Context) error {
-		sb, err := s.env.m.Create(ctx, s.env.options())
+		sb, err := s.env.h.Create(ctx, s.env.options())
 		if err != nil {
 			return err
 		}
-		return s.env.m.Remove(ctx, sb.ID, true)
+		return s.env.h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
 	})
 }
 
@@ -362,12 +363,12 @@ func (s *sbxDensity) Setup(context.Context) (Info, error) {
 	var err error
 	s.env, err = newManagerEnv(s.w)
 	s.avail0 = memAvailable()
-	return Info{Version: SbxVersion(), Command: "sandbox.Manager.Create, keeping every sandbox"}, err
+	return Info{Version: SbxVersion(), Command: "sandbox.Host.Create, keeping every sandbox"}, err
 }
 
 func (s *sbxDensity) Once(ctx context.Context) (Sample, error) {
 	t0 := time.Now()
-	sb, err := s.env.m.Create(ctx, s.env.options())
+	sb, err := s.env.h.Create(ctx, s.env.options())
 	d := time.Since(t0)
 	if err != nil {
 		return Sample{}, err
@@ -396,8 +397,8 @@ func (s *sbxDensity) Figures() map[string]float64 {
 func (s *sbxDensity) memoryCharged() uint64 {
 	var cg uint64
 	for _, id := range s.ids {
-		if u, err := s.env.m.Stats(context.Background(), id); err == nil {
-			cg += u.MemoryCurrent
+		if u, err := s.env.h.Stats(context.Background(), id); err == nil {
+			cg += u.MemoryCurrentBytes
 		}
 	}
 	return cg

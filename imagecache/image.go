@@ -1,12 +1,8 @@
 package imagecache
 
 import (
-	"fmt"
 	"strings"
 	"time"
-
-	securejoin "github.com/cyphar/filepath-securejoin"
-	"github.com/moby/sys/user"
 
 	"github.com/sbxrun/sbx"
 )
@@ -82,39 +78,6 @@ func hasKey(env []string, key string) bool {
 		}
 	}
 	return false
-}
-
-// User is a resolved user: numeric ids and home directory.
-type User struct {
-	UID, GID         int
-	AdditionalGroups []int
-	Home             string
-}
-
-// LookupUser resolves spec (name, uid, name:group, uid:gid, or empty for
-// root) against /etc/passwd and /etc/group of rootfs, the mounted root of
-// the sandbox. The files are found with in-root path resolution, so
-// symlinks in a hostile image cannot point outside rootfs. Numeric ids
-// need no entry in the files, as with docker.
-func LookupUser(rootfs, spec string) (User, error) {
-	passwd, err := securejoin.SecureJoin(rootfs, "/etc/passwd")
-	if err != nil {
-		return User{}, fmt.Errorf("find /etc/passwd in the image: %w", err)
-	}
-	group, err := securejoin.SecureJoin(rootfs, "/etc/group")
-	if err != nil {
-		return User{}, fmt.Errorf("find /etc/group in the image: %w", err)
-	}
-	defaults := &user.ExecUser{Uid: 0, Gid: 0, Home: "/"}
-	if spec == "" {
-		defaults.Home = "/root"
-		spec = "0"
-	}
-	eu, err := user.GetExecUserPath(spec, defaults, passwd, group)
-	if err != nil {
-		return User{}, fmt.Errorf("user %q of the image: %w", spec, err)
-	}
-	return User{UID: eu.Uid, GID: eu.Gid, AdditionalGroups: eu.Sgids, Home: eu.Home}, nil
 }
 
 // EnvWithHome returns env with HOME=home added unless env sets HOME, as

@@ -21,14 +21,16 @@ import (
 	"github.com/klauspost/compress/zstd"
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache/unpack"
+	"github.com/sbxrun/sbx/internal/errkind"
 )
 
 // ErrDigestMismatch means content did not match the digest that names it.
 var ErrDigestMismatch = errors.New("digest mismatch")
 
 // ErrUnsupported means an image uses a media type or platform sbx cannot run.
-var ErrUnsupported = errors.New("unsupported image")
+var ErrUnsupported = errkind.New("unsupported image", sbx.ErrInvalid)
 
 // Phase is the state of one layer in a Progress report.
 type Phase string

@@ -17,13 +17,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/internal/errkind"
 )
 
 // ErrAuth means the registry refused the credentials (or their absence).
-var ErrAuth = errors.New("registry authentication failed")
+var ErrAuth = errkind.New("registry authentication failed", sbx.ErrRegistryAuth)
 
 // ErrUnreachable means the registry could not be reached.
-var ErrUnreachable = errors.New("registry unreachable")
+var ErrUnreachable = errkind.New("registry unreachable", sbx.ErrRegistryUnreachable)
 
 // PullPolicy says when Ensure pulls.
 type PullPolicy string

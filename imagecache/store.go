@@ -18,7 +18,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache/unpack"
+	"github.com/sbxrun/sbx/internal/errkind"
 )
 
 // Store is an image cache on disk: unpacked layers keyed by diffID, shared
@@ -54,7 +56,7 @@ type Options struct {
 
 // ErrNotFound means an image is not in the cache (Resolve) or not in the
 // registry (Pull).
-var ErrNotFound = errors.New("image not found")
+var ErrNotFound = errkind.New("image not found", sbx.ErrImageNotFound)
 
 // Open opens (creating if needed) the store at root, normally
 // <--root>/images.
@@ -197,7 +199,7 @@ func (s *Store) lock(ctx context.Context, name string, how int) (func(), error) 
 func (s *Store) canonicalName(ref string) (name.Reference, error) {
 	r, err := name.ParseReference(ref, s.nameOptions(ref)...)
 	if err != nil {
-		return nil, fmt.Errorf("invalid image reference %q: %w", ref, err)
+		return nil, fmt.Errorf("%w: invalid image reference %q: %w", sbx.ErrInvalid, ref, err)
 	}
 	return r, nil
 }
@@ -212,16 +214,8 @@ func (s *Store) nameOptions(ref string) []name.Option {
 }
 
 // FamiliarName shortens a canonical name the way docker prints it
-// (index.docker.io/library/busybox:latest becomes busybox:latest).
-func FamiliarName(n string) string {
-	if s, ok := strings.CutPrefix(n, name.DefaultRegistry+"/library/"); ok {
-		return s
-	}
-	if s, ok := strings.CutPrefix(n, name.DefaultRegistry+"/"); ok {
-		return s
-	}
-	return n
-}
+// (sbx.FamiliarName).
+func FamiliarName(n string) string { return sbx.FamiliarName(n) }
 
 // isDigestRef reports whether ref names an image by digest or digest
 // prefix (as printed by sbx images) rather than by name.

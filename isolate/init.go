@@ -42,7 +42,7 @@ func Init() {
 // ErrNoInit is returned by Start when the program never called Init: its
 // re-executed copy would otherwise run the program's main inside the
 // sandbox instead of setting the sandbox up.
-var ErrNoInit = errors.New("this program did not call isolate.Init() first in main (or in TestMain): " +
+var ErrNoInit = errors.New("this program did not call sandbox.Init() (isolate.Init()) first in main (or in TestMain): " +
 	"libcontainer re-executes the program to set each sandbox up, and Init is what takes over then; " +
 	"add it as the first line of main (see docs/embedding.md)")
 

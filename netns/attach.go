@@ -64,14 +64,8 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	if hostname == "" {
 		hostname = "sandbox"
 	}
-	switch opts.Mode {
-	case ModeNone:
-		return &Attachment{SandboxID: sandboxID, Mode: ModeNone,
-			ResolvConf: n.hostResolvConf(), Hosts: hostsFile(netip.Addr{}, hostname)}, nil
-	case ModeHost:
-		n.log.Warn("sandbox shares the host network namespace: it can reach every host service and bind host ports", "sandbox", sandboxID)
-		return &Attachment{SandboxID: sandboxID, Mode: ModeHost,
-			ResolvConf: n.hostResolvConf(), Hosts: hostsFile(netip.Addr{}, hostname)}, nil
+	if opts.Mode != ModeBridge {
+		return LocalAttachment(sandboxID, opts.Mode, hostname, n.cfg.HostResolvConf), nil
 	}
 
 	lk, err := n.lock()
@@ -510,9 +504,34 @@ func (n *Network) sandboxDNS(servers []netip.Addr) ([]netip.Addr, string) {
 // name servers and no --dns is given.
 var fallbackDNS = []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("8.8.4.4")}
 
-func (n *Network) hostResolvConf() string {
-	data, _ := os.ReadFile(n.cfg.HostResolvConf)
-	return string(data)
+// LocalAttachment is the attachment of a sandbox in mode none or host,
+// which needs no Network: its /etc/hosts, and the host's resolver
+// configuration (read from resolvConf, DefaultResolvConf when empty). In
+// mode none, where the sandbox has a namespace of its own, loopback name
+// servers are dropped: there they would point at the sandbox itself.
+func LocalAttachment(sandboxID string, mode Mode, hostname, resolvConf string) *Attachment {
+	if hostname == "" {
+		hostname = "sandbox"
+	}
+	if resolvConf == "" {
+		resolvConf = DefaultResolvConf
+	}
+	data, _ := os.ReadFile(resolvConf)
+	resolv := string(data)
+	if mode != ModeHost {
+		var b strings.Builder
+		for _, line := range strings.Split(resolv, "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "nameserver" && (strings.HasPrefix(f[1], "127.") || f[1] == "::1") {
+				continue
+			}
+			if line != "" {
+				b.WriteString(line + "\n")
+			}
+		}
+		resolv = b.String()
+	}
+	return &Attachment{SandboxID: sandboxID, Mode: mode, ResolvConf: resolv, Hosts: hostsFile(netip.Addr{}, hostname)}
 }
 
 func hostsFile(ip netip.Addr, hostname string) string {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache/pack"
 )
 
@@ -29,25 +30,26 @@ var layerExcludes = map[string]bool{
 // image, recorded in the image cache as a new image called name, so that
 // sandboxes created from name start with that state at once. A running
 // sandbox is paused while its layer is read.
-func (m *Manager) Commit(ctx context.Context, ref, name string) (*ResolvedImage, error) {
-	if m.cfg.Images == nil {
-		return nil, fmt.Errorf("%w: no image store configured", ErrInvalid)
+func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error) {
+	store, err := h.imageStore()
+	if err != nil {
+		return nil, err
 	}
 	if name == "" {
-		return nil, fmt.Errorf("%w: commit needs a name for the new image", ErrInvalid)
+		return nil, fmt.Errorf("%w: commit needs a name for the new image", sbx.ErrInvalid)
 	}
-	m.reapExpired(ctx)
-	l, sb, err := m.lock(ctx, ref)
+	h.removeExpired(ctx)
+	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
 	if sb.Image == nil || sb.Image.Digest == "" {
-		return nil, fmt.Errorf("%w: sandbox %s was not created from an image (--rootfs); commit needs a base image", ErrInvalid, sb.ShortID())
+		return nil, fmt.Errorf("%w: sandbox %s was not created from an image (--rootfs); commit needs a base image", sbx.ErrInvalid, sb.ShortID())
 	}
 	switch sb.Status {
-	case StatusRunning:
-		ctr, err := m.container(sb)
+	case sbx.StatusRunning:
+		ctr, err := h.container(sb)
 		if err != nil {
 			return nil, err
 		}
@@ -55,20 +57,24 @@ func (m *Manager) Commit(ctx context.Context, ref, name string) (*ResolvedImage,
 			return nil, fmt.Errorf("pause sandbox %s for commit: %w", sb.ShortID(), err)
 		}
 		defer func() { _ = ctr.Resume() }()
-	case StatusPaused, StatusStopped:
+	case sbx.StatusPaused, sbx.StatusStopped:
 	default:
-		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
-	upper := filepath.Join(m.store.RunDir(sb.ID), rootfsDir, upperDir)
+	upper := filepath.Join(h.store.RunDir(sb.ID), rootfsDir, upperDir)
 	if _, err := os.Lstat(upper); err != nil {
 		return nil, fmt.Errorf("writable layer of sandbox %s: %w", sb.ShortID(), err)
 	}
+	base, err := store.Resolve(sb.Image.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("base image %s: %w", sb.Image.Digest, err)
+	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(pack.Write(pw, upper, layerExcludes)) }()
-	img, err := m.cfg.Images.Commit(ctx, sb.Image.Digest, name, pr)
+	img, err := store.Commit(ctx, base, name, pr, nil)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {
 		return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
 	}
-	return img, nil
+	return contractImage(img, false), nil
 }

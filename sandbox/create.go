@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/netns"
+	execapi "github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -30,19 +32,26 @@ const (
 var CreateSteps = []string{stepRecorded, stepRunDir, stepNetwork, stepRootfs, stepStart, stepReady, stepFinish}
 
 // Create makes a new sandbox and starts it, returning once its executor
-// answers. On any error everything created so far is released. If the
-// process dies midway, the record left behind lets gc release it.
-func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
-	m.reapExpired(ctx)
-	if err := opts.validate(); err != nil {
+// answers and Options.Cmd, if any, has started. On any error everything
+// created so far is released. If the process dies midway, the record left
+// behind lets GC release it.
+func (h *Host) Create(ctx context.Context, opts sbx.Options) (*sbx.Sandbox, error) {
+	return h.create(ctx, opts, h.cfg.Policy)
+}
+
+func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy) (*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	if err := h.checkOptions(&opts, true, policy); err != nil {
 		return nil, err
 	}
-	m.applyDefaults(&opts)
-	now := m.now().UTC()
-	sb := &Sandbox{
+	if n := len(h.store.RunDir(state.NewID())) + len("/"+socketDir+"/"+socketName); n >= maxSocketPath {
+		return nil, fmt.Errorf("%w: run root %s is too long: executor socket paths would have %d bytes, the kernel allows %d; use a shorter --run-root", sbx.ErrInvalid, h.store.RunRoot(), n, maxSocketPath-1)
+	}
+	now := h.now().UTC()
+	sb := &sbx.Sandbox{
 		ID:      state.NewID(),
 		Name:    opts.Name,
-		Status:  StatusCreating,
+		Status:  sbx.StatusCreating,
 		Options: opts,
 		Created: now,
 	}
@@ -50,55 +59,86 @@ func (m *Manager) Create(ctx context.Context, opts Options) (*Sandbox, error) {
 		exp := now.Add(opts.TTL)
 		sb.ExpiresAt = &exp
 	}
-	sb.Resources = m.plan(sb)
+	sb.Resources = h.plan(sb)
 	t0 := time.Now()
 	// The image (or root directory) is checked, and pulled if need be,
 	// before anything is recorded: a bad reference creates nothing. The
 	// image store stays held until the record naming the image's layers is
 	// written, from when on image GC keeps them.
-	release, err := m.holdImages(ctx, opts)
+	img, release, err := h.resolveRoot(ctx, &sb.Options, nil)
 	if err != nil {
 		return nil, err
 	}
-	lowers, err := m.lowers(ctx, sb)
-	if err != nil {
-		release()
-		return nil, err
-	}
-	l, err := m.admit(ctx, sb)
+	sb.Image = img.info
+	l, err := h.admit(ctx, sb)
 	release()
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	if m.onAdmit != nil {
-		m.onAdmit(sb.ID)
+	if h.onAdmit != nil {
+		h.onAdmit(sb.ID)
 	}
-	m.emit(EventCreated, sb)
-	m.crashPoint(stepRecorded)
-	sb.CreateTimings = &CreateTimings{AdmitS: time.Since(t0).Seconds()}
-	if err := m.build(ctx, sb, lowers); err != nil {
-		m.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
-		if rerr := m.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
+	h.emit(changeCreated, sb)
+	h.crashPoint(stepRecorded)
+	sb.CreateTimings = &sbx.CreateTimings{AdmitS: time.Since(t0).Seconds()}
+	if err := h.build(ctx, sb, img.lowers); err != nil {
+		h.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
+		if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
 			return nil, fmt.Errorf("create sandbox: %w (and releasing what was created failed: %v; run sbx gc)", err, rerr)
 		}
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	m.crashPoint(stepFinish)
-	started := m.now().UTC()
+	h.crashPoint(stepFinish)
+	started := h.now().UTC()
 	sb.Started = &started
-	sb.Status = StatusRunning
+	sb.Status = sbx.StatusRunning
 	sb.CreateTimings.TotalS = time.Since(t0).Seconds()
 	if err := l.Write(sb); err != nil {
-		_ = m.destroy(context.WithoutCancel(ctx), l, sb)
+		_ = h.destroy(context.WithoutCancel(ctx), l, sb)
 		return nil, err
 	}
-	m.emit(EventReady, sb)
+	h.emit(changeReady, sb)
+	if sb.Options.Network == sbx.NetworkBridge {
+		h.events.askRefill()
+	}
+	if len(opts.Cmd) > 0 {
+		cs, err := h.startCmd(ctx, sb)
+		if err != nil {
+			// The create fails as a whole: nothing is left behind.
+			if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
+				h.log.Warn("remove sandbox whose cmd did not start", "id", sb.ID, "err", rerr)
+			}
+			return nil, err
+		}
+		sb.Cmd = cs
+	}
 	return sb, nil
 }
 
-func (m *Manager) applyDefaults(o *Options) {
-	d := m.cfg.DefaultLimits
+// checkOptions validates o, applies policy (nil allows everything) and
+// fills in the defaults. create is set for Create (an image or rootfs is
+// required); Run also allows host mode.
+func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if create && o.Image == "" && o.Rootfs == "" {
+		return fmt.Errorf("%w: give exactly one of an image and a root directory (--rootfs)", sbx.ErrInvalid)
+	}
+	if o.Network == "" {
+		o.Network = sbx.NetworkNone
+	}
+	if _, err := parseNetwork(o, ""); err != nil {
+		return err
+	}
+	if err := applyPolicy(policy, o); err != nil {
+		return err
+	}
+	if o.Network == sbx.NetworkHost {
+		h.log.Warn("network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
+	}
+	d := h.cfg.DefaultLimits
 	if o.Limits.MemoryBytes == 0 {
 		o.Limits.MemoryBytes = d.MemoryBytes
 	}
@@ -112,54 +152,55 @@ func (m *Manager) applyDefaults(o *Options) {
 		o.Limits.DiskBytes = d.DiskBytes
 	}
 	o.Limits.DiskBytes = diskDefault(o.Limits.DiskBytes, o.Limits.MemoryBytes)
+	return nil
 }
 
 // plan lists every host resource the create will make. Their paths are
 // fixed by the id, so the whole plan is recorded in the first write, before
 // any of them exists; releasing a planned resource that was never made is
 // a no-op.
-func (m *Manager) plan(sb *Sandbox) []Resource {
-	run := m.store.RunDir(sb.ID)
-	plan := []Resource{{Kind: ResourceRunDir, Path: run}}
-	if sb.Options.Network == string(netns.ModeBridge) {
-		plan = append(plan, Resource{Kind: ResourceNetwork, ID: sb.ID})
+func (h *Host) plan(sb *sbx.Sandbox) []sbx.Resource {
+	run := h.store.RunDir(sb.ID)
+	plan := []sbx.Resource{{Kind: sbx.ResourceRunDir, Path: run}}
+	if sb.Options.Network == sbx.NetworkBridge {
+		plan = append(plan, sbx.Resource{Kind: sbx.ResourceNetwork, ID: sb.ID})
 	}
 	return append(plan,
-		Resource{Kind: ResourceRootfs, Path: filepath.Join(run, rootfsDir)},
-		Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: sb.ID},
+		sbx.Resource{Kind: sbx.ResourceRootfs, Path: filepath.Join(run, rootfsDir)},
+		sbx.Resource{Kind: sbx.ResourceContainer, Path: h.containerRoot(), ID: sb.ID},
 	)
 }
 
 // admit checks the limits, claims the id and name and writes the first
 // record, all under the admission lock so that concurrent creates in other
 // processes count each other.
-func (m *Manager) admit(ctx context.Context, sb *Sandbox) (*state.Lock, error) {
-	a, err := m.store.Admit(ctx)
+func (h *Host) admit(ctx context.Context, sb *sbx.Sandbox) (*state.Lock, error) {
+	a, err := h.store.Admit(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer a.Release()
-	if err := m.checkLimits(sb); err != nil {
+	if err := h.checkLimits(sb); err != nil {
 		return nil, err
 	}
-	l, err := m.store.Create(sb.ID)
+	l, err := h.store.Create(sb.ID)
 	if err != nil {
 		return nil, err
 	}
 	if sb.Name != "" {
-		if err := m.store.ClaimName(sb.Name, sb.ID); err != nil {
+		if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
 			_ = l.Remove()
 			return nil, err
 		}
 	}
 	if err := l.Write(sb); err != nil {
-		m.store.ReleaseName(sb.Name, sb.ID)
+		h.store.ReleaseName(sb.Name, sb.ID)
 		_ = l.Remove()
 		return nil, err
 	}
 	if sb.ExpiresAt != nil {
-		if err := m.store.SetExpiry(sb.ID, *sb.ExpiresAt); err != nil {
-			_ = m.forget(l, sb)
+		if err := h.store.SetExpiry(sb.ID, *sb.ExpiresAt); err != nil {
+			_ = h.forget(l, sb)
 			return nil, err
 		}
 	}
@@ -171,19 +212,19 @@ func (m *Manager) admit(ctx context.Context, sb *Sandbox) (*state.Lock, error) {
 // cgroup under which all sandboxes live. A configured budget is then
 // applied to that parent, so the kernel holds all sandboxes to it too.
 // Called under the admission lock.
-func (m *Manager) checkLimits(sb *Sandbox) error {
-	if m.cfg.MaxSandboxes > 0 {
-		ids, err := m.store.IDs()
+func (h *Host) checkLimits(sb *sbx.Sandbox) error {
+	if h.cfg.MaxSandboxes > 0 {
+		ids, err := h.store.IDs()
 		if err != nil {
 			return err
 		}
-		if len(ids) >= m.cfg.MaxSandboxes {
-			return fmt.Errorf("%w: %d sandboxes exist and the maximum is %d; remove some (sbx rm, sbx gc)", ErrLimit, len(ids), m.cfg.MaxSandboxes)
+		if len(ids) >= h.cfg.MaxSandboxes {
+			return fmt.Errorf("%w: %d sandboxes exist and the maximum is %d; remove some (sbx rm, sbx gc)", sbx.ErrLimit, len(ids), h.cfg.MaxSandboxes)
 		}
 	}
-	budget, want := m.cfg.MemoryBudget, sb.Options.Limits.MemoryBytes
+	budget, want := h.cfg.MemoryBudget, sb.Options.Limits.MemoryBytes
 	if budget > 0 && want == 0 {
-		return fmt.Errorf("%w: a memory budget of %d bytes is configured, so every sandbox needs a memory limit (--memory)", ErrInvalid, budget)
+		return fmt.Errorf("%w: a memory budget of %d bytes is configured, so every sandbox needs a memory limit (--memory)", sbx.ErrInvalid, budget)
 	}
 	parent, err := cgroup.ParentMemoryLimit()
 	if err != nil {
@@ -192,7 +233,7 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 	if want == 0 || (budget == 0 && parent == 0) {
 		return nil
 	}
-	entries, err := state.ReadAll[Sandbox](m.store)
+	entries, err := state.ReadAll[sbx.Sandbox](h.store)
 	if err != nil {
 		return err
 	}
@@ -206,10 +247,10 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 	page := int64(os.Getpagesize())
 	applied := budget > 0 && parent/page == budget/page
 	if budget > 0 && used+want > budget {
-		return fmt.Errorf("%w: memory budget: %d of %d bytes are given to other sandboxes, %d more do not fit", ErrLimit, used, budget, want)
+		return fmt.Errorf("%w: memory budget: %d of %d bytes are given to other sandboxes, %d more do not fit", sbx.ErrLimit, used, budget, want)
 	}
 	if parent > 0 && !applied && used+want > parent {
-		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", ErrLimit, cgroup.Parent(), parent, used, want)
+		return fmt.Errorf("%w: the parent cgroup's memory budget: the cgroup %s allows all sandboxes %d bytes together, %d are given to other sandboxes, %d more do not fit; lower --memory or raise the parent's limit", sbx.ErrLimit, cgroup.Parent(), parent, used, want)
 	}
 	if budget > 0 && !applied {
 		if err := cgroup.SetParentMemory(budget); err != nil {
@@ -219,78 +260,86 @@ func (m *Manager) checkLimits(sb *Sandbox) error {
 	return nil
 }
 
-// build creates the planned resources in order.
-func (m *Manager) build(ctx context.Context, sb *Sandbox, lowers []string) error {
-	m.crashPoint(stepRunDir)
-	run := m.store.RunDir(sb.ID)
+// build creates the planned resources in order: the runtime directory,
+// the network and root (provision), and the container with the executor.
+func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) error {
+	h.crashPoint(stepRunDir)
+	run := h.store.RunDir(sb.ID)
 	if err := os.Mkdir(run, 0o700); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(run, rootOwnerFile), []byte(m.store.Root()), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(run, rootOwnerFile), []byte(h.store.Root()), 0o600); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
-	return m.startRuntime(ctx, sb, lowers)
+	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir)}
+	h.crashPoint(stepNetwork)
+	if err := h.provision(ctx, p, h.crashPoint); err != nil {
+		return err
+	}
+	sb.Network = networkInfo(p.net)
+	if sb.Options.Network != sbx.NetworkBridge {
+		sb.Network = nil
+	}
+	sb.RootPath = p.root.Path
+	sb.CreateTimings.NetworkS, sb.CreateTimings.FromPool, sb.CreateTimings.RootfsS = p.networkS, p.fromPool, p.rootfsS
+	return h.startExecutor(ctx, sb, p.root.Mounts)
 }
 
 // destroy releases every resource of sb, newest first, and then forgets
 // the sandbox. It is idempotent: after a failure it can simply run again
-// (gc does that after a crash).
-func (m *Manager) destroy(ctx context.Context, l *state.Lock, sb *Sandbox) error {
-	if sb.Status != StatusRemoving && sb.Status != StatusCreating {
-		sb.Status = StatusRemoving
+// (GC does that after a crash).
+func (h *Host) destroy(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) error {
+	if sb.Status != sbx.StatusRemoving && sb.Status != sbx.StatusCreating {
+		sb.Status = sbx.StatusRemoving
 		if err := l.Write(sb); err != nil {
 			return err
 		}
 	}
-	if err := m.release(ctx, sb); err != nil {
+	if err := h.release(ctx, sb); err != nil {
 		return err
 	}
-	if err := m.forget(l, sb); err != nil {
+	if err := h.forget(l, sb); err != nil {
 		return err
 	}
-	m.emit(EventRemoved, sb)
+	h.emit(changeRemoved, sb)
 	return nil
 }
 
 // release undoes the resources of sb, newest first, going on after errors.
-func (m *Manager) release(ctx context.Context, sb *Sandbox) error {
+func (h *Host) release(ctx context.Context, sb *sbx.Sandbox) error {
 	var errs []error
 	for i := len(sb.Resources) - 1; i >= 0; i-- {
 		r := sb.Resources[i]
-		if err := m.releaseResource(ctx, sb, r); err != nil {
+		if err := h.releaseResource(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("release %s %s: %w", r.Kind, r.Path, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (m *Manager) releaseResource(ctx context.Context, sb *Sandbox, r Resource) error {
+func (h *Host) releaseResource(ctx context.Context, r sbx.Resource) error {
 	switch r.Kind {
-	case ResourceRunDir:
-		if err := m.releaseRunDir(r.Path); err != nil {
-			return err
-		}
-	case ResourceRootfs:
-		return m.releaseRootfs(r.Path)
-	case ResourceContainer:
-		return m.releaseContainer(ctx, r)
-	case ResourceNetwork:
-		n, err := m.network()
+	case sbx.ResourceRunDir, sbx.ResourceRootfs:
+		// Unmounting first matters: removing through a still-mounted
+		// volume would delete host files.
+		return cleanupDir(r.Path)
+	case sbx.ResourceContainer:
+		return releaseContainer(ctx, r.Path, r.ID)
+	case sbx.ResourceNetwork:
+		n, err := h.network()
 		if err != nil {
 			return err
 		}
 		return n.Detach(ctx, r.ID)
-	default:
-		return fmt.Errorf("unknown resource kind %q (written by a newer sbx?)", r.Kind)
 	}
-	return nil
+	return fmt.Errorf("unknown resource kind %q (written by a newer sbx?)", r.Kind)
 }
 
 // forget drops the name, expiry and record of a released sandbox.
-func (m *Manager) forget(l *state.Lock, sb *Sandbox) error {
-	m.store.ClearExpiry(sb.ID)
+func (h *Host) forget(l *state.Lock, sb *sbx.Sandbox) error {
+	h.store.ClearExpiry(sb.ID)
 	if sb.Name != "" {
-		m.store.ReleaseName(sb.Name, sb.ID)
+		h.store.ReleaseName(sb.Name, sb.ID)
 	}
 	return l.Remove()
 }
@@ -306,4 +355,39 @@ func diskDefault(disk, memory int64) int64 {
 		return memory
 	}
 	return disk
+}
+
+// cmdStartWait is how long a create waits for its cmd's first output
+// before answering; the command keeps running after it.
+const cmdStartWait = 0.1 // seconds
+
+// startCmd starts Options.Cmd in a new shell session of the sandbox's
+// executor, in the sandbox's working directory, and returns the session
+// and its first reply. A session (not PID 1) runs it, so the command can
+// end, be interrupted or be followed without ending the sandbox.
+func (h *Host) startCmd(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart, error) {
+	c, err := h.executor(sb)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	sess, err := c.CreateSession(ctx, execapi.SessionRequest{Cwd: sb.Options.Workdir, User: sb.Options.User})
+	if err != nil {
+		return nil, invalid("start cmd: the sandbox cannot start a shell session (cmd needs sh or bash in the image): %v", err)
+	}
+	off := 0.0
+	res, err := c.Run(ctx, sess.ID, execapi.RunRequest{Command: shellJoin(sb.Options.Cmd), TimeoutS: cmdStartWait, NoOutputTimeoutS: &off})
+	if err != nil {
+		return nil, fmt.Errorf("start cmd in session %s: %w", sess.ID, err)
+	}
+	return &sbx.CmdStart{Session: sess.ID, Status: res.Status, ExitCode: res.ExitCode, Output: res.Output}, nil
+}
+
+// shellJoin quotes argv for a POSIX shell, each argument in single quotes.
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
 }

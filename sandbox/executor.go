@@ -2,43 +2,69 @@ package sandbox
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/client"
 )
 
-// Executor returns a client for the executor of a running sandbox, and the
-// sandbox's record. The caller closes the client. The executor is
-// untrusted; the client caps every reply and puts a deadline on every call.
-func (m *Manager) Executor(ctx context.Context, ref string) (*client.Client, *Sandbox, error) {
-	sb, err := m.Get(ctx, ref)
-	if err != nil {
-		return nil, nil, err
-	}
-	switch sb.Status {
-	case StatusRunning:
-	case StatusPaused:
-		return nil, nil, fmt.Errorf("%w: sandbox %s is paused: resume it first", ErrState, sb.ShortID())
-	case StatusStopped:
-		return nil, nil, stoppedError(sb)
-	default:
-		return nil, nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
-	}
-	return client.New(sb.Socket, client.Options{}), sb, nil
+// executor returns a client for the executor of a running sandbox; the
+// caller closes it. The executor is untrusted: the client caps every reply
+// and puts a deadline on every call.
+func (h *Host) executor(sb *sbx.Sandbox) (*client.Client, error) {
+	return client.New(sb.Socket, client.Options{}), nil
 }
 
 // Exec runs a command in a running sandbox through its executor. With
 // onOutput, output is streamed to it as it is produced; the result comes
 // last either way.
-func (m *Manager) Exec(ctx context.Context, ref string, req api.ExecRequest, onOutput func(api.ExecFrame) error) (api.ExecResult, error) {
-	c, _, err := m.Executor(ctx, ref)
+func (h *Host) Exec(ctx context.Context, ref string, req sbx.ExecRequest, onOutput func(sbx.ExecFrame) error) (sbx.ExecResult, error) {
+	sb, err := h.running(ctx, ref)
 	if err != nil {
-		return api.ExecResult{}, err
+		return sbx.ExecResult{}, err
 	}
+	c, _ := h.executor(sb)
 	defer c.Close()
 	if onOutput == nil {
 		return c.Exec(ctx, req)
 	}
 	return c.ExecStream(ctx, req, onOutput)
+}
+
+// CopyTo copies the host file or directory src into a running sandbox at
+// dst, as docker cp does (see client.CopyTo). A relative dst is taken
+// relative to the sandbox's working directory.
+func (h *Host) CopyTo(ctx context.Context, ref, src, dst string) error {
+	sb, err := h.running(ctx, ref)
+	if err != nil {
+		return err
+	}
+	c, _ := h.executor(sb)
+	defer c.Close()
+	return client.CopyTo(ctx, c, src, inSandbox(sb, dst))
+}
+
+// CopyFrom copies the file or directory src inside a running sandbox to
+// dst on the host, as docker cp does (see client.CopyFrom). A relative
+// src is taken relative to the sandbox's working directory.
+func (h *Host) CopyFrom(ctx context.Context, ref, src, dst string) error {
+	if src == "" {
+		return invalid("empty sandbox path")
+	}
+	sb, err := h.running(ctx, ref)
+	if err != nil {
+		return err
+	}
+	c, _ := h.executor(sb)
+	defer c.Close()
+	return client.CopyFrom(ctx, c, inSandbox(sb, src), dst)
+}
+
+// inSandbox makes a sandbox path absolute against the sandbox's working
+// directory (its option, else the image's, else /), as commands see it.
+func inSandbox(sb *sbx.Sandbox, p string) string {
+	wd := sb.Options.Workdir
+	if wd == "" && sb.Image != nil {
+		wd = sb.Image.Workdir
+	}
+	return client.InDir(wd, p)
 }

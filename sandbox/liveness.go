@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+
+	"github.com/sbxrun/sbx"
 )
 
 // procStart returns the start time (in clock ticks after boot, field 22 of
@@ -38,7 +40,7 @@ func procStart(pid int) (start uint64, ok bool) {
 // pid1Alive reports whether the PID 1 recorded for a running or paused
 // sandbox still runs: the same PID with the same start time, so a reused
 // PID does not count. It reads one small /proc file and takes no lock.
-func pid1Alive(sb *Sandbox) bool {
+func pid1Alive(sb *sbx.Sandbox) bool {
 	start, ok := procStart(sb.Pid)
 	if !ok {
 		return false
@@ -50,26 +52,26 @@ func pid1Alive(sb *Sandbox) bool {
 // stopped. Reads need no lock; the change is written back only when the
 // sandbox's lock is free at once (a busy sandbox is refreshed by whoever
 // holds it, or by the next locked operation).
-func (m *Manager) checkAlive(sb *Sandbox) {
-	if (sb.Status != StatusRunning && sb.Status != StatusPaused) || sb.Pid == 0 || pid1Alive(sb) {
+func (h *Host) checkAlive(sb *sbx.Sandbox) {
+	if (sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused) || sb.Pid == 0 || pid1Alive(sb) {
 		return
 	}
-	if l, err := m.store.TryLock(sb.ID); err == nil {
-		var cur Sandbox
+	if l, err := h.store.TryLock(sb.ID); err == nil {
+		var cur sbx.Sandbox
 		if l.Read(&cur) == nil && cur.Status == sb.Status && cur.Pid == sb.Pid && cur.PidStart == sb.PidStart {
-			m.markStopped(l, &cur)
+			h.markStopped(l, &cur)
 			l.Unlock()
 			*sb = cur
 			return
 		}
 		l.Unlock()
 	}
-	now := m.now().UTC()
-	sb.Status, sb.Stopped, sb.Pid, sb.PidStart = StatusStopped, &now, 0, 0
+	now := h.now().UTC()
+	sb.Status, sb.Stopped, sb.Pid, sb.PidStart = sbx.StatusStopped, &now, 0, 0
 }
 
 // stoppedError is the error for an operation that needs a running sandbox
 // whose PID 1 has exited.
-func stoppedError(sb *Sandbox) error {
-	return fmt.Errorf("%w: sandbox %s is stopped: its PID 1 exited; sbx start or sbx rm it", ErrState, sb.ShortID())
+func stoppedError(sb *sbx.Sandbox) error {
+	return fmt.Errorf("%w: sandbox %s is stopped: its PID 1 exited; sbx start or sbx rm it", sbx.ErrState, sb.ShortID())
 }

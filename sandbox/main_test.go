@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/tests/fixture"
 )
 
 // TestMain makes the test binary libcontainer's init when it is
@@ -14,9 +14,20 @@ import (
 // private parent cgroup, so that their cgroups and the parent's memory
 // budget (changed by some tests) are apart from every other sbx user's on
 // the host.
+//
+// The runnable examples find a busybox root file system in
+// $SBX_EXAMPLE_ROOTFS.
 func TestMain(m *testing.M) {
-	isolate.Init()
+	Init()
 	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
+	if os.Geteuid() == 0 {
+		root, err := fixture.BusyboxRootfsDir()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "busybox fixture for the examples:", err, "(make deps installs busybox-static)")
+			os.Exit(1)
+		}
+		os.Setenv("SBX_EXAMPLE_ROOTFS", root)
+	}
 	code := m.Run()
 	if os.Geteuid() == 0 {
 		_ = cgroup.RemoveParentIfEmpty()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -22,7 +23,7 @@ func requireRoot(t testing.TB) {
 	}
 }
 
-func newManager(t testing.TB, cfg Config) *Manager {
+func newHost(t testing.TB, cfg HostConfig) *Host {
 	t.Helper()
 	requireRoot(t)
 	dir := shortTempDir(t)
@@ -32,7 +33,7 @@ func newManager(t testing.TB, cfg Config) *Manager {
 	if cfg.RunRoot == "" {
 		cfg.RunRoot = filepath.Join(dir, "run")
 	}
-	m, err := New(cfg)
+	m, err := Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,15 +43,16 @@ func newManager(t testing.TB, cfg Config) *Manager {
 	m.onAdmit = func(id string) { markSeen(m, id) }
 	t.Cleanup(func() {
 		ctx := context.Background()
-		list, _ := m.List(ctx, Filter{})
+		list, _ := m.List(ctx, sbx.Filter{})
 		for _, sb := range list {
-			if err := m.Remove(ctx, sb.ID, true); err != nil {
+			if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 				t.Errorf("cleanup: remove %s: %v", sb.ID, err)
 			}
 		}
 		if _, err := m.GC(ctx); err != nil {
 			t.Errorf("cleanup: gc: %v", err)
 		}
+		_ = m.Close()
 		assertNoLeaks(t, m)
 	})
 	return m
@@ -60,10 +62,10 @@ func newManager(t testing.TB, cfg Config) *Manager {
 // look only at their own sandboxes' cgroups.
 var (
 	seenMu sync.Mutex
-	seen   = map[*Manager]map[string]bool{}
+	seen   = map[*Host]map[string]bool{}
 )
 
-func markSeen(m *Manager, id string) {
+func markSeen(m *Host, id string) {
 	seenMu.Lock()
 	defer seenMu.Unlock()
 	if seen[m] != nil {
@@ -73,7 +75,7 @@ func markSeen(m *Manager, id string) {
 
 // assertNoLeaks fails if anything of the Manager's sandboxes is left on the
 // host: mounts, cgroups, runtime or persistent directories, names.
-func assertNoLeaks(t testing.TB, m *Manager) {
+func assertNoLeaks(t testing.TB, m *Host) {
 	t.Helper()
 	data, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(data), "\n") {
@@ -129,22 +131,22 @@ func shortTempDir(t testing.TB) string {
 	return dir
 }
 
-func busybox(t testing.TB) Options {
-	return Options{Rootfs: fixture.BusyboxRootfs(t)}
+func busybox(t testing.TB) sbx.Options {
+	return sbx.Options{Rootfs: fixture.BusyboxRootfs(t)}
 }
 
 func TestCreateStopStartRemove(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	opts := busybox(t)
 	opts.Name = "lc-basic"
 	opts.Labels = map[string]string{"team": "a"}
-	opts.Limits = Limits{MemoryBytes: 64 << 20, Pids: 64, DiskBytes: 16 << 20}
+	opts.Limits = sbx.Limits{MemoryBytes: 64 << 20, Pids: 64, DiskBytes: 16 << 20}
 	sb, err := m.Create(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.Status != StatusRunning || sb.Pid <= 0 || sb.Socket == "" {
+	if sb.Status != sbx.StatusRunning || sb.Pid <= 0 || sb.Socket == "" {
 		t.Fatalf("after create: %+v", sb)
 	}
 	if err := m.waitReady(ctx, sb.Socket); err != nil {
@@ -159,24 +161,24 @@ func TestCreateStopStartRemove(t *testing.T) {
 			t.Fatalf("Get(%q) = %v, %v", ref, got, err)
 		}
 	}
-	if list, _ := m.List(ctx, Filter{Labels: map[string]string{"team": "b"}}); len(list) != 0 {
+	if list, _ := m.List(ctx, sbx.Filter{Labels: map[string]string{"team": "b"}}); len(list) != 0 {
 		t.Fatalf("label filter team=b matched %d", len(list))
 	}
-	if list, _ := m.List(ctx, Filter{Labels: map[string]string{"team": "a"}}); len(list) != 1 {
+	if list, _ := m.List(ctx, sbx.Filter{Labels: map[string]string{"team": "a"}}); len(list) != 1 {
 		t.Fatalf("label filter team=a matched %d", len(list))
 	}
-	if err := m.Remove(ctx, sb.ID, false); !errors.Is(err, ErrState) {
-		t.Fatalf("remove of a running sandbox without force: got %v, want ErrState", err)
+	if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: false}); !errors.Is(err, sbx.ErrState) {
+		t.Fatalf("remove of a running sandbox without force: got %v, want sbx.ErrState", err)
 	}
-	if _, err := m.Create(ctx, opts); !errors.Is(err, ErrNameInUse) {
-		t.Fatalf("second create with the same name: got %v, want ErrNameInUse", err)
+	if _, err := m.Create(ctx, opts); !errors.Is(err, sbx.ErrNameInUse) {
+		t.Fatalf("second create with the same name: got %v, want sbx.ErrNameInUse", err)
 	}
 
-	st, err := m.Stop(ctx, "lc-basic", 2*time.Second)
+	st, err := m.Stop(ctx, "lc-basic", sbx.StopOptions{Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Status != StatusStopped {
+	if st.Status != sbx.StatusStopped {
 		t.Fatalf("after stop: %s", st.Status)
 	}
 	if _, err := os.Stat(filepath.Join(sb.RootPath, "bin/busybox")); err != nil {
@@ -186,35 +188,31 @@ func TestCreateStopStartRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Status != StatusRunning || st.Pid == sb.Pid {
+	if st.Status != sbx.StatusRunning || st.Pid == sb.Pid {
 		t.Fatalf("after start: status %s pid %d (old %d)", st.Status, st.Pid, sb.Pid)
 	}
 	if err := m.waitReady(ctx, st.Socket); err != nil {
 		t.Fatalf("executor not answering after restart: %v", err)
 	}
-	if err := m.Remove(ctx, sb.ID, true); err != nil {
+	if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Get(ctx, sb.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Get(ctx, sb.ID); !errors.Is(err, sbx.ErrNotFound) {
 		t.Fatalf("get after remove: %v", err)
 	}
 	assertNoLeaks(t, m)
 }
 
 func TestPauseResume(t *testing.T) {
-	var mu sync.Mutex
-	var events []string
-	m := newManager(t, Config{Events: func(e Event) {
-		mu.Lock()
-		events = append(events, e.Type)
-		mu.Unlock()
-	}})
+	m := newHost(t, HostConfig{})
+	_, sub := m.events.bus.subscribe(m.events.bus.last(), false)
+	defer m.events.bus.unsubscribe(sub)
 	ctx := context.Background()
 	sb, err := m.Create(ctx, busybox(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb, err = m.Pause(ctx, sb.ID); err != nil || sb.Status != StatusPaused {
+	if sb, err = m.Pause(ctx, sb.ID); err != nil || sb.Status != sbx.StatusPaused {
 		t.Fatalf("pause: %v %v", sb, err)
 	}
 	// A frozen executor cannot answer.
@@ -227,7 +225,7 @@ func TestPauseResume(t *testing.T) {
 	if _, err := m.Stats(ctx, sb.ID); err != nil {
 		t.Fatalf("stats of a paused sandbox: %v", err)
 	}
-	if sb, err = m.Resume(ctx, sb.ID); err != nil || sb.Status != StatusRunning {
+	if sb, err = m.Resume(ctx, sb.ID); err != nil || sb.Status != sbx.StatusRunning {
 		t.Fatalf("resume: %v %v", sb, err)
 	}
 	if err := m.waitReady(ctx, sb.Socket); err != nil {
@@ -237,38 +235,40 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Removing a paused sandbox must thaw and kill it.
-	if err := m.Remove(ctx, sb.ID, true); err != nil {
+	if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	assertNoLeaks(t, m)
-	mu.Lock()
+	var events []string
+	for len(sub.ch) > 0 {
+		events = append(events, strings.TrimPrefix((<-sub.ch).Type, "sandbox."))
+	}
 	got := strings.Join(events, ",")
-	mu.Unlock()
 	if want := "created,ready,paused,resumed,paused,removed"; got != want {
 		t.Fatalf("events %s, want %s", got, want)
 	}
 }
 
 func TestBadOptionsChangeNothing(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	root := fixture.BusyboxRootfs(t)
-	for name, o := range map[string]Options{
+	for name, o := range map[string]sbx.Options{
 		"no root":        {},
 		"both":           {Rootfs: root, Image: "x"},
 		"relative root":  {Rootfs: "rel"},
 		"missing root":   {Rootfs: "/nonexistent-sbx"},
 		"bad name":       {Rootfs: root, Name: "../x"},
-		"tiny memory":    {Rootfs: root, Limits: Limits{MemoryBytes: 1000}},
+		"tiny memory":    {Rootfs: root, Limits: sbx.Limits{MemoryBytes: 1000}},
 		"bad net":        {Rootfs: root, Network: "bridge0"},
 		"bad env":        {Rootfs: root, Env: []string{"NOEQUALS"}},
-		"bad volume":     {Rootfs: root, Volumes: []Volume{{HostPath: "rel", Path: "/x"}}},
-		"reserved mount": {Rootfs: root, Tmpfs: []Tmpfs{{Path: "/.sbx/run"}}},
+		"bad volume":     {Rootfs: root, Volumes: []sbx.Volume{{HostPath: "rel", Path: "/x"}}},
+		"reserved mount": {Rootfs: root, Tmpfs: []sbx.Tmpfs{{Path: "/.sbx/run"}}},
 		"no image store": {Image: "busybox"},
 	} {
 		if _, err := m.Create(ctx, o); err == nil {
 			t.Errorf("%s: create succeeded", name)
-		} else if !errors.Is(err, ErrInvalid) && !errors.Is(err, os.ErrNotExist) {
+		} else if !errors.Is(err, sbx.ErrInvalid) && !errors.Is(err, os.ErrNotExist) {
 			t.Logf("%s: %v", name, err)
 		}
 	}
@@ -276,29 +276,29 @@ func TestBadOptionsChangeNothing(t *testing.T) {
 }
 
 func TestLimits(t *testing.T) {
-	m := newManager(t, Config{MaxSandboxes: 1})
+	m := newHost(t, HostConfig{MaxSandboxes: 1})
 	ctx := context.Background()
 	if _, err := m.Create(ctx, busybox(t)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.Create(ctx, busybox(t)); !errors.Is(err, ErrLimit) {
-		t.Fatalf("second create over MaxSandboxes=1: got %v, want ErrLimit", err)
+	if _, err := m.Create(ctx, busybox(t)); !errors.Is(err, sbx.ErrLimit) {
+		t.Fatalf("second create over MaxSandboxes=1: got %v, want sbx.ErrLimit", err)
 	}
 
 	// The budget becomes the limit of the parent cgroup that every
 	// sandbox of the host shares: far above this machine's memory.
 	keepParentMemory(t)
-	b := newManager(t, Config{MemoryBudget: 1 << 40})
+	b := newHost(t, HostConfig{MemoryBudget: 1 << 40})
 	o := busybox(t)
-	if _, err := b.Create(ctx, o); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("create without memory limit under a budget: got %v, want ErrInvalid", err)
+	if _, err := b.Create(ctx, o); !errors.Is(err, sbx.ErrInvalid) {
+		t.Fatalf("create without memory limit under a budget: got %v, want sbx.ErrInvalid", err)
 	}
 	o.Limits.MemoryBytes = 600 << 30
 	if _, err := b.Create(ctx, o); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Create(ctx, o); !errors.Is(err, ErrLimit) {
-		t.Fatalf("create over the memory budget: got %v, want ErrLimit", err)
+	if _, err := b.Create(ctx, o); !errors.Is(err, sbx.ErrLimit) {
+		t.Fatalf("create over the memory budget: got %v, want sbx.ErrLimit", err)
 	}
 	o.Limits.MemoryBytes = 400 << 30
 	if _, err := b.Create(ctx, o); err != nil {
@@ -307,7 +307,7 @@ func TestLimits(t *testing.T) {
 }
 
 func TestTTLExpiresWithoutDaemon(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	o := busybox(t)
 	o.TTL = 500 * time.Millisecond
@@ -322,7 +322,7 @@ func TestTTLExpiresWithoutDaemon(t *testing.T) {
 	}
 	time.Sleep(time.Until(sb.ExpiresAt.Add(50 * time.Millisecond)))
 	// Any operation reaps: here a listing, as `sbx ls` would.
-	list, err := m.List(ctx, Filter{})
+	list, err := m.List(ctx, sbx.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -332,7 +332,7 @@ func TestTTLExpiresWithoutDaemon(t *testing.T) {
 	if _, err := os.Stat(m.store.RunDir(sb.ID)); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("expired sandbox's runtime directory still exists: %v", err)
 	}
-	if _, err := m.Resolve("short-lived"); !errors.Is(err, ErrNotFound) {
+	if _, err := m.Resolve("short-lived"); !errors.Is(err, sbx.ErrNotFound) {
 		t.Fatalf("name of the expired sandbox still resolves: %v", err)
 	}
 }
@@ -340,7 +340,7 @@ func TestTTLExpiresWithoutDaemon(t *testing.T) {
 // WatchExpiry removes a sandbox when its TTL passes, without any other
 // call, and returns once no deadline is left.
 func TestWatchExpiry(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	o := busybox(t)
 	o.TTL = 300 * time.Millisecond
@@ -369,7 +369,7 @@ func TestWatchExpiry(t *testing.T) {
 // A create killed with SIGKILL at each of its steps leaves a record from
 // which GC releases everything.
 func TestCreateKilledAtEachStep(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	for _, step := range CreateSteps {
 		t.Run(step, func(t *testing.T) {
@@ -381,8 +381,8 @@ func TestCreateKilledAtEachStep(t *testing.T) {
 			if !errors.As(err, &ee) || ee.ExitCode() != -1 {
 				t.Fatalf("helper was not killed at %s: %v\n%s", step, err, out)
 			}
-			list, _ := m.List(ctx, Filter{})
-			if len(list) != 1 || list[0].Status != StatusCreating {
+			list, _ := m.List(ctx, sbx.Filter{})
+			if len(list) != 1 || list[0].Status != sbx.StatusCreating {
 				t.Fatalf("after a crash at %s: want one creating sandbox, got %d", step, len(list))
 			}
 			markSeen(m, list[0].ID)
@@ -402,7 +402,7 @@ func TestHelperCreate(t *testing.T) {
 	if os.Getenv("SBX_HELPER_CREATE") != "1" {
 		t.Skip("helper process for TestCreateKilledAtEachStep")
 	}
-	m, err := New(Config{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT")})
+	m, err := Open(HostConfig{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestHelperCreate(t *testing.T) {
 }
 
 func TestRecoverMarksDeadSandboxStopped(t *testing.T) {
-	m := newManager(t, Config{})
+	m := newHost(t, HostConfig{})
 	ctx := context.Background()
 	sb, err := m.Create(ctx, busybox(t))
 	if err != nil {
@@ -435,7 +435,7 @@ func TestRecoverMarksDeadSandboxStopped(t *testing.T) {
 		t.Fatalf("recover reports %d live sandboxes, want 0", len(live))
 	}
 	got, _ := m.Get(ctx, sb.ID)
-	if got.Status != StatusStopped {
+	if got.Status != sbx.StatusStopped {
 		t.Fatalf("status after recover: %s", got.Status)
 	}
 }

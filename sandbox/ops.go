@@ -8,20 +8,17 @@ import (
 	"os"
 	"time"
 
-	"github.com/opencontainers/runc/libcontainer"
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
-// DefaultStopTimeout is how long Stop waits after SIGTERM before SIGKILL.
-const DefaultStopTimeout = 10 * time.Second
-
-// container loads the libcontainer container of a sandbox.
-func (m *Manager) container(sb *Sandbox) (*isolate.Container, error) {
-	ctr, err := isolate.Load(m.containerRoot(), sb.ID)
+// container loads the container of a sandbox.
+func (h *Host) container(sb *sbx.Sandbox) (*isolate.Container, error) {
+	ctr, err := isolate.Load(h.containerRoot(), sb.ID)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox %s has no container (run sbx gc if it crashed): %w", sb.ShortID(), err)
 	}
@@ -30,68 +27,78 @@ func (m *Manager) container(sb *Sandbox) (*isolate.Container, error) {
 
 // refresh marks a running or paused sandbox stopped when its PID 1 is
 // gone (it exited on its own, or the host restarted). Only a container
-// that libcontainer reports stopped, or whose state no longer exists,
-// counts; any other error leaves the record alone.
-func (m *Manager) refresh(l *state.Lock, sb *Sandbox) {
-	if sb.Status != StatusRunning && sb.Status != StatusPaused {
+// that reports itself stopped, or whose state no longer exists, counts;
+// any other error leaves the record alone.
+func (h *Host) refresh(l *state.Lock, sb *sbx.Sandbox) {
+	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return
 	}
-	ctr, err := m.container(sb)
+	ctr, err := h.container(sb)
 	switch {
-	case errors.Is(err, libcontainer.ErrNotExist):
+	case errors.Is(err, isolate.ErrNotExist):
 	case err != nil:
-		m.log.Warn("cannot tell whether the sandbox runs", "id", sb.ID, "err", err)
+		h.log.Warn("cannot tell whether the sandbox runs", "id", sb.ID, "err", err)
 		return
 	case ctr.Status() != "stopped":
 		return
 	}
-	m.markStopped(l, sb)
+	h.markStopped(l, sb)
 }
 
-func (m *Manager) markStopped(l *state.Lock, sb *Sandbox) {
-	now := m.now().UTC()
-	sb.Status = StatusStopped
+func (h *Host) markStopped(l *state.Lock, sb *sbx.Sandbox) {
+	now := h.now().UTC()
+	sb.Status = sbx.StatusStopped
 	sb.Stopped = &now
 	sb.Pid, sb.PidStart = 0, 0
 	if err := l.Write(sb); err != nil {
-		m.log.Warn("record stopped sandbox", "id", sb.ID, "err", err)
+		h.log.Warn("record stopped sandbox", "id", sb.ID, "err", err)
 	}
-	m.emit(EventStopped, sb)
+	h.emit(changeStopped, sb)
 }
 
-// Stop sends SIGTERM to the sandbox's PID 1, waits up to timeout (0 means
-// DefaultStopTimeout) and then kills it. The root file system is kept
-// until Remove; Start runs the sandbox again.
-func (m *Manager) Stop(ctx context.Context, ref string, timeout time.Duration) (*Sandbox, error) {
-	m.reapExpired(ctx)
-	l, sb, err := m.lock(ctx, ref)
+// Stop sends o.Signal (SIGTERM) to the sandbox's PID 1, waits up to
+// o.Timeout (sbx.DefaultStopTimeout) and then kills it. The root file
+// system is kept until Remove; Start runs the sandbox again.
+func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	sig := unix.SIGTERM
+	if o.Signal != "" {
+		if sig = unix.SignalNum(o.Signal); sig == 0 {
+			return nil, fmt.Errorf("%w: signal %q: use a name like SIGTERM", sbx.ErrInvalid, o.Signal)
+		}
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("%w: stop timeout must not be negative", sbx.ErrInvalid)
+	}
+	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	m.refresh(l, sb)
-	if sb.Status == StatusStopped {
+	h.refresh(l, sb)
+	if sb.Status == sbx.StatusStopped {
 		return sb, nil
 	}
-	if sb.Status != StatusRunning && sb.Status != StatusPaused {
-		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
+		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
-	if timeout <= 0 {
-		timeout = DefaultStopTimeout
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = sbx.DefaultStopTimeout
 	}
-	ctr, err := m.container(sb)
+	ctr, err := h.container(sb)
 	if err != nil {
 		return nil, err
 	}
-	if err := stopContainer(ctx, ctr, timeout); err != nil {
+	if err := stopContainer(ctx, ctr, sig, timeout); err != nil {
 		return nil, err
 	}
-	m.markStopped(l, sb)
+	h.markStopped(l, sb)
 	return sb, nil
 }
 
-// stopContainer sends SIGTERM, waits up to timeout, then SIGKILL.
-func stopContainer(ctx context.Context, ctr *isolate.Container, timeout time.Duration) error {
+// stopContainer sends sig, waits up to timeout, then SIGKILL.
+func stopContainer(ctx context.Context, ctr *isolate.Container, sig unix.Signal, timeout time.Duration) error {
 	pid := ctr.Pid()
 	if pid <= 0 {
 		return nil
@@ -102,7 +109,7 @@ func stopContainer(ctx context.Context, ctr *isolate.Container, timeout time.Dur
 	}
 	defer unix.Close(pidfd)
 	paused := ctr.Status() == "paused"
-	if err := ctr.Signal(unix.SIGTERM); err != nil {
+	if err := ctr.Signal(sig); err != nil {
 		return err
 	}
 	if paused {
@@ -118,77 +125,69 @@ func stopContainer(ctx context.Context, ctr *isolate.Container, timeout time.Dur
 }
 
 // Start runs a stopped sandbox again on its kept root file system.
-func (m *Manager) Start(ctx context.Context, ref string) (*Sandbox, error) {
-	m.reapExpired(ctx)
-	l, sb, err := m.lock(ctx, ref)
+func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	m.refresh(l, sb)
-	if sb.Status == StatusRunning {
+	h.refresh(l, sb)
+	if sb.Status == sbx.StatusRunning {
 		return sb, nil
 	}
-	if sb.Status != StatusStopped {
-		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+	if sb.Status != sbx.StatusStopped {
+		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
 	if _, err := os.Stat(sb.RootPath); err != nil {
-		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", ErrState, sb.ShortID())
+		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", sbx.ErrState, sb.ShortID())
 	}
 	// The old container's state and cgroups go first; the root stays.
-	for _, r := range sb.Resources {
-		if r.Kind == ResourceContainer {
-			if err := m.releaseContainer(ctx, r); err != nil {
-				return nil, err
-			}
-		}
-	}
-	hostname := sb.Options.Hostname
-	if hostname == "" {
-		hostname = sb.ShortID()
-	}
-	if err := m.startContainer(ctx, sb, hostname, nil); err != nil {
-		_ = m.releaseContainer(context.WithoutCancel(ctx), Resource{Kind: ResourceContainer, Path: m.containerRoot(), ID: sb.ID})
+	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
 		return nil, err
 	}
-	now := m.now().UTC()
-	sb.Status, sb.Started, sb.Stopped = StatusRunning, &now, nil
+	if err := h.startExecutor(ctx, sb, nil); err != nil {
+		_ = releaseContainer(context.WithoutCancel(ctx), h.containerRoot(), sb.ID)
+		return nil, err
+	}
+	now := h.now().UTC()
+	sb.Status, sb.Started, sb.Stopped = sbx.StatusRunning, &now, nil
 	if err := l.Write(sb); err != nil {
 		return nil, err
 	}
-	m.emit(EventStarted, sb)
+	h.emit(changeStarted, sb)
 	return sb, nil
 }
 
 // Pause freezes every process of the sandbox (cgroup freezer).
-func (m *Manager) Pause(ctx context.Context, ref string) (*Sandbox, error) {
-	return m.setFrozen(ctx, ref, true)
+func (h *Host) Pause(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	return h.setFrozen(ctx, ref, true)
 }
 
 // Resume thaws a paused sandbox.
-func (m *Manager) Resume(ctx context.Context, ref string) (*Sandbox, error) {
-	return m.setFrozen(ctx, ref, false)
+func (h *Host) Resume(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	return h.setFrozen(ctx, ref, false)
 }
 
-func (m *Manager) setFrozen(ctx context.Context, ref string, freeze bool) (*Sandbox, error) {
-	m.reapExpired(ctx)
-	l, sb, err := m.lock(ctx, ref)
+func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	defer l.Unlock()
-	m.refresh(l, sb)
-	want, from := StatusPaused, StatusRunning
+	h.refresh(l, sb)
+	want, from := sbx.StatusPaused, sbx.StatusRunning
 	if !freeze {
-		want, from = StatusRunning, StatusPaused
+		want, from = sbx.StatusRunning, sbx.StatusPaused
 	}
 	if sb.Status == want {
 		return sb, nil
 	}
 	if sb.Status != from {
-		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
-	ctr, err := m.container(sb)
+	ctr, err := h.container(sb)
 	if err != nil {
 		return nil, err
 	}
@@ -205,23 +204,23 @@ func (m *Manager) setFrozen(ctx context.Context, ref string, freeze bool) (*Sand
 		return nil, err
 	}
 	if freeze {
-		m.emit(EventPaused, sb)
+		h.emit(changePaused, sb)
 	} else {
-		m.emit(EventResumed, sb)
+		h.emit(changeResumed, sb)
 	}
 	return sb, nil
 }
 
 // Stats reads what the sandbox uses now from its cgroups.
-func (m *Manager) Stats(ctx context.Context, ref string) (*cgroup.Usage, error) {
-	sb, err := m.Get(ctx, ref)
+func (h *Host) Stats(ctx context.Context, ref string) (*sbx.Usage, error) {
+	sb, err := h.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if sb.Status != StatusRunning && sb.Status != StatusPaused {
-		return nil, fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
+	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
+		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
-	ctr, err := m.container(sb)
+	ctr, err := h.container(sb)
 	if err != nil {
 		return nil, err
 	}
@@ -229,78 +228,78 @@ func (m *Manager) Stats(ctx context.Context, ref string) (*cgroup.Usage, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &u, nil
+	return usage(u), nil
+}
+
+// usage is the contract's form of a cgroup reading.
+func usage(u cgroup.Usage) *sbx.Usage {
+	return &sbx.Usage{
+		CPUTimeS: u.CPUTime.Seconds(), UserTimeS: u.UserTime.Seconds(), SysTimeS: u.SysTime.Seconds(),
+		CPUThrottledS: u.CPUThrottled.Seconds(), MemoryCurrentBytes: u.MemoryCurrent, MemoryPeakBytes: u.MemoryPeak,
+		MemoryLimitBytes: u.MemoryLimit, OOMKills: u.OOMKills, Pids: u.Pids, PidsPeak: u.PidsPeak, PidsLimit: u.PidsLimit,
+	}
 }
 
 // Remove releases everything the sandbox created and forgets it. A
-// running or paused sandbox is only removed with force (it is killed);
-// otherwise Remove fails with ErrState.
-func (m *Manager) Remove(ctx context.Context, ref string, force bool) error {
-	m.reapExpired(ctx)
-	l, sb, err := m.lock(ctx, ref)
+// running or paused sandbox is only removed with o.Force (it is killed);
+// otherwise Remove fails with sbx.ErrState.
+func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) error {
+	h.removeExpired(ctx)
+	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer l.Unlock()
-	m.refresh(l, sb)
-	if (sb.Status == StatusRunning || sb.Status == StatusPaused) && !force {
-		return fmt.Errorf("%w: sandbox %s is %s: stop it first or force the removal (rm -f)", ErrState, sb.ShortID(), sb.Status)
+	h.refresh(l, sb)
+	if (sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused) && !o.Force {
+		return fmt.Errorf("%w: sandbox %s is %s: stop it first or force the removal (rm -f)", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
-	if err := m.destroy(ctx, l, sb); err != nil {
+	if err := h.destroy(ctx, l, sb); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", sb.ShortID(), err)
 	}
 	return nil
 }
 
-// Info is a sandbox's record with what only the host can tell now.
-type Info struct {
-	*Sandbox
-	// Pids are the host PIDs of every process in the sandbox.
-	Pids []int `json:"pids,omitempty"`
-}
-
-// Inspect returns the record of the sandbox ref with its current processes.
-func (m *Manager) Inspect(ctx context.Context, ref string) (*Info, error) {
-	sb, err := m.Get(ctx, ref)
+// Inspect returns the record of the sandbox ref with its current
+// processes.
+func (h *Host) Inspect(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	sb, err := h.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	info := &Info{Sandbox: sb}
-	if sb.Status == StatusRunning || sb.Status == StatusPaused {
-		info.Pids, _ = sandboxPids(sb.ID)
+	if sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused {
+		sb.Pids, _ = cgroup.Pids(sb.ID)
 	}
-	return info, nil
+	return sb, nil
 }
 
-// SocketPath returns the host path of the executor socket of a running
-// sandbox, for front-ends that proxy the executor's API.
-func (m *Manager) SocketPath(ctx context.Context, ref string) (string, error) {
-	sb, err := m.Get(ctx, ref)
+// running returns the record of a sandbox whose executor can answer.
+func (h *Host) running(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	sb, err := h.Get(ctx, ref)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	if sb.Status == StatusStopped {
-		return "", stoppedError(sb)
+	switch sb.Status {
+	case sbx.StatusRunning:
+		return sb, nil
+	case sbx.StatusPaused:
+		return nil, fmt.Errorf("%w: sandbox %s is paused: resume it first", sbx.ErrState, sb.ShortID())
+	case sbx.StatusStopped:
+		return nil, stoppedError(sb)
 	}
-	if sb.Status != StatusRunning {
-		return "", fmt.Errorf("%w: sandbox %s is %s", ErrState, sb.ShortID(), sb.Status)
-	}
-	return sb.Socket, nil
+	return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 }
 
 // Dial connects to the executor of a running sandbox.
-func (m *Manager) Dial(ctx context.Context, ref string) (net.Conn, error) {
-	sock, err := m.SocketPath(ctx, ref)
+func (h *Host) Dial(ctx context.Context, ref string) (net.Conn, error) {
+	sb, err := h.running(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", sock)
+	c, err := d.DialContext(ctx, "unix", sb.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the executor of %s: %w", ref, err)
 	}
 	return c, nil
 }
-
-// Touch is a no-op that runs TTL expiry; front-ends call it at start.
-func (m *Manager) Touch(ctx context.Context) { m.reapExpired(ctx) }

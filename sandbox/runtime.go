@@ -6,20 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
@@ -28,7 +26,7 @@ import (
 // Paths inside a sandbox's runtime directory, and where the socket
 // directory appears inside the sandbox.
 const (
-	rootfsDir     = "rootfs"         // rootfs.Prepare's directory
+	rootfsDir     = "rootfs"         // the root's directory (provision)
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1
@@ -36,150 +34,17 @@ const (
 	healthPath    = "/v1/health"     // the executor's readiness endpoint
 	maxHealthBody = 64 << 10         // cap on the executor's health reply
 	killWait      = 10 * time.Second // how long to wait for a killed PID 1 to go
+	containersDir = "containers"     // libcontainer's state root, below RunRoot
 )
 
-// ImageSource is the image cache as the Manager uses it: resolving
-// references to unpacked layers, and storing a sandbox's writable layer as a
-// new image. NewImageSource adapts the image cache to it.
-type ImageSource interface {
-	// Resolve returns the image ref, pulling it if the policy allows.
-	Resolve(ctx context.Context, ref string) (*ResolvedImage, error)
-	// Commit stores layer (an uncompressed tar in OCI form: whiteouts as
-	// .wh. files) on top of the image base (a digest) as a new image
-	// called name.
-	Commit(ctx context.Context, base, name string, layer io.Reader) (*ResolvedImage, error)
-}
-
-// ResolvedImage is an image ready to be mounted.
-type ResolvedImage struct {
-	Ref     string // familiar name
-	Digest  string
-	Layers  []string // unpacked layer directories, lowest first
-	Env     []string
-	Workdir string
-	User    string
-}
-
-// startRuntime mounts the root, starts the container with the executor as
-// PID 1 and waits until the executor answers.
-func (m *Manager) startRuntime(ctx context.Context, sb *Sandbox, lowers []string) error {
-	run := m.store.RunDir(sb.ID)
-	m.crashPoint(stepNetwork)
-	t0 := time.Now()
-	hostname := sb.Options.Hostname
-	if hostname == "" {
-		hostname = sb.ShortID()
-	}
-	dirs := []string{"/.sbx"}
-	if sb.Options.Workdir != "" {
-		dirs = append(dirs, sb.Options.Workdir)
-	}
-	ro := rootfs.Options{
-		DiskBytes:  sb.Options.Limits.DiskBytes,
-		Hostname:   hostname,
-		Hosts:      hostsFile(hostname),
-		ResolvConf: resolvConf(netns.Mode(sb.Options.Network)),
-		Dirs:       dirs,
-	}
-	if sb.Options.Network == string(netns.ModeBridge) {
-		att, err := m.attachNetwork(ctx, sb, hostname)
-		if err != nil {
-			return err
-		}
-		ro.Hosts, ro.ResolvConf = att.Hosts, att.ResolvConf
-		if sb.CreateTimings != nil {
-			sb.CreateTimings.NetworkS = time.Since(t0).Seconds()
-			sb.CreateTimings.FromPool = att.FromPool
-		}
-		t0 = time.Now()
-	}
-	m.crashPoint(stepRootfs)
-	root, err := rootfs.Prepare(filepath.Join(run, rootfsDir), lowers, ro)
-	if err != nil {
-		return err
-	}
-	sb.RootPath = root.Path
-	if sb.CreateTimings != nil {
-		sb.CreateTimings.RootfsS = time.Since(t0).Seconds()
-	}
-	return m.startContainer(ctx, sb, hostname, root.Mounts)
-}
-
-// attachNetwork gives a bridged sandbox its namespace, address, rules and
-// published ports. The network resource was recorded with the first write.
-func (m *Manager) attachNetwork(ctx context.Context, sb *Sandbox, hostname string) (*netns.Attachment, error) {
-	opts, err := sb.Options.networkOptions(hostname)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	n, err := m.network()
-	if err != nil {
-		return nil, err
-	}
-	att, err := n.Attach(ctx, sb.ID, opts)
-	if err != nil {
-		return nil, err
-	}
-	sb.Network = att
-	return att, nil
-}
-
-// isolateNetwork is the network of the sandbox's container.
-func isolateNetwork(sb *Sandbox) string {
-	switch {
-	case sb.Network != nil && sb.Network.NetNSPath != "":
-		return sb.Network.NetNSPath
-	case sb.Options.Network == string(netns.ModeHost):
-		return isolate.NetworkHost
-	}
-	return isolate.NetworkNone
-}
-
-// network opens the bridge network state on first use.
-func (m *Manager) network() (*netns.Network, error) {
-	m.netOnce.Do(func() {
-		m.net, m.netErr = netns.Open(netns.Config{
-			StateDir:  filepath.Join(m.store.Root(), "network"),
-			RunDir:    filepath.Join(m.store.RunRoot(), "netns"),
-			HostNetNS: m.cfg.HostNetNS,
-			Subnet:    m.cfg.Subnet,
-			Logger:    m.log,
-		})
-	})
-	return m.net, m.netErr
-}
-
-// lowers returns the read-only layers of the sandbox's root, resolving its
-// image.
-func (m *Manager) lowers(ctx context.Context, sb *Sandbox) ([]string, error) {
-	if sb.Options.Rootfs != "" {
-		fi, err := os.Stat(sb.Options.Rootfs)
-		if err != nil {
-			return nil, fmt.Errorf("%w: root directory: %w", ErrInvalid, err)
-		}
-		if !fi.IsDir() {
-			return nil, fmt.Errorf("%w: root directory %s is not a directory", ErrInvalid, sb.Options.Rootfs)
-		}
-		return []string{sb.Options.Rootfs}, nil
-	}
-	if m.cfg.Images == nil {
-		return nil, fmt.Errorf("%w: no image store configured; use --rootfs DIR", ErrInvalid)
-	}
-	img, err := m.cfg.Images.Resolve(ctx, sb.Options.Image)
-	if err != nil {
-		return nil, err
-	}
-	sb.Image = &ImageInfo{Ref: img.Ref, Digest: img.Digest, Layers: img.Layers, Env: img.Env, Workdir: img.Workdir, User: img.User}
-	return img.Layers, nil
-}
-
-// startContainer starts the libcontainer container whose PID 1 is the
-// executor, serving on a socket created here before the start, and waits
-// for its first answer. No polling: the health request is queued on the
-// listening socket until the executor accepts it, and fails at once if
-// PID 1 dies (the last listening descriptor closes with it).
-func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname string, extra []specs.Mount) error {
-	run := m.store.RunDir(sb.ID)
+// startExecutor starts the container whose PID 1 is the executor,
+// serving on a socket created here before the start, and waits for its
+// first answer. No polling: the health request is queued on the listening
+// socket until the executor accepts it, and fails at once if PID 1 dies
+// (the last listening descriptor closes with it). extra are the root's
+// own mounts (host mode).
+func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs.Mount) error {
+	run := h.store.RunDir(sb.ID)
 	sockDir := filepath.Join(run, socketDir)
 	if err := os.MkdirAll(sockDir, 0o700); err != nil {
 		return fmt.Errorf("create socket directory: %w", err)
@@ -203,44 +68,24 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	}
 	defer logf.Close()
 
-	executorBin, err := m.executorBinary()
+	executor, err := h.executorBinary()
 	if err != nil {
 		return err
 	}
-	mounts := []specs.Mount{
-		{Source: executorBin, Destination: isolate.ExecutorPath, Type: "bind", Options: []string{"bind", "ro", "nodev", "nosuid"}},
-		{Source: sockDir, Destination: SocketDirPath, Type: "bind", Options: []string{"bind", "ro", "nodev", "nosuid", "noexec"}},
+	binds := []specs.Mount{
+		readOnlyBind(executor, isolate.ExecutorPath),
+		readOnlyBind(sockDir, SocketDirPath, "noexec"),
 	}
-	mounts = append(mounts, extra...)
-	mounts = append(mounts, volumeMounts(sb.Options)...)
 	env := sb.Options.Env
 	if sb.Image != nil {
-		env = mergeEnv(sb.Image.Env, sb.Options.Env)
+		env = sbx.MergeEnv(sb.Image.Env, sb.Options.Env)
 	}
 	// Commands get the image's and the caller's variables (and a PATH);
 	// the executor sets HOME and USER for the user each command runs as.
 	cmdEnv := withPath(env)
-	env = processEnv(env, hostname, false, 0)
-	spec := &isolate.Spec{
-		ID:             sb.ID,
-		Rootfs:         sb.RootPath,
-		ReadonlyRootfs: sb.Options.ReadonlyRootfs,
-		Args:           executorArgs(isolate.ExecutorPath, sb),
-		Env:            env,
-		Cwd:            "/",
-		Hostname:       hostname,
-		CapAdd:         sb.Options.CapAdd,
-		CapDrop:        sb.Options.CapDrop,
-		Seccomp:        sb.Options.Seccomp,
-		Limits: cgroup.Limits{
-			MemoryBytes: sb.Options.Limits.MemoryBytes,
-			CPUs:        sb.Options.Limits.CPUs,
-			Pids:        sb.Options.Limits.Pids,
-		}.WithInitAllowance(),
-		HelperSeccomp: true,
-		Network:       isolateNetwork(sb),
-		Mounts:        mounts,
-	}
+	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options,
+		root: &rootfs.Root{Path: sb.RootPath, Mounts: extra}, net: attachmentOf(sb)}
+	spec := containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds)
 	// The commands' environment goes through a memfd, not the command
 	// line, so that no host user can read it with ps.
 	envFile, err := envMemfd(cmdEnv)
@@ -248,9 +93,9 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 		return err
 	}
 	defer envFile.Close()
-	m.crashPoint(stepStart)
+	h.crashPoint(stepStart)
 	t0 := time.Now()
-	ctr, err := isolate.Start(m.containerRoot(), spec, isolate.IO{
+	ctr, err := isolate.Start(h.containerRoot(), spec, isolate.IO{
 		Stdout:     logf,
 		Stderr:     logf,
 		ExtraFiles: []*os.File{lnFile, envFile},
@@ -265,11 +110,11 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	sb.Pid = ctr.Pid()
 	sb.PidStart, _ = procStart(sb.Pid)
 	sb.Socket = sockPath
-	m.crashPoint(stepReady)
+	h.crashPoint(stepReady)
 	t1 := time.Now()
-	if err := m.waitReady(ctx, sockPath); err != nil {
+	if err := h.waitReady(ctx, sockPath); err != nil {
 		tail := logTail(filepath.Join(run, executorLog))
-		return fmt.Errorf("%w: %w%s", ErrNotReady, err, tail)
+		return fmt.Errorf("%w: %w%s", sbx.ErrNotReady, err, tail)
 	}
 	if sb.CreateTimings != nil {
 		sb.CreateTimings.StartS = t1.Sub(t0).Seconds()
@@ -278,9 +123,18 @@ func (m *Manager) startContainer(ctx context.Context, sb *Sandbox, hostname stri
 	return nil
 }
 
+// attachmentOf is the network a recorded sandbox's container joins.
+func attachmentOf(sb *sbx.Sandbox) *netns.Attachment {
+	a := &netns.Attachment{Mode: netns.Mode(sb.Options.Network)}
+	if sb.Network != nil {
+		a.NetNSPath = sb.Network.NetNSPath
+	}
+	return a
+}
+
 // waitReady sends one health request to the executor.
-func (m *Manager) waitReady(ctx context.Context, sock string) error {
-	ctx, cancel := context.WithTimeout(ctx, m.cfg.ReadyTimeout)
+func (h *Host) waitReady(ctx context.Context, sock string) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ReadyTimeout)
 	defer cancel()
 	client := unixHTTPClient(sock)
 	defer client.CloseIdleConnections()
@@ -297,10 +151,10 @@ func (m *Manager) waitReady(ctx context.Context, sock string) error {
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("executor health check: HTTP %d: %.200s", resp.StatusCode, body)
 	}
-	var h struct {
+	var hl struct {
 		Status string `json:"status"`
 	}
-	if err := json.Unmarshal(body, &h); err != nil {
+	if err := json.Unmarshal(body, &hl); err != nil {
 		return fmt.Errorf("executor health check: bad reply: %w", err)
 	}
 	return nil
@@ -329,41 +183,11 @@ func logTail(path string) string {
 	return "\nexecutor output:\n" + strings.TrimSpace(string(data))
 }
 
-// containerRoot is libcontainer's state root, shared with one-shot runs so
-// that isolate's cache of compiled seccomp filters (next to it) is too.
-func (m *Manager) containerRoot() string {
-	return filepath.Join(m.store.RunRoot(), containersDir)
-}
-
-// executorBinary is the executor bind-mounted into sandboxes as their
-// PID 1: Config.Executor, or the embedded sbx-executor, written under the
-// root (not the tmpfs run root: a bind mount from tmpfs costs libcontainer's
-// start several milliseconds here).
-func (m *Manager) executorBinary() (string, error) {
-	if m.cfg.Executor != "" {
-		return m.cfg.Executor, nil
-	}
-	return helperbin.Install(filepath.Join(m.cfg.Root, helpersDir), helperbin.Executor)
-}
-
-// volumeMounts turns volumes and tmpfs mounts into OCI mounts.
-func volumeMounts(o Options) []specs.Mount {
-	var out []specs.Mount
-	for _, v := range o.Volumes {
-		opts := []string{"rbind", "nosuid", "nodev"}
-		if v.ReadOnly {
-			opts = append(opts, "ro")
-		}
-		out = append(out, specs.Mount{Source: v.HostPath, Destination: v.Path, Type: "bind", Options: opts})
-	}
-	for _, t := range o.Tmpfs {
-		opts := []string{"nosuid", "nodev", "mode=1777"}
-		if t.SizeBytes > 0 {
-			opts = append(opts, "size="+strconv.FormatInt(t.SizeBytes, 10))
-		}
-		out = append(out, specs.Mount{Source: "tmpfs", Destination: t.Path, Type: "tmpfs", Options: opts})
-	}
-	return out
+// containerRoot is libcontainer's state root, shared by long-lived
+// sandboxes and one-shot runs so that isolate's cache of compiled seccomp
+// filters (next to it) is too.
+func (h *Host) containerRoot() string {
+	return filepath.Join(h.store.RunRoot(), containersDir)
 }
 
 // withPath adds the default PATH to env if it has none.
@@ -373,61 +197,42 @@ func withPath(env []string) []string {
 			return env
 		}
 	}
-	return append(append([]string{}, env...), "PATH="+isolate.DefaultPath)
+	return append(append([]string{}, env...), "PATH="+sbx.DefaultPath)
 }
 
-// mergeEnv returns base with the entries of over replacing equal keys.
-func mergeEnv(base, over []string) []string {
-	idx := map[string]int{}
-	out := make([]string, 0, len(base)+len(over))
-	for _, list := range [][]string{base, over} {
-		for _, e := range list {
-			k, _, _ := strings.Cut(e, "=")
-			if i, ok := idx[k]; ok {
-				out[i] = e
-				continue
-			}
-			idx[k] = len(out)
-			out = append(out, e)
-		}
-	}
-	return out
-}
+// cleanupDir unmounts anything left below dir and removes it. Unmounting
+// first matters: removing through a still-mounted volume would delete host
+// files.
+func cleanupDir(dir string) error { return rootfs.Cleanup(dir) }
 
-// releaseRunDir unmounts anything left below the runtime directory and
-// removes it. Unmounting first matters: removing through a still-mounted
-// volume would delete host files.
-func (m *Manager) releaseRunDir(dir string) error {
-	return rootfs.Cleanup(dir)
-}
-
-// releaseRootfs unmounts the sandbox's root and removes its directory.
-func (m *Manager) releaseRootfs(dir string) error {
-	return rootfs.Cleanup(dir)
-}
-
-// releaseContainer kills the container (thawing it if paused), destroys
-// its libcontainer state and removes its cgroups. It copes with a
-// container whose start was interrupted before libcontainer saved state.
-func (m *Manager) releaseContainer(ctx context.Context, r Resource) error {
+// releaseContainer kills the container id under stateRoot (thawing it if
+// paused), destroys its libcontainer state and removes its cgroups. It
+// copes with a container whose start was interrupted before libcontainer
+// saved state: then the processes in its cgroups are killed.
+func releaseContainer(ctx context.Context, stateRoot, id string) error {
 	var errs []error
-	if ctr, err := isolate.Load(r.Path, r.ID); err == nil {
+	if ctr, err := isolate.Load(stateRoot, id); err == nil {
 		if err := killAndWait(ctx, ctr); err != nil {
 			errs = append(errs, err)
 		}
-		if err := ctr.Destroy(); err != nil {
+		// Processes may still be dying (a run whose lifeline just
+		// closed): the cgroup must be empty, or libcontainer refuses to
+		// destroy a running container.
+		if err := cgroup.KillAll(ctx, id, killWait); err != nil {
+			errs = append(errs, err)
+		} else if err := ctr.Destroy(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if paths := cgroup.Leftovers()[r.ID]; len(paths) > 0 {
-		if err := killCgroup(ctx, r.ID); err != nil {
+	if paths := cgroup.Leftovers()[id]; len(paths) > 0 {
+		if err := cgroup.KillAll(ctx, id, killWait); err != nil {
 			errs = append(errs, err)
 		}
 		if err := cgroup.RemovePaths(paths); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.RemoveAll(filepath.Join(r.Path, r.ID)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.RemoveAll(filepath.Join(stateRoot, id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
@@ -484,7 +289,7 @@ func waitPidfd(ctx context.Context, pidfd int, timeout time.Duration) error {
 
 // executorArgs is the command line of a sandbox's PID 1: the executor with
 // the sandbox's defaults for commands.
-func executorArgs(executor string, sb *Sandbox) []string {
+func executorArgs(executor string, sb *sbx.Sandbox) []string {
 	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
 	workdir := sb.Options.Workdir
 	user := sb.Options.User

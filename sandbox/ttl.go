@@ -16,21 +16,21 @@ import (
 // until the next deadline or a change of the expiry index (inotify, no
 // polling). It returns when ctx ends, or with untilIdle as soon as no
 // sandbox has a deadline any more. The CLI runs it in a short-lived
-// background process (`sbx ttl-reaper`) started by the first create with a
-// TTL; a server runs it for its lifetime.
-func (m *Manager) WatchExpiry(ctx context.Context, untilIdle bool) error {
+// background process (`sbx expiry-watcher`) started by the first create
+// with a TTL; a server runs it for its lifetime.
+func (h *Host) WatchExpiry(ctx context.Context, untilIdle bool) error {
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		return fmt.Errorf("watch expiry index: %w", err)
 	}
 	defer unix.Close(fd)
-	if _, err := unix.InotifyAddWatch(fd, m.store.ExpiryDir(), unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, h.store.ExpiryDir(), unix.IN_CREATE|unix.IN_DELETE|unix.IN_MOVED_TO|unix.IN_MOVED_FROM); err != nil {
 		return fmt.Errorf("watch expiry index: %w", err)
 	}
 	buf := make([]byte, 64<<10)
 	for {
-		m.reapExpired(ctx)
-		next, err := m.store.NextExpiry()
+		h.removeExpired(ctx)
+		next, err := h.store.NextExpiry()
 		if err != nil {
 			return err
 		}
@@ -82,14 +82,14 @@ func waitReadable(ctx context.Context, fd int, d time.Duration) error {
 	}
 }
 
-// reaperLock is held by the process that runs RunExpiryReaper.
-const reaperLock = "ttl-reaper.lock"
+// watcherLock is held by the process that runs RunExpiryWatcher.
+const watcherLock = "expiry-watcher.lock"
 
-// RunExpiryReaper runs WatchExpiry until no sandbox has a deadline, unless
-// another process already does (then it returns false at once). At most
-// one reaper runs per root.
-func (m *Manager) RunExpiryReaper(ctx context.Context) (bool, error) {
-	path := filepath.Join(m.store.Root(), reaperLock)
+// RunExpiryWatcher runs WatchExpiry until no sandbox has a deadline,
+// unless another process already does (then it returns false at once). At
+// most one watcher runs per root.
+func (h *Host) RunExpiryWatcher(ctx context.Context) (bool, error) {
+	path := filepath.Join(h.store.Root(), watcherLock)
 	ran := false
 	for {
 		unlock, err := state.TryLockFile(path)
@@ -100,22 +100,22 @@ func (m *Manager) RunExpiryReaper(ctx context.Context) (bool, error) {
 			return ran, err
 		}
 		ran = true
-		err = m.WatchExpiry(ctx, true)
+		err = h.WatchExpiry(ctx, true)
 		unlock()
 		if err != nil {
 			return ran, err
 		}
 		// A create may have added a deadline after the last look but
 		// before the lock was released, and seen the lock held: look again.
-		if next, err := m.store.NextExpiry(); err != nil || next.IsZero() {
+		if next, err := h.store.NextExpiry(); err != nil || next.IsZero() {
 			return ran, err
 		}
 	}
 }
 
-// ExpiryReaperRunning reports whether a process runs RunExpiryReaper.
-func (m *Manager) ExpiryReaperRunning() bool {
-	unlock, err := state.TryLockFile(filepath.Join(m.store.Root(), reaperLock))
+// ExpiryWatcherRunning reports whether a process runs RunExpiryWatcher.
+func (h *Host) ExpiryWatcherRunning() bool {
+	unlock, err := state.TryLockFile(filepath.Join(h.store.Root(), watcherLock))
 	if err != nil {
 		return true
 	}

@@ -8,13 +8,13 @@ import (
 	"io"
 	"net/http"
 
-	"github.com/sbxrun/sbx/imagecache"
-	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/server/api"
 )
 
-// StatusError is an error with its HTTP status and code. Image stores and
-// other plug-ins return it to choose the reply.
+// StatusError is an error of the server's own with its HTTP status and
+// code; errors of the backend are mapped from the contract's sentinel
+// errors (statusOf).
 type StatusError struct {
 	Status  int
 	Code    string
@@ -36,16 +36,24 @@ func statusOf(err error) (int, string) {
 		return se.Status, se.Code
 	case errors.As(err, &mbe):
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge
-	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, imagecache.ErrNotFound), errors.Is(err, sandbox.ErrNoSuchFile):
+	case errors.Is(err, sbx.ErrNotFound), errors.Is(err, sbx.ErrImageNotFound), errors.Is(err, sbx.ErrNoSuchFile):
 		return http.StatusNotFound, api.CodeNotFound
-	case errors.Is(err, sandbox.ErrNameInUse), errors.Is(err, sandbox.ErrBusy), errors.Is(err, sandbox.ErrState):
+	case errors.Is(err, sbx.ErrNameInUse), errors.Is(err, sbx.ErrBusy), errors.Is(err, sbx.ErrState):
 		return http.StatusConflict, api.CodeConflict
-	case errors.Is(err, sandbox.ErrAmbiguous):
+	case errors.Is(err, sbx.ErrAmbiguous):
 		return http.StatusBadRequest, api.CodeBadRequest
-	case errors.Is(err, sandbox.ErrInvalid):
+	case errors.Is(err, sbx.ErrForbidden):
+		return http.StatusUnprocessableEntity, api.CodeForbidden
+	case errors.Is(err, sbx.ErrInvalid):
 		return http.StatusUnprocessableEntity, api.CodeInvalid
-	case errors.Is(err, sandbox.ErrLimit):
+	case errors.Is(err, sbx.ErrLimit):
 		return http.StatusTooManyRequests, api.CodeLimit
+	case errors.Is(err, sbx.ErrRegistryAuth):
+		return http.StatusBadGateway, api.CodeRegistryAuth
+	case errors.Is(err, sbx.ErrRegistryUnreachable):
+		return http.StatusBadGateway, api.CodeRegistryUnreachable
+	case errors.Is(err, sbx.ErrUnsupported):
+		return http.StatusNotImplemented, api.CodeUnsupported
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable, api.CodeUnavailable
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx"
 )
 
 // metrics are the server's Prometheus metrics, all named sbx_*, in a
@@ -19,7 +19,6 @@ type metrics struct {
 	createSeconds prometheus.Histogram
 	creates       *prometheus.CounterVec
 	execs         *prometheus.CounterVec
-	oomKills      prometheus.Counter
 	errors        *prometheus.CounterVec
 	requests      *prometheus.CounterVec
 	reqSeconds    *prometheus.HistogramVec
@@ -42,10 +41,6 @@ func newMetrics() *metrics {
 			Name: "sbx_exec_requests_total",
 			Help: "Commands sent to executors: exec (POST .../exec) and session runs (POST .../sessions/{id}/run).",
 		}, []string{"kind"}),
-		oomKills: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sbx_oom_kills_total",
-			Help: "OOM kills seen in the server's sandboxes.",
-		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sbx_errors_total",
 			Help: "Error replies of the server's own routes, by error code.",
@@ -64,28 +59,43 @@ func newMetrics() *metrics {
 			Help: "Image pulls through the server, by result.",
 		}, []string{"result"}),
 	}
-	m.reg.MustRegister(m.createSeconds, m.creates, m.execs, m.oomKills, m.errors, m.requests, m.reqSeconds, m.pulls)
+	m.reg.MustRegister(m.createSeconds, m.creates, m.execs, m.errors, m.requests, m.reqSeconds, m.pulls)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
 }
 
-// sandboxGauge reports sbx_sandboxes{state} from the tracker.
-type sandboxGauge struct {
-	t    *tracker
-	desc *prometheus.Desc
+// statusCounter is a backend that knows how many sandboxes it has in each
+// status and how many OOM kills it has seen (sandbox.Host).
+type statusCounter interface {
+	StatusCounts() (map[sbx.Status]int, uint64)
 }
 
-func (g sandboxGauge) Describe(ch chan<- *prometheus.Desc) { ch <- g.desc }
+// backendCollector reports sbx_sandboxes{state} and sbx_oom_kills_total
+// from the backend.
+type backendCollector struct {
+	c         statusCounter
+	sandboxes *prometheus.Desc
+	oomKills  *prometheus.Desc
+}
 
-func (g sandboxGauge) Collect(ch chan<- prometheus.Metric) {
-	counts := g.t.counts()
-	for _, st := range []sandbox.Status{sandbox.StatusCreating, sandbox.StatusRunning, sandbox.StatusPaused, sandbox.StatusStopped, sandbox.StatusRemoving} {
-		ch <- prometheus.MustNewConstMetric(g.desc, prometheus.GaugeValue, float64(counts[st]), string(st))
+func (g backendCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.sandboxes
+	ch <- g.oomKills
+}
+
+func (g backendCollector) Collect(ch chan<- prometheus.Metric) {
+	counts, oom := g.c.StatusCounts()
+	for _, st := range []sbx.Status{sbx.StatusCreating, sbx.StatusRunning, sbx.StatusPaused, sbx.StatusStopped, sbx.StatusRemoving} {
+		ch <- prometheus.MustNewConstMetric(g.sandboxes, prometheus.GaugeValue, float64(counts[st]), string(st))
 	}
+	ch <- prometheus.MustNewConstMetric(g.oomKills, prometheus.CounterValue, float64(oom))
 }
 
-func (m *metrics) registerSandboxGauge(t *tracker) {
-	m.reg.MustRegister(sandboxGauge{t: t, desc: prometheus.NewDesc("sbx_sandboxes", "Sandboxes by state, as the server last saw them.", []string{"state"}, nil)})
+func (m *metrics) registerBackend(c statusCounter) {
+	m.reg.MustRegister(backendCollector{c: c,
+		sandboxes: prometheus.NewDesc("sbx_sandboxes", "Sandboxes by state, as the server last saw them.", []string{"state"}, nil),
+		oomKills:  prometheus.NewDesc("sbx_oom_kills_total", "OOM kills seen in the server's sandboxes.", nil, nil),
+	})
 }
 
 // instrument counts and times the requests of one route.

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/server/api"
 )
 
@@ -25,10 +26,10 @@ const maxProxyJSONBody = 16 << 20
 // The executor is untrusted: dials and replies have deadlines, reply
 // headers and bodies are capped, and the client's token never reaches it.
 type executorProxy struct {
-	s       *Server
-	tr      *http.Transport
-	rp      *httputil.ReverseProxy
-	sockets sync.Map // sandbox id -> executor socket path
+	s    *Server
+	tr   *http.Transport
+	rp   *httputil.ReverseProxy
+	pids sync.Map // sandbox id -> PID 1 its pooled connections lead to
 }
 
 type proxyTarget struct {
@@ -59,18 +60,15 @@ func newExecutorProxy(s *Server) *executorProxy {
 	return p
 }
 
-// dial connects to the executor socket of the sandbox named by addr's host.
+// dial connects to the executor of the sandbox named by addr's host.
 func (p *executorProxy) dial(ctx context.Context, _, addr string) (net.Conn, error) {
 	id, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
 	}
-	sock, ok := p.sockets.Load(id)
-	if !ok {
-		return nil, fmt.Errorf("no executor socket known for sandbox %s", id)
-	}
-	d := net.Dialer{Timeout: 5 * time.Second}
-	return d.DialContext(ctx, "unix", sock.(string))
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return p.s.b.Dial(ctx, id)
 }
 
 func (p *executorProxy) rewrite(pr *httputil.ProxyRequest) {
@@ -119,13 +117,6 @@ func (p *executorProxy) errorHandler(w http.ResponseWriter, r *http.Request, err
 	p.s.fail(w, err)
 }
 
-// forget drops what the proxy knows of a sandbox whose executor changed or
-// went away.
-func (p *executorProxy) forget(id string) {
-	p.sockets.Delete(id)
-	p.tr.CloseIdleConnections()
-}
-
 func (p *executorProxy) close() { p.tr.CloseIdleConnections() }
 
 // proxyExecutor serves the executor routes under /v1/sandboxes/{id}/.
@@ -137,17 +128,19 @@ func (s *Server) proxyExecutor(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, badRequest("bad sandbox path %q", r.URL.Path))
 		return
 	}
-	id, err := s.mgr.Resolve(ref)
+	sb, err := s.b.Get(r.Context(), ref)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	sock, err := s.mgr.SocketPath(r.Context(), id)
-	if err != nil {
-		s.fail(w, err)
+	if sb.Status != sbx.StatusRunning {
+		s.fail(w, fmt.Errorf("%w: sandbox %s is %s: its executor answers only while it runs", sbx.ErrState, sb.ShortID(), sb.Status))
 		return
 	}
-	if old, loaded := s.proxy.sockets.Swap(id, sock); loaded && old.(string) != sock {
+	id := sb.ID
+	if old, loaded := s.proxy.pids.Swap(id, sb.Pid); loaded && old.(int) != sb.Pid {
+		// A new executor (the sandbox was restarted): pooled connections
+		// lead to the old one.
 		s.proxy.tr.CloseIdleConnections()
 	}
 	limit := int64(maxProxyJSONBody)

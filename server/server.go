@@ -10,13 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/internal/version"
-	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 )
 
@@ -26,15 +25,21 @@ import (
 //go:embed openapi.yaml
 var OpenAPI []byte
 
+// Backend is what the server serves: sandboxes and images, the
+// contract's interfaces. sbx serve passes a *sandbox.Host; a test or a
+// gateway may pass anything that implements them.
+type Backend interface {
+	sbx.Sandboxes
+	sbx.Images
+}
+
 // Config configures a Server. Zero values take the defaults in brackets.
 type Config struct {
-	// Manager runs the sandboxes. Required.
-	Manager *sandbox.Manager
-	// ManagerEvents, if set, is the forwarder given to the Manager's
-	// Config.Events; the server then reports the Manager's changes at once.
-	ManagerEvents *ManagerEvents
-	// Images serves the image routes; without it they answer 503.
-	Images ImageStore
+	// Backend runs the sandboxes and holds the images. Required. If it
+	// also has StartBackground(ctx) error, Start calls it; if it has
+	// StatusCounts() (map[sbx.Status]int, uint64), the metrics report
+	// sandboxes by state and OOM kills from it.
+	Backend Backend
 	// Token is the bearer token every route but /healthz requires. Empty
 	// turns auth off: only for a unix socket with mode 0600, or when the
 	// operator asked for it explicitly (--insecure-no-auth).
@@ -42,7 +47,7 @@ type Config struct {
 	// MaxBodyBytes caps JSON request bodies [1 MiB].
 	MaxBodyBytes int64
 	// MaxUploadBytes caps bodies proxied to an executor (file and archive
-	// uploads) [1 GiB].
+	// uploads) and image archive uploads [1 GiB].
 	MaxUploadBytes int64
 	// MaxReplyBytes caps a reply proxied from an executor [1 GiB].
 	MaxReplyBytes int64
@@ -51,28 +56,6 @@ type Config struct {
 	ProxyTimeout time.Duration
 	// MaxConcurrentCreates bounds creates in flight; more get 429 [16].
 	MaxConcurrentCreates int
-	// AllowedHostDirs are the host directories under which a create may
-	// name a rootfs or volume host paths; none allowed when empty.
-	AllowedHostDirs []string
-	// AllowHostNetwork lets a create ask for network "host" or for
-	// allow_host_ports in bridge mode.
-	AllowHostNetwork bool
-	// AllowPrivileged lets a create add capabilities or choose a seccomp
-	// profile other than the default.
-	AllowPrivileged bool
-	// NetworkPool is how many prepared bridged network namespaces the
-	// server keeps waiting (sbx serve --network-pool): filled at Start and
-	// after each bridged create, in the background, and drained at Close.
-	// Zero keeps none.
-	NetworkPool int
-	// WatchInterval is how often the server looks for changes made outside
-	// it (a CLI, a dying PID 1, an OOM kill) and reaps expired sandboxes
-	// [1s].
-	WatchInterval time.Duration
-	// HostInfo, if set, gives the host facts of GET /v1/info (sbx serve
-	// passes what `sbx info` reports); without it the server reports its
-	// version, kernel and cgroup mode.
-	HostInfo func() api.HostInfo
 	// Logger receives the server's logs [slog.Default()].
 	Logger *slog.Logger
 }
@@ -81,29 +64,25 @@ type Config struct {
 // number of listeners, call Start once and Close at the end.
 type Server struct {
 	cfg       Config
-	mgr       *sandbox.Manager
+	b         Backend
 	log       *slog.Logger
 	tokenHash *[sha256.Size]byte
 	mux       *http.ServeMux
 	handler   http.Handler
 	metrics   *metrics
-	events    *eventBus
-	tracker   *tracker
 	proxy     *executorProxy
 	creates   chan struct{}
-	refill    chan struct{} // a bridged create took a pooled namespace
 
 	// done is closed by Shutdown: streaming handlers return.
 	done      chan struct{}
 	closeOnce sync.Once
 	closed    sync.Once
-	wg        sync.WaitGroup
 }
 
 // New checks cfg and builds the server. It starts nothing; see Start.
 func New(cfg Config) (*Server, error) {
-	if cfg.Manager == nil {
-		return nil, errors.New("server: a sandbox Manager is required")
+	if cfg.Backend == nil {
+		return nil, errors.New("server: a backend (sandbox.Host) is required")
 	}
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 1 << 20
@@ -120,27 +99,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConcurrentCreates <= 0 {
 		cfg.MaxConcurrentCreates = 16
 	}
-	if cfg.NetworkPool < 0 {
-		return nil, fmt.Errorf("server: network pool size %d must not be negative", cfg.NetworkPool)
-	}
-	if cfg.WatchInterval <= 0 {
-		cfg.WatchInterval = time.Second
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	for i, d := range cfg.AllowedHostDirs {
-		if !filepath.IsAbs(d) {
-			return nil, fmt.Errorf("server: allowed host directory %q must be absolute", d)
-		}
-		cfg.AllowedHostDirs[i] = filepath.Clean(d)
-	}
 	s := &Server{
 		cfg:     cfg,
-		mgr:     cfg.Manager,
+		b:       cfg.Backend,
 		log:     cfg.Logger,
 		creates: make(chan struct{}, cfg.MaxConcurrentCreates),
-		refill:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
 	}
 	if cfg.Token != "" {
@@ -148,19 +114,16 @@ func New(cfg Config) (*Server, error) {
 		s.tokenHash = &h
 	}
 	s.metrics = newMetrics()
-	s.events = newEventBus(4096)
-	s.tracker = newTracker(s.events, s.metrics)
 	s.proxy = newExecutorProxy(s)
-	s.metrics.registerSandboxGauge(s.tracker)
+	if c, ok := cfg.Backend.(statusCounter); ok {
+		s.metrics.registerBackend(c)
+	}
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.metrics.instrument(rt.Method+" "+rt.Pattern, rt.handler))
 	}
 	s.mux.Handle("/", s.metrics.instrument("unmatched", http.HandlerFunc(s.notFound)))
 	s.handler = http.HandlerFunc(s.serveHTTP)
-	if cfg.ManagerEvents != nil {
-		cfg.ManagerEvents.bind(s)
-	}
 	return s, nil
 }
 
@@ -263,22 +226,12 @@ func (s *Server) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], s.tokenHash[:]) == 1
 }
 
-// Start re-adopts the sandboxes left by a previous server (Manager.Recover)
-// and starts watching for changes and expired TTLs until Close.
+// Start starts the backend's background work, if it has any: a
+// sandbox.Host re-adopts the sandboxes a previous server (or the CLI) left
+// running and watches for changes, expired TTLs and its network pool.
 func (s *Server) Start(ctx context.Context) error {
-	live, err := s.mgr.Recover(ctx)
-	if err != nil {
-		// Recover goes on after errors: what it could not undo stays for gc.
-		s.log.Warn("recover sandboxes", "err", err)
-	}
-	s.log.Info("re-adopted running sandboxes", "count", len(live))
-	s.tracker.seed(s.listAll(ctx))
-	s.wg.Add(2)
-	go s.watch()
-	go s.reapExpired()
-	if s.cfg.NetworkPool > 0 {
-		s.wg.Add(1)
-		go s.keepPool()
+	if b, ok := s.b.(interface{ StartBackground(context.Context) error }); ok {
+		return b.StartBackground(ctx)
 	}
 	return nil
 }
@@ -290,16 +243,11 @@ func (s *Server) Shutdown() {
 	s.closeOnce.Do(func() { close(s.done) })
 }
 
-// Close stops the watcher, drains the network pool and drops idle
-// executor connections. Sandboxes keep running; the next server re-adopts
-// them. Calling it again does nothing.
+// Close ends streams and drops idle executor connections. Sandboxes keep
+// running; the backend stays open (its owner closes it).
 func (s *Server) Close() {
 	s.Shutdown()
-	s.wg.Wait()
-	s.closed.Do(func() {
-		s.drainPool()
-		s.proxy.close()
-	})
+	s.closed.Do(s.proxy.close)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -1,9 +1,9 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -29,20 +29,14 @@ func (s *Server) connectExecutor(w http.ResponseWriter, r *http.Request) {
 			Message: "send Connection: Upgrade and Upgrade: " + UpgradeExecutor + " to open a tunnel to the executor"})
 		return
 	}
-	id, err := s.mgr.Resolve(r.PathValue("id"))
+	dctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	up, err := s.b.Dial(dctx, r.PathValue("id"))
+	cancel()
 	if err != nil {
+		if st, _ := statusOf(err); st == http.StatusInternalServerError {
+			err = &StatusError{Status: http.StatusBadGateway, Code: api.CodeBadGateway, Message: err.Error(), Err: err}
+		}
 		s.fail(w, err)
-		return
-	}
-	sock, err := s.mgr.SocketPath(r.Context(), id)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
-	d := net.Dialer{Timeout: 5 * time.Second}
-	up, err := d.DialContext(r.Context(), "unix", sock)
-	if err != nil {
-		s.fail(w, &StatusError{Status: http.StatusBadGateway, Code: api.CodeBadGateway, Message: fmt.Sprintf("connect to the executor of %s: %v", id, err)})
 		return
 	}
 	conn, brw, err := http.NewResponseController(w).Hijack()

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/executor/client"
-	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -291,7 +290,7 @@ func TestAdversarialHostileExecutorCopyFrom(t *testing.T) {
 			os.MkdirAll(home, 0o755)
 			os.WriteFile(filepath.Join(home, ".bashrc"), []byte("mine"), 0o644)
 			start := time.Now()
-			err := sandbox.CopyFromExecutor(context.Background(), c, tc.src, filepath.Join(home, tc.dst))
+			err := client.CopyFrom(context.Background(), c, tc.src, filepath.Join(home, tc.dst))
 			if err == nil {
 				t.Fatal("the copy succeeded")
 			}

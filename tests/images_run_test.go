@@ -11,6 +11,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -19,7 +20,7 @@ import (
 // isolation) and returns its output.
 func imagesExec(t *testing.T, root string, p imagecache.Process) string {
 	t.Helper()
-	u, err := imagecache.LookupUser(root, p.User)
+	u, err := rootfs.LookupUser(root, p.User)
 	if err != nil {
 		t.Fatal(err)
 	}

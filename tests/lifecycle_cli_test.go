@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -32,14 +32,14 @@ func TestLifecycleCLI(t *testing.T) {
 	if out := strings.TrimSpace(h.must(t, "ls", "-q", "--filter", "label=team=b")); out != "" {
 		t.Fatalf("ls --filter label=team=b listed %q", out)
 	}
-	var list []sandbox.Sandbox
+	var list []sbx.Sandbox
 	if err := json.Unmarshal([]byte(h.must(t, "ps", "--format", "json")), &list); err != nil || len(list) != 1 {
 		t.Fatalf("ps --format json: %v (%d entries)", err, len(list))
 	}
 
 	// Inspect: spec, state, times, PID, socket.
 	sb := h.inspect(t, "web")
-	if sb.ID != id || sb.Status != sandbox.StatusRunning || sb.Pid <= 0 || sb.Created.IsZero() || sb.Started == nil {
+	if sb.ID != id || sb.Status != sbx.StatusRunning || sb.Pid <= 0 || sb.Created.IsZero() || sb.Started == nil {
 		t.Fatalf("inspect: %+v", sb)
 	}
 	if fi, err := os.Stat(sb.Socket); err != nil || fi.Mode()&os.ModeSocket == 0 {
@@ -48,7 +48,7 @@ func TestLifecycleCLI(t *testing.T) {
 	if sb.Options.Limits.MemoryBytes != 64<<20 || sb.Options.Labels["tier"] != "1" {
 		t.Fatalf("inspect spec: %+v", sb.Options)
 	}
-	var infos []sandbox.Info
+	var infos []sbx.Sandbox
 	if err := json.Unmarshal([]byte(h.must(t, "inspect", id)), &infos); err != nil || len(infos) != 1 || !slices.Contains(infos[0].Pids, sb.Pid) {
 		t.Fatalf("inspect pids: %v %+v", err, infos)
 	}
@@ -99,17 +99,18 @@ func TestLifecycleCLI(t *testing.T) {
 	}
 
 	// Stats.
-	var u cgroup.Usage
-	if err := json.Unmarshal([]byte(h.must(t, "stats", "--no-stream", "--format", "json", "web")), &u); err != nil {
+	var u sbx.Usage
+	out := h.must(t, "stats", "--no-stream", "--format", "json", "web")
+	if err := json.Unmarshal([]byte(out), &u); err != nil {
 		t.Fatal(err)
 	}
-	if u.Pids == 0 || u.MemoryCurrent == 0 || u.MemoryLimit != 64<<20 || u.CPUTime == 0 {
+	if u.Pids == 0 || u.MemoryCurrentBytes == 0 || u.MemoryLimitBytes != 64<<20 || u.CPUTimeS == 0 || !strings.Contains(out, `"cpu_time_s"`) {
 		t.Fatalf("stats: %+v", u)
 	}
 
 	// Pause, resume, stop, start.
 	h.must(t, "pause", "web")
-	if sb := h.inspect(t, "web"); sb.Status != sandbox.StatusPaused {
+	if sb := h.inspect(t, "web"); sb.Status != sbx.StatusPaused {
 		t.Fatalf("after pause: %s", sb.Status)
 	}
 	if r := h.sbx(t, "", "exec", "web", "--", "true"); r.code == 0 {
@@ -122,7 +123,7 @@ func TestLifecycleCLI(t *testing.T) {
 	}
 	h.must(t, "exec", "web", "--", "sh", "-c", "echo kept > /work/state")
 	h.must(t, "stop", "--time", "2s", "web")
-	if sb := h.inspect(t, "web"); sb.Status != sandbox.StatusStopped || sb.Pid != 0 {
+	if sb := h.inspect(t, "web"); sb.Status != sbx.StatusStopped || sb.Pid != 0 {
 		t.Fatalf("after stop: %s pid %d", sb.Status, sb.Pid)
 	}
 	if out := h.must(t, "ps", "-q"); strings.TrimSpace(out) != "" {
@@ -194,7 +195,7 @@ func TestLifecycleConcurrentCLI(t *testing.T) {
 	}
 	wg.Wait()
 	h.sbx(t, "", "resume", id)
-	if sb := h.inspect(t, id); sb.Status != sandbox.StatusRunning {
+	if sb := h.inspect(t, id); sb.Status != sbx.StatusRunning {
 		t.Fatalf("after the race: %s", sb.Status)
 	}
 	h.must(t, "exec", id, "--", "true")
@@ -261,11 +262,11 @@ func TestLifecyclePauseStopsCPU(t *testing.T) {
 	defer func() { _ = loop.Process.Kill(); _ = loop.Wait() }()
 	time.Sleep(200 * time.Millisecond)
 	cpu := func() time.Duration {
-		var u cgroup.Usage
+		var u sbx.Usage
 		if err := json.Unmarshal([]byte(h.must(t, "stats", "--no-stream", "--format", "json", id)), &u); err != nil {
 			t.Fatal(err)
 		}
-		return u.CPUTime
+		return time.Duration(u.CPUTimeS * float64(time.Second))
 	}
 	// Windows of a second: even on a loaded 2-core machine a busy loop
 	// gets far more than 50 ms of CPU in one, a frozen one nothing.
@@ -342,7 +343,7 @@ func TestLifecycleVolumes(t *testing.T) {
 }
 
 // A sandbox with --ttl is removed once it expires, with no daemon: a
-// background `sbx ttl-reaper` started by create removes it on time and
+// background `sbx expiry-watcher` started by create removes it on time and
 // exits when no sandbox has a deadline; any sbx command also reaps.
 func TestLifecycleTTL(t *testing.T) {
 	h := newLCHost(t)
@@ -366,20 +367,20 @@ func TestLifecycleTTL(t *testing.T) {
 	}
 	h.assertNoLeaksOf(t, short)
 	if n := h.reapers(t); n != 1 {
-		t.Fatalf("%d ttl reapers run, want 1", n)
+		t.Fatalf("%d expiry watchers run, want 1", n)
 	}
 	h.must(t, "rm", "-f", long)
 	waitFor(t, func() bool { return h.reapers(t) == 0 })
 }
 
-// reapers counts the ttl-reaper processes of this host's state.
+// reapers counts the expiry-watcher processes of this host's state.
 func (h *lcHost) reapers(t testing.TB) int {
 	t.Helper()
 	n := 0
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		cmdline, err := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		if err == nil && strings.Contains(string(cmdline), "ttl-reaper") && strings.Contains(string(cmdline), h.root) {
+		if err == nil && strings.Contains(string(cmdline), "expiry-watcher") && strings.Contains(string(cmdline), h.root) {
 			n++
 		}
 	}

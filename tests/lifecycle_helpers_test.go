@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -96,9 +96,9 @@ func (h *lcHost) saw(id string) {
 }
 
 // inspect returns the record of one sandbox.
-func (h *lcHost) inspect(t testing.TB, ref string) sandbox.Sandbox {
+func (h *lcHost) inspect(t testing.TB, ref string) sbx.Sandbox {
 	t.Helper()
-	var out []sandbox.Sandbox
+	var out []sbx.Sandbox
 	if err := json.Unmarshal([]byte(h.must(t, "inspect", ref)), &out); err != nil || len(out) != 1 {
 		t.Fatalf("inspect %s: %v", ref, err)
 	}

@@ -14,17 +14,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
 // runReport runs sbx run with a JSON report and returns the result and report.
-func runReport(t *testing.T, args ...string) (result, sandbox.Report) {
+func runReport(t *testing.T, args ...string) (result, sbx.Report) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "report.json")
 	r := runSbx(t, "", append([]string{"run", "--report", path}, args...)...)
-	var rep sandbox.Report
+	var rep sbx.Report
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatalf("no report (exit %d, stderr %q): %v", r.code, r.stderr, err)
@@ -122,21 +122,21 @@ func TestRunExitCodesAndSignals(t *testing.T) {
 		name   string
 		args   []string
 		code   int
-		status string
-		signal int
+		status sbx.RunStatus
+		signal string
 	}{
-		{"ok", []string{"true"}, 0, sandbox.StatusOK, 0},
-		{"exit3", []string{"sh", "-c", "exit 3"}, 3, sandbox.StatusNonzeroExit, 0},
-		{"sigterm", []string{"sh", "-c", "kill -TERM $$"}, 143, sandbox.StatusSignaled, 15},
-		{"sigkill", []string{"sh", "-c", "kill -KILL $$"}, 137, sandbox.StatusSignaled, 9},
-		{"notfound", []string{"no-such-command"}, 127, sandbox.StatusError, 0},
-		{"notexec", []string{"/etc/passwd"}, 126, sandbox.StatusError, 0},
+		{"ok", []string{"true"}, 0, sbx.RunOK, ""},
+		{"exit3", []string{"sh", "-c", "exit 3"}, 3, sbx.RunNonzeroExit, ""},
+		{"sigterm", []string{"sh", "-c", "kill -TERM $$"}, 143, sbx.RunSignaled, "SIGTERM"},
+		{"sigkill", []string{"sh", "-c", "kill -KILL $$"}, 137, sbx.RunSignaled, "SIGKILL"},
+		{"notfound", []string{"no-such-command"}, 127, sbx.RunError, ""},
+		{"notexec", []string{"/etc/passwd"}, 126, sbx.RunError, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			r, rep := runReport(t, append([]string{"--rootfs", root, "--"}, c.args...)...)
 			if r.code != c.code || rep.ExitCode != c.code || rep.Status != c.status || rep.Signal != c.signal {
-				t.Errorf("exit %d, report %+v; want exit %d status %s signal %d (stderr %q)", r.code, rep, c.code, c.status, c.signal, r.stderr)
+				t.Errorf("exit %d, report %+v; want exit %d status %s signal %q (stderr %q)", r.code, rep, c.code, c.status, c.signal, r.stderr)
 			}
 		})
 	}
@@ -211,7 +211,7 @@ func TestRunOptions(t *testing.T) {
 func TestRunMemoryLimitOOM(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	r, rep := runReport(t, "-m", "32m", "--rootfs", root, "--", "awk", `BEGIN { s = "xxxxxxxxxxxxxxxx"; while (1) s = s s }`)
-	if r.code != 137 || rep.Status != sandbox.StatusOOM || !rep.OOMKilled {
+	if r.code != 137 || rep.Status != sbx.RunOOM || !rep.OOMKilled {
 		t.Fatalf("memory hog: exit %d report %+v, want 137 and status oom", r.code, rep)
 	}
 	if rep.MemoryPeakBytes == 0 || rep.MemoryPeakBytes > 40<<20 {
@@ -231,7 +231,7 @@ func TestRunPidsLimit(t *testing.T) {
 	// or the timeout ends it; either way the run ends and the host is fine.
 	start := time.Now()
 	r, rep := runReport(t, "--pids-limit", "32", "--timeout", "3s", "--rootfs", root, "--", "sh", "-c", "f() { f | f & }; f; sleep 107")
-	if r.code == 0 || rep.Status == sandbox.StatusOK {
+	if r.code == 0 || rep.Status == sbx.RunOK {
 		t.Errorf("fork bomb: exit %d report %+v, want a failure", r.code, rep)
 	}
 	if time.Since(start) > 20*time.Second {
@@ -252,7 +252,7 @@ func TestRunPidsLimit(t *testing.T) {
 func TestRunCPUQuota(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	_, rep := runReport(t, "--cpus", "0.5", "--timeout", "3s", "--rootfs", root, "--", "sh", "-c", "while :; do :; done")
-	if rep.Status != sandbox.StatusTimeout {
+	if rep.Status != sbx.RunTimeout {
 		t.Fatalf("spinner: report %+v", rep)
 	}
 	// The quota caps the share; a loaded machine may give less (at load 26
@@ -268,7 +268,7 @@ func TestRunTimeoutKillsTree(t *testing.T) {
 	start := time.Now()
 	r, rep := runReport(t, "--timeout", "1s", "--rootfs", root, "--", "sh", "-c", "setsid sleep 101 & (trap '' TERM; sleep 102) & sleep 103")
 	elapsed := time.Since(start)
-	if r.code != 124 || rep.Status != sandbox.StatusTimeout || !rep.TimedOut {
+	if r.code != 124 || rep.Status != sbx.RunTimeout || !rep.TimedOut {
 		t.Errorf("timeout: exit %d report %+v", r.code, rep)
 	}
 	if elapsed > 5*time.Second {

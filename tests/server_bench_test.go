@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -28,12 +29,12 @@ func BenchmarkServerCreateExecDelete(b *testing.B) {
 	rootfs := fixture.CacheDir + "/busybox"
 	for _, conc := range []int{1, 8} {
 		b.Run(fmt.Sprintf("http/c%d", conc), func(b *testing.B) {
-			e := newServerEnv(b, sandbox.Config{}, nil)
+			e := newServerEnv(b, sandbox.HostConfig{}, nil)
 			ctx := context.Background()
 			var ph phases
 			runCycles(b, conc, func() error {
 				t0 := time.Now()
-				sb, err := e.c.CreateSandbox(ctx, busyboxCreate(""))
+				sb, err := e.c.Create(ctx, busyboxCreate(""))
 				if err != nil {
 					return err
 				}
@@ -43,19 +44,19 @@ func BenchmarkServerCreateExecDelete(b *testing.B) {
 					return err
 				}
 				t2 := time.Now()
-				err = e.c.RemoveSandbox(ctx, sb.ID, true)
+				err = e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
 				ph.add(t1.Sub(t0), t2.Sub(t1), time.Since(t2))
 				return err
 			})
 			ph.report(b)
 		})
 		b.Run(fmt.Sprintf("direct/c%d", conc), func(b *testing.B) {
-			e := newServerEnv(b, sandbox.Config{}, nil)
+			e := newServerEnv(b, sandbox.HostConfig{}, nil)
 			ctx := context.Background()
 			var ph phases
 			runCycles(b, conc, func() error {
 				t0 := time.Now()
-				sb, err := e.mgr.Create(ctx, sandbox.Options{Rootfs: rootfs})
+				sb, err := e.host.Create(ctx, sbx.Options{Rootfs: rootfs})
 				if err != nil {
 					return err
 				}
@@ -64,7 +65,7 @@ func BenchmarkServerCreateExecDelete(b *testing.B) {
 					return err
 				}
 				t2 := time.Now()
-				err = e.mgr.Remove(ctx, sb.ID, true)
+				err = e.host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
 				ph.add(t1.Sub(t0), t2.Sub(t1), time.Since(t2))
 				return err
 			})

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
@@ -19,7 +20,7 @@ import (
 // through that session without ending the sandbox.
 func TestServerCreateWithCmd(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx := context.Background()
 	data := mustRaw(t, e, 201, "POST", "/v1/sandboxes", api.ContentTypeJSON,
 		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","workdir":"/tmp","cmd":["sh","-c","echo \"it's $0\" > started; sleep 107","a b"]}`))
@@ -61,7 +62,7 @@ func TestServerCreateWithCmd(t *testing.T) {
 		t.Fatalf("after C-c: %+v", run)
 	}
 	waitFor(t, func() bool { return countHostProcesses(t, "sleep 107") == 0 })
-	if sb, err := e.c.GetSandbox(ctx, reply.ID); err != nil || sb.Status != "running" {
+	if sb, err := e.c.Get(ctx, reply.ID); err != nil || sb.Status != "running" {
 		t.Fatalf("sandbox after its cmd ended: %+v %v", sb, err)
 	}
 	// A cmd that cannot start (a root without a shell) fails the create
@@ -75,7 +76,7 @@ func TestServerCreateWithCmd(t *testing.T) {
 	if st != 422 || !strings.Contains(string(body), "start cmd") {
 		t.Fatalf("cmd as an unknown user: %d %s", st, body)
 	}
-	if list, _ := e.mgr.List(ctx, sandbox.Filter{}); len(list) != 1 {
+	if list, _ := e.host.List(ctx, sbx.Filter{}); len(list) != 1 {
 		t.Fatalf("after a failed cmd start, %d sandboxes exist, want 1", len(list))
 	}
 	t.Logf("failed create: %d %s", st, body)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/api"
@@ -24,11 +25,11 @@ var errDone = errors.New("done")
 // whose TTL passed while no server ran.
 func TestServerEventsAcrossRestart(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	req := busyboxCreate("ttl-restart")
-	req.TTL = api.Duration(2 * time.Second)
+	req.TTL = 2 * time.Second
 	ready := make(chan uint64, 1)
 	sctx, scancel := context.WithCancel(ctx)
 	go func() {
@@ -41,7 +42,7 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 		})
 	}()
 	time.Sleep(200 * time.Millisecond) // let the stream subscribe
-	sb, err := e.c.CreateSandbox(ctx, req)
+	sb, err := e.c.Create(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,15 +58,17 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 	e.srv.Shutdown()
 	e.hs.Close()
 	e.srv.Close()
+	_ = e.host.Close()
 	time.Sleep(2500 * time.Millisecond)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var fwd server.ManagerEvents
-	m2, err := sandbox.New(sandbox.Config{Root: e.root, RunRoot: e.runRoot, Executor: serverExecutorBin(), Logger: quiet, Events: fwd.Handle})
+	h2, err := sandbox.Open(sandbox.HostConfig{Root: e.root, RunRoot: e.runRoot, Executor: serverExecutorBin(), Logger: quiet,
+		WatchInterval: 100 * time.Millisecond, Policy: &sbx.Policy{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s2, err := server.New(server.Config{Manager: m2, ManagerEvents: &fwd, Token: serverTestToken, WatchInterval: 100 * time.Millisecond, Logger: quiet})
+	e.host = h2 // the env's clean-up uses the host that runs now
+	s2, err := server.New(server.Config{Backend: h2, Token: serverTestToken, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

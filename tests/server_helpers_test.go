@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
@@ -40,7 +41,7 @@ func executorBinaryFlag() []string {
 // on a loopback TCP port, with a Go client.
 type serverEnv struct {
 	dir, root, runRoot string
-	mgr                *sandbox.Manager
+	host               *sandbox.Host
 	srv                *server.Server
 	hs                 *httptest.Server
 	c                  *client.Client
@@ -50,28 +51,34 @@ type serverEnv struct {
 	ids map[string]bool // every sandbox the test saw, for the leak check
 }
 
-func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)) *serverEnv {
+// newServerEnv starts a server over a Host of hcfg; its policy allows the
+// fixture cache and the env's directory unless hcfg has one.
+func newServerEnv(t testing.TB, hcfg sandbox.HostConfig, mutate func(*server.Config)) *serverEnv {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "sbxs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := &serverEnv{dir: dir, root: filepath.Join(dir, "root"), runRoot: filepath.Join(dir, "run"), ids: map[string]bool{}}
-	mcfg.Root, mcfg.RunRoot, mcfg.Executor = e.root, e.runRoot, serverExecutorBin()
+	hcfg.Root, hcfg.RunRoot, hcfg.Executor = e.root, e.runRoot, serverExecutorBin()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	mcfg.Logger = quiet
-	var events server.ManagerEvents
-	mcfg.Events = events.Handle
-	if e.mgr, err = sandbox.New(mcfg); err != nil {
+	hcfg.Logger = quiet
+	if os.Getenv("SBX_TEST_LOG") != "" {
+		hcfg.Logger = slog.Default()
+	}
+	if hcfg.Policy == nil {
+		hcfg.Policy = &sbx.Policy{AllowedHostDirs: []string{fixture.CacheDir, dir}}
+	}
+	if hcfg.WatchInterval == 0 {
+		hcfg.WatchInterval = 100 * time.Millisecond
+	}
+	if e.host, err = sandbox.Open(hcfg); err != nil {
 		t.Fatal(err)
 	}
 	cfg := server.Config{
-		Manager:         e.mgr,
-		Token:           serverTestToken,
-		AllowedHostDirs: []string{fixture.CacheDir, dir},
-		WatchInterval:   100 * time.Millisecond,
-		Logger:          quiet,
-		ManagerEvents:   &events,
+		Backend: e.host,
+		Token:   serverTestToken,
+		Logger:  quiet,
 	}
 	if mutate != nil {
 		mutate(&cfg)
@@ -92,16 +99,17 @@ func newServerEnv(t testing.TB, mcfg sandbox.Config, mutate func(*server.Config)
 		e.hs.Close()
 		e.srv.Close()
 		ctx := context.Background()
-		list, _ := e.mgr.List(ctx, sandbox.Filter{})
+		list, _ := e.host.List(ctx, sbx.Filter{})
 		for _, sb := range list {
 			e.see(sb.ID)
-			if err := e.mgr.Remove(ctx, sb.ID, true); err != nil {
+			if err := e.host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 				t.Errorf("cleanup: remove %s: %v", sb.ID, err)
 			}
 		}
-		if _, err := e.mgr.GC(ctx); err != nil {
+		if _, err := e.host.GC(ctx); err != nil {
 			t.Errorf("cleanup: gc: %v", err)
 		}
+		_ = e.host.Close()
 		serverAssertNoLeaks(t, e.runRoot, e.root, e.seen())
 		_ = os.RemoveAll(dir)
 	})

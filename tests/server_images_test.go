@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
-	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -23,11 +22,7 @@ func TestServerImages(t *testing.T) {
 	reg := fixture.StartRegistry(t)
 	ref := reg.Push(t, "library/busybox:1", fixture.BusyboxImage(t))
 	ref2 := reg.Push(t, "library/busybox:2", fixture.BusyboxImage(t))
-	store, err := imagecache.Open(t.TempDir(), imagecache.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newServerEnv(t, sandbox.Config{Images: sandbox.NewImageSource(store, imagecache.PullNever)}, func(c *server.Config) { c.Images = server.ImageCache(store) })
+	e := newServerEnv(t, sandbox.HostConfig{Pull: sbx.PullNever}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	events := make(chan api.Event, 64)
@@ -40,7 +35,7 @@ func TestServerImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasSuffix(img.Name, "library/busybox:1") || !strings.HasPrefix(img.Digest, "sha256:") || img.Size == 0 {
+	if !strings.HasSuffix(img.Name, "library/busybox:1") || !strings.HasPrefix(img.Digest, "sha256:") || img.SizeBytes == 0 {
 		t.Fatalf("pulled: %+v", img)
 	}
 	if len(phases) == 0 || phases[len(phases)-1] != "done" && phases[len(phases)-1] != "cached" {
@@ -71,7 +66,7 @@ func TestServerImages(t *testing.T) {
 
 	// A sandbox from the pulled image, and one from an image not in the
 	// cache (the server's policy here is never to pull on create).
-	sb, err := e.c.CreateSandbox(ctx, api.CreateRequest{Image: ref, Env: []string{"FROM=image"}})
+	sb, err := e.c.Create(ctx, api.CreateRequest{Image: ref, Env: []string{"FROM=image"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,10 +75,10 @@ func TestServerImages(t *testing.T) {
 	if err := e.c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"command": "echo $FROM; ls /bin/busybox"}, &res); err != nil || res.Stdout != "image\n/bin/busybox\n" {
 		t.Fatalf("exec in a sandbox from an image: %+v %v", res, err)
 	}
-	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.CreateSandbox(ctx, api.CreateRequest{Image: reg.Host + "/not/cached:1"}); client.StatusOf(err) != http.StatusNotFound {
+	if _, err := e.c.Create(ctx, api.CreateRequest{Image: reg.Host + "/not/cached:1"}); client.StatusOf(err) != http.StatusNotFound {
 		t.Fatalf("create from an image not in the cache: %v", err)
 	}
 

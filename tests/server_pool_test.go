@@ -7,29 +7,24 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
-	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
 // TestServerNetworkPool checks that a server with a network pool fills it
 // at start, hands a bridged create a pooled namespace (create timings say
-// so), refills it and drains it at Close; and that the Manager's Subnet is
+// so), refills it and drains it when the host closes; and that the Manager's Subnet is
 // used.
 func TestServerNetworkPool(t *testing.T) {
 	fixture.BusyboxRootfs(t)
 	hostNS := "/run/netns/" + testHostNS(t)
-	e := newServerEnv(t, sandbox.Config{HostNetNS: hostNS, Subnet: netip.MustParsePrefix("10.66.0.0/16")},
-		func(c *server.Config) { c.NetworkPool = 2 })
-	nw, err := e.mgr.Network()
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newServerEnv(t, sandbox.HostConfig{HostNetNS: hostNS, Subnet: netip.MustParsePrefix("10.66.0.0/16"), NetworkPool: 2}, nil)
 	waitPooled := func(want int) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			n, err := nw.Pooled()
+			n, err := e.host.PoolSize()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +39,7 @@ func TestServerNetworkPool(t *testing.T) {
 	waitPooled(2)
 	data := mustRaw(t, e, 201, "POST", "/v1/sandboxes", api.ContentTypeJSON,
 		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","network":"bridge"}`))
-	sb := decode[sandbox.Sandbox](t, data)
+	sb := decode[sbx.Sandbox](t, data)
 	e.see(sb.ID)
 	if sb.CreateTimings == nil || !sb.CreateTimings.FromPool || sb.CreateTimings.NetworkS <= 0 || !strings.Contains(string(data), `"network_s"`) {
 		t.Fatalf("create timings lack the pooled network step: %s", data)
@@ -53,12 +48,13 @@ func TestServerNetworkPool(t *testing.T) {
 		t.Fatalf("sandbox address outside the configured subnet 10.66.0.0/16: %s", data)
 	}
 	waitPooled(2) // refilled in the background
-	if err := e.c.RemoveSandbox(context.Background(), sb.ID, true); err != nil {
+	if err := e.c.Remove(context.Background(), sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.Shutdown()
 	e.srv.Close()
-	if n, err := nw.Pooled(); err != nil || n != 0 {
+	_ = e.host.Close()
+	if n, err := e.host.PoolSize(); err != nil || n != 0 {
 		t.Fatalf("pool after Close: %d %v, want drained", n, err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	execapi "github.com/sbxrun/sbx/executor/api"
 	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
@@ -173,7 +174,7 @@ func TestServerKill9Restart(t *testing.T) {
 	// Two sandboxes live across the kill, with files written before it.
 	var keep []string
 	for i := range 2 {
-		sb, err := c.CreateSandbox(context.Background(), busyboxCreate(fmt.Sprintf("keep%d", i)))
+		sb, err := c.Create(context.Background(), busyboxCreate(fmt.Sprintf("keep%d", i)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +198,7 @@ func TestServerKill9Restart(t *testing.T) {
 			defer wg.Done()
 			ctx := context.Background()
 			for i := 0; i < 200 && !stopped.Load(); i++ {
-				sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
+				sb, err := c.Create(ctx, busyboxCreate(""))
 				if err != nil {
 					return // the server was killed
 				}
@@ -211,7 +212,7 @@ func TestServerKill9Restart(t *testing.T) {
 				if res.Stdout != fmt.Sprintln(w, i) {
 					t.Errorf("worker %d: exec said %q", w, res.Stdout)
 				}
-				if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+				if err := c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 					return
 				}
 				done.Add(1)
@@ -241,7 +242,7 @@ func TestServerKill9Restart(t *testing.T) {
 	p.start(t)
 	killed = false
 	ctx := context.Background()
-	list, err := c.ListSandboxes(ctx, client.ListOptions{})
+	list, err := c.List(ctx, sbx.Filter{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,14 +276,14 @@ func TestServerKill9Restart(t *testing.T) {
 	}
 	t.Logf("%d sandboxes re-adopted and usable", len(list))
 	// The restarted server works as before.
-	sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
+	sb, err := c.Create(ctx, busyboxCreate(""))
 	if err != nil {
 		t.Fatal(err)
 	}
 	created[sb.ID] = true
-	list, _ = c.ListSandboxes(ctx, client.ListOptions{})
+	list, _ = c.List(ctx, sbx.Filter{})
 	for _, sb := range list {
-		if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		if err := c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 			t.Errorf("remove %s: %v", sb.ID, err)
 		}
 	}
@@ -305,7 +306,7 @@ func TestServerGracefulStopKeepsSandboxes(t *testing.T) {
 	p.start(t)
 	c := p.client(t)
 	ctx := context.Background()
-	sb, err := c.CreateSandbox(ctx, busyboxCreate("keep"))
+	sb, err := c.Create(ctx, busyboxCreate("keep"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +329,7 @@ func TestServerGracefulStopKeepsSandboxes(t *testing.T) {
 	if err := c.Call(ctx, "POST", client.SandboxPath("keep", "/exec"), map[string]any{"argv": []string{"echo", "kept"}}, &res); err != nil || res.Stdout != "kept\n" {
 		t.Fatalf("sandbox after a graceful restart: %+v %v", res, err)
 	}
-	if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -360,7 +361,7 @@ func TestServerListeners(t *testing.T) {
 	}
 	// The unix socket also needs the token when one is configured.
 	bad, _ := client.New("unix://"+p.sock, client.Options{Token: "wrong-token-wrong-token"})
-	if _, err := bad.ListSandboxes(context.Background(), client.ListOptions{}); client.StatusOf(err) != http.StatusUnauthorized {
+	if _, err := bad.List(context.Background(), sbx.Filter{}); client.StatusOf(err) != http.StatusUnauthorized {
 		t.Fatalf("wrong token on the socket: %v", err)
 	}
 	// --insecure-no-auth serves TCP without a token.
@@ -372,7 +373,7 @@ func TestServerListeners(t *testing.T) {
 	c, _ := client.New("127.0.0.1:17971", client.Options{})
 	var err2 error
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if _, err2 = c.ListSandboxes(context.Background(), client.ListOptions{}); err2 == nil {
+		if _, err2 = c.List(context.Background(), sbx.Filter{}); err2 == nil {
 			break
 		}
 	}
@@ -552,18 +553,18 @@ func TestServerTLS(t *testing.T) {
 	}
 	ctx := context.Background()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if _, err = c.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+		if _, err = c.List(ctx, sbx.Filter{}); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("TLS server: %v\n%s", err, log.String())
 		}
 	}
-	sb, err := c.CreateSandbox(ctx, busyboxCreate(""))
+	sb, err := c.Create(ctx, busyboxCreate(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.RemoveSandbox(ctx, sb.ID, true) }()
+	defer func() { _ = c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}) }()
 	res, err := c.Executor(sb.ID, execclient.Options{}).Exec(ctx, execapi.ExecRequest{Argv: []string{"echo", "tls"}})
 	if err != nil || res.Stdout != "tls\n" {
 		t.Fatalf("exec through a TLS tunnel: %+v %v", res, err)
@@ -571,15 +572,15 @@ func TestServerTLS(t *testing.T) {
 	// Plain HTTP to the TLS port fails; a client that does not trust the
 	// certificate fails.
 	if plain, _ := client.New("http://"+addr, client.Options{Token: serverTestToken}); plain != nil {
-		if _, err := plain.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+		if _, err := plain.List(ctx, sbx.Filter{}); err == nil {
 			t.Fatal("plain HTTP to the TLS listener succeeded")
 		}
 	}
 	untrusting, _ := client.New("https://"+addr, client.Options{Token: serverTestToken})
-	if _, err := untrusting.ListSandboxes(ctx, client.ListOptions{}); err == nil {
+	if _, err := untrusting.List(ctx, sbx.Filter{}); err == nil {
 		t.Fatal("a client without the CA trusted the server")
 	}
-	if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 }

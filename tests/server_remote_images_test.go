@@ -34,7 +34,7 @@ func TestServerRemoteImageInspectGC(t *testing.T) {
 	// inspect: the same JSON as a local inspect of the server's cache;
 	// the reference (with / and :) travels URL-escaped.
 	r = sbx("image", "inspect", ref)
-	var img api.ImageDetail
+	var img api.Image
 	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &img) != nil {
 		t.Fatalf("remote image inspect: %d %s %s", r.code, r.stdout, r.stderr)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxrun/sbx/server/client"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -29,14 +29,14 @@ func TestServerRemoteRun(t *testing.T) {
 	t.Setenv("SBX_TOKEN", serverTestToken)
 	local := t.TempDir()
 	base := []string{"--root", local + "/root", "--run-root", local + "/run", "--host", host}
-	sbx := func(stdin string, args ...string) result {
+	cli := func(stdin string, args ...string) result {
 		return runSbx(t, stdin, append(append([]string{}, base...), args...)...)
 	}
 	rootfs := fixture.CacheDir + "/busybox"
 	c := p.client(t)
 	assertNone := func(when string) {
 		t.Helper()
-		list, err := c.ListSandboxes(context.Background(), client.ListOptions{})
+		list, err := c.List(context.Background(), sbx.Filter{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -47,7 +47,7 @@ func TestServerRemoteRun(t *testing.T) {
 
 	// Output streamed to the right streams; the exit code propagated; env,
 	// workdir and user applied.
-	r := sbx("", "run", "--rootfs", rootfs, "-e", "GREETING=hi", "-w", "/tmp", "-u", "65534:65534", "--",
+	r := cli("", "run", "--rootfs", rootfs, "-e", "GREETING=hi", "-w", "/tmp", "-u", "65534:65534", "--",
 		"sh", "-c", `echo "$GREETING $(pwd) $(id -u):$(id -g)"; echo err >&2; exit 7`)
 	if r.code != 7 || r.stdout != "hi /tmp 65534:65534\n" || r.stderr != "err\n" {
 		t.Fatalf("remote run: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
@@ -55,18 +55,18 @@ func TestServerRemoteRun(t *testing.T) {
 	assertNone("after a run")
 
 	// A command that is not found: 127, as locally.
-	if r = sbx("", "run", "--rootfs", rootfs, "--", "/no/such/cmd"); r.code != 127 {
+	if r = cli("", "run", "--rootfs", rootfs, "--", "/no/such/cmd"); r.code != 127 {
 		t.Fatalf("remote run of a missing command: exit %d, want 127 (%s)", r.code, r.stderr)
 	}
 
 	// stdin with -i.
-	if r = sbx("one\ntwo\n", "run", "-i", "--rootfs", rootfs, "--", "wc", "-l"); r.code != 0 || strings.TrimSpace(r.stdout) != "2" {
+	if r = cli("one\ntwo\n", "run", "-i", "--rootfs", rootfs, "--", "wc", "-l"); r.code != 0 || strings.TrimSpace(r.stdout) != "2" {
 		t.Fatalf("remote run -i: exit %d %q %s", r.code, r.stdout, r.stderr)
 	}
 
 	// --timeout: 124 and a report saying so; --stats prints it on stderr.
 	report := filepath.Join(t.TempDir(), "report.json")
-	if r = sbx("", "run", "--rootfs", rootfs, "--timeout", "1s", "--report", report, "--", "sleep", "30"); r.code != 124 {
+	if r = cli("", "run", "--rootfs", rootfs, "--timeout", "1s", "--report", report, "--", "sleep", "30"); r.code != 124 {
 		t.Fatalf("remote run --timeout: exit %d, want 124 (%s)", r.code, r.stderr)
 	}
 	var rep struct {
@@ -82,10 +82,10 @@ func TestServerRemoteRun(t *testing.T) {
 	if rep.Status != "timeout" || rep.ExitCode != 124 || !rep.TimedOut || rep.WallS < 0.9 || rep.WallS > 20 {
 		t.Fatalf("report after --timeout: %+v", rep)
 	}
-	if r = sbx("", "run", "--rootfs", rootfs, "--stats", "--", "true"); r.code != 0 || !strings.Contains(r.stderr, "status: ok  exit: 0") || !strings.Contains(r.stderr, "peak memory:") {
+	if r = cli("", "run", "--rootfs", rootfs, "--stats", "--", "true"); r.code != 0 || !strings.Contains(r.stderr, "status: ok  exit: 0") || !strings.Contains(r.stderr, "peak memory:") {
 		t.Fatalf("remote run --stats: exit %d %q", r.code, r.stderr)
 	}
-	if r = sbx("", "run", "--rootfs", rootfs, "--", "sh", "-c", "kill -9 $$"); r.code != 137 {
+	if r = cli("", "run", "--rootfs", rootfs, "--", "sh", "-c", "kill -9 $$"); r.code != 137 {
 		t.Fatalf("remote run of a command killed by SIGKILL: exit %d, want 137 (%s)", r.code, r.stderr)
 	}
 	assertNone("after the runs")
@@ -100,7 +100,7 @@ func TestServerRemoteRun(t *testing.T) {
 	}
 	var id string
 	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-		list, _ := c.ListSandboxes(context.Background(), client.ListOptions{Labels: map[string]string{"sbx.run": "1"}, Running: true})
+		list, _ := c.List(context.Background(), sbx.Filter{Labels: map[string]string{"sbx.run": "1"}, Running: true})
 		if len(list) == 1 {
 			id = list[0].ID
 		}
@@ -131,14 +131,14 @@ func TestServerRemoteRun(t *testing.T) {
 		{"run", "--rootfs", rootfs},
 		{"run", "--pull", "always", "busybox", "true"},
 	} {
-		if r = sbx("", args...); r.code != 125 || r.stderr == "" {
+		if r = cli("", args...); r.code != 125 || r.stderr == "" {
 			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and an error", args, r.code, r.stderr)
 		}
 	}
 	for _, args := range [][]string{
 		{"bench"},
 	} {
-		if r = sbx("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {
+		if r = cli("", args...); r.code != 125 || !strings.Contains(r.stderr, "this host only") {
 			t.Fatalf("sbx %v with --host: exit %d %q, want 125 and a refusal", args, r.code, r.stderr)
 		}
 	}

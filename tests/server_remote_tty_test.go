@@ -13,10 +13,10 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/sbxrun/sbx"
 	execapi "github.com/sbxrun/sbx/executor/api"
 	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
-	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -66,12 +66,12 @@ func TestServerRemoteTTY(t *testing.T) {
 	defer p.stop(t)
 	c := p.client(t)
 	ctx := context.Background()
-	sb, err := c.CreateSandbox(ctx, api.CreateRequest{Rootfs: fixture.CacheDir + "/busybox", Name: "tty"})
+	sb, err := c.Create(ctx, api.CreateRequest{Rootfs: fixture.CacheDir + "/busybox", Name: "tty"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
-		if err := c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+		if err := c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 			t.Errorf("remove: %v", err)
 		}
 	}()
@@ -155,7 +155,7 @@ func TestServerRemoteTTY(t *testing.T) {
 	if code != 9 {
 		t.Fatalf("sbx run -it: exit %d, want 9", code)
 	}
-	if list, err := c.ListSandboxes(ctx, client.ListOptions{Labels: map[string]string{"sbx.run": "1"}}); err != nil || len(list) != 0 {
+	if list, err := c.List(ctx, sbx.Filter{Labels: map[string]string{"sbx.run": "1"}}); err != nil || len(list) != 0 {
 		t.Fatalf("sandboxes left after sbx run -it: %v %+v", err, list)
 	}
 

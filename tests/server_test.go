@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/api"
@@ -80,15 +81,15 @@ func busyboxCreate(name string) api.CreateRequest {
 // the Go client and through raw HTTP against real sandboxes.
 func TestServerSandboxRoutes(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx := context.Background()
 	c := e.c
 
 	// Create through the client, with limits as strings and a ttl.
 	req := busyboxCreate("srv-a")
 	req.Labels = map[string]string{"team": "a"}
-	req.Limits = api.Limits{Memory: 64 << 20, Pids: 128, Disk: 32 << 20}
-	sbA, err := c.CreateSandbox(ctx, req)
+	req.Limits = sbx.Limits{MemoryBytes: 64 << 20, Pids: 128, DiskBytes: 32 << 20}
+	sbA, err := c.Create(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,16 +102,16 @@ func TestServerSandboxRoutes(t *testing.T) {
 		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","name":"srv-b","labels":{"team":"b"},"limits":{"memory":"48m","disk":"16m"},"ttl":"1h"}`))
 	sbB := decode[api.Sandbox](t, data)
 	e.see(sbB.ID)
-	if sbB.ExpiresAt == nil || !strings.Contains(string(sbB.Spec), `"memory_bytes":50331648`) {
+	if sbB.ExpiresAt == nil || sbB.Options.Limits.MemoryBytes != 48<<20 || !strings.Contains(string(data), `"memory_bytes":50331648`) || !strings.Contains(string(data), `"ttl":"1h0m0s"`) {
 		t.Fatalf("raw create: %s", data)
 	}
 	// A name in use is a conflict.
-	if _, err := c.CreateSandbox(ctx, busyboxCreate("srv-a")); client.StatusOf(err) != http.StatusConflict {
+	if _, err := c.Create(ctx, busyboxCreate("srv-a")); client.StatusOf(err) != http.StatusConflict {
 		t.Fatalf("duplicate name: %v", err)
 	}
 
 	// List, filtered by label, both ways.
-	list, err := c.ListSandboxes(ctx, client.ListOptions{Labels: map[string]string{"team": "a"}})
+	list, err := c.List(ctx, sbx.Filter{Labels: map[string]string{"team": "a"}})
 	if err != nil || len(list) != 1 || list[0].ID != sbA.ID {
 		t.Fatalf("list team=a: %+v %v", list, err)
 	}
@@ -118,12 +119,12 @@ func TestServerSandboxRoutes(t *testing.T) {
 	if len(raw.Sandboxes) != 1 || raw.Sandboxes[0].ID != sbB.ID {
 		t.Fatalf("raw list team=b: %+v", raw)
 	}
-	if all, _ := c.ListSandboxes(ctx, client.ListOptions{}); len(all) != 2 {
+	if all, _ := c.List(ctx, sbx.Filter{}); len(all) != 2 {
 		t.Fatalf("list all: %d", len(all))
 	}
 	// Get by id, prefix and name.
 	for _, ref := range []string{sbA.ID, sbA.ID[:10], "srv-a"} {
-		got, err := c.GetSandbox(ctx, ref)
+		got, err := c.Get(ctx, ref)
 		if err != nil || got.ID != sbA.ID {
 			t.Fatalf("get %s: %v", ref, err)
 		}
@@ -341,20 +342,20 @@ func TestServerSandboxRoutes(t *testing.T) {
 	}
 
 	// Stats both ways.
-	stats, err := c.SandboxStats(ctx, sbA.ID)
-	if err != nil || stats.MemoryCurrent == 0 || stats.MemoryLimit != 64<<20 {
+	stats, err := c.Stats(ctx, sbA.ID)
+	if err != nil || stats.MemoryCurrentBytes == 0 || stats.MemoryLimitBytes != 64<<20 {
 		t.Fatalf("stats: %+v %v", stats, err)
 	}
 	decode[api.Stats](t, mustRaw(t, e, 200, "GET", "/v1/sandboxes/"+sbB.ID+"/stats", "", nil))
 
 	// Pause, resume (client); stop, start (raw).
-	if sb, err := c.PauseSandbox(ctx, sbA.ID); err != nil || sb.Status != "paused" {
+	if sb, err := c.Pause(ctx, sbA.ID); err != nil || sb.Status != "paused" {
 		t.Fatalf("pause: %v %v", sb, err)
 	}
 	if st, _ := rawCall(t, e, "POST", "/v1/sandboxes/"+sbA.ID+"/exec", api.ContentTypeJSON, []byte(`{"argv":["true"]}`)); st != http.StatusConflict {
 		t.Fatalf("exec in a paused sandbox: %d, want 409", st)
 	}
-	if sb, err := c.ResumeSandbox(ctx, sbA.ID); err != nil || sb.Status != "running" {
+	if sb, err := c.Resume(ctx, sbA.ID); err != nil || sb.Status != "running" {
 		t.Fatalf("resume: %v %v", sb, err)
 	}
 	mustRaw(t, e, 200, "POST", "/v1/sandboxes/"+sbB.ID+"/pause", "", nil)
@@ -375,22 +376,22 @@ func TestServerSandboxRoutes(t *testing.T) {
 	if res.Stdout != "again\n" {
 		t.Fatalf("exec after restart: %+v", res)
 	}
-	if sb, err := c.StopSandbox(ctx, sbA.ID, time.Second); err != nil || sb.Status != "stopped" {
+	if sb, err := c.Stop(ctx, sbA.ID, sbx.StopOptions{Timeout: time.Second}); err != nil || sb.Status != "stopped" {
 		t.Fatalf("client stop: %v %v", sb, err)
 	}
-	if sb, err := c.StartSandbox(ctx, sbA.ID); err != nil || sb.Status != "running" {
+	if sb, err := c.Start(ctx, sbA.ID); err != nil || sb.Status != "running" {
 		t.Fatalf("client start: %v %v", sb, err)
 	}
 
 	// Delete: refused without force while running, then both ways.
-	if err := c.RemoveSandbox(ctx, sbA.ID, false); client.StatusOf(err) != http.StatusConflict {
+	if err := c.Remove(ctx, sbA.ID, sbx.RemoveOptions{Force: false}); client.StatusOf(err) != http.StatusConflict {
 		t.Fatalf("remove without force: %v", err)
 	}
-	if err := c.RemoveSandbox(ctx, sbA.ID, true); err != nil {
+	if err := c.Remove(ctx, sbA.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	mustRaw(t, e, 204, "DELETE", "/v1/sandboxes/"+sbB.ID, "", nil)
-	if _, err := c.GetSandbox(ctx, sbA.ID); client.StatusOf(err) != http.StatusNotFound {
+	if _, err := c.Get(ctx, sbA.ID); client.StatusOf(err) != http.StatusNotFound {
 		t.Fatalf("get after delete: %v", err)
 	}
 	if st, _ := rawCall(t, e, "POST", "/v1/sandboxes/"+sbB.ID+"/exec", api.ContentTypeJSON, []byte(`{"argv":["true"]}`)); st != 404 {
@@ -405,13 +406,13 @@ func TestServerSandboxRoutes(t *testing.T) {
 // concurrent-create bound and TTL reaping while the server runs.
 func TestServerLimits(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{MaxSandboxes: 2}, func(c *server.Config) {
+	e := newServerEnv(t, sandbox.HostConfig{MaxSandboxes: 2}, func(c *server.Config) {
 		c.MaxUploadBytes = 1 << 20
 		c.MaxReplyBytes = 256 << 10
 		c.MaxConcurrentCreates = 1
 	})
 	ctx := context.Background()
-	a, err := e.c.CreateSandbox(ctx, busyboxCreate(""))
+	a, err := e.c.Create(ctx, busyboxCreate(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,14 +470,14 @@ func TestServerLimits(t *testing.T) {
 	go func() { _ = e.c.Events(ectx, 0, func(ev api.Event) error { events <- ev; return nil }) }()
 	time.Sleep(100 * time.Millisecond)
 	req := busyboxCreate("")
-	req.TTL = api.Duration(time.Second)
-	b, err := e.c.CreateSandbox(ctx, req)
+	req.TTL = time.Second
+	b, err := e.c.Create(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.see(b.ID)
 	// The maximum of 2 is reached: 429.
-	if _, err := e.c.CreateSandbox(ctx, busyboxCreate("")); client.StatusOf(err) != http.StatusTooManyRequests {
+	if _, err := e.c.Create(ctx, busyboxCreate("")); client.StatusOf(err) != http.StatusTooManyRequests {
 		t.Fatalf("create over the maximum: %v", err)
 	}
 	deadline := time.After(15 * time.Second)
@@ -488,7 +489,7 @@ func TestServerLimits(t *testing.T) {
 			t.Fatal("the TTL sandbox was not removed within 15s")
 		}
 	}
-	if _, err := e.c.GetSandbox(ctx, b.ID); client.StatusOf(err) != http.StatusNotFound {
+	if _, err := e.c.Get(ctx, b.ID); client.StatusOf(err) != http.StatusNotFound {
 		t.Fatalf("expired sandbox still there: %v", err)
 	}
 
@@ -496,7 +497,7 @@ func TestServerLimits(t *testing.T) {
 	results := make(chan error, 3)
 	for range 3 {
 		go func() {
-			sb, err := e.c.CreateSandbox(ctx, busyboxCreate(""))
+			sb, err := e.c.Create(ctx, busyboxCreate(""))
 			if err == nil {
 				e.see(sb.ID)
 			}
@@ -525,7 +526,7 @@ func TestServerLimits(t *testing.T) {
 // the host, an OOM kill, and a sandbox created by another process.
 func TestServerEventsInOrder(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	events := make(chan api.Event, 256)
@@ -571,15 +572,15 @@ func TestServerEventsInOrder(t *testing.T) {
 		}
 	}()
 	req := busyboxCreate("ev")
-	req.Limits.Memory = 96 << 20
-	sb, err := e.c.CreateSandbox(ctx, req)
+	req.Limits.MemoryBytes = 96 << 20
+	sb, err := e.c.Create(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.see(sb.ID)
 	expect(sb.ID, api.EventCreated, api.EventReady)
-	_, _ = e.c.PauseSandbox(ctx, sb.ID)
-	_, _ = e.c.ResumeSandbox(ctx, sb.ID)
+	_, _ = e.c.Pause(ctx, sb.ID)
+	_, _ = e.c.Resume(ctx, sb.ID)
 	expect(sb.ID, api.EventPaused, api.EventResumed)
 
 	// An OOM kill inside the sandbox.
@@ -593,32 +594,32 @@ func TestServerEventsInOrder(t *testing.T) {
 	expect(sb.ID, api.EventOOM)
 
 	// PID 1 killed from the host: the watcher reports the exit.
-	got, _ := e.c.GetSandbox(ctx, sb.ID)
+	got, _ := e.c.Get(ctx, sb.ID)
 	if err := unix.Kill(got.Pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	expect(sb.ID, api.EventExited)
-	if _, err := e.c.StartSandbox(ctx, sb.ID); err != nil {
+	if _, err := e.c.Start(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
 	expect(sb.ID, api.EventStarted)
 
 	// A sandbox created and removed by another process (a CLI).
-	other, err := sandbox.New(sandbox.Config{Root: e.root, RunRoot: e.runRoot, Executor: serverExecutorBin()})
+	other, err := sandbox.Open(sandbox.HostConfig{Root: e.root, RunRoot: e.runRoot, Executor: serverExecutorBin()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	osb, err := other.Create(ctx, sandbox.Options{Rootfs: fixture.CacheDir + "/busybox"})
+	osb, err := other.Create(ctx, sbx.Options{Rootfs: fixture.CacheDir + "/busybox"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.see(osb.ID)
 	expect(osb.ID, api.EventCreated, api.EventReady)
-	if err := other.Remove(ctx, osb.ID, true); err != nil {
+	if err := other.Remove(ctx, osb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	expect(osb.ID, api.EventRemoved)
-	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	expect(sb.ID, api.EventRemoved)
@@ -656,7 +657,7 @@ func TestServerEventsInOrder(t *testing.T) {
 // TestServerMetricsMove scrapes /metrics before and after some work.
 func TestServerMetricsMove(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx := context.Background()
 	scrape := func() map[string]float64 {
 		resp, err := e.c.Do(ctx, "GET", "/metrics", nil, "")
@@ -679,7 +680,7 @@ func TestServerMetricsMove(t *testing.T) {
 		return out
 	}
 	before := scrape()
-	sb, err := e.c.CreateSandbox(ctx, busyboxCreate(""))
+	sb, err := e.c.Create(ctx, busyboxCreate(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,9 +690,9 @@ func TestServerMetricsMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	_, _ = e.c.GetSandbox(ctx, "nosuch")
+	_, _ = e.c.Get(ctx, "nosuch")
 	mid := scrape()
-	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	after := scrape()
@@ -720,7 +721,7 @@ func TestServerBridgePublish(t *testing.T) {
 	fixture.BusyboxRootfs(t)
 	// The bridge lives in a namespace that stands in for the host.
 	hostNS := "/run/netns/" + testHostNS(t)
-	e := newServerEnv(t, sandbox.Config{HostNetNS: hostNS}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{HostNetNS: hostNS}, nil)
 	ctx := context.Background()
 	data := mustRaw(t, e, 201, "POST", "/v1/sandboxes", api.ContentTypeJSON,
 		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","network":"bridge","publish":["127.0.0.1:0:8080"]}`))
@@ -758,7 +759,7 @@ func TestServerBridgePublish(t *testing.T) {
 	if string(body) != "hello-from-inside\n" {
 		t.Fatalf("published port answered %q", body)
 	}
-	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxrun/sbx"
 	execapi "github.com/sbxrun/sbx/executor/api"
 	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/sandbox"
@@ -16,9 +17,9 @@ import (
 // through the server's tunnel: the remote API is the host API.
 func TestServerExecutorClientRemote(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.Config{}, nil)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx := context.Background()
-	sb, err := e.c.CreateSandbox(ctx, busyboxCreate("tun"))
+	sb, err := e.c.Create(ctx, busyboxCreate("tun"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +77,7 @@ func TestServerExecutorClientRemote(t *testing.T) {
 	if res.Stdout != "one\nthree\n" {
 		t.Fatalf("archive round trip: %q", res.Stdout)
 	}
-	if err := e.c.RemoveSandbox(ctx, sb.ID, true); err != nil {
+	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := ex.Exec(ctx, execapi.ExecRequest{Command: "true"}); err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sbxrun/sbx/bench"
 	"github.com/sbxrun/sbx/bench/report"
-	"github.com/sbxrun/sbx/imagecache"
 )
 
 type benchOptions struct {
@@ -38,7 +36,7 @@ type benchOptions struct {
 // benchScenarios are the scenarios sbx bench knows, in the order they run.
 var benchScenarios = []string{"cold", "lib", "ready", "exec", "session", "churn", "density"}
 
-func init() {
+func benchCmd(a *app) *cobra.Command {
 	o := &benchOptions{}
 	cmd := &cobra.Command{
 		Use:   "bench [flags] [--image REF | --rootfs DIR] [SCENARIO...]",
@@ -48,7 +46,7 @@ pick instead, on the same root filesystem with equivalent isolation.
 
 Scenarios (all by default): ` + strings.Join(benchScenarios, ", ") + `.
   cold     one-shot "sbx run --rootfs DIR true" as its own process
-  lib      the same run in-process through sandbox.Runner
+  lib      the same run in-process through sandbox.Host.Run
   ready    create a long-lived sandbox until its executor answers
   exec     one /v1/exec round trip of "true" in a running sandbox
   session  one shell-session command round trip
@@ -59,7 +57,10 @@ Each scenario runs warm-up rounds, then interleaved measured rounds, and prints
 min, p50, p90, p99 and max with the ratio of sbx to each runtime, and where
 sbx's time goes. A runtime that is missing or fails is reported with its error.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runBench(cmd, o, args)
+			if a.host != "" {
+				return exitErr("sbx bench acts on this host only and does not take --host (or SBX_HOST)")
+			}
+			return runBench(cmd, a, o, args)
 		},
 	}
 	f := cmd.Flags()
@@ -76,13 +77,11 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 	f.BoolVar(&o.startDockerd, "start-dockerd", false, "start a private dockerd for the docker runtime when none answers, and stop it afterwards")
 	f.IntVar(&o.density, "density", 1000, "idle sandboxes the density scenario creates (1 to 1000)")
 	f.StringVar(&o.sbxBin, "sbx-bin", "", "statically linked sbx binary to measure (default: this one)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
-func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
-	fail := func(format string, a ...any) error {
-		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf(format, a...)}
-	}
+func runBench(cmd *cobra.Command, a *app, o *benchOptions, args []string) error {
+	fail := exitErr
 	scenarios := args
 	if len(scenarios) == 0 {
 		scenarios = benchScenarios
@@ -110,7 +109,7 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 	var plotter string
 	if o.plotPath != "" {
 		var err error
-		if plotter, err = findPlotHelper(); err != nil {
+		if plotter, err = report.FindPlotHelper(); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -134,8 +133,8 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 		}
 		bin = exe
 	}
-	w := bench.Workload{Args: []string{"true"}, SbxBin: bin, RunRoot: global.runRoot}
-	unmount, err := benchWorkload(cmd.Context(), o, &w)
+	w := bench.Workload{Args: []string{"true"}, SbxBin: bin, RunRoot: a.runRoot}
+	unmount, err := bench.PrepareWorkload(cmd.Context(), &w, o.rootfs, o.image, a.root)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -189,7 +188,7 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 		}
 	}
 	if o.plotPath != "" {
-		if err := drawPlot(ctx, plotter, rep, o.jsonPath, o.plotPath); err != nil {
+		if err := report.DrawPlot(ctx, plotter, rep, o.jsonPath, o.plotPath); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -202,81 +201,4 @@ func runBench(cmd *cobra.Command, o *benchOptions, args []string) error {
 		}
 	}
 	return nil
-}
-
-// plotHelper is the program that draws plots; it is kept out of the sbx
-// binary because the charting library's fonts would slow down every
-// sandbox's init, which re-executes the sbx binary.
-const plotHelper = "sbx-bench-plot"
-
-// findPlotHelper finds sbx-bench-plot next to this binary or in PATH.
-func findPlotHelper() (string, error) {
-	if exe, err := os.Executable(); err == nil {
-		if p := filepath.Join(filepath.Dir(exe), plotHelper); fileExists(p) {
-			return p, nil
-		}
-	}
-	p, err := exec.LookPath(plotHelper)
-	if err != nil {
-		return "", fmt.Errorf("--plot needs %s next to sbx or in PATH: build it with `go build -o bin/%s ./bench/chart/cmd/%s`", plotHelper, plotHelper, plotHelper)
-	}
-	return p, nil
-}
-
-// drawPlot runs the plot helper on the report's JSON.
-func drawPlot(ctx context.Context, helper string, rep *bench.Report, jsonPath, plotPath string) error {
-	if jsonPath == "" {
-		f, err := os.CreateTemp("", "sbx-bench-*.json")
-		if err != nil {
-			return err
-		}
-		f.Close()
-		defer os.Remove(f.Name())
-		jsonPath = f.Name()
-		if err := report.WriteJSON(jsonPath, rep); err != nil {
-			return err
-		}
-	}
-	out, err := exec.CommandContext(ctx, helper, jsonPath, plotPath).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("draw the plot: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-func fileExists(p string) bool {
-	_, err := os.Stat(p)
-	return err == nil
-}
-
-// benchWorkload sets the root filesystem or image of the workload: the
-// directory of --rootfs, the cached image of --image, or by default a
-// busybox root imported into the bench's own image store.
-func benchWorkload(ctx context.Context, o *benchOptions, w *bench.Workload) (func() error, error) {
-	none := func() error { return nil }
-	if o.rootfs != "" {
-		root, err := filepath.Abs(o.rootfs)
-		w.Rootfs = root
-		return none, err
-	}
-	stateRoot, ref := global.root, o.image
-	if ref == "" {
-		dir, err := bench.BusyboxRoot(bench.DefaultRootDir)
-		if err != nil {
-			return none, err
-		}
-		stateRoot, ref = bench.DefaultStateRoot, bench.DefaultImage
-		store, err := imagecache.Open(filepath.Join(stateRoot, "images"), imagecache.Options{})
-		if err != nil {
-			return none, fmt.Errorf("open the bench's image store: %w", err)
-		}
-		if _, err := bench.ImportRoot(ctx, store, dir, ref); err != nil {
-			return none, err
-		}
-	}
-	store, err := imagecache.Open(filepath.Join(stateRoot, "images"), imagecache.Options{})
-	if err != nil {
-		return none, fmt.Errorf("open the image store: %w", err)
-	}
-	return bench.UseImage(w, store, stateRoot, ref, filepath.Join(w.RunRoot, fmt.Sprintf("bench-image-%d", os.Getpid())))
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/sbxrun/sbx/executor"
 )
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+func executorCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "executor [--listen-fd N | --socket PATH] [flags]",
 		Short: "Run the in-sandbox agent (PID 1 of a long-lived sandbox)",
 		Long: `Serve the executor API (commands, shell sessions, files) over HTTP on a unix
@@ -20,5 +20,5 @@ same code from the small sbx-executor binary; see "sbx executor -h" for flags.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitWith(executor.Main(args))
 		},
-	})
+	}
 }

@@ -1,73 +1,40 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
-// imageFlags are the options of commands that pull or import.
-type imageFlags struct {
-	platform string
-	insecure []string
-	quiet    bool
-}
-
-func (f *imageFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.platform, "platform", "", "platform to pick from multi-arch images (os/arch[/variant]); default the host's")
-	cmd.Flags().StringArrayVar(&f.insecure, "insecure-registry", nil, "registry host[:port] to reach over plain HTTP (repeatable; localhost and 127.0.0.1 always are)")
-	cmd.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "print no progress")
-}
-
-// openImageStore opens <--root>/images with the flags' options.
-func openImageStore(f *imageFlags) (*imagecache.Store, error) {
-	opts := imagecache.Options{}
-	if f != nil {
-		opts.Platform = f.platform
-		opts.InsecureRegistries = f.insecure
-	}
-	return imagecache.Open(filepath.Join(global.root, "images"), opts)
-}
-
-func newPullCmd() *cobra.Command {
+func pullCmd(a *app) *cobra.Command {
 	var f imageFlags
 	cmd := &cobra.Command{
 		Use:   "pull REF",
 		Short: "Pull an image from a registry into the image cache",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if remoteHost != "" {
-				if err := rejectRemoteImageFlags(cmd, "platform", "insecure-registry"); err != nil {
-					return err
-				}
-				return remotePull(cmd, args[0], f.quiet)
-			}
-			s, err := openImageStore(&f)
+			b, err := f.open(a, cmd)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext()
 			defer stop()
 			prog := newImageProgress(cmd.ErrOrStderr(), f.quiet)
-			img, err := s.Pull(ctx, args[0], prog.update)
+			img, err := b.PullImage(ctx, args[0], prog.update)
 			prog.finish()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", imagecache.FamiliarName(img.Name), img.Digest)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
 			return nil
 		},
 	}
@@ -75,7 +42,16 @@ func newPullCmd() *cobra.Command {
 	return cmd
 }
 
-func newImportCmd() *cobra.Command {
+// open opens the backend with the image flags' options.
+func (f *imageFlags) open(a *app, cmd *cobra.Command) (backend, error) {
+	cfg, err := f.hostConfig(a, cmd)
+	if err != nil {
+		return nil, err
+	}
+	return a.open(cfg)
+}
+
+func importCmd(a *app) *cobra.Command {
 	var f imageFlags
 	cmd := &cobra.Command{
 		Use:   "import PATH [NAME]",
@@ -83,29 +59,28 @@ func newImportCmd() *cobra.Command {
 		Long: `Import an image into the image cache from PATH: an OCI image layout directory,
 an OCI archive (a tar of a layout), a docker save tar, or a plain root
 filesystem tarball (tar, tar.gz or tar.zst). NAME is needed when the archive
-does not name its image, and always for a root filesystem.`,
+does not name its image, and always for a root filesystem. With --host the
+archive is uploaded to the server (a layout directory tarred on the fly).`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := ""
+			o := sbx.ImportOptions{Path: args[0]}
 			if len(args) == 2 {
-				name = args[1]
+				o.Name = args[1]
 			}
-			if remoteHost != "" {
-				return remoteImport(cmd, args[0], name)
-			}
-			s, err := openImageStore(&f)
+			b, err := f.open(a, cmd)
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext()
 			defer stop()
 			prog := newImageProgress(cmd.ErrOrStderr(), f.quiet)
-			img, err := s.Import(ctx, args[0], name, prog.update)
+			o.Progress = prog.update
+			img, err := b.ImportImage(ctx, o)
 			prog.finish()
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", imagecache.FamiliarName(img.Name), img.Digest)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
 			return nil
 		},
 	}
@@ -115,39 +90,15 @@ does not name its image, and always for a root filesystem.`,
 
 // imageSummary is one line of sbx images --format json.
 type imageSummary struct {
-	Name     string    `json:"name"`
-	Digest   string    `json:"digest"`
-	Size     int64     `json:"size"`
-	Created  time.Time `json:"created"`
-	Platform string    `json:"platform"`
-	Layers   int       `json:"layers"`
+	Name      string    `json:"name"`
+	Digest    string    `json:"digest"`
+	SizeBytes int64     `json:"size_bytes"`
+	Created   time.Time `json:"created"`
+	Platform  string    `json:"platform"`
+	Layers    int       `json:"layers"`
 }
 
-// printImages writes images as `sbx images` shows them: a table, IDs only
-// (quiet) or JSON.
-func printImages(out io.Writer, list []imageSummary, format string, quiet bool) error {
-	switch {
-	case format == "json":
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
-	case format != "table" && format != "":
-		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
-	case quiet:
-		for _, img := range list {
-			fmt.Fprintln(out, shortID(img.Digest))
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED")
-	for _, img := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", imagecache.FamiliarName(img.Name), shortID(img.Digest), humanBytes(img.Size), humanAge(img.Created))
-	}
-	return tw.Flush()
-}
-
-func newImagesCmd(use string) *cobra.Command {
+func imagesCmd(a *app, use string) *cobra.Command {
 	var format string
 	var quiet bool
 	cmd := &cobra.Command{
@@ -155,20 +106,17 @@ func newImagesCmd(use string) *cobra.Command {
 		Short: "List the cached images",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if remoteHost != "" {
-				return remoteImages(cmd, format, quiet)
-			}
-			s, err := openImageStore(nil)
+			b, err := a.open(sandbox.HostConfig{})
 			if err != nil {
 				return err
 			}
-			imgs, err := s.List()
+			imgs, err := b.ListImages(cmd.Context())
 			if err != nil {
 				return err
 			}
 			list := make([]imageSummary, 0, len(imgs))
 			for _, img := range imgs {
-				list = append(list, imageSummary{img.Name, img.Digest, img.Size, img.Created, img.Platform, len(img.LayerDirs)})
+				list = append(list, imageSummary{img.Name, img.Digest, img.SizeBytes, img.Created, img.Platform, len(img.DiffIDs)})
 			}
 			return printImages(cmd.OutOrStdout(), list, format, quiet)
 		},
@@ -178,97 +126,107 @@ func newImagesCmd(use string) *cobra.Command {
 	return cmd
 }
 
-func newImageInspectCmd() *cobra.Command {
+// printImages writes images as sbx images shows them: a table, IDs only
+// (quiet) or JSON.
+func printImages(out io.Writer, list []imageSummary, format string, quiet bool) error {
+	switch {
+	case format == "json":
+		return writeJSON(out, list)
+	case format != "table" && format != "":
+		return exitErr("invalid --format %q: use table or json", format)
+	case quiet:
+		for _, img := range list {
+			fmt.Fprintln(out, shortID(img.Digest))
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED")
+	for _, img := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sbx.FamiliarName(img.Name), shortID(img.Digest), humanBytes(img.SizeBytes), humanAge(img.Created))
+	}
+	return tw.Flush()
+}
+
+func imageInspectCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "inspect REF",
 		Short: "Show a cached image as JSON: config, layers, digest",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if remoteHost != "" {
-				return remoteImageInspect(cmd, args[0])
-			}
-			s, err := openImageStore(nil)
+			b, err := a.open(sandbox.HostConfig{})
 			if err != nil {
 				return err
 			}
-			img, err := s.Resolve(args[0])
+			img, err := b.InspectImage(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			enc := json.NewEncoder(cmd.OutOrStdout())
-			enc.SetIndent("", "  ")
-			return enc.Encode(img)
+			return writeJSON(cmd.OutOrStdout(), img)
 		},
 	}
 }
 
-func newRmiCmd(use string) *cobra.Command {
+func rmiCmd(a *app, use string) *cobra.Command {
 	return &cobra.Command{
 		Use:   use + " REF...",
 		Short: "Remove images from the cache (run sbx image gc to free their layers)",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if remoteHost != "" {
-				return remoteRmi(cmd, args)
-			}
-			s, err := openImageStore(nil)
+			b, err := a.open(sandbox.HostConfig{})
 			if err != nil {
 				return err
 			}
 			var failed error
 			for _, ref := range args {
-				names, err := s.Remove(cmd.Context(), ref)
-				if err != nil {
+				name := ref
+				if img, err := b.InspectImage(cmd.Context(), ref); err == nil {
+					name = sbx.FamiliarName(img.Name)
+				}
+				if err := b.RemoveImage(cmd.Context(), ref); err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", err)
-					failed = exitWith(exitSbxFailed)
+					failed = exitWith(sbx.ExitSbxFailed)
 					continue
 				}
-				for _, n := range names {
-					fmt.Fprintln(cmd.OutOrStdout(), "Untagged:", imagecache.FamiliarName(n))
-				}
+				fmt.Fprintln(cmd.OutOrStdout(), "Untagged:", name)
 			}
 			return failed
 		},
 	}
 }
 
-func newImageGCCmd() *cobra.Command {
+func imageGCCmd(a *app) *cobra.Command {
 	return &cobra.Command{
 		Use:   "gc",
 		Short: "Remove the layers no cached image uses",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if remoteHost != "" {
-				return remoteImageGC(cmd)
-			}
-			s, err := openImageStore(nil)
+			b, err := a.open(sandbox.HostConfig{})
 			if err != nil {
 				return err
 			}
-			// Sandboxes on record keep their layers, stopped ones too.
-			m, err := sandbox.New(sandbox.Config{Root: global.root, RunRoot: global.runRoot})
+			rep, err := b.GCImages(cmd.Context())
 			if err != nil {
 				return err
 			}
-			res, err := s.GC(cmd.Context(), m.ImageLayers)
-			if err != nil {
-				return err
+			fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", len(rep.RemovedLayers), humanBytes(rep.FreedBytes))
+			if n := len(rep.KeptInUse); n > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "kept %d unused layers that a mount still uses\n", n)
 			}
-			printImageGC(cmd, len(res.RemovedLayers), res.FreedBytes, len(res.KeptInUse))
 			return nil
 		},
 	}
 }
 
-func init() {
-	imageCmd := &cobra.Command{
+func imageCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Manage the image cache",
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	imageCmd.AddCommand(newImagesCmd("ls"), newImageInspectCmd(), newRmiCmd("rm"), newImageGCCmd(), newPullCmd(), newImportCmd())
-	rootCmd.AddCommand(imageCmd, newPullCmd(), newImportCmd(), newImagesCmd("images"), newRmiCmd("rmi"))
+	cmd.AddCommand(imagesCmd(a, "ls"), imageInspectCmd(a), rmiCmd(a, "rm"), imageGCCmd(a), pullCmd(a), importCmd(a))
+	return cmd
 }
 
 func shortID(digest string) string {
@@ -314,7 +272,7 @@ type imageProgress struct {
 	w      io.Writer
 	quiet  bool
 	tty    bool
-	layers []imagecache.Progress
+	layers []sbx.PullProgress
 	start  []time.Time
 	drawn  int
 	last   time.Time
@@ -328,12 +286,12 @@ func newImageProgress(w io.Writer, quiet bool) *imageProgress {
 	return p
 }
 
-func (p *imageProgress) update(u imagecache.Progress) {
+func (p *imageProgress) update(u sbx.PullProgress) {
 	if p.quiet {
 		return
 	}
 	for len(p.layers) < u.Count {
-		p.layers = append(p.layers, imagecache.Progress{})
+		p.layers = append(p.layers, sbx.PullProgress{})
 		p.start = append(p.start, time.Time{})
 	}
 	if u.Index >= len(p.layers) {
@@ -341,12 +299,12 @@ func (p *imageProgress) update(u imagecache.Progress) {
 	}
 	prev := p.layers[u.Index].Phase
 	p.layers[u.Index] = u
-	if u.Phase == imagecache.PhaseDownloading && p.start[u.Index].IsZero() {
+	if u.Phase == "downloading" && p.start[u.Index].IsZero() {
 		p.start[u.Index] = time.Now()
 	}
 	if !p.tty {
-		if u.Phase != prev && (u.Phase == imagecache.PhaseDone || u.Phase == imagecache.PhaseCached) {
-			fmt.Fprintf(p.w, "layer %d/%d %s: %s %s\n", u.Index+1, u.Count, shortID(u.Layer), u.Phase, humanBytes(u.Total))
+		if u.Phase != prev && (u.Phase == "done" || u.Phase == "cached") {
+			fmt.Fprintf(p.w, "layer %d/%d %s: %s %s\n", u.Index+1, u.Count, shortID(u.Layer), u.Phase, humanBytes(u.TotalBytes))
 		}
 		return
 	}
@@ -369,26 +327,26 @@ func (p *imageProgress) redraw() {
 	io.WriteString(p.w, b.String())
 }
 
-func (p *imageProgress) bar(i int, l imagecache.Progress) string {
+func (p *imageProgress) bar(i int, l sbx.PullProgress) string {
 	switch l.Phase {
-	case imagecache.PhaseDownloading, imagecache.PhaseUnpacking:
-	case imagecache.PhaseDone, imagecache.PhaseCached:
-		return humanBytes(l.Total)
+	case "downloading", "unpacking":
+	case "done", "cached":
+		return humanBytes(l.TotalBytes)
 	default:
 		return ""
 	}
 	const width = 30
 	fill := 0
-	if l.Total > 0 {
-		fill = int(min(width, l.Current*width/l.Total))
+	if l.TotalBytes > 0 {
+		fill = int(min(width, l.CurrentBytes*width/l.TotalBytes))
 	}
 	// The rate is the download's: while unpacking the bytes no longer
 	// flow, and a rate over the whole time would only decay.
 	rate := ""
-	if el := time.Since(p.start[i]).Seconds(); el > 0 && l.Phase == imagecache.PhaseDownloading {
-		rate = humanBytes(int64(float64(l.Current)/el)) + "/s"
+	if el := time.Since(p.start[i]).Seconds(); el > 0 && l.Phase == "downloading" {
+		rate = humanBytes(int64(float64(l.CurrentBytes)/el)) + "/s"
 	}
-	return fmt.Sprintf("[%s%s] %s/%s %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), humanBytes(l.Current), humanBytes(l.Total), rate)
+	return fmt.Sprintf("[%s%s] %s/%s %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), humanBytes(l.CurrentBytes), humanBytes(l.TotalBytes), rate)
 }
 
 func (p *imageProgress) finish() {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -18,22 +18,8 @@ import (
 func runSbx(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	rootCmd.SetOut(&out)
-	rootCmd.SetErr(&errb)
-	defer rootCmd.SetOut(nil)
-	defer rootCmd.SetErr(nil)
-	// execute prints its own errors to os.Stderr: capture that too.
-	tmp, err := os.CreateTemp(t.TempDir(), "stderr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	saved := os.Stderr
-	os.Stderr = tmp
-	code := execute(args)
-	os.Stderr = saved
-	tmp.Close()
-	data, _ := os.ReadFile(tmp.Name())
-	return code, out.String(), errb.String() + string(data)
+	code := executeTo(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
 }
 
 func TestImagesCLI(t *testing.T) {
@@ -55,7 +41,7 @@ func TestImagesCLI(t *testing.T) {
 	}
 	code, out, _ = runSbx(t, r, "images", "--format=json")
 	var list []imageSummary
-	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].Layers != 1 || list[0].Size == 0 {
+	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].Layers != 1 || list[0].SizeBytes == 0 {
 		t.Fatalf("images --format json: %d %q", code, out)
 	}
 	code, out, _ = runSbx(t, r, "images", "--format=table", "--quiet=false")
@@ -63,7 +49,7 @@ func TestImagesCLI(t *testing.T) {
 		t.Fatalf("images: %d %q", code, out)
 	}
 	code, out, _ = runSbx(t, r, "image", "inspect", ref)
-	var img imagecache.Image
+	var img sbx.Image
 	if code != 0 || json.Unmarshal([]byte(out), &img) != nil || img.Config.Cmd[0] != "sh" || len(img.LayerDirs) != 1 {
 		t.Fatalf("image inspect: %d %q", code, out)
 	}
@@ -89,7 +75,7 @@ func TestImagesCLI(t *testing.T) {
 		t.Fatalf("import of a rootfs without a name: %d %q", code, errs)
 	}
 
-	if code, _, errs = runSbx(t, r, "image", "inspect", "nope:1"); code != exitSbxFailed || !strings.Contains(errs, "not found in cache; run sbx pull") {
+	if code, _, errs = runSbx(t, r, "image", "inspect", "nope:1"); code != sbx.ExitSbxFailed || !strings.Contains(errs, "not found in cache; run sbx pull") {
 		t.Fatalf("inspect of an unknown image: %d %q", code, errs)
 	}
 	code, out, _ = runSbx(t, r, "rmi", ref)
@@ -108,7 +94,7 @@ func TestImagesCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "removed 1 layers") {
 		t.Fatalf("gc: %d %q", code, out)
 	}
-	if code, _, errs = runSbx(t, r, "images", "--format=yaml"); code != exitSbxFailed || !strings.Contains(errs, "invalid --format") {
+	if code, _, errs = runSbx(t, r, "images", "--format=yaml"); code != sbx.ExitSbxFailed || !strings.Contains(errs, "invalid --format") {
 		t.Fatalf("bad format: %d %q", code, errs)
 	}
 }
@@ -117,10 +103,10 @@ func TestImagesCLI(t *testing.T) {
 // unpacking layer's bytes no longer flow.
 func TestProgressRate(t *testing.T) {
 	p := &imageProgress{start: []time.Time{time.Now().Add(-2 * time.Second)}}
-	if bar := p.bar(0, imagecache.Progress{Phase: imagecache.PhaseDownloading, Current: 2000, Total: 4000}); !strings.HasSuffix(bar, "/s") {
+	if bar := p.bar(0, sbx.PullProgress{Phase: "downloading", CurrentBytes: 2000, TotalBytes: 4000}); !strings.HasSuffix(bar, "/s") {
 		t.Errorf("downloading bar without a rate: %q", bar)
 	}
-	if bar := p.bar(0, imagecache.Progress{Phase: imagecache.PhaseUnpacking, Current: 4000, Total: 4000}); strings.Contains(bar, "/s") {
+	if bar := p.bar(0, sbx.PullProgress{Phase: "unpacking", CurrentBytes: 4000, TotalBytes: 4000}); strings.Contains(bar, "/s") {
 		t.Errorf("unpacking bar with a rate measured from the download's start: %q", bar)
 	}
 }

@@ -1,25 +1,200 @@
 // Command sbx runs untrusted code in Linux sandboxes: namespaces, cgroups
 // and seccomp, started directly with libcontainer, without a daemon.
+//
+// The CLI is a front-end of the contract (package sbx): it parses flags,
+// chooses one backend (this host through sandbox.Open, or an sbx server
+// through server/client with --host), calls it and prints the result.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sbxrun/sbx/cgroup"
-	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx"
+
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server/client"
 )
 
-// Exit codes of sbx itself, following docker and podman.
-const (
-	exitSbxFailed  = 125 // sbx itself failed
-	exitCannotExec = 126 // the command could not be executed
-	exitNotFound   = 127 // the command was not found
-)
+// Exit codes of the sandbox commands besides those of sbx.Exit*:
+// 1 when the sandbox does not exist or is in the wrong state, as docker.
+const exitNoSuchSandbox = 1
+
+func main() {
+	// libcontainer re-executes this binary to set each sandbox up; there
+	// Init takes over and never returns.
+	sandbox.Init()
+	os.Exit(execute(os.Args[1:]))
+}
+
+// commands lists every command of sbx, in one place.
+func commands(a *app) []*cobra.Command {
+	return []*cobra.Command{
+		// One-shot and long-lived sandboxes.
+		runCmd(a), createCmd(a), execCmd(a), shellCmd(a), cpCmd(a),
+		listCmd(a, "ps"), listCmd(a, "ls"), inspectCmd(a), statsCmd(a),
+		eachCmd(a, "pause", "Freeze every process of sandboxes (cgroup freezer)", (sbx.Sandboxes).Pause),
+		eachCmd(a, "resume", "Thaw paused sandboxes", (sbx.Sandboxes).Resume),
+		eachCmd(a, "start", "Start stopped sandboxes again on their kept root", (sbx.Sandboxes).Start),
+		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a),
+		// Images.
+		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
+		// The host.
+		infoCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(),
+		// Run by sbx itself, hidden.
+		executorCmd(), reaperCmd(), expiryWatcherCmd(a),
+	}
+}
+
+// app holds the global flags and the backend every command uses: this
+// host, or the sbx server of --host. It is chosen once per process.
+type app struct {
+	root, runRoot, logLevel, host string
+
+	backend backend
+	local   *sandbox.Host
+}
+
+// backend is what the commands call: the contract's two interfaces.
+type backend interface {
+	sbx.Sandboxes
+	sbx.Images
+}
+
+// open returns the backend: the server of --host (SBX_HOST) when one is
+// given, else this host, opened with cfg's image options.
+func (a *app) open(cfg sandbox.HostConfig) (backend, error) {
+	if a.backend != nil {
+		return a.backend, nil
+	}
+	if a.host != "" {
+		c, err := remoteClient(a.host)
+		if err != nil {
+			return nil, err
+		}
+		a.backend = c
+		return c, nil
+	}
+	cfg.Root, cfg.RunRoot = a.root, a.runRoot
+	if err := cfg.ReadEnv(); err != nil {
+		return nil, err
+	}
+	h, err := sandbox.Open(cfg)
+	if err != nil {
+		return nil, err
+	}
+	a.backend, a.local = h, h
+	return h, nil
+}
+
+// backendCtx opens the backend (with no image options) and a context that
+// SIGINT and SIGTERM cancel.
+func (a *app) backendCtx() (context.Context, backend, context.CancelFunc, error) {
+	b, err := a.open(sandbox.HostConfig{})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, cancel := signalContext()
+	return ctx, b, cancel, nil
+}
+
+// localHost returns this host for commands that act on it only; with
+// --host they refuse rather than silently act locally.
+func (a *app) localHost(cmd *cobra.Command, cfg sandbox.HostConfig) (*sandbox.Host, error) {
+	if a.host != "" {
+		return nil, exitErr("sbx %s acts on this host only and does not take --host (or SBX_HOST)", strings.TrimPrefix(cmd.CommandPath(), "sbx "))
+	}
+	if _, err := a.open(cfg); err != nil {
+		return nil, err
+	}
+	return a.local, nil
+}
+
+// remoteClient connects to host with the token of SBX_TOKEN or the file
+// SBX_TOKEN_FILE.
+func remoteClient(host string) (*client.Client, error) {
+	token := os.Getenv("SBX_TOKEN")
+	if f := os.Getenv("SBX_TOKEN_FILE"); token == "" && f != "" {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("read SBX_TOKEN_FILE: %w", err)
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	return client.New(host, client.Options{Token: token})
+}
+
+// newRootCmd builds the command tree of one invocation.
+func newRootCmd(a *app) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sbx",
+		Short:         "Run untrusted code in fast, isolated Linux sandboxes",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			var level slog.Level
+			if err := level.UnmarshalText([]byte(a.logLevel)); err != nil {
+				return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", a.logLevel)
+			}
+			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			return nil
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&a.root, "root", envOr("SBX_ROOT", "/var/lib/sbx"), "directory for persistent state (images, sandboxes)")
+	pf.StringVar(&a.runRoot, "run-root", envOr("SBX_RUN_ROOT", "/run/sbx"), "directory for runtime state (mounts, sockets)")
+	pf.StringVar(&a.logLevel, "log-level", envOr("SBX_LOG_LEVEL", "warn"), "log level: debug, info, warn, error")
+	pf.StringVarP(&a.host, "host", "H", os.Getenv("SBX_HOST"),
+		"act on the sbx server at this address instead of local state: unix:///path, http(s)://host:port (token from SBX_TOKEN or SBX_TOKEN_FILE)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: sbx.ExitSbxFailed, msg: fmt.Sprintf("%v\nSee '%s --help'.", err, c.CommandPath())}
+	})
+	root.AddCommand(commands(a)...)
+	return root
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// execute runs the CLI with args, its output on stdout and stderr, and
+// returns the process exit code.
+func execute(args []string) int { return executeTo(args, os.Stdin, os.Stdout, os.Stderr) }
+
+func executeTo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	a := &app{}
+	root := newRootCmd(a)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if a.local != nil {
+		_ = a.local.Close()
+	}
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(stderr, "sbx:", ee.msg)
+		}
+		return ee.code
+	}
+	fmt.Fprintln(stderr, "sbx:", err)
+	return sbx.ExitSbxFailed
+}
 
 // exitError carries a process exit code out of a command. A zero-length
 // message means the code is the command's own and nothing is printed.
@@ -33,68 +208,26 @@ func (e *exitError) Error() string { return e.msg }
 // exitWith returns an error that makes sbx exit with code, printing nothing.
 func exitWith(code int) error { return &exitError{code: code} }
 
-// globalOptions are the flags every command shares.
-type globalOptions struct {
-	root     string
-	runRoot  string
-	logLevel string
+// exitErr is an sbx failure (exit 125) with a message.
+func exitErr(format string, args ...any) error {
+	return &exitError{code: sbx.ExitSbxFailed, msg: fmt.Sprintf(format, args...)}
 }
 
-var global globalOptions
-
-var rootCmd = &cobra.Command{
-	Use:           "sbx",
-	Short:         "Run untrusted code in fast, isolated Linux sandboxes",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-	PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
-		var level slog.Level
-		if err := level.UnmarshalText([]byte(global.logLevel)); err != nil {
-			return fmt.Errorf("invalid --log-level %q: use debug, info, warn or error", global.logLevel)
-		}
-		slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-		return cgroup.ValidateParentEnv()
-	},
-}
-
-func init() {
-	pf := rootCmd.PersistentFlags()
-	pf.StringVar(&global.root, "root", envOr("SBX_ROOT", "/var/lib/sbx"), "directory for persistent state (images, sandboxes)")
-	pf.StringVar(&global.runRoot, "run-root", envOr("SBX_RUN_ROOT", "/run/sbx"), "directory for runtime state (mounts, sockets)")
-	pf.StringVar(&global.logLevel, "log-level", envOr("SBX_LOG_LEVEL", "warn"), "log level: debug, info, warn, error")
-	rootCmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("%v\nSee '%s --help'.", err, c.CommandPath())}
-	})
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
-func main() {
-	// libcontainer re-executes this binary to set each sandbox up; there
-	// Init takes over and never returns.
-	isolate.Init()
-	os.Exit(execute(os.Args[1:]))
-}
-
-// execute runs the CLI with args and returns the process exit code.
-func execute(args []string) int {
-	rootCmd.SetArgs(args)
-	err := rootCmd.Execute()
+// sbxError maps a backend error to sbx's exit codes: 1 when the sandbox
+// or file does not exist or is in the wrong state, else 125.
+func sbxError(err error) error {
 	if err == nil {
-		return 0
+		return nil
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
-		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "sbx:", ee.msg)
-		}
-		return ee.code
+		return err
 	}
-	fmt.Fprintln(os.Stderr, "sbx:", err)
-	return exitSbxFailed
+	code := sbx.ExitSbxFailed
+	for _, e := range []error{sbx.ErrNotFound, sbx.ErrState, sbx.ErrAmbiguous, sbx.ErrNoSuchFile} {
+		if errors.Is(err, e) {
+			code = exitNoSuchSandbox
+		}
+	}
+	return &exitError{code: code, msg: err.Error()}
 }

@@ -6,8 +6,8 @@ import (
 	"github.com/sbxrun/sbx/isolate/reaper"
 )
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+func reaperCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:                "reaper [--status-fd N] [--lifeline-fd N] [--seccomp-fd N] [--tty] -- CMD [ARG...]",
 		Short:              "Minimal init of one-shot sandboxes (runs inside the sandbox)",
 		Hidden:             true,
@@ -15,5 +15,5 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return exitWith(reaper.Main(args))
 		},
-	})
+	}
 }

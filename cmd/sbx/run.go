@@ -7,26 +7,21 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
-	"github.com/sbxrun/sbx/imagecache"
-	"github.com/sbxrun/sbx/internal/helperbin"
-	"github.com/sbxrun/sbx/netns"
-	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx"
 )
 
 type runOptions struct {
 	sandboxFlags
 	images      imageFlags
-	pull        string
 	entrypoint  string
 	interactive bool
 	tty         bool
@@ -34,7 +29,7 @@ type runOptions struct {
 	stats       bool
 }
 
-func init() {
+func runCmd(a *app) *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [flags] (IMAGE [CMD...] | --rootfs DIR [--] CMD... | [--] CMD...)",
@@ -54,7 +49,7 @@ kill; 124 when --timeout fired; 126 when the command cannot be executed; 127
 when it is not found; 125 when sbx itself failed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRun(cmd, o, args)
+			return runRun(a, cmd, o, args)
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
@@ -66,122 +61,66 @@ when it is not found; 125 when sbx itself failed.`,
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
 	cmd.Flags().StringVar(&o.report, "report", "", "write a JSON resource report to this file")
 	cmd.Flags().BoolVar(&o.stats, "stats", false, "print a resource report on stderr")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
-func runRun(cmd *cobra.Command, o *runOptions, args []string) error {
-	if remoteHost != "" {
-		return runRemote(cmd, o, args)
-	}
-	spec, err := o.runSpec(args)
+func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
+	cfg, err := o.images.hostConfig(a, cmd)
 	if err != nil {
-		return &exitError{code: exitSbxFailed, msg: err.Error()}
+		return err
 	}
-	if o.rootfs == "" && o.isImage(cmd, args) {
-		release, err := o.useImage(cmd, &spec, args)
-		if err != nil {
-			return &exitError{code: exitSbxFailed, msg: err.Error()}
+	b, err := a.open(cfg)
+	if err != nil {
+		return exitErr("%v", err)
+	}
+	opts, err := o.options(a.host == "")
+	if err != nil {
+		return exitErr("%v", err)
+	}
+	ro := sbx.RunOptions{Options: opts, Timeout: o.timeout, Tty: o.tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	ro.Cmd = args
+	if o.rootfs == "" && isImage(cmd, b, args) {
+		ro.Image, ro.Cmd = args[0], args[1:]
+		if len(ro.Cmd) > 0 && ro.Cmd[0] == "--" {
+			ro.Cmd = ro.Cmd[1:]
 		}
-		// The image store is held from resolving the image until its
-		// overlay is mounted, so that a concurrent image gc cannot remove
-		// its layers in between; the mount protects them afterwards.
-		var once sync.Once
-		spec.RootReady = func() { once.Do(release) }
-		defer once.Do(release)
+		if cmd.Flags().Changed("entrypoint") {
+			ro.Entrypoint = []string{}
+			if o.entrypoint != "" {
+				ro.Entrypoint = []string{o.entrypoint}
+			}
+		}
+		prog := newImageProgress(cmd.ErrOrStderr(), !term.IsTerminal(int(os.Stderr.Fd())))
+		defer prog.finish()
+		ro.PullProgress = prog.update
 	}
-	// The sandbox's init: the small embedded sbx-init, written under
-	// --root, not the tmpfs run root: bind-mounting a file from tmpfs costs
-	// libcontainer's start several milliseconds here.
-	initPath, err := helperbin.Install(filepath.Join(global.root, "helpers"), helperbin.Init)
-	if err != nil {
-		return &exitError{code: exitSbxFailed, msg: err.Error()}
-	}
-	spec.Stdout, spec.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if o.interactive {
-		spec.Stdin = cmd.InOrStdin()
+		ro.Stdin = cmd.InOrStdin()
 	}
 	if o.tty {
 		restore, size, resize := setupTerminal(o.interactive)
 		defer restore()
-		spec.ConsoleSize, spec.Resize = size, resize
+		ro.ConsoleSize, ro.Resize = size, resize
 	}
-
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	spec.Signals = forwardSignals(ctx, cancel)
-
-	runner := &sandbox.Runner{RunRoot: global.runRoot, Init: initPath}
-	if spec.Network.Mode == netns.ModeBridge {
-		if runner.Network, err = openNetwork(); err != nil {
-			return &exitError{code: exitSbxFailed, msg: err.Error()}
-		}
-		defer runner.Network.Close()
-	}
-	rep, err := runner.Run(ctx, spec)
+	ro.Signals = forwardSignals(ctx, cancel)
+	rep, err := b.Run(ctx, ro)
 	if err != nil {
-		return &exitError{code: exitSbxFailed, msg: err.Error()}
+		return exitErr("%v", err)
 	}
 	if err := writeReport(o.report, o.stats, rep, cmd.ErrOrStderr()); err != nil {
-		return &exitError{code: exitSbxFailed, msg: err.Error()}
+		return exitErr("%v", err)
 	}
-	if rep.Status == sandbox.StatusError && rep.Error != "" {
+	if rep.Status == sbx.RunError && rep.Error != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", rep.Error)
 	}
 	return exitWith(rep.ExitCode)
 }
 
-// runSpec turns the flags and arguments into a sandbox.RunSpec.
-func (o *runOptions) runSpec(args []string) (sandbox.RunSpec, error) {
-	var spec sandbox.RunSpec
-	limits, err := o.limits()
-	if err != nil {
-		return spec, err
-	}
-	disk, err := o.diskBytes()
-	if err != nil {
-		return spec, err
-	}
-	network, err := o.networkOptions()
-	if err != nil {
-		return spec, err
-	}
-	env, err := o.environ()
-	if err != nil {
-		return spec, err
-	}
-	if o.workdir != "" && !filepath.IsAbs(o.workdir) {
-		return spec, fmt.Errorf("invalid --workdir %q: must be an absolute path", o.workdir)
-	}
-	if o.rootfs != "" {
-		abs, err := filepath.Abs(o.rootfs)
-		if err != nil {
-			return spec, err
-		}
-		fi, err := os.Stat(abs)
-		if err != nil || !fi.IsDir() {
-			return spec, fmt.Errorf("--rootfs %s is not a directory", o.rootfs)
-		}
-		spec.Rootfs = abs
-	}
-	spec.Args = args
-	spec.Env = env
-	spec.Cwd = o.workdir
-	spec.User = o.user
-	spec.Hostname = o.hostname
-	spec.ReadOnly = o.readOnly
-	spec.Seccomp = o.seccomp
-	spec.CapAdd, spec.CapDrop = o.capAdd, o.capDrop
-	spec.Limits = limits
-	spec.DiskBytes = disk
-	spec.Network = network
-	spec.Timeout = o.timeout
-	spec.Tty = o.tty
-	return spec, nil
-}
-
 // isImage decides whether the first argument names an image (see the
 // command's help).
-func (o *runOptions) isImage(cmd *cobra.Command, args []string) bool {
+func isImage(cmd *cobra.Command, b backend, args []string) bool {
 	if cmd.Flags().ArgsLenAtDash() == 0 {
 		return false
 	}
@@ -192,74 +131,8 @@ func (o *runOptions) isImage(cmd *cobra.Command, args []string) bool {
 	if cmd.Flags().Changed("pull") || strings.ContainsAny(ref, ":/@") {
 		return true
 	}
-	store, err := openImageStore(&o.images)
-	if err != nil {
-		return false
-	}
-	_, err = store.Resolve(ref)
+	_, err := b.InspectImage(cmd.Context(), ref)
 	return err == nil
-}
-
-// useImage resolves (or pulls) the image and makes the spec run its
-// process: Entrypoint + Cmd, Env, WorkingDir and User, as docker does. A
-// "--" right after the image separates it from the command. It returns
-// with the image store held (see imagecache.Store.Hold); the caller
-// releases it once the overlay is mounted.
-func (o *runOptions) useImage(cmd *cobra.Command, spec *sandbox.RunSpec, args []string) (release func(), err error) {
-	policy, err := imagecache.ParsePullPolicy(o.pull)
-	if err != nil {
-		return nil, err
-	}
-	store, err := openImageStore(&o.images)
-	if err != nil {
-		return nil, err
-	}
-	hold, err := store.Hold(cmd.Context())
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			hold()
-		}
-	}()
-	prog := newImageProgress(cmd.ErrOrStderr(), !term.IsTerminal(int(os.Stderr.Fd())))
-	img, err := store.Ensure(cmd.Context(), args[0], policy, prog.update)
-	prog.finish()
-	if err != nil {
-		return nil, err
-	}
-	command := args[1:]
-	if len(command) > 0 && command[0] == "--" {
-		command = command[1:]
-	}
-	over := imagecache.ProcessOverrides{Cmd: command, Env: spec.Env, WorkingDir: o.workdir, User: o.user}
-	if cmd.Flags().Changed("entrypoint") {
-		over.Entrypoint = []string{}
-		if o.entrypoint != "" {
-			over.Entrypoint = []string{o.entrypoint}
-		}
-	}
-	p, err := img.Config.Process(over)
-	if err != nil {
-		return nil, fmt.Errorf("image %s: %w", args[0], err)
-	}
-	spec.Lowers = img.LayerDirs
-	spec.Args, spec.Env, spec.Cwd, spec.User = p.Args, p.Env, p.Cwd, p.User
-	return hold, nil
-}
-
-// openNetwork opens the bridge network state shared by every sbx process.
-func openNetwork() (*netns.Network, error) {
-	subnet, err := subnetFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	return netns.Open(netns.Config{
-		StateDir: filepath.Join(global.root, "network"),
-		RunDir:   filepath.Join(global.runRoot, "netns"),
-		Subnet:   subnet,
-	})
 }
 
 // setupTerminal puts the user's terminal in raw mode (with -i) and follows
@@ -332,7 +205,7 @@ func forwardSignals(ctx context.Context, kill context.CancelFunc) <-chan os.Sign
 }
 
 // writeReport writes the JSON report to path and the human one to w.
-func writeReport(path string, human bool, rep *sandbox.Report, w io.Writer) error {
+func writeReport(path string, human bool, rep *sbx.Report, w io.Writer) error {
 	if path != "" {
 		data, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -348,8 +221,21 @@ func writeReport(path string, human bool, rep *sandbox.Report, w io.Writer) erro
 			pids = fmt.Sprint(*rep.PidsPeak)
 		}
 		fmt.Fprintf(w, "status: %s  exit: %d  signal: %d\nwall: %.3fs  cpu: %.3fs (user %.3fs, sys %.3fs)\npeak memory: %s  oom killed: %v  timed out: %v  peak pids: %s\n",
-			rep.Status, rep.ExitCode, rep.Signal, rep.WallTimeS, rep.CPUTimeS, rep.UserTimeS, rep.SysTimeS,
+			rep.Status, rep.ExitCode, signalNumber(rep.Signal), rep.WallTimeS, rep.CPUTimeS, rep.UserTimeS, rep.SysTimeS,
 			units.BytesSize(float64(rep.MemoryPeakBytes)), rep.OOMKilled, rep.TimedOut, pids)
 	}
 	return nil
+}
+
+// signalNumber is the number of a signal name, 0 for none.
+func signalNumber(name string) int {
+	if name == "" {
+		return 0
+	}
+	return int(unix.SignalNum(name))
+}
+
+// signalContext is cancelled by SIGINT or SIGTERM.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }

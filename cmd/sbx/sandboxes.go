@@ -7,10 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
+	"os/exec"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -19,69 +18,13 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 )
-
-// Exit codes of the sandbox commands besides exitSbxFailed, following
-// docker: 1 when the sandbox does not exist or is in the wrong state.
-const exitNoSuchSandbox = 1
-
-// openManager opens the sandbox state under --root and --run-root. The
-// limits come from SBX_MAX_SANDBOXES and SBX_MEMORY_BUDGET (bytes or a size
-// like 8g), so every CLI process and a server enforce the same ones.
-func openManager() (*sandbox.Manager, error) {
-	return openManagerImages(nil, "")
-}
-
-// openManagerImages is openManager with the image flags and --pull policy
-// of sbx create.
-func openManagerImages(images *imageFlags, pull string) (*sandbox.Manager, error) {
-	cfg := sandbox.Config{Root: global.root, RunRoot: global.runRoot}
-	if v := os.Getenv("SBX_MAX_SANDBOXES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("invalid SBX_MAX_SANDBOXES %q: want a count", v)
-		}
-		cfg.MaxSandboxes = n
-	}
-	if v := os.Getenv("SBX_MEMORY_BUDGET"); v != "" {
-		n, err := units.RAMInBytes(v)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("invalid SBX_MEMORY_BUDGET %q: want a size like 8g", v)
-		}
-		cfg.MemoryBudget = n
-	}
-	subnet, err := subnetFromEnv()
-	if err != nil {
-		return nil, err
-	}
-	cfg.Subnet = subnet
-	if cfg.Images, err = imageSource(images, pull); err != nil {
-		return nil, err
-	}
-	return sandbox.New(cfg)
-}
-
-// sbxError maps a Manager error to sbx's exit codes.
-func sbxError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return err
-	}
-	code := exitSbxFailed
-	if errors.Is(err, sandbox.ErrNotFound) || errors.Is(err, sandbox.ErrState) || errors.Is(err, sandbox.ErrAmbiguous) || errors.Is(err, sandbox.ErrNoSuchFile) {
-		code = exitNoSuchSandbox
-	}
-	return &exitError{code: code, msg: err.Error()}
-}
 
 type createOptions struct {
 	sandboxFlags
 	images  imageFlags
-	pull    string
 	name    string
 	volumes []string
 	tmpfs   []string
@@ -89,7 +32,7 @@ type createOptions struct {
 	ttl     time.Duration
 }
 
-func init() {
+func createCmd(a *app) *cobra.Command {
 	o := &createOptions{}
 	cmd := &cobra.Command{
 		Use:   "create [flags] (IMAGE | --rootfs DIR)",
@@ -103,30 +46,26 @@ Every flag of sbx run applies, plus --name, --volume, --tmpfs, --label and
 sbx exec --timeout.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts, err := o.options(args)
+			cfg, err := o.images.hostConfig(a, cmd)
 			if err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
-			}
-			if err := rejectRemoteImageFlags(cmd, "pull", "platform", "insecure-registry"); err != nil {
 				return err
 			}
-			var m sandboxBackend
-			if remoteHost != "" {
-				m, err = openSandboxes()
-			} else {
-				m, err = openManagerImages(&o.images, o.pull)
+			opts, err := o.options(args, a.host == "")
+			if err != nil {
+				return exitErr("%v", err)
 			}
+			b, err := a.open(cfg)
 			if err != nil {
 				return sbxError(err)
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			sb, err := m.Create(ctx, opts)
+			sb, err := b.Create(ctx, opts)
 			if err != nil {
 				return sbxError(err)
 			}
-			if lm, ok := m.(*sandbox.Manager); ok && sb.ExpiresAt != nil {
-				startExpiryReaper(lm) // a server reaps its own
+			if a.local != nil && sb.ExpiresAt != nil {
+				startExpiryWatcher(a) // a server watches its own
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 			return nil
@@ -141,59 +80,34 @@ sbx exec --timeout.`,
 	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
 	o.images.register(cmd)
 	f.StringVar(&o.pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
-// options turns the flags into sandbox.Options.
-func (o *createOptions) options(args []string) (sandbox.Options, error) {
-	var opts sandbox.Options
+// options turns the flags into sbx.Options; local as in
+// sandboxFlags.options.
+func (o *createOptions) options(args []string, local bool) (sbx.Options, error) {
 	if o.timeout != 0 {
-		return opts, errors.New("--timeout applies to sbx run and sbx exec; a sandbox's lifetime is --ttl")
+		return sbx.Options{}, errors.New("--timeout applies to sbx run and sbx exec; a sandbox's lifetime is --ttl")
 	}
 	switch {
 	case len(args) == 1 && o.rootfs != "":
-		return opts, errors.New("give either an image or --rootfs, not both")
-	case len(args) == 1:
+		return sbx.Options{}, errors.New("give either an image or --rootfs, not both")
+	case len(args) == 0 && o.rootfs == "":
+		return sbx.Options{}, errors.New("give an image or --rootfs DIR")
+	}
+	opts, err := o.sandboxFlags.options(local)
+	if err != nil {
+		return opts, err
+	}
+	if len(args) == 1 {
 		opts.Image = args[0]
-	case o.rootfs != "":
-		abs, err := filepath.Abs(o.rootfs)
-		if err != nil {
-			return opts, fmt.Errorf("--rootfs: %w", err)
-		}
-		opts.Rootfs = abs
-	default:
-		return opts, errors.New("give an image or --rootfs DIR")
 	}
-	limits, err := o.limits()
-	if err != nil {
-		return opts, err
-	}
-	disk, err := o.diskBytes()
-	if err != nil {
-		return opts, err
-	}
-	opts.Limits = sandbox.Limits{MemoryBytes: limits.MemoryBytes, CPUs: limits.CPUs, Pids: limits.Pids, DiskBytes: disk}
-	if _, err := o.networkOptions(); err != nil {
-		return opts, err
-	}
-	opts.Network, opts.Publish, opts.Egress = o.network, o.publish, o.egress
-	opts.AllowHostPorts, opts.DNS = o.hostPorts, o.dns
-	if opts.Env, err = o.environ(); err != nil {
-		return opts, err
-	}
-	opts.Name = o.name
-	opts.Workdir = o.workdir
-	opts.User = o.user
-	opts.Hostname = o.hostname
-	opts.ReadonlyRootfs = o.readOnly
-	opts.Seccomp = o.seccomp
-	opts.CapAdd, opts.CapDrop = o.capAdd, o.capDrop
-	opts.TTL = o.ttl
 	if o.ttl < 0 {
 		return opts, fmt.Errorf("invalid --ttl %v: must be positive", o.ttl)
 	}
+	opts.Name, opts.TTL = o.name, o.ttl
 	for _, v := range o.volumes {
-		vol, err := parseVolume(v)
+		vol, err := parseVolume(v, local)
 		if err != nil {
 			return opts, err
 		}
@@ -219,10 +133,11 @@ func (o *createOptions) options(args []string) (sandbox.Options, error) {
 	return opts, nil
 }
 
-// parseVolume parses HOST:CONTAINER[:ro|rw]. The host directory must exist.
-func parseVolume(s string) (sandbox.Volume, error) {
+// parseVolume parses HOST:CONTAINER[:ro|rw]. On this host the host
+// directory must exist (with --host it is on the server).
+func parseVolume(s string, local bool) (sbx.Volume, error) {
 	parts := strings.Split(s, ":")
-	var v sandbox.Volume
+	var v sbx.Volume
 	switch {
 	case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
 		v.ReadOnly = parts[2] == "ro"
@@ -230,21 +145,25 @@ func parseVolume(s string) (sandbox.Volume, error) {
 	default:
 		return v, fmt.Errorf("invalid --volume %q: use HOST:CONTAINER[:ro|rw]", s)
 	}
-	host, err := filepath.Abs(parts[0])
-	if err != nil || parts[0] == "" {
-		return v, fmt.Errorf("invalid --volume %q: bad host path", s)
-	}
-	if _, err := os.Stat(host); err != nil {
-		return v, fmt.Errorf("invalid --volume %q: %w", s, err)
+	host := parts[0]
+	if local {
+		abs, err := filepath.Abs(parts[0])
+		if err != nil || parts[0] == "" {
+			return v, fmt.Errorf("invalid --volume %q: bad host path", s)
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return v, fmt.Errorf("invalid --volume %q: %w", s, err)
+		}
+		host = abs
 	}
 	v.HostPath, v.Path = host, parts[1]
 	return v, nil
 }
 
 // parseTmpfs parses CONTAINER[:size=SIZE].
-func parseTmpfs(s string) (sandbox.Tmpfs, error) {
+func parseTmpfs(s string) (sbx.Tmpfs, error) {
 	p, opt, hasOpt := strings.Cut(s, ":")
-	t := sandbox.Tmpfs{Path: p}
+	t := sbx.Tmpfs{Path: p}
 	if hasOpt {
 		v, ok := strings.CutPrefix(opt, "size=")
 		if !ok {
@@ -259,73 +178,54 @@ func parseTmpfs(s string) (sandbox.Tmpfs, error) {
 	return t, nil
 }
 
-// signalContext is cancelled by SIGINT or SIGTERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
-func init() {
+func listCmd(a *app, name string) *cobra.Command {
 	var all, quiet bool
 	var format string
 	var filters []string
-	for _, name := range []string{"ps", "ls"} {
-		cmd := &cobra.Command{
-			Use:   name + " [-a] [-q] [--format table|json] [--filter label=K=V|status=S]",
-			Short: "List sandboxes (running ones; -a for all)",
-			Args:  cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, args []string) error {
-				var f sandbox.Filter
-				for _, fl := range filters {
-					k, v, _ := strings.Cut(fl, "=")
-					switch k {
-					case "label":
-						if err := f.ParseLabelFilter(v); err != nil {
-							return sbxError(err)
-						}
-					case "status":
-						f.Status = sandbox.Status(v)
-					case "name":
-						// handled below
-					default:
-						return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --filter %q: use label=KEY=VALUE, status=STATUS or name=NAME", fl)}
+	cmd := &cobra.Command{
+		Use:   name + " [-a] [-q] [--format table|json] [--filter label=K=V|status=S|name=N]",
+		Short: "List sandboxes (running ones; -a for all)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var f sbx.Filter
+			for _, fl := range filters {
+				k, v, _ := strings.Cut(fl, "=")
+				switch k {
+				case "label":
+					if err := f.ParseLabel(v); err != nil {
+						return sbxError(err)
 					}
+				case "status":
+					f.Status = sbx.Status(v)
+				case "name":
+					f.Name = v
+				default:
+					return exitErr("invalid --filter %q: use label=KEY=VALUE, status=STATUS or name=NAME", fl)
 				}
-				f.Running = !all && f.Status == ""
-				m, err := openSandboxes()
-				if err != nil {
-					return sbxError(err)
-				}
-				list, err := m.List(context.Background(), f)
-				if err != nil {
-					return sbxError(err)
-				}
-				for _, fl := range filters {
-					if k, v, _ := strings.Cut(fl, "="); k == "name" {
-						list = filterName(list, v)
-					}
-				}
-				return printList(cmd.OutOrStdout(), list, quiet, format)
-			},
-		}
-		cmd.Flags().BoolVarP(&all, "all", "a", false, "show all sandboxes, also stopped ones")
-		cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only IDs")
-		cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
-		cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
-		rootCmd.AddCommand(cmd)
+			}
+			f.Running = !all && f.Status == ""
+			if format != "table" && format != "json" {
+				return exitErr("invalid --format %q: use table or json", format)
+			}
+			b, err := a.open(sandbox.HostConfig{})
+			if err != nil {
+				return sbxError(err)
+			}
+			list, err := b.List(context.Background(), f)
+			if err != nil {
+				return sbxError(err)
+			}
+			return printList(cmd.OutOrStdout(), list, quiet, format)
+		},
 	}
+	cmd.Flags().BoolVarP(&all, "all", "a", false, "show all sandboxes, also stopped ones")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only IDs")
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
+	return cmd
 }
 
-func filterName(list []*sandbox.Sandbox, name string) []*sandbox.Sandbox {
-	var out []*sandbox.Sandbox
-	for _, sb := range list {
-		if sb.Name == name {
-			out = append(out, sb)
-		}
-	}
-	return out
-}
-
-func printList(w io.Writer, list []*sandbox.Sandbox, quiet bool, format string) error {
+func printList(w io.Writer, list []*sbx.Sandbox, quiet bool, format string) error {
 	switch {
 	case quiet:
 		for _, sb := range list {
@@ -334,11 +234,9 @@ func printList(w io.Writer, list []*sandbox.Sandbox, quiet bool, format string) 
 		return nil
 	case format == "json":
 		if list == nil {
-			list = []*sandbox.Sandbox{}
+			list = []*sbx.Sandbox{}
 		}
 		return writeJSON(w, list)
-	case format != "table":
-		return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX ID\tIMAGE\tSTATUS\tCREATED\tNAME\tLABELS")
@@ -374,30 +272,30 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func init() {
-	rootCmd.AddCommand(&cobra.Command{
+func inspectCmd(a *app) *cobra.Command {
+	return &cobra.Command{
 		Use:   "inspect ID...",
 		Short: "Print sandboxes as JSON: spec, state, times, PIDs, network, socket, resources",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			m, err := openSandboxes()
+			b, err := a.open(sandbox.HostConfig{})
 			if err != nil {
 				return sbxError(err)
 			}
-			var out []*sandbox.Info
+			var out []*sbx.Sandbox
 			for _, ref := range args {
-				info, err := m.Inspect(context.Background(), ref)
+				sb, err := b.Inspect(context.Background(), ref)
 				if err != nil {
 					return sbxError(err)
 				}
-				out = append(out, info)
+				out = append(out, sb)
 			}
 			return writeJSON(cmd.OutOrStdout(), out)
 		},
-	})
+	}
 }
 
-func init() {
+func statsCmd(a *app) *cobra.Command {
 	var noStream bool
 	var format string
 	cmd := &cobra.Command{
@@ -406,19 +304,18 @@ func init() {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if format != "table" && format != "json" {
-				return &exitError{code: exitSbxFailed, msg: fmt.Sprintf("invalid --format %q: use table or json", format)}
+				return exitErr("invalid --format %q: use table or json", format)
 			}
-			m, err := openSandboxes()
+			ctx, b, cancel, err := a.backendCtx()
 			if err != nil {
 				return sbxError(err)
 			}
-			ctx, cancel := signalContext()
 			defer cancel()
 			w := cmd.OutOrStdout()
 			tick := time.NewTicker(time.Second)
 			defer tick.Stop()
 			for first := true; ; first = false {
-				u, err := m.Stats(ctx, args[0])
+				u, err := b.Stats(ctx, args[0])
 				if err != nil {
 					if !first && ctx.Err() != nil {
 						return nil
@@ -430,17 +327,7 @@ func init() {
 						return err
 					}
 				} else {
-					tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-					if first || !noStream {
-						fmt.Fprintln(tw, "CPU TIME\tMEMORY\tPEAK MEMORY\tLIMIT\tPIDS\tOOM KILLS")
-					}
-					limit := "-"
-					if u.MemoryLimit > 0 {
-						limit = units.BytesSize(float64(u.MemoryLimit))
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", u.CPUTime.Round(time.Millisecond),
-						units.BytesSize(float64(u.MemoryCurrent)), units.BytesSize(float64(u.MemoryPeak)), limit, u.Pids, u.OOMKills)
-					_ = tw.Flush()
+					printStats(w, u, first || !noStream)
 				}
 				if noStream {
 					return nil
@@ -455,92 +342,228 @@ func init() {
 	}
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print once and exit")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json (one object per line)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
-// eachSandbox runs op for every argument, printing the ID of each success
-// (as docker does) and going on after errors.
-func eachSandbox(cmd *cobra.Command, args []string, op func(context.Context, sandboxBackend, string) error) error {
-	m, err := openSandboxes()
+func printStats(w io.Writer, u *sbx.Usage, header bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	if header {
+		fmt.Fprintln(tw, "CPU TIME\tMEMORY\tPEAK MEMORY\tLIMIT\tPIDS\tOOM KILLS")
+	}
+	limit := "-"
+	if u.MemoryLimitBytes > 0 {
+		limit = units.BytesSize(float64(u.MemoryLimitBytes))
+	}
+	cpu := time.Duration(u.CPUTimeS * float64(time.Second)).Round(time.Millisecond)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", cpu, units.BytesSize(float64(u.MemoryCurrentBytes)),
+		units.BytesSize(float64(u.MemoryPeakBytes)), limit, u.Pids, u.OOMKills)
+	_ = tw.Flush()
+}
+
+// eachCmd is a command that runs op for every sandbox argument, printing
+// the ID of each success (as docker does) and going on after errors.
+func eachCmd(a *app, name, short string, op func(sbx.Sandboxes, context.Context, string) (*sbx.Sandbox, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   name + " ID...",
+		Short: short,
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
+				_, err := op(b, ctx, ref)
+				return err
+			})
+		},
+	}
+}
+
+func each(a *app, cmd *cobra.Command, args []string, op func(context.Context, backend, string) error) error {
+	ctx, b, cancel, err := a.backendCtx()
 	if err != nil {
 		return sbxError(err)
 	}
-	ctx, cancel := signalContext()
 	defer cancel()
 	var last error
 	for _, ref := range args {
-		if err := op(ctx, m, ref); err != nil {
+		if err := op(ctx, b, ref); err != nil {
 			fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", err)
 			last = sbxError(err)
 			continue
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), ref)
 	}
-	if last != nil {
-		var ee *exitError
-		if errors.As(last, &ee) {
-			return &exitError{code: ee.code} // already printed
-		}
+	var ee *exitError
+	if errors.As(last, &ee) {
+		return &exitError{code: ee.code} // already printed
 	}
 	return nil
 }
 
-func init() {
-	simple := []struct {
-		use, short string
-		op         func(context.Context, sandboxBackend, string) error
-	}{
-		{"pause ID...", "Freeze every process of sandboxes (cgroup freezer)", func(ctx context.Context, m sandboxBackend, ref string) error {
-			_, err := m.Pause(ctx, ref)
-			return err
-		}},
-		{"resume ID...", "Thaw paused sandboxes", func(ctx context.Context, m sandboxBackend, ref string) error {
-			_, err := m.Resume(ctx, ref)
-			return err
-		}},
-		{"start ID...", "Start stopped sandboxes again on their kept root", func(ctx context.Context, m sandboxBackend, ref string) error {
-			_, err := m.Start(ctx, ref)
-			return err
-		}},
-	}
-	for _, s := range simple {
-		op := s.op
-		rootCmd.AddCommand(&cobra.Command{
-			Use:   s.use,
-			Short: s.short,
-			Args:  cobra.MinimumNArgs(1),
-			RunE: func(cmd *cobra.Command, args []string) error {
-				return eachSandbox(cmd, args, op)
-			},
-		})
-	}
-
-	var stopTime time.Duration
-	stop := &cobra.Command{
-		Use:   "stop [--time D] ID...",
+func stopCmd(a *app) *cobra.Command {
+	var o sbx.StopOptions
+	cmd := &cobra.Command{
+		Use:   "stop [--time D] [--signal SIG] ID...",
 		Short: "Stop sandboxes: SIGTERM to PID 1, then SIGKILL after --time",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return eachSandbox(cmd, args, func(ctx context.Context, m sandboxBackend, ref string) error {
-				_, err := m.Stop(ctx, ref, stopTime)
+			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
+				_, err := b.Stop(ctx, ref, o)
 				return err
 			})
 		},
 	}
-	stop.Flags().DurationVarP(&stopTime, "time", "t", sandbox.DefaultStopTimeout, "grace period before SIGKILL")
-	rootCmd.AddCommand(stop)
+	cmd.Flags().DurationVarP(&o.Timeout, "time", "t", sbx.DefaultStopTimeout, "grace period before SIGKILL")
+	cmd.Flags().StringVarP(&o.Signal, "signal", "s", "", "first signal to send (default SIGTERM)")
+	return cmd
+}
 
-	var force bool
-	rm := &cobra.Command{
+func rmCmd(a *app) *cobra.Command {
+	var o sbx.RemoveOptions
+	cmd := &cobra.Command{
 		Use:   "rm [-f] ID...",
 		Short: "Remove sandboxes and everything they created on the host",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return eachSandbox(cmd, args, func(ctx context.Context, m sandboxBackend, ref string) error {
-				return m.Remove(ctx, ref, force)
+			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
+				return b.Remove(ctx, ref, o)
 			})
 		},
 	}
-	rm.Flags().BoolVarP(&force, "force", "f", false, "kill running sandboxes instead of refusing")
-	rootCmd.AddCommand(rm)
+	cmd.Flags().BoolVarP(&o.Force, "force", "f", false, "kill running sandboxes instead of refusing")
+	return cmd
+}
+
+func commitCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "commit ID NAME",
+		Short: "Store a sandbox's writable layer as a new image NAME in the image cache",
+		Long: `Store the sandbox's writable layer as a new layer on top of its image, as a new
+image NAME in the image cache: sandboxes created from NAME (sbx create NAME,
+sbx run NAME) start with that state at once. A running sandbox is paused
+while its layer is read.`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, b, cancel, err := a.backendCtx()
+			if err != nil {
+				return sbxError(err)
+			}
+			defer cancel()
+			img, err := b.Commit(ctx, args[0], args[1])
+			if err != nil {
+				return sbxError(err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
+			return nil
+		},
+	}
+}
+
+func prepareCmd(a *app) *cobra.Command {
+	o := &createOptions{}
+	var script, scriptFile string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "prepare [flags] BASE (-c SCRIPT | --script FILE)",
+		Short: "Build (once) an image from a base image plus a setup script, cached by their hash",
+		Long: `Run a setup script in a throw-away sandbox created from BASE and store the
+result as an image named sbx-prepared:<hash>, where the hash covers BASE's
+digest, the script, and the environment, user, working directory and network
+it ran with. The next prepare with the same inputs finds the image in the
+cache and returns at once. Prints the image name; create sandboxes from it
+with sbx create NAME. The script's output goes to stderr.
+
+The sandbox flags of sbx create apply to the build sandbox (--network host
+lets the script download packages).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if (script == "") == (scriptFile == "") {
+				return exitErr("give the setup script with exactly one of -c SCRIPT and --script FILE")
+			}
+			if scriptFile != "" {
+				data, err := os.ReadFile(scriptFile)
+				if err != nil {
+					return exitErr("read --script: %v", err)
+				}
+				script = string(data)
+			}
+			opts, err := o.options(args, a.host == "")
+			if err != nil {
+				return exitErr("%v", err)
+			}
+			if a.host != "" && !cmd.Flags().Changed("seccomp") {
+				opts.Seccomp = "" // the server's default
+			}
+			ctx, b, cancel, err := a.backendCtx()
+			if err != nil {
+				return sbxError(err)
+			}
+			defer cancel()
+			po := sbx.PrepareOptions{Base: args[0], Script: script, Sandbox: opts}
+			po.Sandbox.Image = ""
+			if !quiet {
+				po.Output = cmd.ErrOrStderr()
+			}
+			res, err := b.Prepare(ctx, po)
+			if err != nil {
+				return sbxError(err)
+			}
+			if res.Cached && !quiet {
+				fmt.Fprintln(cmd.ErrOrStderr(), "sbx: prepared image found in the cache")
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), sbx.FamiliarName(res.Image.Name))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	o.register(f)
+	f.StringVarP(&script, "command", "c", "", "the setup script, run with /bin/sh -c")
+	f.StringVar(&scriptFile, "script", "", "a file holding the setup script")
+	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the script's output")
+	return cmd
+}
+
+// expiryWatcherCmd is the background process that removes sandboxes as
+// their --ttl passes; sbx create starts it.
+func expiryWatcherCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:    "expiry-watcher",
+		Short:  "Remove sandboxes as their --ttl passes; exits when none has one (started by sbx create)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := a.localHost(cmd, sandbox.HostConfig{})
+			if err != nil {
+				return sbxError(err)
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			_, err = h.RunExpiryWatcher(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			return sbxError(err)
+		},
+	}
+}
+
+// startExpiryWatcher starts `sbx expiry-watcher` in the background,
+// detached from this process and its terminal, unless one already runs.
+func startExpiryWatcher(a *app) {
+	if a.local.ExpiryWatcherRunning() {
+		return
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer devnull.Close()
+	cmd := exec.Command(exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel, "expiry-watcher")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err == nil {
+		_ = cmd.Process.Release()
+	}
 }

@@ -18,8 +18,7 @@ import (
 	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
-	"github.com/sbxrun/sbx/imagecache"
-	"github.com/sbxrun/sbx/internal/helperbin"
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 )
@@ -43,7 +42,7 @@ type serveOptions struct {
 	subnet                        string
 }
 
-func init() {
+func serveCmd(a *app) *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve [--listen ADDR] [--unix PATH] [--token-file F] [--tls-cert F --tls-key F]",
@@ -60,8 +59,11 @@ left running; SIGTERM or SIGINT stop it gracefully and leave sandboxes
 running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := runServe(cmd.Context(), o); err != nil {
-				return &exitError{code: exitSbxFailed, msg: err.Error()}
+			if a.host != "" {
+				return exitErr("sbx serve acts on this host only and does not take --host (or SBX_HOST)")
+			}
+			if err := runServe(cmd.Context(), a, o); err != nil {
+				return exitErr("%v", err)
 			}
 			return nil
 		},
@@ -87,10 +89,10 @@ running.`,
 	f.BoolVar(&o.allowPriv, "allow-privileged", false, "let creates add capabilities or choose another seccomp profile")
 	f.StringArrayVar(&o.insecureRegistries, "insecure-registry", nil, "registry host[:port] to pull from over plain HTTP (repeatable; localhost and 127.0.0.1 always are)")
 	f.IntVar(&o.networkPool, "network-pool", 0, "prepared bridged network namespaces to keep waiting (filled in the background, drained at exit)")
-	f.StringVar(&o.subnet, "subnet", os.Getenv(subnetEnv), "IPv4 subnet of the bridge, e.g. 10.77.0.0/16 (default $SBX_SUBNET, else 10.88.0.0/16 or the next free /16)")
+	f.StringVar(&o.subnet, "subnet", os.Getenv("SBX_SUBNET"), "IPv4 subnet of the bridge, e.g. 10.77.0.0/16 (default $SBX_SUBNET, else 10.88.0.0/16 or the next free /16)")
 	f.StringVar(&o.executorBinary, "executor-binary", "", "static executor binary the sandboxes run as \"BINARY executor\": sbx-executor or sbx (default: the sbx-executor embedded in sbx)")
 	_ = f.MarkHidden("executor-binary")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func parseSizeFlag(name, v string) (int64, error) {
@@ -101,7 +103,7 @@ func parseSizeFlag(name, v string) (int64, error) {
 	return n, nil
 }
 
-func runServe(ctx context.Context, o *serveOptions) error {
+func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -134,64 +136,49 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		}
 		sizes[i] = n
 	}
-	mcfg := sandbox.Config{Root: global.root, RunRoot: global.runRoot, MaxSandboxes: o.maxSandboxes, Logger: log}
 	if o.maxSandboxes < 0 {
 		return fmt.Errorf("invalid --max-sandboxes %d", o.maxSandboxes)
 	}
 	if o.networkPool < 0 {
 		return fmt.Errorf("invalid --network-pool %d: want a count", o.networkPool)
 	}
-	subnet, err := parseSubnet("--subnet", o.subnet)
-	if err != nil {
-		return err
+	hcfg := sandbox.HostConfig{
+		Root: a.root, RunRoot: a.runRoot, MaxSandboxes: o.maxSandboxes, NetworkPool: o.networkPool,
+		WatchInterval: o.watchInterval, Executor: o.executorBinary, InsecureRegistries: o.insecureRegistries, Logger: log,
+		// Requests are held to the flags' policy; the host itself (this
+		// process) is trusted.
+		Policy: &sbx.Policy{AllowedHostDirs: o.allowHostDirs, AllowHostNetwork: o.allowHostNetwork, AllowPrivileged: o.allowPriv},
 	}
-	mcfg.Subnet = subnet
+	if o.subnet != "" {
+		subnet, err := sandbox.ParseSubnet("--subnet", o.subnet)
+		if err != nil {
+			return err
+		}
+		hcfg.Subnet = subnet
+	}
 	if o.memoryBudget != "" {
 		n, err := parseSizeFlag("memory-budget", o.memoryBudget)
 		if err != nil {
 			return err
 		}
-		mcfg.MemoryBudget = n
+		hcfg.MemoryBudget = n
 	}
-	if o.executorBinary != "" {
-		if err := helperbin.CheckStatic(o.executorBinary); err != nil {
-			return err
-		}
-		mcfg.Executor = o.executorBinary
+	if err := hcfg.ReadEnv(); err != nil {
+		return err
 	}
-	// One store, with the server's registry options, for both the image
-	// API and sandbox creation.
-	store, err := imagecache.Open(filepath.Join(global.root, "images"), imagecache.Options{InsecureRegistries: o.insecureRegistries})
+	host, err := sandbox.Open(hcfg)
 	if err != nil {
 		return err
 	}
-	policy, err := pullPolicy("")
-	if err != nil {
-		return err
-	}
-	mcfg.Images = sandbox.NewImageSource(store, policy)
-	var events server.ManagerEvents
-	mcfg.Events = events.Handle
-	mgr, err := sandbox.New(mcfg)
-	if err != nil {
-		return err
-	}
+	defer host.Close()
 	srv, err := server.New(server.Config{
-		Manager:              mgr,
-		ManagerEvents:        &events,
-		Images:               server.ImageCache(store),
+		Backend:              host,
 		Token:                token,
 		MaxBodyBytes:         sizes[0],
 		MaxUploadBytes:       sizes[1],
 		MaxReplyBytes:        sizes[2],
 		ProxyTimeout:         o.proxyTimeout,
 		MaxConcurrentCreates: o.maxCreates,
-		AllowedHostDirs:      o.allowHostDirs,
-		AllowHostNetwork:     o.allowHostNetwork,
-		AllowPrivileged:      o.allowPriv,
-		WatchInterval:        o.watchInterval,
-		NetworkPool:          o.networkPool,
-		HostInfo:             gatherInfo,
 		Logger:               log,
 	})
 	if err != nil {
@@ -221,10 +208,10 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	sock := o.unix
 	if sock == "" && o.listen == "" {
-		sock = filepath.Join(global.runRoot, "sbx.sock")
+		sock = filepath.Join(a.runRoot, "sbx.sock")
 	}
 	if sock != "" {
-		ln, err := listenUnix(sock)
+		ln, err := server.ListenUnix(sock)
 		if err != nil {
 			closeAll()
 			return err
@@ -271,35 +258,4 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return fmt.Errorf("serve: %w", serveErr)
 	}
 	return nil
-}
-
-// listenUnix listens on a unix socket that only its owner (root) may use:
-// the socket is created inside a umask of 077 and then chmod 0600, and a
-// stale socket of a dead server is replaced.
-func listenUnix(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("create the socket's directory: %w", err)
-	}
-	if fi, err := os.Lstat(path); err == nil {
-		if fi.Mode().Type() != os.ModeSocket {
-			return nil, fmt.Errorf("%s exists and is not a socket; remove it or choose another --unix path", path)
-		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("another server is listening on %s", path)
-		}
-		_ = os.Remove(path)
-	}
-	old := syscall.Umask(0o077)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("chmod %s: %w", path, err)
-	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	return ln, nil
 }

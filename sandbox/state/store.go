@@ -34,18 +34,21 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/internal/errkind"
 )
 
 // Errors reported by the store. Test for them with errors.Is.
 var (
 	// ErrNotFound means no sandbox has the given id or name.
-	ErrNotFound = errors.New("no such sandbox")
+	ErrNotFound = errkind.New("no such sandbox", sbx.ErrNotFound)
 	// ErrExists means a sandbox with that id already exists.
 	ErrExists = errors.New("sandbox already exists")
 	// ErrNameInUse means another sandbox already has that name.
-	ErrNameInUse = errors.New("name already in use")
+	ErrNameInUse = sbx.ErrNameInUse
 	// ErrLocked means another process holds the sandbox's lock.
-	ErrLocked = errors.New("sandbox is locked by another operation")
+	ErrLocked = sbx.ErrBusy
 	// ErrNoRecord means the sandbox directory exists but holds no record
 	// yet (or an unreadable one): its creator died before writing it.
 	ErrNoRecord = errors.New("sandbox has no record")

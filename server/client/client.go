@@ -1,11 +1,12 @@
-// Package client is the Go client of sbx's REST server (sbx serve). It
-// needs no cgo, only the wire types of the server (server/api) and of the
-// executor (executor/api), so remote controllers can embed it.
+// Package client is the Go client of sbx's REST server (sbx serve). A
+// *Client implements sbx.Sandboxes and sbx.Images, so code written against
+// the contract runs unchanged against a server; it needs no cgo and no
+// root, only the wire types.
 //
-//	c, _ := client.New("unix:///run/sbx/sbx.sock", client.Options{})
-//	sb, _ := c.CreateSandbox(ctx, api.CreateRequest{Image: "busybox"})
-//	var res struct{ ExitCode int `json:"exit_code"`; Stdout string `json:"stdout"` }
-//	_ = c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"argv": []string{"true"}}, &res)
+//	c, _ := client.New("unix:///run/sbx/sbx.sock", client.Options{Token: token})
+//	sb, _ := c.Create(ctx, sbx.Options{Image: "busybox"})
+//	res, _ := c.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: []string{"true"}}, nil)
+//	_ = c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
 package client
 
 import (
@@ -24,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/server/api"
 )
@@ -125,7 +127,9 @@ func New(host string, opts Options) (*Client, error) {
 // Close drops idle connections.
 func (c *Client) Close() { c.tr.CloseIdleConnections() }
 
-// Error is an error reply of the server (or of a sandbox's executor).
+// Error is an error reply of the server (or of a sandbox's executor). It
+// unwraps to the contract's error its status and code stand for
+// (sbx.ErrNotFound for 404...), so errors.Is works as with a local host.
 type Error struct {
 	Status  int
 	Code    string
@@ -134,6 +138,29 @@ type Error struct {
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("sbx server: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+}
+
+// Unwrap returns the contract's error of the reply, or nil.
+func (e *Error) Unwrap() error {
+	switch {
+	case e.Status == http.StatusNotFound:
+		return sbx.ErrNotFound
+	case e.Status == http.StatusConflict:
+		return sbx.ErrState
+	case e.Status == http.StatusTooManyRequests:
+		return sbx.ErrLimit
+	case e.Code == api.CodeForbidden:
+		return sbx.ErrForbidden
+	case e.Status == http.StatusBadRequest, e.Status == http.StatusUnprocessableEntity:
+		return sbx.ErrInvalid
+	case e.Status == http.StatusNotImplemented:
+		return sbx.ErrUnsupported
+	case e.Code == api.CodeRegistryAuth:
+		return sbx.ErrRegistryAuth
+	case e.Code == api.CodeRegistryUnreachable:
+		return sbx.ErrRegistryUnreachable
+	}
+	return nil
 }
 
 // IsCode reports whether err is an error reply with the given code.
@@ -233,111 +260,15 @@ func (c *Client) Call(ctx context.Context, method, path string, in, out any) err
 	return nil
 }
 
+var (
+	_ sbx.Sandboxes = (*Client)(nil)
+	_ sbx.Images    = (*Client)(nil)
+)
+
 // Health calls GET /healthz (no token needed).
 func (c *Client) Health(ctx context.Context) (api.Health, error) {
 	var h api.Health
 	return h, c.Call(ctx, http.MethodGet, "/healthz", nil, &h)
-}
-
-// CreateSandbox creates a sandbox and returns it once its executor answers.
-func (c *Client) CreateSandbox(ctx context.Context, req api.CreateRequest) (*api.Sandbox, error) {
-	var sb api.Sandbox
-	return &sb, c.Call(ctx, http.MethodPost, "/v1/sandboxes", req, &sb)
-}
-
-// ListOptions filter ListSandboxes.
-type ListOptions struct {
-	// Labels must all match; an empty value matches any value.
-	Labels map[string]string
-	// Status, if set, must match.
-	Status string
-	// Running selects running, paused and creating sandboxes.
-	Running bool
-}
-
-// ListSandboxes lists sandboxes, oldest first.
-func (c *Client) ListSandboxes(ctx context.Context, o ListOptions) ([]api.Sandbox, error) {
-	q := url.Values{}
-	for k, v := range o.Labels {
-		q.Add("label", k+"="+v)
-	}
-	if o.Status != "" {
-		q.Set("status", o.Status)
-	}
-	if o.Running {
-		q.Set("running", "true")
-	}
-	path := "/v1/sandboxes"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
-	}
-	var l api.SandboxList
-	return l.Sandboxes, c.Call(ctx, http.MethodGet, path, nil, &l)
-}
-
-func sandboxURL(ref, suffix string) string { return "/v1/sandboxes/" + url.PathEscape(ref) + suffix }
-
-// GetSandbox returns the sandbox ref (id, unique id prefix or name).
-func (c *Client) GetSandbox(ctx context.Context, ref string) (*api.Sandbox, error) {
-	var sb api.Sandbox
-	return &sb, c.Call(ctx, http.MethodGet, sandboxURL(ref, ""), nil, &sb)
-}
-
-// RemoveSandbox removes a sandbox; without force a running one is refused
-// (409).
-func (c *Client) RemoveSandbox(ctx context.Context, ref string, force bool) error {
-	return c.Call(ctx, http.MethodDelete, sandboxURL(ref, "?force="+strconv.FormatBool(force)), nil, nil)
-}
-
-func (c *Client) change(ctx context.Context, ref, op string, in any) (*api.Sandbox, error) {
-	var sb api.Sandbox
-	return &sb, c.Call(ctx, http.MethodPost, sandboxURL(ref, "/"+op), in, &sb)
-}
-
-// PauseSandbox freezes every process of a sandbox.
-func (c *Client) PauseSandbox(ctx context.Context, ref string) (*api.Sandbox, error) {
-	return c.change(ctx, ref, "pause", nil)
-}
-
-// ResumeSandbox thaws a paused sandbox.
-func (c *Client) ResumeSandbox(ctx context.Context, ref string) (*api.Sandbox, error) {
-	return c.change(ctx, ref, "resume", nil)
-}
-
-// StartSandbox starts a stopped sandbox again.
-func (c *Client) StartSandbox(ctx context.Context, ref string) (*api.Sandbox, error) {
-	return c.change(ctx, ref, "start", nil)
-}
-
-// StopSandbox sends SIGTERM to the sandbox's PID 1 and SIGKILL after
-// timeout (0: the server's default).
-func (c *Client) StopSandbox(ctx context.Context, ref string, timeout time.Duration) (*api.Sandbox, error) {
-	return c.change(ctx, ref, "stop", api.StopRequest{Timeout: api.Duration(timeout)})
-}
-
-// SandboxStats returns what a sandbox uses now.
-func (c *Client) SandboxStats(ctx context.Context, ref string) (api.Stats, error) {
-	var st api.Stats
-	return st, c.Call(ctx, http.MethodGet, sandboxURL(ref, "/stats"), nil, &st)
-}
-
-// CommitSandbox stores the sandbox's writable layer as a new image called
-// name in the server's image cache (POST /v1/sandboxes/{id}/commit).
-func (c *Client) CommitSandbox(ctx context.Context, ref, name string) (api.Image, error) {
-	var img api.Image
-	return img, c.Call(ctx, http.MethodPost, sandboxURL(ref, "/commit"), api.CommitRequest{Name: name}, &img)
-}
-
-// HostInfo returns the facts of the server's host (GET /v1/info).
-func (c *Client) HostInfo(ctx context.Context) (api.HostInfo, error) {
-	var info api.HostInfo
-	return info, c.Call(ctx, http.MethodGet, "/v1/info", nil, &info)
-}
-
-// GC runs the server's garbage collection (POST /v1/gc).
-func (c *Client) GC(ctx context.Context) (api.GCReport, error) {
-	var rep api.GCReport
-	return rep, c.Call(ctx, http.MethodPost, "/v1/gc", nil, &rep)
 }
 
 // Stream sends in as JSON to path and calls fn with each line of the
@@ -369,112 +300,17 @@ func (c *Client) Stream(ctx context.Context, method, path string, in any, maxLin
 	return nil
 }
 
-// PullImage pulls ref into the server's image cache. With a progress
-// function it asks for NDJSON progress and calls it for every frame.
-func (c *Client) PullImage(ctx context.Context, ref string, progress func(api.PullProgress)) (api.Image, error) {
-	var img api.Image
-	if progress == nil {
-		return img, c.Call(ctx, http.MethodPost, "/v1/images/pull", api.PullRequest{Ref: ref}, &img)
-	}
-	var got bool
-	err := c.Stream(ctx, http.MethodPost, "/v1/images/pull?progress=1", api.PullRequest{Ref: ref}, 1<<20, func(line []byte) error {
-		var f api.PullFrame
-		if err := json.Unmarshal(line, &f); err != nil {
-			return fmt.Errorf("sbx server: bad pull frame: %w", err)
-		}
-		switch f.Type {
-		case api.FrameProgress:
-			if f.Progress != nil {
-				progress(*f.Progress)
-			}
-		case api.FrameResult:
-			if f.Image != nil {
-				img, got = *f.Image, true
-			}
-		case api.FrameError:
-			if f.Error != nil {
-				return &Error{Status: http.StatusOK, Code: f.Error.Code, Message: f.Error.Message}
-			}
-		}
-		return nil
-	})
-	if err == nil && !got {
-		err = errors.New("sbx server: pull stream ended without a result")
-	}
-	return img, err
-}
-
-// ListImages lists the server's cached images.
-func (c *Client) ListImages(ctx context.Context) ([]api.Image, error) {
-	var l api.ImageList
-	return l.Images, c.Call(ctx, http.MethodGet, "/v1/images", nil, &l)
-}
-
-// RemoveImage removes an image from the server's cache.
-func (c *Client) RemoveImage(ctx context.Context, ref string) error {
-	return c.Call(ctx, http.MethodDelete, "/v1/images/"+ref, nil, nil)
-}
-
-// InspectImage shows one image of the server's cache in full.
-func (c *Client) InspectImage(ctx context.Context, ref string) (api.ImageDetail, error) {
-	var img api.ImageDetail
-	return img, c.Call(ctx, http.MethodGet, "/v1/images/"+url.PathEscape(ref), nil, &img)
-}
-
-// GCImages removes the layers of the server's cache that no image and no
-// sandbox uses.
-func (c *Client) GCImages(ctx context.Context) (api.ImageGCReport, error) {
-	var rep api.ImageGCReport
-	return rep, c.Call(ctx, http.MethodPost, "/v1/images/gc", nil, &rep)
-}
-
-// ImportImage uploads an image archive (an OCI archive, a docker save tar
-// or a root filesystem tarball) into the server's cache under name (may
-// be empty when the archive names its image). The context alone bounds
-// the upload.
-func (c *Client) ImportImage(ctx context.Context, archive io.Reader, name string) (api.Image, error) {
-	var img api.Image
-	path := "/v1/images/import"
-	if name != "" {
-		path += "?name=" + url.QueryEscape(name)
-	}
-	resp, err := c.Do(ctx, http.MethodPost, path, archive, "application/x-tar")
-	if err != nil {
-		return img, err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, c.opts.MaxReplyBytes)).Decode(&img); err != nil {
-		return img, fmt.Errorf("sbx server: bad reply to an import: %w", err)
-	}
-	return img, nil
-}
-
-// PrepareImage builds (once) an image on the server from a base image
-// and a setup script, like sbx prepare. The context alone bounds the
-// call: a build may take long.
-func (c *Client) PrepareImage(ctx context.Context, req api.PrepareRequest) (api.PrepareReply, error) {
-	var rep api.PrepareReply
-	data, err := json.Marshal(req)
-	if err != nil {
-		return rep, err
-	}
-	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/prepare", bytes.NewReader(data), api.ContentTypeJSON)
-	if err != nil {
-		return rep, err
-	}
-	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, c.opts.MaxReplyBytes)).Decode(&rep); err != nil {
-		return rep, fmt.Errorf("sbx server: bad reply to a prepare: %w", err)
-	}
-	return rep, nil
-}
-
 // Events streams the server's events after sequence number since (0: only
-// new ones) to fn, in order, until ctx ends, fn fails or the server closes
-// the stream. Resume with the Seq of the last event received.
-func (c *Client) Events(ctx context.Context, since uint64, fn func(api.Event) error) error {
+// new ones; sbx.EventsBuffered: all the server still holds) to fn, in order, until ctx ends, fn fails or the server closes
+// the stream (io.ErrUnexpectedEOF). Resume with the Seq of the last event
+// received.
+func (c *Client) Events(ctx context.Context, since uint64, fn func(sbx.Event) error) error {
 	path := "/v1/events"
-	if since > 0 {
+	switch since {
+	case 0:
+	case sbx.EventsBuffered:
+		path += "?since=0"
+	default:
 		path += "?since=" + strconv.FormatUint(since, 10)
 	}
 	resp, err := c.Do(ctx, http.MethodGet, path, nil, "")
@@ -490,7 +326,7 @@ func (c *Client) Events(ctx context.Context, since uint64, fn func(api.Event) er
 		switch {
 		case len(line) == 0:
 			if len(data) > 0 {
-				var e api.Event
+				var e sbx.Event
 				if err := json.Unmarshal(data, &e); err != nil {
 					return fmt.Errorf("sbx server: bad event: %w", err)
 				}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sbxrun/sbx/internal/version"
+	"github.com/sbxrun/sbx/sandbox"
+)
+
+func infoCmd(a *app) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "info",
+		Short: "Show what this host offers and what sbx will use",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, b, cancel, err := a.backendCtx()
+			if err != nil {
+				return sbxError(err)
+			}
+			defer cancel()
+			info, err := b.Info(ctx)
+			if err != nil {
+				return sbxError(err)
+			}
+			if format == "json" {
+				return writeJSON(cmd.OutOrStdout(), info)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "sbx:          %s\nkernel:       %s\ncgroups:      %s (%s)\ncgroup parent: /%s\nswap limit:   %v\nseccomp:      %v %s\noverlayfs:    %v\nuser ns:      %v\nroot:         %s\nrun root:     %s\n",
+				info.Version, info.Kernel, info.CgroupMode, strings.Join(info.CgroupControllers, ","), strings.TrimPrefix(info.CgroupParent, "/"),
+				info.SwapLimit, info.Seccomp, info.LibseccompVersion, info.Overlayfs, info.UserNamespaces, info.Root, info.RunRoot)
+			fmt.Fprintln(w, "uses:")
+			for _, u := range info.Uses {
+				fmt.Fprintln(w, "  -", u)
+			}
+			for _, warn := range info.Warnings {
+				fmt.Fprintln(w, "warning:", warn)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+func gcCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "gc",
+		Short: "Remove what crashed sandboxes left behind (mounts, cgroups, directories)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, b, cancel, err := a.backendCtx()
+			if err != nil {
+				return sbxError(err)
+			}
+			defer cancel()
+			rep, err := b.GC(ctx)
+			if rep != nil {
+				w := cmd.OutOrStdout()
+				for _, id := range rep.Runs {
+					fmt.Fprintln(w, "removed", id)
+				}
+				for _, id := range rep.Expired {
+					fmt.Fprintln(w, "removed expired", id)
+				}
+				for _, id := range rep.Interrupted {
+					fmt.Fprintln(w, "removed interrupted", id)
+				}
+				for _, id := range rep.Stopped {
+					fmt.Fprintln(w, "marked stopped", id)
+				}
+				for _, o := range rep.Orphans {
+					fmt.Fprintln(w, "removed orphan", o)
+				}
+			}
+			return sbxError(err)
+		},
+	}
+}
+
+func networkCmd(a *app) *cobra.Command {
+	network := &cobra.Command{
+		Use:   "network",
+		Short: "Manage the bridge network (pool of prepared namespaces)",
+		Args:  cobra.NoArgs,
+	}
+	pool := &cobra.Command{
+		Use:   "pool",
+		Short: "Fill, drain or count the pool of prepared bridged namespaces",
+		Long: `The pool holds network namespaces prepared ahead (veth on the bridge,
+address, anti-spoofing guard), so a bridged sandbox or run only installs its
+own rules. Any sbx process sharing --root uses it; sbx serve --network-pool N
+keeps it filled on its own.`,
+		Args: cobra.NoArgs,
+	}
+	withHost := func(fn func(*cobra.Command, []string, *sandbox.Host) error) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			h, err := a.localHost(cmd, sandbox.HostConfig{})
+			if err == nil {
+				err = fn(cmd, args, h)
+			}
+			if err != nil {
+				return exitErr("%v", err)
+			}
+			return nil
+		}
+	}
+	pool.AddCommand(&cobra.Command{
+		Use:   "fill N",
+		Short: "Prepare namespaces until N wait in the pool",
+		Args:  cobra.ExactArgs(1),
+		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
+			want, err := strconv.Atoi(args[0])
+			if err != nil || want < 0 {
+				return fmt.Errorf("invalid pool size %q: want a count", args[0])
+			}
+			added, have, err := h.FillPool(cmd.Context(), want)
+			fmt.Fprintf(cmd.OutOrStdout(), "added %d, %d in the pool\n", added, have)
+			return err
+		}),
+	}, &cobra.Command{
+		Use:   "drain",
+		Short: "Remove every prepared namespace from the pool",
+		Args:  cobra.NoArgs,
+		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
+			return h.DrainPool(cmd.Context())
+		}),
+	}, &cobra.Command{
+		Use:   "ls",
+		Short: "Print how many prepared namespaces wait in the pool",
+		Args:  cobra.NoArgs,
+		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
+			n, err := h.PoolSize()
+			if err == nil {
+				fmt.Fprintln(cmd.OutOrStdout(), n)
+			}
+			return err
+		}),
+	})
+	network.AddCommand(pool, &cobra.Command{
+		Use:   "reset",
+		Short: "Drain the pool and delete the bridge and sbx's nftables tables (no bridged sandbox may be left)",
+		Args:  cobra.NoArgs,
+		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
+			return h.ResetNetwork(cmd.Context())
+		}),
+	})
+	return network
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the sbx version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fmt.Fprintf(cmd.OutOrStdout(), "sbx %s (commit %s, %s, %s/%s)\n",
+				version.Version, version.Commit, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,158 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox/state"
+)
+
+// maxSocketPath is the size of sun_path in a unix socket address.
+const maxSocketPath = 108
+
+// Resolve turns a full id, a name or a unique id prefix into a full id.
+func (h *Host) Resolve(ref string) (string, error) {
+	if ref == "" {
+		return "", fmt.Errorf("%w: empty sandbox id or name", sbx.ErrInvalid)
+	}
+	if state.ValidID(ref) == nil {
+		if err := h.exists(ref); err != nil {
+			return "", err
+		}
+		return ref, nil
+	}
+	if id, err := h.store.LookupName(ref); err == nil {
+		if h.exists(id) == nil {
+			return id, nil
+		}
+	}
+	if !state.IsIDPrefix(ref) {
+		return "", fmt.Errorf("sandbox %q: %w", ref, sbx.ErrNotFound)
+	}
+	ids, err := h.store.IDs()
+	if err != nil {
+		return "", err
+	}
+	i := sort.SearchStrings(ids, ref)
+	var match []string
+	for ; i < len(ids) && strings.HasPrefix(ids[i], ref); i++ {
+		match = append(match, ids[i])
+	}
+	switch len(match) {
+	case 0:
+		return "", fmt.Errorf("sandbox %q: %w", ref, sbx.ErrNotFound)
+	case 1:
+		return match[0], nil
+	}
+	return "", fmt.Errorf("%w: %q matches %d sandboxes; give more digits", sbx.ErrAmbiguous, ref, len(match))
+}
+
+func (h *Host) exists(id string) error {
+	if _, err := os.Stat(h.store.Dir(id)); err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, sbx.ErrNotFound)
+	}
+	return nil
+}
+
+// expired reports whether sb's TTL has passed: such a sandbox is being
+// removed (by whoever holds its lock) and is no longer listed or found.
+func (h *Host) expired(sb *sbx.Sandbox) bool {
+	return sb.ExpiresAt != nil && !sb.ExpiresAt.After(h.now())
+}
+
+// Get returns the record of the sandbox ref (id, prefix or name) without
+// locking it.
+func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	id, err := h.Resolve(ref)
+	if err != nil {
+		return nil, err
+	}
+	var sb sbx.Sandbox
+	if err := h.store.Read(id, &sb); err != nil {
+		if errors.Is(err, state.ErrNoRecord) {
+			return &sbx.Sandbox{ID: id, Status: sbx.StatusCreating}, nil
+		}
+		return nil, err
+	}
+	if h.expired(&sb) {
+		return nil, fmt.Errorf("sandbox %s: expired: %w", id, sbx.ErrNotFound)
+	}
+	h.checkAlive(&sb)
+	return &sb, nil
+}
+
+// List returns the sandboxes f selects, oldest first. It reads the records
+// without locks: each is a consistent snapshot. A sandbox past its TTL is
+// not listed: it is being removed.
+func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
+	return h.list(ctx, f, false)
+}
+
+// list is List; withExpired keeps the sandboxes past their TTL that
+// another process is still removing, as the watcher needs: it reports a
+// removal only once the record is gone.
+func (h *Host) list(ctx context.Context, f sbx.Filter, withExpired bool) ([]*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	entries, err := state.ReadAll[sbx.Sandbox](h.store)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sbx.Sandbox, 0, len(entries))
+	for i := range entries {
+		e := &entries[i]
+		switch {
+		case e.Err == nil:
+		case errors.Is(e.Err, state.ErrNoRecord):
+			// A create before its first record write (or one that died
+			// there): show it as creating.
+			e.Record = sbx.Sandbox{ID: e.ID, Status: sbx.StatusCreating}
+		default:
+			continue // removed while listing
+		}
+		if !withExpired && h.expired(&e.Record) {
+			continue // another process is removing it (it held the lock)
+		}
+		h.checkAlive(&e.Record)
+		if f.Match(&e.Record) {
+			out = append(out, &e.Record)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
+	return out, nil
+}
+
+// lock resolves ref and takes the sandbox's lock, reading its record.
+func (h *Host) lock(ctx context.Context, ref string) (*state.Lock, *sbx.Sandbox, error) {
+	id, err := h.Resolve(ref)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := h.store.Lock(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	var sb sbx.Sandbox
+	if err := l.Read(&sb); err != nil {
+		l.Unlock()
+		if errors.Is(err, state.ErrNoRecord) {
+			// Its creator died before the first write; only gc can act.
+			return nil, nil, fmt.Errorf("sandbox %s was never fully created: run sbx gc: %w", id, sbx.ErrState)
+		}
+		return nil, nil, err
+	}
+	return l, &sb, nil
+}
+
+// hostname is the sandbox's hostname: its option, else the short id.
+func hostname(sb *sbx.Sandbox) string {
+	if sb.Options.Hostname != "" {
+		return sb.Options.Hostname
+	}
+	return sb.ShortID()
+}

@@ -1,0 +1,130 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/netns"
+)
+
+// parseNetwork turns the network options of o into netns's form, with an
+// error naming the option at fault.
+func parseNetwork(o *sbx.Options, hostname string) (netns.AttachOptions, error) {
+	a, err := netns.ParseFlags(netns.Flags{Network: o.Network, Publish: o.Publish, Egress: o.Egress,
+		AllowHostPorts: o.AllowHostPorts, DNS: o.DNS, Hostname: hostname})
+	if err != nil {
+		return a, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
+	return a, nil
+}
+
+// networkInfo is the contract's form of an attachment.
+func networkInfo(a *netns.Attachment) *sbx.NetworkInfo {
+	if a == nil {
+		return nil
+	}
+	n := &sbx.NetworkInfo{SandboxID: a.SandboxID, Mode: string(a.Mode), NetNSPath: a.NetNSPath, IP: a.IP,
+		Gateway: a.Gateway, Subnet: a.Subnet, HostVeth: a.HostVeth, DNS: a.DNS, FromPool: a.FromPool,
+		Egress: sbx.Egress{Kind: string(a.Egress.Kind), Allow: a.Egress.Allow}}
+	for _, p := range a.Ports {
+		n.Ports = append(n.Ports, sbx.PortMapping{HostIP: p.HostIP, HostPort: p.HostPort, ContainerPort: p.ContainerPort, Proto: string(p.Proto)})
+	}
+	for _, p := range a.AllowHostPorts {
+		n.AllowHostPorts = append(n.AllowHostPorts, sbx.HostPort{Port: p.Port, Proto: string(p.Proto)})
+	}
+	return n
+}
+
+// PoolSize returns how many prepared bridged namespaces wait in the pool.
+func (h *Host) PoolSize() (int, error) {
+	n, err := h.network()
+	if err != nil {
+		return 0, err
+	}
+	return n.Pooled()
+}
+
+// FillPool prepares namespaces until want wait in the pool; it returns
+// how many it added and how many wait now.
+func (h *Host) FillPool(ctx context.Context, want int) (added, have int, err error) {
+	n, err := h.network()
+	if err != nil {
+		return 0, 0, err
+	}
+	if have, err = n.Pooled(); err != nil || want <= have {
+		return 0, have, err
+	}
+	added, err = n.Prefill(ctx, want-have)
+	return added, have + added, err
+}
+
+// DrainPool removes every prepared namespace from the pool.
+func (h *Host) DrainPool(ctx context.Context) error {
+	n, err := h.network()
+	if err != nil {
+		return err
+	}
+	return n.DrainPool(ctx)
+}
+
+// ResetNetwork drains the pool and deletes the bridge and sbx's nftables
+// tables; it refuses while a bridged sandbox exists.
+func (h *Host) ResetNetwork(ctx context.Context) error {
+	n, err := h.network()
+	if err != nil {
+		return err
+	}
+	return n.Reset(ctx)
+}
+
+// keepPool keeps HostConfig.NetworkPool prepared bridged namespaces
+// waiting: it fills the pool at start and after every bridged create, in
+// the background, until Close.
+func (e *events) keepPool() {
+	defer e.wg.Done()
+	ctx, cancel := e.stopped()
+	defer cancel()
+	for {
+		e.topUpPool(ctx)
+		select {
+		case <-e.done:
+			return
+		case <-e.refill:
+		}
+	}
+}
+
+func (e *events) topUpPool(ctx context.Context) {
+	t0 := time.Now()
+	added, _, err := e.h.FillPool(ctx, e.h.cfg.NetworkPool)
+	if err != nil && ctx.Err() == nil {
+		e.h.log.Warn("network pool: prefill", "added", added, "err", err)
+		return
+	}
+	e.h.log.Debug("network pool filled", "added", added, "seconds", time.Since(t0).Seconds())
+}
+
+// askRefill wakes keepPool after a bridged create took a namespace.
+func (e *events) askRefill() {
+	if e.h.cfg.NetworkPool <= 0 {
+		return
+	}
+	select {
+	case e.refill <- struct{}{}:
+	default: // a refill is already due
+	}
+}
+
+// drainPool removes the prepared namespaces at Close.
+func (e *events) drainPool() {
+	if e.h.cfg.NetworkPool <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.h.DrainPool(ctx); err != nil {
+		e.h.log.Warn("network pool: drain (run sbx gc)", "err", err)
+	}
+}

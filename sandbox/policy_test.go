@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sbxrun/sbx"
+)
+
+func TestPolicy(t *testing.T) {
+	dir := t.TempDir()
+	inside := filepath.Join(dir, "vol")
+	if err := os.Mkdir(inside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/etc", filepath.Join(dir, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	strict := &sbx.Policy{AllowedHostDirs: []string{dir}}
+	open := &sbx.Policy{AllowedHostDirs: []string{dir}, AllowHostNetwork: true, AllowPrivileged: true}
+	for name, c := range map[string]struct {
+		p    *sbx.Policy
+		o    sbx.Options
+		want error
+	}{
+		"nil policy allows all":      {nil, sbx.Options{Rootfs: "/etc", Network: "host", CapAdd: []string{"ALL"}}, nil},
+		"rootfs inside":              {strict, sbx.Options{Rootfs: inside}, nil},
+		"rootfs outside":             {strict, sbx.Options{Rootfs: "/etc"}, sbx.ErrForbidden},
+		"rootfs through a symlink":   {strict, sbx.Options{Rootfs: filepath.Join(dir, "escape")}, sbx.ErrForbidden},
+		"rootfs escaping with ..":    {strict, sbx.Options{Rootfs: dir + "/../.."}, sbx.ErrForbidden},
+		"missing rootfs":             {strict, sbx.Options{Rootfs: filepath.Join(dir, "nope")}, sbx.ErrInvalid},
+		"volume outside":             {strict, sbx.Options{Volumes: []sbx.Volume{{HostPath: "/", Path: "/h"}}}, sbx.ErrForbidden},
+		"host network":               {strict, sbx.Options{Network: "host"}, sbx.ErrForbidden},
+		"host network allowed":       {open, sbx.Options{Network: "host"}, nil},
+		"allow_host_ports":           {strict, sbx.Options{Network: "bridge", AllowHostPorts: []string{"22"}}, sbx.ErrForbidden},
+		"dns on loopback":            {strict, sbx.Options{Network: "bridge", DNS: []string{"127.0.0.53"}}, sbx.ErrForbidden},
+		"dns on loopback allowed":    {open, sbx.Options{Network: "bridge", DNS: []string{"127.0.0.53"}}, nil},
+		"public dns":                 {strict, sbx.Options{Network: "bridge", DNS: []string{"1.1.1.1"}}, nil},
+		"cap_add":                    {strict, sbx.Options{CapAdd: []string{"SYS_ADMIN"}}, sbx.ErrForbidden},
+		"seccomp unconfined":         {strict, sbx.Options{Seccomp: "unconfined"}, sbx.ErrForbidden},
+		"privileges allowed":         {open, sbx.Options{CapAdd: []string{"SYS_ADMIN"}, Seccomp: "unconfined"}, nil},
+		"no dirs allow no host path": {&sbx.Policy{}, sbx.Options{Rootfs: inside}, sbx.ErrForbidden},
+	} {
+		o := c.o
+		err := applyPolicy(c.p, &o)
+		if (c.want == nil) != (err == nil) || (c.want != nil && !errors.Is(err, c.want)) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+	o := sbx.Options{Rootfs: inside + "/."}
+	if err := applyPolicy(strict, &o); err != nil || o.Rootfs != inside {
+		t.Fatalf("an allowed rootfs is not recorded resolved: %q %v", o.Rootfs, err)
+	}
+	if _, err := normalizePolicy(&sbx.Policy{AllowedHostDirs: []string{"rel"}}); !errors.Is(err, sbx.ErrInvalid) {
+		t.Fatalf("a relative allowed directory: %v", err)
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	got := shellJoin([]string{"echo", "it's", "$HOME", "a b", ""})
+	if want := `'echo' 'it'\''s' '$HOME' 'a b' ''`; got != want {
+		t.Fatalf("shellJoin: %s, want %s", got, want)
+	}
+}

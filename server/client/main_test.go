@@ -1,0 +1,64 @@
+package client_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// TestMain starts `$SBX_BIN serve` on a unix socket of a temporary state
+// directory for the examples, which find it in $SBX_HOST and a busybox
+// root file system the server allows in $SBX_EXAMPLE_ROOTFS. This test
+// binary links no cgo: the examples are what a remote controller builds.
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	bin := os.Getenv("SBX_BIN")
+	if bin == "" || os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "server/client examples: need root and SBX_BIN, a static sbx binary (make build; make test sets it)")
+		return 1
+	}
+	root, err := fixture.BusyboxRootfsDir()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "busybox fixture:", err)
+		return 1
+	}
+	dir, err := os.MkdirTemp("", "sbx-client-example-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "sbx.sock")
+	srv := exec.Command(bin, "--root", filepath.Join(dir, "root"), "--run-root", filepath.Join(dir, "run"),
+		"serve", "--unix", sock, "--allow-host-dir", filepath.Dir(root))
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, "start sbx serve:", err)
+		return 1
+	}
+	defer func() {
+		_ = srv.Process.Signal(os.Interrupt)
+		_ = srv.Wait()
+		_ = exec.Command(bin, "--root", filepath.Join(dir, "root"), "--run-root", filepath.Join(dir, "run"), "gc").Run()
+	}()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			fmt.Fprintln(os.Stderr, "sbx serve did not listen on", sock)
+			return 1
+		}
+	}
+	os.Setenv("SBX_HOST", "unix://"+sock)
+	os.Setenv("SBX_EXAMPLE_ROOTFS", root)
+	return m.Run()
+}
