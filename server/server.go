@@ -170,6 +170,9 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/start", s.startSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/stats", s.sandboxStats),
 		h(http.MethodPost, "/v1/sandboxes/{id}/commit", s.commitSandbox),
+		h(http.MethodGet, "/v1/sandboxes/{id}/logs", s.sandboxLogs),
+		h(http.MethodPost, "/v1/sandboxes/{id}/wait", s.waitSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/signal", s.signalSandbox),
 		// The executor's API, proxied unchanged.
 		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
 		p(http.MethodGet, "/v1/sandboxes/{id}/info"),
