@@ -33,8 +33,9 @@ type cluster struct {
 	server  *agent
 	clients []*agent
 	api     *api.Client
-	// pluginConfig is HCL added to every client's plugin config block.
-	pluginConfig string
+	// pluginConfig is HCL added to every client's plugin config block,
+	// clientConfig to every client's client block.
+	pluginConfig, clientConfig string
 	// nomadCgroups are the cgroups Nomad clients create (per controller);
 	// teardown removes those that did not exist before.
 	nomadCgroups []string
@@ -72,6 +73,8 @@ type clusterOptions struct {
 	// pluginConfig is HCL inside the plugin's config block on every client
 	// (root and run_root are set per client).
 	pluginConfig string
+	// clientConfig is HCL inside every client's client block.
+	clientConfig string
 	// netns makes a network namespace that plays the host for the
 	// sandboxes' bridge networking (bridge, NAT, published ports), so that
 	// the test changes nothing in the machine's own network.
@@ -92,7 +95,7 @@ func startCluster(t testing.TB, opts clusterOptions) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, dir: dir, plugins: filepath.Join(dir, "plugins"), pluginConfig: opts.pluginConfig}
+	c := &cluster{t: t, dir: dir, plugins: filepath.Join(dir, "plugins"), pluginConfig: opts.pluginConfig, clientConfig: opts.clientConfig}
 	c.nomadCgroups = missingNomadCgroups()
 	t.Cleanup(c.teardown)
 	if opts.netns {
@@ -205,6 +208,7 @@ client {
   options = {
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean,consul,vault"
   }
+{{.ClientConfig}}
 }
 plugin "raw_exec" {
   config {
@@ -235,6 +239,7 @@ func (c *cluster) writeConfig(a *agent, text string) {
 		"ServerRPC":    c.server.rpc,
 		"NetNS":        c.netns,
 		"PluginConfig": c.pluginConfig,
+		"ClientConfig": c.clientConfig,
 	})
 	if err != nil {
 		c.t.Fatal(err)
