@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers deps deps-bench test test-python test-nomad nomad lint fmt bench clean
+.PHONY: all build helpers deps deps-bench deps-openhands test test-python test-nomad nomad lint fmt bench clean
 
 all: build
 
@@ -32,8 +32,15 @@ build: helpers
 
 $(BIN): build
 
+## deps-openhands: the trees the OpenHands end-to-end tests run (Debian
+## trixie with the Agent Server, the app server), built from Debian and PyPI
+## and cached under $(SBX_TEST_CACHE) (several minutes the first time)
+SBX_TEST_CACHE ?= /var/cache/sbx-test
+deps-openhands:
+	bash tests/openhands/build-image.sh $(SBX_TEST_CACHE) >/dev/null
+
 ## test: the whole suite, as root, against the real kernel
-test: deps build
+test: deps deps-openhands build
 	$(GO) vet -tags '$(TAGS)' ./...
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
 	$(MAKE) --no-print-directory test-python

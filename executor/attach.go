@@ -57,21 +57,12 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, badRequest("timeout_s must not be negative"))
 		return
 	}
-	id, err := s.identity(req.User)
+	ra, err := s.resolveRun(req.User, req.Cwd)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	cred, err := id.Credential()
-	if err != nil {
-		s.fail(w, badRequest("%v", err))
-		return
-	}
-	dir, err := s.workdir(req.Cwd)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
+	id, cred, dir := ra.id, ra.cred, ra.dir
 	select {
 	case s.execs <- struct{}{}:
 		defer func() { <-s.execs }()

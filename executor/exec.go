@@ -127,18 +127,11 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	if req.TimeoutS < 0 {
 		return api.ExecResult{}, badRequest("timeout_s must not be negative")
 	}
-	id, err := s.identity(req.User)
+	ra, err := s.resolveRun(req.User, req.Cwd)
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	cred, err := id.Credential()
-	if err != nil {
-		return api.ExecResult{}, badRequest("%v", err)
-	}
-	dir, err := s.workdir(req.Cwd)
-	if err != nil {
-		return api.ExecResult{}, err
-	}
+	id, cred, dir := ra.id, ra.cred, ra.dir
 	env := proc.BuildEnv(s.cfg.Env, req.Env, id)
 	start := time.Now()
 	path, err := proc.LookPath(argv[0], env, dir)

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -76,6 +77,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*shell.Session
+	svc      *service // the sandbox's main command, once started
 	stopping bool
 }
 
@@ -197,6 +199,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+api.PathFiles, s.writeFile)
 	mux.HandleFunc("POST "+api.PathFilesEdit, s.editFile)
 	mux.HandleFunc("GET "+api.PathFsList, s.listDir)
+	mux.HandleFunc("POST "+api.PathService, s.startService)
+	mux.HandleFunc("GET "+api.PathService, s.getService)
+	mux.HandleFunc("GET "+api.PathServiceLogs, s.serviceLogs)
+	mux.HandleFunc("POST "+api.PathServiceWait, s.waitService)
+	mux.HandleFunc("POST "+api.PathServiceSignal, s.signalService)
+	mux.HandleFunc("POST "+api.PathServiceStop, s.stopService)
 	mux.HandleFunc("GET "+api.PathFsArchive, s.getArchive)
 	mux.HandleFunc("PUT "+api.PathFsArchive, s.putArchive)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -265,7 +273,11 @@ func (s *Server) shutdown() {
 	for _, ss := range s.sessions {
 		sessions = append(sessions, ss)
 	}
+	svc := s.svc
 	s.mu.Unlock()
+	if svc != nil {
+		svc.requestStop() // no restart: everything is about to be signalled
+	}
 
 	s.signalAll(unix.SIGTERM, sessions)
 	deadline := time.Now().Add(s.cfg.StopTimeout)
@@ -406,6 +418,31 @@ func (s *Server) identity(spec string) (proc.Identity, error) {
 		return proc.Identity{}, badRequest("%v", err)
 	}
 	return u, nil
+}
+
+// runAs is who a command runs as and where.
+type runAs struct {
+	id   proc.Identity
+	cred *syscall.Credential
+	dir  string
+}
+
+// resolveRun resolves a request's user and working directory (the
+// defaults when empty).
+func (s *Server) resolveRun(user, cwd string) (runAs, error) {
+	id, err := s.identity(user)
+	if err != nil {
+		return runAs{}, err
+	}
+	cred, err := id.Credential()
+	if err != nil {
+		return runAs{}, badRequest("%v", err)
+	}
+	dir, err := s.workdir(cwd)
+	if err != nil {
+		return runAs{}, err
+	}
+	return runAs{id: id, cred: cred, dir: dir}, nil
 }
 
 // workdir resolves a request's working directory and checks it exists.

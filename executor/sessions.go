@@ -30,21 +30,12 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Unlock()
-	id, err := s.identity(req.User)
+	ra, err := s.resolveRun(req.User, req.Cwd)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	cred, err := id.Credential()
-	if err != nil {
-		s.fail(w, badRequest("%v", err))
-		return
-	}
-	dir, err := s.workdir(req.Cwd)
-	if err != nil {
-		s.fail(w, err)
-		return
-	}
+	id, cred, dir := ra.id, ra.cred, ra.dir
 	env := proc.BuildEnv(s.cfg.Env, req.Env, id)
 	// A dumb terminal: no colours, no cursor games, no pagers waiting for
 	// a key.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"time"
@@ -362,9 +361,4 @@ func capString(s string, n int) string {
 		return s[:n]
 	}
 	return s
-}
-
-// DialPort connects to a TCP port inside the sandbox's network.
-func (h *Host) DialPort(ctx context.Context, ref string, port int) (net.Conn, error) {
-	return nil, fmt.Errorf("%w: port dialing of a sandbox is not built yet (issue 13)", sbx.ErrUnsupported)
 }

@@ -23,7 +23,7 @@ var testNSCount atomic.Int64
 
 // testHostNS creates a network namespace that stands in for the host, so
 // that bridge networking never touches the machine's real interfaces.
-func testHostNS(t *testing.T) string {
+func testHostNS(t testing.TB) string {
 	t.Helper()
 	name := fmt.Sprintf("sbxt-%d-%d", os.Getpid(), testNSCount.Add(1))
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {

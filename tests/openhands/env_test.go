@@ -1,0 +1,321 @@
+package openhands_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/netns"
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server/openhands"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// The OpenHands end-to-end world. All traffic stays inside namespaces the
+// test made:
+//
+//	H, standing in for the host: bridge sbx0 with the sandboxes and NAT,
+//	  the Runtime API (control and data plane) listening on PORT, and an
+//	  uplink 203.0.113.1/24.
+//	I, standing in for the internet: 203.0.113.2/24, the fake LLM.
+//
+// The client sandbox runs OpenHands' Python clients with H's network (as
+// a process on the host would) against http://203.0.113.1:PORT; the Agent
+// Server sandboxes reach the LLM the way they reach a real one, by egress
+// through the bridge's NAT; the Runtime API reaches each Agent Server
+// through DialPort, from inside the sandbox's namespace. The test process
+// itself talks to the Runtime API from inside H. H has no route beyond I.
+//
+// Two Runtime APIs run over the same sandboxes: one in path mode (URLs
+// http://203.0.113.1:PORT/<runtime_id>, for the app server) and one in
+// port mode (a listener per runtime, for the SDK's APIRemoteWorkspace,
+// which cannot take a URL with a path).
+type ohEnv struct {
+	trees  *fixture.OpenHands
+	dir    string
+	host   *sandbox.Host
+	svc    *openhands.Service
+	url    string // the Runtime API in path mode, http://203.0.113.1:PORT
+	sdkURL string // the Runtime API in port mode
+	sdk    *openhands.Service
+	hostNS string
+	key    string
+	hc     *http.Client // the test's client, inside H
+	image  string       // what clients ask for (an alias of the imported image)
+	llm    *fixture.FakeLLM
+}
+
+const (
+	ohUplinkHost = "203.0.113.1"
+	ohInternet   = "203.0.113.2"
+	ohLocalImage = "sbx.test/openhands/agent-server:1.58.0"
+	ohAskedImage = "ghcr.io/openhands/agent-server:1.58.0-python"
+)
+
+// newOHEnv builds the world, with script driving the fake LLM.
+func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLMStep) *ohEnv {
+	t.Helper()
+	trees := fixture.OpenHandsTrees(t)
+	dir, err := os.MkdirTemp("", "sbxoh") // short: socket paths must fit 108 bytes
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &ohEnv{trees: trees, dir: dir, key: "test-api-key-" + t.Name(), image: ohAskedImage}
+	hostNS, inetNS := ohNamespace(t, "h"), ohNamespace(t, "i")
+	ohUplink(t, hostNS, inetNS)
+
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if os.Getenv("SBX_TEST_LOG") != "" {
+		quiet = slog.Default()
+	}
+	e.host, err = sandbox.Open(sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
+		Executor: os.Getenv("SBX_EXECUTOR_BIN"), HostNetNS: hostNS, Pull: sbx.PullNever, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := e.host.ImportImage(ctx, sbx.ImportOptions{Path: trees.ImageTar, Name: ohLocalImage}); err != nil {
+		t.Fatalf("import the Agent Server image: %v", err)
+	}
+	var llmLn net.Listener
+	if err := netns.InNamespacePath(inetNS, func() (err error) {
+		llmLn, err = net.Listen("tcp", ohInternet+":0")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.llm = fixture.StartFakeLLM(t, llmLn, script)
+
+	e.hostNS = hostNS
+	listen := func(port int) (net.Listener, string, error) {
+		var ln net.Listener
+		err := netns.InNamespacePath(hostNS, func() (err error) {
+			ln, err = net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", port))
+			return err
+		})
+		if err != nil {
+			return nil, "", err
+		}
+		return ln, fmt.Sprintf("http://%s:%d", ohUplinkHost, ln.Addr().(*net.TCPAddr).Port), nil
+	}
+	ln, url, err := listen(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.url = url
+	sdkLn, sdkURL, err := listen(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sdkURL = sdkURL
+	e.hc = ohHTTPClient(hostNS)
+	cfg := openhands.Config{
+		APIKey: e.key, PublicURL: e.url, StateDir: filepath.Join(dir, "openhands"),
+		Aliases:    []openhands.Alias{{Pattern: "ghcr.io/openhands/agent-server:*", Image: ohLocalImage}},
+		AgentTree:  trees.AgentTree,
+		BaseLimits: sbx.Limits{MemoryBytes: 2 << 30, Pids: 2048},
+		// litellm fetches a model price list from the internet when it is
+		// imported; here there is none.
+		Environment: map[string]string{"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
+		Logger:      quiet,
+	}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	e.svc, err = openhands.New(e.host, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sdkCfg := cfg
+	sdkCfg.PublicURL, sdkCfg.StateDir, sdkCfg.ListenRuntime = sdkURL, filepath.Join(dir, "openhands-sdk"), listen
+	if e.sdk, err = openhands.New(e.host, sdkCfg); err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: e.svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	sdkHS := &http.Server{Handler: e.sdk.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go sdkHS.Serve(sdkLn)
+	t.Cleanup(func() {
+		hs.Close()
+		sdkHS.Close()
+		e.svc.Close()
+		e.sdk.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		sbs, _ := e.host.List(ctx, sbx.Filter{})
+		for _, sb := range sbs {
+			if err := e.host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
+				t.Errorf("remove %s: %v", sb.ID, err)
+			}
+		}
+		if _, err := e.host.GC(ctx); err != nil {
+			t.Errorf("gc: %v", err)
+		}
+		e.host.Close()
+		ohAssertNoLeftovers(t, dir)
+		os.RemoveAll(dir)
+	})
+	return e
+}
+
+// ohNamespace creates a network namespace of the test's own and returns
+// its path.
+func ohNamespace(t testing.TB, role string) string {
+	t.Helper()
+	name := fmt.Sprintf("sbxoh-%d-%s", os.Getpid(), role)
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v\n%s", name, err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "delete", name).Run() })
+	if out, err := exec.Command("ip", "-n", name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("lo up in %s: %v\n%s", name, err, out)
+	}
+	return "/run/netns/" + name
+}
+
+// ohHTTPClient makes its connections inside the namespace at nsPath.
+func ohHTTPClient(nsPath string) *http.Client {
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return netns.Dial(ctx, nsPath, network, addr)
+	}
+	return &http.Client{Timeout: time.Minute, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
+}
+
+// ohAssertNoLeftovers fails if the sandboxes under dir left mounts or
+// cgroups behind.
+func ohAssertNoLeftovers(t testing.TB, dir string) {
+	t.Helper()
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, dir+"/") {
+			t.Errorf("leftover mount: %s", line)
+		}
+	}
+	for id, paths := range cgroup.Leftovers() {
+		t.Errorf("leftover cgroups of %s: %v", id, paths)
+	}
+}
+
+// waitFor polls cond for up to a minute.
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within a minute")
+		}
+	}
+}
+
+// ohUplink joins the host stand-in and the internet stand-in with a veth.
+func ohUplink(t testing.TB, hostNS, inetNS string) {
+	t.Helper()
+	h, i := filepath.Base(hostNS), filepath.Base(inetNS)
+	for _, args := range [][]string{
+		{"-n", h, "link", "add", "uplink", "type", "veth", "peer", "name", "eth0", "netns", i},
+		{"-n", h, "addr", "add", ohUplinkHost + "/24", "dev", "uplink"},
+		{"-n", h, "link", "set", "uplink", "up"},
+		{"-n", i, "addr", "add", ohInternet + "/24", "dev", "eth0"},
+		{"-n", i, "link", "set", "eth0", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+}
+
+// python runs an OpenHands client script with sbx's CLI in a sandbox of
+// the Agent Server image with H's network, against the Runtime API at
+// apiURL, and returns the facts it prints.
+func (e *ohEnv) python(t *testing.T, apiURL, python, script string, env map[string]string) map[string]any {
+	t.Helper()
+	full := map[string]string{"RUNTIME_API_URL": apiURL, "RUNTIME_API_KEY": e.key, "AGENT_IMAGE": e.image,
+		"LLM_BASE_URL": e.llm.URL, "PYTHONUNBUFFERED": "1", "HOME": "/root", "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+	for k, v := range env {
+		full[k] = v
+	}
+	sbxCmd := func(args ...string) *exec.Cmd {
+		return exec.Command("nsenter", append([]string{"--net=" + e.hostNS, sbxBin, "--root", filepath.Join(e.dir, "root"), "--run-root", filepath.Join(e.dir, "run")}, args...)...)
+	}
+	create := sbxCmd("create", "--network", "host", "--memory", "2g",
+		"-v", e.trees.Scripts+":/tests:ro", "-v", e.trees.AppServer+":/opt/openhands-ai:ro", ohLocalImage)
+	var createErr strings.Builder
+	create.Stderr = &createErr
+	out, err := create.Output()
+	if err != nil {
+		t.Fatalf("create the client sandbox: %v\n%s%s", err, out, createErr.String())
+	}
+	id := strings.TrimSpace(string(out))
+	defer func() {
+		if out, err := sbxCmd("rm", "-f", id).CombinedOutput(); err != nil {
+			t.Errorf("remove the client sandbox: %v\n%s", err, out)
+		}
+	}()
+	args := []string{"exec", "--timeout", "9m"}
+	for k, v := range full {
+		args = append(args, "-e", k+"="+v)
+	}
+	cmd := sbxCmd(append(args, id, "--", python, "/tests/"+script)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err = cmd.Run()
+	for _, line := range strings.Split(stdout.String(), "\n") {
+		if rest, ok := strings.CutPrefix(line, "FACTS "); ok {
+			var facts map[string]any
+			if err := json.Unmarshal([]byte(rest), &facts); err != nil {
+				t.Fatalf("%s: bad facts %q: %v", script, rest, err)
+			}
+			if err != nil {
+				t.Errorf("%s: %v", script, err)
+			}
+			return facts
+		}
+	}
+	t.Fatalf("%s: %v, no facts\nstdout:\n%s\nstderr:\n%s", script, err, tail(stdout.String(), 4000), tail(stderr.String(), 8000))
+	return nil
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "..." + s[len(s)-n:]
+	}
+	return s
+}
+
+// api calls the Runtime API's control plane.
+func (e *ohEnv) api(t testing.TB, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		r = strings.NewReader(string(data))
+	}
+	req, _ := http.NewRequest(method, e.url+path, r)
+	req.Header.Set("X-API-Key", e.key)
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	data, _ := io.ReadAll(resp.Body)
+	if len(data) > 0 && data[0] == '[' {
+		var list []any
+		json.Unmarshal(data, &list)
+		out = map[string]any{"list": list}
+	} else {
+		json.Unmarshal(data, &out)
+	}
+	return resp.StatusCode, out
+}
