@@ -84,7 +84,10 @@ func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(s
 	if err != nil {
 		return err
 	}
-	if sb.Status == sbx.StatusRunning || (sb.Status == sbx.StatusPaused && o.Follow) {
+	if sb.Status == sbx.StatusPaused && !o.Follow {
+		return fmt.Errorf("%w: sandbox %s is paused: resume it first, or follow its logs", sbx.ErrState, sb.ShortID())
+	}
+	if sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused {
 		c, _ := h.executor(sb)
 		defer c.Close()
 		lo := client.LogOptions{Since: o.Since, TailBytes: -1, Follow: o.Follow}
