@@ -304,7 +304,7 @@ func (n *Network) teardown(l *lease) error {
 	var errs []error
 	if l.HostVeth != "" {
 		if link, err := n.host.LinkByName(l.HostVeth); err == nil {
-			if err := n.host.LinkDel(link); err != nil {
+			if _, err := n.deleteLink(link); err != nil {
 				errs = append(errs, fmt.Errorf("delete veth %s: %w", l.HostVeth, err))
 			}
 		}

@@ -40,7 +40,7 @@ func TestBridgeEgressPolicy(t *testing.T) {
 	e.expectBlocked(a.NetNSPath, metadataIP+":80")
 	e.expectBlocked(a.NetNSPath, privateIP+":80")
 	// The sandbox's own name server stays reachable although it is private.
-	if got, err := udpAsk(a.NetNSPath, privateDNSIP+":53", "q", 2*time.Second); err != nil || got != "echo:q" {
+	if got, err := udpAskUntilAnswered(a.NetNSPath, privateDNSIP+":53", "q"); err != nil || got != "echo:q" {
 		t.Fatalf("DNS server %s from sandbox: %q, %v", privateDNSIP, got, err)
 	}
 	// The host reaches the sandbox directly (it is the host's bridge).
@@ -118,7 +118,7 @@ func TestEgressAllowListAndNone(t *testing.T) {
 	if withDNS.ResolvConf != "nameserver "+privateDNSIP+"\n" {
 		t.Errorf("resolv.conf with --dns = %q", withDNS.ResolvConf)
 	}
-	if got, err := udpAsk(withDNS.NetNSPath, privateDNSIP+":53", "q", 2*time.Second); err != nil || got != "echo:q" {
+	if got, err := udpAskUntilAnswered(withDNS.NetNSPath, privateDNSIP+":53", "q"); err != nil || got != "echo:q" {
 		t.Fatalf("--dns server from an allow-listed sandbox: %q, %v", got, err)
 	}
 	e.expectGet(withDNS.NetNSPath, webIP+":80", "internet")

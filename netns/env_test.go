@@ -246,12 +246,18 @@ func getFrom(ns, src, addr string, timeout time.Duration) (string, error) {
 }
 
 // udpAsk sends msg to addr from inside ns and returns the first reply.
-func udpAsk(ns, addr, msg string, timeout time.Duration) (string, error) {
-	var c net.Conn
-	if err := InNamespacePath(ns, func() (err error) {
+// dialUDP makes a UDP socket in namespace ns connected to addr.
+func dialUDP(ns, addr string) (c net.Conn, err error) {
+	err = InNamespacePath(ns, func() (err error) {
 		c, err = net.Dial("udp4", addr)
 		return err
-	}); err != nil {
+	})
+	return c, err
+}
+
+func udpAsk(ns, addr, msg string, timeout time.Duration) (string, error) {
+	c, err := dialUDP(ns, addr)
+	if err != nil {
 		return "", err
 	}
 	defer c.Close()
@@ -262,6 +268,44 @@ func udpAsk(ns, addr, msg string, timeout time.Duration) (string, error) {
 	buf := make([]byte, 1500)
 	n, err := c.Read(buf)
 	return string(buf[:n]), err
+}
+
+// udpRetries bounds how often udpExchange sends its datagram again.
+const udpRetries = 20
+
+// udpExchange sends msg on c and returns the first answer, sending again
+// (as every UDP client does: datagrams may be dropped, e.g. while the
+// first one waits on neighbour resolution on a loaded machine) every
+// interval, at most udpRetries times. A forwarding that is wrong stays
+// wrong on every retry, so the retries hide no bug.
+func udpExchange(c net.Conn, msg string, interval time.Duration) (string, error) {
+	buf := make([]byte, 1500)
+	var err error
+	for range udpRetries {
+		if _, err = c.Write([]byte(msg)); err != nil {
+			return "", err
+		}
+		c.SetReadDeadline(time.Now().Add(interval))
+		var n int
+		if n, err = c.Read(buf); err == nil {
+			return string(buf[:n]), nil
+		}
+		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("no answer to %d datagrams %s apart: %w", udpRetries, interval, err)
+}
+
+// udpAskUntilAnswered is udpAsk for an exchange that must succeed: it
+// retries lost datagrams (see udpExchange).
+func udpAskUntilAnswered(ns, addr, msg string) (string, error) {
+	c, err := dialUDP(ns, addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return udpExchange(c, msg, 500*time.Millisecond)
 }
 
 func (e *testEnv) expectGet(ns, addr, want string) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Prefill prepares up to count namespaces (veth, address, anti-spoofing
@@ -142,9 +143,9 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 			if a.MasterIndex != br.Attrs().Index || link.Type() != "veth" || !strings.HasPrefix(a.Name, "sbx") || keepVeths[a.Name] {
 				continue
 			}
-			if err := n.host.LinkDel(link); err != nil {
+			if gone, err := n.deleteLink(link); err != nil {
 				errs = append(errs, fmt.Errorf("delete veth %s: %w", a.Name, err))
-			} else {
+			} else if !gone {
 				removed = append(removed, "veth "+a.Name)
 			}
 		}
@@ -174,6 +175,18 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 		errs = append(errs, err)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// deleteLink deletes a link of the host namespace. A link that vanished
+// before the call is not an error (gone reports it): a veth goes with its
+// peer's namespace, which the kernel destroys asynchronously, so a listed
+// veth can disappear before its delete; deleting it is idempotent.
+func (n *Network) deleteLink(link netlink.Link) (gone bool, err error) {
+	err = n.host.LinkDel(link)
+	if errors.Is(err, unix.ENODEV) {
+		return true, nil
+	}
+	return false, err
 }
 
 func (n *Network) gcRules(keepKeys map[string]bool, leases []*lease) ([]string, error) {
@@ -285,7 +298,7 @@ func (n *Network) Reset(ctx context.Context) error {
 		return fmt.Errorf("delete sbx nftables tables: %w", err)
 	}
 	if link, err := n.host.LinkByName(n.cfg.BridgeName); err == nil {
-		if err := n.host.LinkDel(link); err != nil {
+		if _, err := n.deleteLink(link); err != nil {
 			return fmt.Errorf("delete bridge %s: %w", n.cfg.BridgeName, err)
 		}
 	} else if !errors.As(err, new(netlink.LinkNotFoundError)) {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 )
 
 func TestAttachDetachCyclesLeaveNothing(t *testing.T) {
@@ -333,4 +335,19 @@ func TestAddressExhaustionIsAClearError(t *testing.T) {
 	e.expectGet(a.NetNSPath, webIP+":80", "internet")
 	e.expectGet(first.NetNSPath, webIP+":80", "internet")
 	e.expectBlocked(a.NetNSPath, metadataIP+":80")
+}
+
+// A link that vanished between listing and deleting it (a veth goes with
+// its peer's namespace, which the kernel destroys asynchronously) counts
+// as deleted: GC after lost namespaces failed on "no such device" under load.
+func TestDeleteVanishedLinkIsSuccess(t *testing.T) {
+	e := newTestEnv(t)
+	must(t, e.net.host.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "sbxgone0"}, PeerName: "sbxgone1"}))
+	link, err := e.net.host.LinkByName("sbxgone0")
+	must(t, err)
+	must(t, e.net.host.LinkDel(link)) // someone else deletes it first
+	gone, err := e.net.deleteLink(link)
+	if err != nil || !gone {
+		t.Fatalf("deleting a vanished link: gone=%v err=%v, want gone and no error", gone, err)
+	}
 }

@@ -37,7 +37,7 @@ func TestPublishedPorts(t *testing.T) {
 
 	// UDP, bound to 127.0.0.1 only.
 	up := a.Ports[1].HostPort
-	if got, err := udpAsk(e.hostNS, fmt.Sprintf("127.0.0.1:%d", up), "ping", 2*time.Second); err != nil || got != "echo:ping" {
+	if got, err := udpAskUntilAnswered(e.hostNS, fmt.Sprintf("127.0.0.1:%d", up), "ping"); err != nil || got != "echo:ping" {
 		t.Fatalf("UDP via 127.0.0.1:%d: %q, %v", up, got, err)
 	}
 	if got, err := udpAsk(e.inetNS, fmt.Sprintf("%s:%d", hostUplinkIP, up), "ping", 400*time.Millisecond); err == nil {
@@ -55,10 +55,10 @@ func TestPublishedUDPFromOutside(t *testing.T) {
 	must(t, err)
 	a := e.attach("sb-udp", AttachOptions{Publish: []PortMapping{m}})
 	e.serveUDPEcho(a.NetNSPath, "0.0.0.0:53")
-	if got, err := udpAsk(e.inetNS, hostUplinkIP+":5300", "hi", 2*time.Second); err != nil || got != "echo:hi" {
+	if got, err := udpAskUntilAnswered(e.inetNS, hostUplinkIP+":5300", "hi"); err != nil || got != "echo:hi" {
 		t.Fatalf("UDP from outside to %s:5300: %q, %v", hostUplinkIP, got, err)
 	}
-	if got, err := udpAsk(e.hostNS, "127.0.0.1:5300", "hi", 2*time.Second); err != nil || got != "echo:hi" {
+	if got, err := udpAskUntilAnswered(e.hostNS, "127.0.0.1:5300", "hi"); err != nil || got != "echo:hi" {
 		t.Fatalf("UDP from the host to 127.0.0.1:5300: %q, %v", got, err)
 	}
 }
@@ -118,15 +118,9 @@ func TestPublishedUDPFollowsReplacement(t *testing.T) {
 		return err
 	}))
 	defer c.Close()
-	ask := func(msg string) (string, error) {
-		c.SetDeadline(time.Now().Add(time.Second))
-		if _, err := c.Write([]byte(msg)); err != nil {
-			return "", err
-		}
-		buf := make([]byte, 100)
-		n, err := c.Read(buf)
-		return string(buf[:n]), err
-	}
+	// The same socket (source port) throughout; lost datagrams are sent
+	// again, but a stale conntrack entry would swallow every one of them.
+	ask := func(msg string) (string, error) { return udpExchange(c, msg, 500*time.Millisecond) }
 	first, err := e.net.Attach(ctx, "udp-1", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
 	must(t, err)
 	e.serveUDPEcho(first.NetNSPath, "0.0.0.0:53")

@@ -349,10 +349,12 @@ func TestLifecycleTTL(t *testing.T) {
 	h := newLCHost(t)
 	short := h.create(t, "--ttl", "1s", "--name", "brief")
 	long := h.create(t, "--ttl", "1h")
-	runDir := filepath.Join(h.run, "sandboxes", short)
-	if _, err := os.Stat(runDir); err != nil {
+	// The run directory of the long-lived one proves the layout (the short
+	// one's may be gone already: a create can take over 1s under load).
+	if _, err := os.Stat(filepath.Join(h.run, "sandboxes", long)); err != nil {
 		t.Fatal(err)
 	}
+	runDir := filepath.Join(h.run, "sandboxes", short)
 	// No sbx command runs meanwhile: the reaper alone must remove it.
 	waitFor(t, func() bool {
 		_, err := os.Stat(runDir)

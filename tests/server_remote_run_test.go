@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,40 +91,46 @@ func TestServerRemoteRun(t *testing.T) {
 	}
 	assertNone("after the runs")
 
-	// SIGINT while the command runs: the sandbox is removed, sbx exits 130.
-	cmd := exec.Command(sbxBin, append(append([]string{}, base...), "run", "--rootfs", rootfs, "--", "sleep", "60")...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Env = append(os.Environ(), "SBX_TOKEN="+serverTestToken)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var id string
-	for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(20 * time.Millisecond) {
-		list, _ := c.List(context.Background(), sbx.Filter{Labels: map[string]string{"sbx.run": "1"}, Running: true})
-		if len(list) == 1 {
-			id = list[0].ID
+	// SIGINT while the command runs, and while the sandbox is still being
+	// created: the sandbox is removed, sbx exits 130. (A create cut short
+	// by the signal left a "creating" sandbox behind on the server.)
+	for _, duringCreate := range []bool{false, true} {
+		cmd := exec.Command(sbxBin, append(append([]string{}, base...), "run", "--rootfs", rootfs, "--", "sleep", "60")...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		cmd.Env = append(os.Environ(), "SBX_TOKEN="+serverTestToken)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
+		var id string
+		for deadline := time.Now().Add(20 * time.Second); id == ""; time.Sleep(5 * time.Millisecond) {
+			list, _ := c.List(context.Background(), sbx.Filter{Labels: map[string]string{"sbx.run": "1"}, Running: true})
+			if len(list) == 1 && (duringCreate || list[0].Status == sbx.StatusRunning) {
+				id = list[0].ID
+			}
+			if time.Now().After(deadline) {
+				_ = cmd.Process.Kill()
+				t.Fatalf("the remote run's sandbox never appeared: %s", stderr.String())
+			}
+		}
+		if !duringCreate {
+			time.Sleep(300 * time.Millisecond) // let the exec start (before it, the outcome is the same)
+		}
+		_ = cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
 			_ = cmd.Process.Kill()
-			t.Fatalf("the remote run's sandbox never appeared: %s", stderr.String())
+			t.Fatalf("sbx run --host did not end within 60s of SIGINT: %s", stderr.String())
 		}
+		if code := cmd.ProcessState.ExitCode(); code != 130 {
+			t.Fatalf("remote run after SIGINT (during create: %v): exit %d, want 130 (%s)", duringCreate, code, stderr.String())
+		}
+		assertNone(fmt.Sprintf("after SIGINT (during create: %v)", duringCreate))
+		assertNoSandboxProcesses(t, []string{id})
 	}
-	time.Sleep(300 * time.Millisecond) // let the exec start
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		t.Fatalf("sbx run --host did not end within 30s of SIGINT: %s", stderr.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 130 {
-		t.Fatalf("remote run after SIGINT: exit %d, want 130 (%s)", code, stderr.String())
-	}
-	assertNone("after SIGINT")
-	assertNoSandboxProcesses(t, []string{id})
 
 	// What needs this host refuses clearly and creates nothing.
 	for _, args := range [][]string{

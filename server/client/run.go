@@ -15,6 +15,10 @@ import (
 // the server removes it even if this client dies without cleaning up.
 const runTTLMargin = 2 * time.Minute
 
+// createGrace is how long a run's create may still take after a signal or
+// the end of the caller's context, so that its sandbox can be removed.
+const createGrace = 30 * time.Second
+
 // Run runs one command in a fresh sandbox on the server and removes it:
 // create, exec (attach with a terminal or input), stats, remove, on every
 // exit path. The image's Entrypoint and Cmd run as docker runs them, as
@@ -74,7 +78,29 @@ func (c *Client) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error)
 
 	rep := &sbx.Report{}
 	start := time.Now()
-	sb, err := c.Create(ctx, create)
+	// A signal does not cut the create short: the server would go on (or
+	// roll back) after this client left, and a sandbox whose create reply
+	// never arrived has an id this client does not know, so `sbx run`
+	// could exit while its sandbox still exists. The create gets
+	// createGrace to finish after a signal; then it is removed below.
+	cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer ccancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-cctx.Done():
+			return
+		}
+		t := time.NewTimer(createGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			ccancel()
+		case <-cctx.Done():
+		}
+	}()
+	sb, err := c.Create(cctx, create)
+	ccancel()
 	if err != nil {
 		if interrupted(rep) {
 			return rep, nil
