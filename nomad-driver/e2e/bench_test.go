@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -86,6 +87,13 @@ job %q {
 		busy := pluginRSS(c)
 		b.ReportMetric(float64(busy-idle)/10/1024, "KiB-plugin-rss/task")
 		b.Logf("plugin RSS (all clients): %d KiB idle, %d KiB with 10 tasks", idle/1024, busy/1024)
+		// What each task's sandbox holds (executor, task, page cache of
+		// its writable layer), from its memory cgroup.
+		mem, n := sandboxMemory(b, c)
+		if n != 10 {
+			b.Fatalf("%d running sandboxes, want 10", n)
+		}
+		b.ReportMetric(float64(mem)/10/(1<<20), "MiB-sandbox-mem/task")
 		if err := c.purgeAll(5 * time.Minute); err != nil {
 			b.Fatal(err)
 		}
@@ -145,4 +153,30 @@ func pluginRSS(c *cluster) int64 {
 		}
 	}
 	return total
+}
+
+// sandboxMemory sums the cgroup memory of the clients' running sandboxes
+// and counts them.
+func sandboxMemory(b *testing.B, c *cluster) (total int64, n int) {
+	for _, a := range c.clients {
+		sbs, err := c.sandboxes(a)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, sb := range sbs {
+			if sb.Status != "running" {
+				continue
+			}
+			out, err := c.sbxCLI(a, "stats", sb.ID, "--no-stream", "--format", "json")
+			var u struct {
+				MemoryCurrentBytes int64 `json:"memory_current_bytes"`
+			}
+			if err != nil || json.Unmarshal([]byte(out), &u) != nil {
+				b.Fatalf("sbx stats %s: %v: %s", sb.ID, err, out)
+			}
+			total += u.MemoryCurrentBytes
+			n++
+		}
+	}
+	return total, n
 }
