@@ -24,6 +24,10 @@ const (
 	StatusStopped Status = "stopped"
 	// StatusRemoving: a remove is under way (or died; GC finishes it).
 	StatusRemoving Status = "removing"
+	// StatusPooled: an idle member of a warm pool (Sandbox.Pool), started
+	// and answering, that no user code has run in; a Create claims it.
+	// No operation but Remove acts on it.
+	StatusPooled Status = "pooled"
 )
 
 // Sandbox is the record of one sandbox: as stored on disk, returned by
@@ -53,6 +57,11 @@ type Sandbox struct {
 	RootPath string `json:"root_path,omitempty"`
 	// ExitCode of PID 1 once stopped, if known.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// Pool is the warm pool whose idle member this is (status pooled or
+	// being created for it); empty once claimed.
+	Pool string `json:"pool,omitempty"`
+	// FromPool is the pool a create claimed this sandbox from.
+	FromPool string `json:"from_pool,omitempty"`
 
 	Created   time.Time  `json:"created"`
 	Started   *time.Time `json:"started,omitempty"`
@@ -148,7 +157,10 @@ type CreateTimings struct {
 	RootfsS  float64 `json:"rootfs_s"`
 	StartS   float64 `json:"start_s"`
 	ReadyS   float64 `json:"ready_s"`
-	TotalS   float64 `json:"total_s"`
+	// ClaimS is the time taken to claim and set up a warm pool's member,
+	// when the create took one (then the other steps ran ahead).
+	ClaimS float64 `json:"claim_s,omitempty"`
+	TotalS float64 `json:"total_s"`
 }
 
 // CmdStart says how a create's Options.Cmd (the sandbox's main command)
@@ -197,8 +209,12 @@ type Filter struct {
 	// Name, if set, must match exactly.
 	Name string
 	// Running selects only running and paused sandboxes (and those being
-	// created).
+	// created, and idle pool members when Pooled).
 	Running bool
+	// Pooled also selects the idle members of warm pools (and those being
+	// created for them), which are hidden otherwise; a Status of
+	// StatusPooled selects them too.
+	Pooled bool
 }
 
 // ParseLabel adds "k=v" (or "k", any value) to f.Labels; it is the form of
@@ -217,13 +233,16 @@ func (f *Filter) ParseLabel(s string) error {
 
 // Match reports whether f selects sb.
 func (f Filter) Match(sb *Sandbox) bool {
+	if sb.Pool != "" && !f.Pooled && f.Status != StatusPooled {
+		return false
+	}
 	if f.Status != "" && sb.Status != f.Status {
 		return false
 	}
 	if f.Name != "" && sb.Name != f.Name {
 		return false
 	}
-	if f.Running && sb.Status != StatusRunning && sb.Status != StatusPaused && sb.Status != StatusCreating {
+	if f.Running && sb.Status != StatusRunning && sb.Status != StatusPaused && sb.Status != StatusCreating && sb.Status != StatusPooled {
 		return false
 	}
 	for k, v := range f.Labels {
@@ -321,6 +340,9 @@ type GCReport struct {
 	// Orphans are runtime directories and names that belong to no
 	// sandbox.
 	Orphans []string `json:"orphans,omitempty"`
+	// Pooled are idle warm-pool members removed: their PID 1 died, or
+	// their pool is gone.
+	Pooled []string `json:"pooled,omitempty"`
 }
 
 // HostInfo is what a host offers and what sbx uses there, as `sbx info`

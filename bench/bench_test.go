@@ -134,7 +134,9 @@ func TestRunScenarioStopsAtMaxTime(t *testing.T) {
 	slow := &slowSubject{scripted{name: "sbx", log: &log}, 30 * time.Millisecond}
 	res := RunScenario(context.Background(), &Scenario{Name: "t", Unit: "ms", Subjects: []Subject{slow}},
 		Options{Samples: 1000, MaxTime: 100 * time.Millisecond})
-	if n := len(res.Subjects[0].Samples); n < 2 || n > 10 {
+	// A loaded machine may stretch one 30 ms sleep past the whole 100 ms:
+	// at least the first sample is kept, and far fewer than asked are taken.
+	if n := len(res.Subjects[0].Samples); n < 1 || n > 10 {
 		t.Fatalf("%d samples in 100ms of 30ms iterations", n)
 	}
 	if len(res.Notes) == 0 {

@@ -108,11 +108,17 @@ func ReadyScenario(w Workload, c Compare) *Scenario {
 }
 
 type sbxReady struct {
-	w   Workload
-	env *managerEnv
+	w    Workload
+	env  *managerEnv
+	name string // "" is "sbx"
 }
 
-func (s *sbxReady) Name() string { return "sbx" }
+func (s *sbxReady) Name() string {
+	if s.name != "" {
+		return s.name
+	}
+	return "sbx"
+}
 
 func (s *sbxReady) Setup(context.Context) (Info, error) {
 	var err error

@@ -24,6 +24,12 @@ type Target struct {
 var Targets = []Target{
 	{Scenario: "cold", What: "ratio", Anchor: "runc", Limit: 0.5},
 	{Scenario: "ready", What: "p50", Limit: 10},
+	{Scenario: "pool", What: "p50", Limit: 2},
+	{Scenario: "pool", What: "p99", Limit: 5},
+	{Scenario: "pool", What: "p50", Subject: "sbx server", Limit: 2},
+	{Scenario: "pool", What: "p99", Subject: "sbx server", Limit: 5},
+	{Scenario: "pool", What: "p50", Subject: "sbx cli", Limit: 2},
+	{Scenario: "pool", What: "figure", Figure: FigureCLIClaimP50, Subject: "sbx cli", Limit: 2},
 	{Scenario: "exec", What: "p50", Limit: 0.5},
 	{Scenario: "session", What: "p50", Limit: 0.3},
 	{Scenario: "churn", What: "p50", Subject: "sbx c=4", Limit: 150, AtLeast: true},

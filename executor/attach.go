@@ -70,7 +70,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, api.CodeLimit, fmt.Sprintf("%d commands already run; retry later", cap(s.execs)))
 		return
 	}
-	env := proc.BuildEnv(s.cfg.Env, req.Env, id)
+	env := proc.BuildEnv(s.env(), req.Env, id)
 	if req.Tty && !hasEnv(env, "TERM") {
 		env = append(env, "TERM=xterm")
 	}

@@ -132,7 +132,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		return api.ExecResult{}, err
 	}
 	id, cred, dir := ra.id, ra.cred, ra.dir
-	env := proc.BuildEnv(s.cfg.Env, req.Env, id)
+	env := proc.BuildEnv(s.env(), req.Env, id)
 	start := time.Now()
 	path, err := proc.LookPath(argv[0], env, dir)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 )
 
 func (s *Server) pathParam(r *http.Request) (string, error) {
-	return s.files.Resolve(r.URL.Query().Get("path"))
+	return s.fileOps().Resolve(r.URL.Query().Get("path"))
 }
 
 func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
@@ -28,7 +28,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, badRequest("start_line and end_line must be integers"))
 			return
 		}
-		data, err := s.files.ReadLines(p, start, end)
+		data, err := s.fileOps().ReadLines(p, start, end)
 		if err != nil {
 			s.fail(w, err)
 			return
@@ -38,7 +38,7 @@ func (s *Server) readFile(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(w, bytes.NewReader(data))
 		return
 	}
-	f, fi, err := s.files.Open(p)
+	f, fi, err := s.fileOps().Open(p)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -85,7 +85,7 @@ func (s *Server) writeFile(w http.ResponseWriter, r *http.Request) {
 		}
 		mode = &fm
 	}
-	n, err := s.files.Write(p, r.Body, mode)
+	n, err := s.fileOps().Write(p, r.Body, mode)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -99,7 +99,7 @@ func (s *Server) editFile(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	res, err := s.files.Edit(req)
+	res, err := s.fileOps().Edit(req)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -113,7 +113,7 @@ func (s *Server) listDir(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	l, err := s.files.List(p)
+	l, err := s.fileOps().List(p)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -127,7 +127,7 @@ func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	res, err := s.files.Extract(p, r.Body)
+	res, err := s.fileOps().Extract(p, r.Body)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -143,7 +143,7 @@ func (s *Server) getArchive(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/x-tar")
 	cw := &countingWriter{w: w}
-	if err := s.files.WriteArchive(cw, p); err != nil {
+	if err := s.fileOps().WriteArchive(cw, p); err != nil {
 		if cw.n == 0 {
 			s.fail(w, err)
 			return

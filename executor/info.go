@@ -16,7 +16,7 @@ import (
 )
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, readInfo(s.cfg.Workdir))
+	writeJSON(w, http.StatusOK, readInfo(s.defaultWorkdir()))
 }
 
 // readInfo reads resource use as the sandbox sees it: its cgroup (v2 or

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,7 +67,6 @@ type Server struct {
 	cfg         Config
 	user        proc.Identity
 	sup         *proc.Supervisor
-	files       *fileops.Files
 	log         *slog.Logger
 	started     time.Time
 	execs       chan struct{}
@@ -74,6 +74,7 @@ type Server struct {
 	ownsScratch bool
 	devNull     *os.File // stdin of commands without input
 	outBudget   *outbuf.Budget
+	defaults    atomic.Pointer[defaults]
 
 	mu       sync.Mutex
 	sessions map[string]*shell.Session
@@ -131,8 +132,8 @@ func New(cfg Config) (*Server, error) {
 		execs:     make(chan struct{}, cfg.MaxExecs),
 		sessions:  make(map[string]*shell.Session),
 		outBudget: outbuf.NewBudget(cfg.OutputBudget),
-		files:     fileops.New(int(user.UID), int(user.GID), cfg.Workdir, 64<<20),
 	}
+	s.setDefaults(cfg.Env, cfg.Workdir)
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
@@ -189,6 +190,7 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathHealth, s.health)
 	mux.HandleFunc("GET "+api.PathInfo, s.info)
+	mux.HandleFunc("PUT "+api.PathDefaults, s.putDefaults)
 	mux.HandleFunc("POST "+api.PathExec, s.exec)
 	mux.HandleFunc("POST "+api.PathExecAttach, s.attach)
 	mux.HandleFunc("POST "+api.PathSessions, s.createSession)
@@ -448,9 +450,9 @@ func (s *Server) resolveRun(user, cwd string) (runAs, error) {
 // workdir resolves a request's working directory and checks it exists.
 func (s *Server) workdir(cwd string) (string, error) {
 	if cwd == "" {
-		cwd = s.cfg.Workdir
+		cwd = s.defaultWorkdir()
 	} else if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(s.cfg.Workdir, cwd)
+		cwd = filepath.Join(s.defaultWorkdir(), cwd)
 	}
 	fi, err := os.Stat(cwd)
 	if err != nil || !fi.IsDir() {

@@ -82,7 +82,7 @@ func (s *Server) startService(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, cred, dir := ra.id, ra.cred, ra.dir
-	env := proc.BuildEnv(s.cfg.Env, spec.Env, id)
+	env := proc.BuildEnv(s.env(), spec.Env, id)
 
 	s.mu.Lock()
 	if s.stopping {

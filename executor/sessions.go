@@ -36,7 +36,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id, cred, dir := ra.id, ra.cred, ra.dir
-	env := proc.BuildEnv(s.cfg.Env, req.Env, id)
+	env := proc.BuildEnv(s.env(), req.Env, id)
 	// A dumb terminal: no colours, no cursor games, no pagers waiting for
 	// a key.
 	env = proc.BuildEnv(env, withDefaults(req.Env, map[string]string{"TERM": "dumb", "PAGER": "cat", "GIT_PAGER": "cat"}), id)

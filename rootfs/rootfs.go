@@ -259,3 +259,21 @@ func mountsUnder(dir string) []string {
 	}
 	return out
 }
+
+// Resize changes the cap of the writable layer of the root prepared in dir
+// (by Prepare or PrepareHost) while the sandbox runs: the tmpfs is
+// remounted with the new size, which the sandbox's own mount of it shares.
+// The kernel refuses a size below what the layer already holds.
+func Resize(dir string, bytes int64) error {
+	if bytes == 0 {
+		bytes = DefaultDiskBytes
+	}
+	if bytes < 1<<20 {
+		return fmt.Errorf("disk size %d is too small: use at least 1 MiB", bytes)
+	}
+	rw := filepath.Join(dir, rwDir)
+	if err := unix.Mount("", rw, "", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV, "size="+strconv.FormatInt(bytes, 10)); err != nil {
+		return fmt.Errorf("resize the writable layer %s to %d bytes: %w", rw, bytes, err)
+	}
+	return nil
+}

@@ -34,16 +34,42 @@ var CreateSteps = []string{stepRecorded, stepRunDir, stepNetwork, stepRootfs, st
 // created so far is released. If the process dies midway, the record left
 // behind lets GC release it.
 func (h *Host) Create(ctx context.Context, opts sbx.Options) (*sbx.Sandbox, error) {
-	return h.create(ctx, opts, h.cfg.Policy)
+	return h.create(ctx, opts, h.cfg.Policy, "")
 }
 
-func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy) (*sbx.Sandbox, error) {
+// create makes a sandbox as policy allows. With pool empty, it claims an
+// idle member of a warm pool whose key matches, if there is one; else it
+// starts a sandbox, which with pool set becomes an idle member of that
+// pool (status pooled, no name, labels, TTL or cmd) rather than running.
+func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy, pool string) (*sbx.Sandbox, error) {
 	h.removeExpired(ctx)
 	if err := h.checkOptions(&opts, true, policy); err != nil {
 		return nil, err
 	}
 	if n := len(h.store.RunDir(state.NewID())) + len("/"+socketDir+"/"+socketName); n >= maxSocketPath {
 		return nil, fmt.Errorf("%w: run root %s is too long: executor socket paths would have %d bytes, the kernel allows %d; use a shorter --run-root", sbx.ErrInvalid, h.store.RunRoot(), n, maxSocketPath-1)
+	}
+	t0 := time.Now()
+	// The image (or root directory) is checked, and pulled if need be,
+	// before anything is recorded: a bad reference creates nothing. The
+	// image store stays held until the record naming the image's layers is
+	// written, from when on image GC keeps them.
+	img, release, err := h.resolveRoot(ctx, &opts, nil)
+	if err != nil {
+		return nil, err
+	}
+	if pool == "" {
+		sb, err := h.claim(ctx, &opts, img.info, t0)
+		if sb != nil || err != nil {
+			release()
+			if err == nil {
+				err = h.startCmdOrRemove(ctx, sb)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return sb, nil
+		}
 	}
 	now := h.now().UTC()
 	sb := &sbx.Sandbox{
@@ -52,22 +78,14 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy)
 		Status:  sbx.StatusCreating,
 		Options: opts,
 		Created: now,
+		Image:   img.info,
+		Pool:    pool,
 	}
 	if opts.TTL > 0 {
 		exp := now.Add(opts.TTL)
 		sb.ExpiresAt = &exp
 	}
 	sb.Resources = h.plan(sb)
-	t0 := time.Now()
-	// The image (or root directory) is checked, and pulled if need be,
-	// before anything is recorded: a bad reference creates nothing. The
-	// image store stays held until the record naming the image's layers is
-	// written, from when on image GC keeps them.
-	img, release, err := h.resolveRoot(ctx, &sb.Options, nil)
-	if err != nil {
-		return nil, err
-	}
-	sb.Image = img.info
 	l, err := h.admit(ctx, sb)
 	release()
 	if err != nil {
@@ -92,7 +110,12 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy)
 	sb.Started = &started
 	sb.Status = sbx.StatusRunning
 	sb.CreateTimings.TotalS = time.Since(t0).Seconds()
-	if err := l.Write(sb); err != nil {
+	if pool != "" {
+		err = h.markPooled(l, sb)
+	} else {
+		err = l.Write(sb)
+	}
+	if err != nil {
 		_ = h.destroy(context.WithoutCancel(ctx), l, sb)
 		return nil, err
 	}
@@ -100,18 +123,29 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy)
 	if sb.Options.Network == sbx.NetworkBridge {
 		h.events.askRefill()
 	}
-	if len(opts.Cmd) > 0 {
-		cs, err := h.startService(ctx, sb)
-		if err != nil {
-			// The create fails as a whole: nothing is left behind.
-			if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
-				h.log.Warn("remove sandbox whose cmd did not start", "id", sb.ID, "err", rerr)
-			}
-			return nil, err
-		}
-		sb.Cmd = cs
+	l.Unlock() // startCmdOrRemove takes it again to remove
+	if err := h.startCmdOrRemove(ctx, sb); err != nil {
+		return nil, err
 	}
 	return sb, nil
+}
+
+// startCmdOrRemove starts Options.Cmd of a new sandbox, if it has one;
+// when the command cannot start, the create fails as a whole and the
+// sandbox is removed.
+func (h *Host) startCmdOrRemove(ctx context.Context, sb *sbx.Sandbox) error {
+	if len(sb.Options.Cmd) == 0 {
+		return nil
+	}
+	cs, err := h.startService(ctx, sb)
+	if err != nil {
+		if rerr := h.Remove(context.WithoutCancel(ctx), sb.ID, sbx.RemoveOptions{Force: true}); rerr != nil {
+			h.log.Warn("remove sandbox whose cmd did not start", "id", sb.ID, "err", rerr)
+		}
+		return err
+	}
+	sb.Cmd = cs
+	return nil
 }
 
 // checkOptions validates o, applies policy (nil allows everything) and
@@ -220,10 +254,19 @@ func (h *Host) checkLimits(sb *sbx.Sandbox) error {
 			return fmt.Errorf("%w: %d sandboxes exist and the maximum is %d; remove some (sbx rm, sbx gc)", sbx.ErrLimit, len(ids), h.cfg.MaxSandboxes)
 		}
 	}
-	budget, want := h.cfg.MemoryBudget, sb.Options.Limits.MemoryBytes
-	if budget > 0 && want == 0 {
-		return fmt.Errorf("%w: a memory budget of %d bytes is configured, so every sandbox needs a memory limit (--memory)", sbx.ErrInvalid, budget)
+	want := sb.Options.Limits.MemoryBytes
+	if h.cfg.MemoryBudget > 0 && want == 0 {
+		return fmt.Errorf("%w: a memory budget of %d bytes is configured, so every sandbox needs a memory limit (--memory)", sbx.ErrInvalid, h.cfg.MemoryBudget)
 	}
+	return h.checkMemory(want, "")
+}
+
+// checkMemory fails with ErrLimit if want more bytes of memory limit do
+// not fit the memory budget or the parent cgroup's limit, besides the
+// limits of the other sandboxes (all but except). Called under the
+// admission lock.
+func (h *Host) checkMemory(want int64, except string) error {
+	budget := h.cfg.MemoryBudget
 	parent, err := cgroup.ParentMemoryLimit()
 	if err != nil {
 		return err
@@ -237,7 +280,7 @@ func (h *Host) checkLimits(sb *sbx.Sandbox) error {
 	}
 	var used int64
 	for _, e := range entries {
-		if e.Err == nil {
+		if e.Err == nil && e.ID != except {
 			used += e.Record.Options.Limits.MemoryBytes
 		}
 	}

@@ -31,12 +31,14 @@ type events struct {
 	started bool
 	done    chan struct{}
 	refill  chan struct{} // a bridged create took a pooled namespace
-	wg      sync.WaitGroup
+	// poolRefill: a create claimed a warm pool's member
+	poolRefill chan struct{}
+	wg         sync.WaitGroup
 }
 
 func newEvents(h *Host) *events {
 	bus := newEventBus(eventRing)
-	return &events{h: h, bus: bus, tracker: newTracker(bus), done: make(chan struct{}), refill: make(chan struct{}, 1)}
+	return &events{h: h, bus: bus, tracker: newTracker(bus), done: make(chan struct{}), refill: make(chan struct{}, 1), poolRefill: make(chan struct{}, 1)}
 }
 
 // Internal change kinds the lifecycle reports (emit).
@@ -53,6 +55,9 @@ const (
 
 // emit reports a change of sb made by this host.
 func (h *Host) emit(change string, sb *sbx.Sandbox) {
+	if sb.Pool != "" {
+		return // an idle pool member is no one's sandbox yet
+	}
 	t := h.events.tracker
 	status := map[string]sbx.Status{
 		changeCreated: sbx.StatusCreating, changeReady: sbx.StatusRunning, changePaused: sbx.StatusPaused,
@@ -142,6 +147,10 @@ func (e *events) start(ctx context.Context, full bool) {
 	if full && h.cfg.NetworkPool > 0 {
 		e.wg.Add(1)
 		go e.keepPool()
+	}
+	if full {
+		e.wg.Add(1)
+		go e.keepPools()
 	}
 }
 

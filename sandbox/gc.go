@@ -125,6 +125,7 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 	errs := []error{err}
 	_, err = h.recover(ctx, rep)
 	errs = append(errs, err)
+	errs = append(errs, h.gcPools(ctx, rep))
 	exists := func(id string) bool {
 		_, err := os.Stat(h.store.Dir(id))
 		return err == nil

@@ -43,7 +43,13 @@ func newHost(t testing.TB, cfg HostConfig) *Host {
 	m.onAdmit = func(id string) { markSeen(m, id) }
 	t.Cleanup(func() {
 		ctx := context.Background()
-		list, _ := m.List(ctx, sbx.Filter{})
+		pools, _ := m.ListPools(ctx)
+		for _, p := range pools {
+			if _, err := m.RemovePool(ctx, p.Name); err != nil {
+				t.Errorf("cleanup: remove pool %s: %v", p.Name, err)
+			}
+		}
+		list, _ := m.List(ctx, sbx.Filter{Pooled: true})
 		for _, sb := range list {
 			if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 				t.Errorf("cleanup: remove %s: %v", sb.ID, err)

@@ -46,9 +46,9 @@ func (h *Host) PoolSize() (int, error) {
 	return n.Pooled()
 }
 
-// FillPool prepares namespaces until want wait in the pool; it returns
+// FillNetworkPool prepares namespaces until want wait in the pool; it returns
 // how many it added and how many wait now.
-func (h *Host) FillPool(ctx context.Context, want int) (added, have int, err error) {
+func (h *Host) FillNetworkPool(ctx context.Context, want int) (added, have int, err error) {
 	n, err := h.network()
 	if err != nil {
 		return 0, 0, err
@@ -60,8 +60,8 @@ func (h *Host) FillPool(ctx context.Context, want int) (added, have int, err err
 	return added, have + added, err
 }
 
-// DrainPool removes every prepared namespace from the pool.
-func (h *Host) DrainPool(ctx context.Context) error {
+// DrainNetworkPool removes every prepared namespace from the pool.
+func (h *Host) DrainNetworkPool(ctx context.Context) error {
 	n, err := h.network()
 	if err != nil {
 		return err
@@ -98,7 +98,7 @@ func (e *events) keepPool() {
 
 func (e *events) topUpPool(ctx context.Context) {
 	t0 := time.Now()
-	added, _, err := e.h.FillPool(ctx, e.h.cfg.NetworkPool)
+	added, _, err := e.h.FillNetworkPool(ctx, e.h.cfg.NetworkPool)
 	if err != nil && ctx.Err() == nil {
 		e.h.log.Warn("network pool: prefill", "added", added, "err", err)
 		return
@@ -124,7 +124,7 @@ func (e *events) drainPool() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := e.h.DrainPool(ctx); err != nil {
+	if err := e.h.DrainNetworkPool(ctx); err != nil {
 		e.h.log.Warn("network pool: drain (run sbx gc)", "err", err)
 	}
 }

@@ -108,7 +108,7 @@ func (h *Host) WithPolicy(p *sbx.Policy) (*PolicyView, error) {
 
 // Create is Host.Create held to the view's policy.
 func (v *PolicyView) Create(ctx context.Context, opts sbx.Options) (*sbx.Sandbox, error) {
-	return v.Host.create(ctx, opts, v.policy)
+	return v.Host.create(ctx, opts, v.policy, "")
 }
 
 // Run is Host.Run held to the view's policy.

@@ -63,7 +63,7 @@ func (h *Host) prepare(ctx context.Context, o sbx.PrepareOptions, policy *sbx.Po
 		so.Labels = map[string]string{}
 	}
 	so.Labels["sbx.prepare"] = name
-	sb, err := h.create(ctx, so, policy)
+	sb, err := h.create(ctx, so, policy, "")
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
 	}

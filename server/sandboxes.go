@@ -61,13 +61,15 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	f.Status = sbx.Status(q.Get("status"))
 	f.Name = q.Get("name")
-	if v := q.Get("running"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			s.fail(w, badRequest("running=%q: want true or false", v))
-			return
+	for name, dst := range map[string]*bool{"running": &f.Running, "pooled": &f.Pooled} {
+		if v := q.Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				s.fail(w, badRequest("%s=%q: want true or false", name, v))
+				return
+			}
+			*dst = b
 		}
-		f.Running = b
 	}
 	list, err := s.b.List(r.Context(), f)
 	if err != nil {

@@ -195,6 +195,13 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/images/prepare", s.prepareImage),
 		h(http.MethodGet, "/v1/images/{ref...}", s.inspectImage),
 		h(http.MethodDelete, "/v1/images/{ref...}", s.removeImage),
+		// Warm pools.
+		h(http.MethodPost, "/v1/pools", s.createPool),
+		h(http.MethodGet, "/v1/pools", s.listPools),
+		h(http.MethodGet, "/v1/pools/{name}", s.getPool),
+		h(http.MethodDelete, "/v1/pools/{name}", s.poolOp((sbx.Pools).RemovePool)),
+		h(http.MethodPost, "/v1/pools/{name}/fill", s.poolOp((sbx.Pools).FillPool)),
+		h(http.MethodPost, "/v1/pools/{name}/drain", s.poolOp((sbx.Pools).DrainPool)),
 		// Events.
 		h(http.MethodGet, "/v1/events", s.streamEvents),
 	}

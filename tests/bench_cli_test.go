@@ -467,3 +467,41 @@ func TestBenchImageWithLayers(t *testing.T) {
 		t.Error("the overlay of the image's layers is still mounted")
 	}
 }
+
+// TestBenchPool: the pool scenario claims from a warm pool in-process,
+// over a server and from the CLI, next to a cold create, and leaves
+// nothing behind (the env's check).
+func TestBenchPool(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	jsonPath := filepath.Join(t.TempDir(), "rep.json")
+	e := newBenchEnv(t)
+	r := e.run(nil, "--rootfs", root, "--samples", "3", "--warmup", "1", "--json", jsonPath, "pool")
+	if r.code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", r.code, r.stdout, r.stderr)
+	}
+	var rep bench.Report
+	data, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &rep); err != nil || len(rep.Scenarios) != 1 {
+		t.Fatalf("JSON report: %v, %d scenarios", err, len(rep.Scenarios))
+	}
+	sc := rep.Scenarios[0]
+	var names []string
+	for _, s := range sc.Subjects {
+		names = append(names, s.Name)
+		if s.Summary == nil || s.Summary.N != 3 {
+			t.Errorf("%s: no figures: %s", s.Name, s.Error)
+		}
+	}
+	if strings.Join(names, ",") != "sbx,sbx server,sbx cli,sbx cold" {
+		t.Fatalf("subjects %q", names)
+	}
+	if cli := sc.Subjects[2]; cli.Figures[bench.FigureCLIClaimP50] <= 0 {
+		t.Errorf("no claim figure for the CLI: %+v", cli.Figures)
+	}
+	if !strings.Contains(r.stdout, bench.PhaseClaim) || !strings.Contains(r.stdout, "pool: sbx p50 ≤ 2") {
+		t.Errorf("the table lacks the claim phase or the pool target:\n%s", r.stdout)
+	}
+}

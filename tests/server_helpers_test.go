@@ -99,7 +99,13 @@ func newServerEnv(t testing.TB, hcfg sandbox.HostConfig, mutate func(*server.Con
 		e.hs.Close()
 		e.srv.Close()
 		ctx := context.Background()
-		list, _ := e.host.List(ctx, sbx.Filter{})
+		pools, _ := e.host.ListPools(ctx)
+		for _, p := range pools {
+			if _, err := e.host.RemovePool(ctx, p.Name); err != nil {
+				t.Errorf("cleanup: remove pool %s: %v", p.Name, err)
+			}
+		}
+		list, _ := e.host.List(ctx, sbx.Filter{Pooled: true})
 		for _, sb := range list {
 			e.see(sb.ID)
 			if err := e.host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {

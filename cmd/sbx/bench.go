@@ -34,7 +34,7 @@ type benchOptions struct {
 }
 
 // benchScenarios are the scenarios sbx bench knows, in the order they run.
-var benchScenarios = []string{"cold", "lib", "ready", "exec", "session", "churn", "density"}
+var benchScenarios = []string{"cold", "lib", "ready", "pool", "exec", "session", "churn", "density"}
 
 func benchCmd(a *app) *cobra.Command {
 	o := &benchOptions{}
@@ -158,6 +158,8 @@ func runBench(cmd *cobra.Command, a *app, o *benchOptions, args []string) error 
 			list = append(list, bench.LibScenario(w))
 		case "ready":
 			list = append(list, bench.ReadyScenario(w, cmp))
+		case "pool":
+			list = append(list, bench.PoolScenario(w, cmp))
 		case "exec":
 			list = append(list, bench.ExecScenario(w, cmp))
 		case "session":

@@ -78,6 +78,9 @@ func gcCmd(a *app) *cobra.Command {
 				for _, o := range rep.Orphans {
 					fmt.Fprintln(w, "removed orphan", o)
 				}
+				for _, id := range rep.Pooled {
+					fmt.Fprintln(w, "removed pool member", id)
+				}
 			}
 			return sbxError(err)
 		},
@@ -120,7 +123,7 @@ keeps it filled on its own.`,
 			if err != nil || want < 0 {
 				return fmt.Errorf("invalid pool size %q: want a count", args[0])
 			}
-			added, have, err := h.FillPool(cmd.Context(), want)
+			added, have, err := h.FillNetworkPool(cmd.Context(), want)
 			fmt.Fprintf(cmd.OutOrStdout(), "added %d, %d in the pool\n", added, have)
 			return err
 		}),
@@ -129,7 +132,7 @@ keeps it filled on its own.`,
 		Short: "Remove every prepared namespace from the pool",
 		Args:  cobra.NoArgs,
 		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
-			return h.DrainPool(cmd.Context())
+			return h.DrainNetworkPool(cmd.Context())
 		}),
 	}, &cobra.Command{
 		Use:   "ls",

@@ -43,7 +43,7 @@ func commands(a *app) []*cobra.Command {
 		eachCmd(a, "pause", "Freeze every process of sandboxes (cgroup freezer)", (sbx.Sandboxes).Pause),
 		eachCmd(a, "resume", "Thaw paused sandboxes", (sbx.Sandboxes).Resume),
 		eachCmd(a, "start", "Start stopped sandboxes again on their kept root", (sbx.Sandboxes).Start),
-		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a),
+		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a), poolCmd(a),
 		// Images.
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
 		// The host.

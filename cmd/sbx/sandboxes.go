@@ -71,16 +71,24 @@ sbx exec --timeout.`,
 			return nil
 		},
 	}
+	o.registerStart(cmd)
 	f := cmd.Flags()
-	o.register(f)
 	f.StringVar(&o.name, "name", "", "a unique name for the sandbox")
-	f.StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
-	f.StringArrayVar(&o.tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	f.StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE")
 	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	return cmd
+}
+
+// registerStart adds the flags of what a sandbox starts with: those of
+// sbx run, volumes, tmpfs mounts, the image options and the pull policy
+// (sbx create and sbx pool create).
+func (o *createOptions) registerStart(cmd *cobra.Command) {
+	f := cmd.Flags()
+	o.register(f)
+	f.StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	f.StringArrayVar(&o.tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	o.images.register(cmd)
 	f.StringVar(&o.pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
-	return cmd
 }
 
 // options turns the flags into sbx.Options; local as in
@@ -179,11 +187,11 @@ func parseTmpfs(s string) (sbx.Tmpfs, error) {
 }
 
 func listCmd(a *app, name string) *cobra.Command {
-	var all, quiet bool
+	var all, quiet, pooled bool
 	var format string
 	var filters []string
 	cmd := &cobra.Command{
-		Use:   name + " [-a] [-q] [--format table|json] [--filter label=K=V|status=S|name=N]",
+		Use:   name + " [-a] [-q] [--pooled] [--format table|json] [--filter label=K=V|status=S|name=N]",
 		Short: "List sandboxes (running ones; -a for all)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -204,6 +212,7 @@ func listCmd(a *app, name string) *cobra.Command {
 				}
 			}
 			f.Running = !all && f.Status == ""
+			f.Pooled = pooled
 			if format != "table" && format != "json" {
 				return exitErr("invalid --format %q: use table or json", format)
 			}
@@ -220,6 +229,7 @@ func listCmd(a *app, name string) *cobra.Command {
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "show all sandboxes, also stopped ones")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only IDs")
+	cmd.Flags().BoolVar(&pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
 	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
 	return cmd
@@ -241,10 +251,7 @@ func printList(w io.Writer, list []*sbx.Sandbox, quiet bool, format string) erro
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	fmt.Fprintln(tw, "SANDBOX ID\tIMAGE\tSTATUS\tCREATED\tNAME\tLABELS")
 	for _, sb := range list {
-		img := sb.Options.Image
-		if img == "" {
-			img = sb.Options.Rootfs
-		}
+		img := imageOf(&sb.Options)
 		created := "-"
 		if !sb.Created.IsZero() {
 			created = units.HumanDuration(time.Since(sb.Created)) + " ago"
@@ -252,6 +259,15 @@ func printList(w io.Writer, list []*sbx.Sandbox, quiet bool, format string) erro
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ShortID(), img, sb.Status, created, sb.Name, labelString(sb.Options.Labels))
 	}
 	return tw.Flush()
+}
+
+// imageOf is what listings show as a sandbox's image: the reference, or
+// the root directory.
+func imageOf(o *sbx.Options) string {
+	if o.Image != "" {
+		return o.Image
+	}
+	return o.Rootfs
 }
 
 func labelString(l map[string]string) string {

@@ -9,6 +9,7 @@ import "github.com/sbxrun/sbx"
 const (
 	PathHealth        = "/v1/health"
 	PathInfo          = "/v1/info"
+	PathDefaults      = "/v1/defaults"
 	PathExec          = "/v1/exec"
 	PathSessions      = "/v1/sessions"
 	PathFiles         = "/v1/files"
@@ -53,6 +54,14 @@ type Health struct {
 	Status  string  `json:"status"`
 	Version string  `json:"version"`
 	UptimeS float64 `json:"uptime_s"`
+}
+
+// Defaults is the body and the reply of PUT /v1/defaults: the default
+// environment ("K=V") and working directory of later commands. The host
+// sets them when it hands a warm pool's member to a create.
+type Defaults struct {
+	Env     []string `json:"env"`
+	Workdir string   `json:"workdir"`
 }
 
 // ExecRequest is the body of POST /v1/exec, ExecResult its reply and

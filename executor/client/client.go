@@ -248,6 +248,13 @@ func (c *Client) Info(ctx context.Context) (api.Info, error) {
 	return i, err
 }
 
+// SetDefaults replaces the default environment and working directory of
+// later commands (creating the directory), as the host does when it hands
+// a warm pool's member to a create.
+func (c *Client) SetDefaults(ctx context.Context, d api.Defaults) error {
+	return c.call(ctx, c.opts.Timeout, http.MethodPut, api.PathDefaults, d, nil, 64<<10)
+}
+
 // execBudget is the call deadline and reply cap of an exec request.
 func (c *Client) execBudget(req api.ExecRequest) (time.Duration, int64) {
 	d := c.opts.TransferTimeout

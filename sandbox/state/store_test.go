@@ -394,3 +394,55 @@ func TestHelperHoldLock(t *testing.T) {
 	os.Stdout.WriteString("locked")
 	time.Sleep(time.Minute)
 }
+
+// TestRewriteIsAtomic: while one goroutine rewrites a record (the swap of
+// writeAtomic), readers always decode a whole record, and no temporary
+// file is left.
+func TestRewriteIsAtomic(t *testing.T) {
+	s := newStore(t)
+	id := NewID()
+	l, err := s.Create(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Unlock()
+	big := map[string]string{"pad": string(make([]byte, 64<<10))}
+	if err := l.Write(rec{ID: id, Labels: big}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			var r rec
+			if err := s.Read(id, &r); err != nil || r.ID != id {
+				t.Errorf("read during rewrites: %v (id %q)", err, r.ID)
+				return
+			}
+		}
+	}()
+	for i := range 300 {
+		if err := l.Write(rec{ID: id, Labels: big, N: i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	var r rec
+	if err := s.Read(id, &r); err != nil || r.N != 299 {
+		t.Fatalf("last record: %v, N=%d", err, r.N)
+	}
+	entries, _ := os.ReadDir(s.Dir(id))
+	for _, e := range entries {
+		if e.Name() != recordFile && e.Name() != lockFile {
+			t.Errorf("left in the sandbox directory: %s", e.Name())
+		}
+	}
+}

@@ -69,6 +69,11 @@ type SandboxList struct {
 	Sandboxes []*Sandbox `json:"sandboxes"`
 }
 
+// PoolList is the reply of GET /v1/pools.
+type PoolList struct {
+	Pools []*sbx.Pool `json:"pools"`
+}
+
 // StopRequest is the optional body of POST /v1/sandboxes/{id}/stop: the
 // first signal's name (default SIGTERM) and how long to wait for PID 1 to
 // exit before SIGKILL (a duration string or seconds; default 10s).

@@ -42,6 +42,9 @@ func (c *Client) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error)
 	if f.Running {
 		q.Set("running", "true")
 	}
+	if f.Pooled {
+		q.Set("pooled", "true")
+	}
 	path := "/v1/sandboxes"
 	if len(q) > 0 {
 		path += "?" + q.Encode()

@@ -1,0 +1,102 @@
+package sbx
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// PoolSpec defines a warm pool: Size sandboxes started ahead with Options
+// and kept idle, their executor answering. A Create whose options match a
+// pool's (see PoolKey) claims one of them instead of starting a sandbox,
+// and gets what can still change applied to it: name, labels, TTL, env and
+// working directory of later commands, the memory, CPU, pids and disk
+// limits, and Cmd. Everything else is fixed when a sandbox starts, so it
+// is the pool's key: image (by digest) or root directory, network mode
+// and its settings, seccomp, capabilities, user, hostname, read-only root,
+// volumes and tmpfs mounts.
+type PoolSpec struct {
+	// Name names the pool: letters, digits, '.', '_' and '-', starting
+	// with a letter or digit, at most 64 bytes.
+	Name string `json:"name"`
+	// Size is how many idle members the pool keeps.
+	Size int `json:"size"`
+	// Options are what members start with. Name, Labels, TTL and Cmd
+	// must be empty: they belong to the sandbox a claim returns.
+	Options Options `json:"options"`
+}
+
+// Pool is a pool's definition with its members now.
+type Pool struct {
+	PoolSpec
+	// Key identifies what a create must match to claim a member; it
+	// changes when the image's tag moves to another digest.
+	Key string `json:"key"`
+	// Ready are the ids of idle members whose executor answered at start.
+	Ready []string `json:"ready"`
+	// Starting counts members being created now.
+	Starting int `json:"starting"`
+	// Created is when the pool was defined.
+	Created time.Time `json:"created"`
+}
+
+// PoolReport says what a pool operation removed or started.
+type PoolReport struct {
+	// Removed are the members removed (drain, rm, stale members of fill).
+	Removed []string `json:"removed,omitempty"`
+	// Started are the members started (fill).
+	Started []string `json:"started,omitempty"`
+}
+
+// Pools manages warm pools. *sandbox.Host implements it on this machine,
+// *client.Client against a server.
+type Pools interface {
+	// CreatePool defines a pool; members start with FillPool (the CLI's
+	// sbx pool fill) or in a server's background. It fails with
+	// ErrNameInUse if the name is taken.
+	CreatePool(ctx context.Context, spec PoolSpec) (*Pool, error)
+	// ListPools returns every pool, by name.
+	ListPools(ctx context.Context) ([]*Pool, error)
+	// GetPool returns one pool.
+	GetPool(ctx context.Context, name string) (*Pool, error)
+	// FillPool starts members until the pool holds Size ready ones, and
+	// removes members that no longer match its key.
+	FillPool(ctx context.Context, name string) (*PoolReport, error)
+	// DrainPool removes every idle member; the definition stays (a
+	// server refills it).
+	DrainPool(ctx context.Context, name string) (*PoolReport, error)
+	// RemovePool drains the pool and removes its definition.
+	RemovePool(ctx context.Context, name string) (*PoolReport, error)
+}
+
+var poolNameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
+
+// ValidPoolName checks a pool name; the error wraps ErrInvalid.
+func ValidPoolName(name string) error {
+	if !poolNameRE.MatchString(name) {
+		return fmt.Errorf("%w: pool name %q: use letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 bytes", ErrInvalid, name)
+	}
+	return nil
+}
+
+// MaxPoolSize caps PoolSpec.Size.
+const MaxPoolSize = 1000
+
+// Validate checks what needs no host; errors wrap ErrInvalid.
+func (p *PoolSpec) Validate() error {
+	if err := ValidPoolName(p.Name); err != nil {
+		return err
+	}
+	if p.Size < 0 || p.Size > MaxPoolSize {
+		return fmt.Errorf("%w: pool size %d: use 0 to %d", ErrInvalid, p.Size, MaxPoolSize)
+	}
+	o := &p.Options
+	if o.Name != "" || len(o.Labels) > 0 || o.TTL != 0 || len(o.Cmd) > 0 {
+		return fmt.Errorf("%w: a pool's options must not set name, labels, ttl or cmd: they belong to the sandbox a create claims from it", ErrInvalid)
+	}
+	if o.Image == "" && o.Rootfs == "" {
+		return fmt.Errorf("%w: a pool needs an image or a root directory", ErrInvalid)
+	}
+	return o.Validate()
+}

@@ -1,0 +1,84 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// TestServerWarmPool: a pool defined over REST is filled by the server in
+// the background, a create through the client claims a member with the
+// create's env, the server refills, and rm leaves only the claimed
+// sandbox.
+func TestServerWarmPool(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	ctx := context.Background()
+	base := sbx.Options{Rootfs: fixture.CacheDir + "/busybox"}
+	if _, err := e.c.CreatePool(ctx, sbx.PoolSpec{Name: "rest", Size: 2, Options: base}); err != nil {
+		t.Fatal(err)
+	}
+	bad := sbx.PoolSpec{Name: "bad", Size: 1, Options: base}
+	bad.Options.Name = "x"
+	if _, err := e.c.CreatePool(ctx, bad); !errors.Is(err, sbx.ErrInvalid) {
+		t.Fatalf("pool options with a name: got %v, want sbx.ErrInvalid", err)
+	}
+	waitReady := func(want int) *sbx.Pool {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			p, err := e.c.GetPool(ctx, "rest")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, id := range p.Ready {
+				e.see(id)
+			}
+			if len(p.Ready) == want {
+				return p
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the server filled %d of %d members within 60 s", len(p.Ready), want)
+			}
+		}
+	}
+	p := waitReady(2)
+	if list, _ := e.c.List(ctx, sbx.Filter{}); len(list) != 0 {
+		t.Fatalf("GET /v1/sandboxes lists %d idle members", len(list))
+	}
+	if list, _ := e.c.List(ctx, sbx.Filter{Pooled: true}); len(list) != 2 {
+		t.Fatalf("GET /v1/sandboxes?pooled=true lists %d members, want 2", len(list))
+	}
+	o := base
+	o.Env = []string{"JOB=17"}
+	sb, err := e.c.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.FromPool != "rest" || (sb.ID != p.Ready[0] && sb.ID != p.Ready[1]) {
+		t.Fatalf("create did not claim a member of %v: from %q, id %s", p.Ready, sb.FromPool, sb.ID)
+	}
+	res, err := e.c.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: []string{"sh", "-c", "echo $JOB"}}, nil)
+	if err != nil || strings.TrimSpace(res.Stdout) != "17" {
+		t.Fatalf("env of the claimed sandbox: %+v, %v", res, err)
+	}
+	waitReady(2)
+	if pools, err := e.c.ListPools(ctx); err != nil || len(pools) != 1 || pools[0].Key == "" {
+		t.Fatalf("list pools: %+v, %v", pools, err)
+	}
+	rep, err := e.c.RemovePool(ctx, "rest")
+	if err != nil || len(rep.Removed) < 2 {
+		t.Fatalf("remove pool: %+v, %v", rep, err)
+	}
+	if list, _ := e.c.List(ctx, sbx.Filter{Pooled: true}); len(list) != 1 || list[0].ID != sb.ID {
+		t.Fatalf("after pool rm: %d sandboxes, want only the claimed one", len(list))
+	}
+	if _, err := e.c.GetPool(ctx, "rest"); !errors.Is(err, sbx.ErrNotFound) {
+		t.Fatalf("removed pool: got %v, want sbx.ErrNotFound", err)
+	}
+}
