@@ -218,6 +218,36 @@ func TestServerMainCommand(t *testing.T) {
 		t.Fatalf("wait after start and SIGTERM: %+v %v", exit, err)
 	}
 
+	// A create that claims a warm pool's member starts its main command
+	// too, with the create's environment (given to the member's executor
+	// at the claim).
+	if _, err := e.host.CreatePool(ctx, sbx.PoolSpec{Name: "maincmd", Size: 1, Options: busyboxCreate("")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.host.FillPool(ctx, "maincmd"); err != nil {
+		t.Fatal(err)
+	}
+	o = busyboxCreate("")
+	o.Env = []string{"GREETING=from-the-claim"}
+	o.Cmd = []string{"sh", "-c", "echo $GREETING"}
+	sb, err = e.host.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	if sb.FromPool != "maincmd" {
+		t.Fatalf("the create did not claim the pool's member: from pool %q", sb.FromPool)
+	}
+	if exit, err := e.host.Wait(ctx, sb.ID); err != nil || exit.ExitCode != 0 {
+		t.Fatalf("wait for the claimed member's command: %+v %v", exit, err)
+	}
+	if out, _, _, _ := logsOf(ctx, t, e.host, sb.ID, sbx.LogOptions{}); out != "from-the-claim\n" {
+		t.Fatalf("the claimed member's command printed %q", out)
+	}
+	if _, err := e.host.RemovePool(ctx, "maincmd"); err != nil {
+		t.Fatal(err)
+	}
+
 	// An OOM kill of the command is read from the sandbox's cgroup.
 	o = busyboxCreate("")
 	o.Limits.MemoryBytes = 24 << 20
