@@ -136,70 +136,71 @@ func exitResult(exit *sbx.Exit, err error) *drivers.ExitResult {
 // forwardLogs copies the main command's output into the task's stdout and
 // stderr FIFOs, from the offset saved by the previous forwarder (a
 // restarted plugin resumes where the old one stopped), until the command
-// has ended for good.
+// has ended for good. When a write fails (the FIFOs' reader, Nomad's
+// logmon, was replaced: a restarted client reattaches to the old one and
+// then starts a new one), the FIFOs are opened again and the output
+// resumes from the last offset written.
 func (h *taskHandle) forwardLogs() {
 	if h.cfg.StdoutPath == "" || h.cfg.StderrPath == "" {
 		return
 	}
-	stdout, err := openFIFO(h.ctx, h.cfg.StdoutPath)
-	if err != nil {
-		h.logger.Error("open stdout log fifo", "error", err)
-		return
-	}
-	defer stdout.Close()
-	stderr, err := openFIFO(h.ctx, h.cfg.StderrPath)
-	if err != nil {
-		h.logger.Error("open stderr log fifo", "error", err)
-		return
-	}
-	defer stderr.Close()
-
 	off := newOffsetFile(filepath.Join(h.cfg.TaskDir().Dir, ".sbx-log-offset"))
 	since := off.load()
 	defer off.save(true)
 	for attempt := 0; ; attempt++ {
-		err := h.sbxs.Logs(h.ctx, h.sandboxID, sbx.LogOptions{Since: since, Follow: true}, func(f sbx.LogFrame) error {
-			var w io.Writer
-			switch f.Type {
-			case sbx.LogStdout:
-				w = stdout
-			case sbx.LogStderr:
-				w = stderr
-			case sbx.LogGap:
-				fmt.Fprintf(stderr, "[sbx: %d bytes of output were lost: the sandbox keeps only the latest]\n", f.Lost)
-				since = f.Offset + f.Lost
-				off.set(since)
-				return nil
-			case sbx.LogEnd:
-				since = f.Offset
-				off.set(since)
-				return nil
-			default:
-				return nil
-			}
-			if _, err := io.WriteString(w, f.Data); err != nil {
-				return fmt.Errorf("write to the log fifo: %w", err)
-			}
-			since = f.Offset + int64(len(f.Data))
-			off.set(since)
-			return nil
-		})
-		if err == nil || h.ctx.Err() != nil || errors.Is(err, sbx.ErrNotFound) {
-			return
-		}
-		// The executor went away or a FIFO write failed: retry a few
-		// times, then give up on the logs (the task itself goes on).
-		if attempt >= 5 {
-			h.logger.Warn("giving up forwarding the task's output", "error", err)
+		err := h.forwardOnce(&since, off)
+		if err == nil || h.ctx.Err() != nil || errors.Is(err, sbx.ErrNotFound) || errors.Is(err, sbx.ErrState) {
 			return
 		}
 		h.logger.Debug("log forwarding interrupted; resuming", "offset", since, "error", err)
 		select {
 		case <-h.ctx.Done():
 			return
-		case <-time.After(time.Second):
+		case <-time.After(time.Duration(min(attempt+1, 5)) * time.Second):
 		}
 	}
+}
+
+// forwardOnce opens the FIFOs (waiting for their reader) and forwards the
+// output from *since until the command has ended for good or a write or
+// the stream fails.
+func (h *taskHandle) forwardOnce(since *int64, off *offsetFile) error {
+	stdout, err := openFIFO(h.ctx, h.cfg.StdoutPath)
+	if err != nil {
+		return fmt.Errorf("open the stdout log fifo: %w", err)
+	}
+	defer stdout.Close()
+	stderr, err := openFIFO(h.ctx, h.cfg.StderrPath)
+	if err != nil {
+		return fmt.Errorf("open the stderr log fifo: %w", err)
+	}
+	defer stderr.Close()
+	return h.sbxs.Logs(h.ctx, h.sandboxID, sbx.LogOptions{Since: *since, Follow: true}, func(f sbx.LogFrame) error {
+		var w io.Writer
+		switch f.Type {
+		case sbx.LogStdout:
+			w = stdout
+		case sbx.LogStderr:
+			w = stderr
+		case sbx.LogGap:
+			fmt.Fprintf(stderr, "[sbx: %d bytes of output were lost: the sandbox keeps only the latest]\n", f.Lost)
+			*since = f.Offset + f.Lost
+			off.set(*since)
+			return nil
+		case sbx.LogEnd:
+			*since = f.Offset
+			off.set(*since)
+			return nil
+		default:
+			return nil
+		}
+		if _, err := io.WriteString(w, f.Data); err != nil {
+			return fmt.Errorf("write to the log fifo: %w", err)
+		}
+		*since = f.Offset + int64(len(f.Data))
+		off.set(*since)
+		return nil
+	})
 }
 
 // openFIFO opens a log FIFO for writing; it blocks until the reader (the
