@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers deps deps-bench deps-openhands test test-python test-nomad nomad lint fmt bench clean
+.PHONY: all build helpers release-helpers deps deps-bench deps-openhands test test-python test-nomad nomad lint fmt bench clean
 
 all: build
 
@@ -24,6 +24,12 @@ deps-bench:
 ## helpers: the small sbx-init and sbx-executor that every program linking sbx embeds
 helpers:
 	$(GO) generate ./internal/helperbin
+
+## release-helpers: on a release branch only, commit the helper binaries so that
+## the tag's module carries them and `go get` of the release needs no step (main
+## never commits them: they change with every executor change)
+release-helpers: helpers
+	git add -f internal/helperbin/bin/sbx-init internal/helperbin/bin/sbx-executor internal/helperbin/bin/sbx-lcinit
 
 ## build: a statically linked bin/sbx, and the plot helper of sbx bench
 build: helpers

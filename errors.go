@@ -7,7 +7,7 @@ import "errors"
 // exit codes and the REST server to HTTP status codes (in brackets).
 var (
 	// ErrNotFound: no sandbox has that id, prefix or name (404).
-	ErrNotFound = errors.New("not found")
+	ErrNotFound = errors.New("no such sandbox")
 	// ErrImageNotFound: no image has that reference, in the cache or (when
 	// pulling) in its registry (404).
 	ErrImageNotFound = errors.New("image not found")

@@ -16,7 +16,7 @@ import (
 //
 // A new option is one field here, its handling in the sandbox package (or
 // in isolate, for what the container gets), its flag in cmd/sbx and a line
-// in the docs.
+// in the docs: docs/contributing.md lists the files.
 type Options struct {
 	// Name is an optional unique name; every operation accepts it instead
 	// of the id.

@@ -213,10 +213,10 @@ func (h *Host) poolMembers() (map[string][]*sbx.Sandbox, error) {
 
 // poolStatus is the pool's definition with its members now. The key is
 // that of the image as the cache resolves it now, without pulling.
-func (h *Host) poolStatus(ctx context.Context, name string, d *poolDef, members []*sbx.Sandbox) *sbx.Pool {
+func (h *Host) poolStatus(ctx context.Context, d *poolDef, members []*sbx.Sandbox) *sbx.Pool {
 	p := &sbx.Pool{PoolSpec: d.Spec, Created: d.Created, Ready: []string{}}
 	o := d.Spec.Options
-	if err := h.checkOptions(&o, true, nil); err == nil {
+	if err := h.checkOptions(&o, true, h.cfg.Policy); err == nil {
 		o.Pull = sbx.PullNever
 		if img, release, err := h.resolveRoot(ctx, &o, nil); err == nil {
 			release()
@@ -253,7 +253,7 @@ func (h *Host) ListPools(ctx context.Context) ([]*sbx.Pool, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, h.poolStatus(ctx, n, d, members[n]))
+		out = append(out, h.poolStatus(ctx, d, members[n]))
 	}
 	return out, nil
 }
@@ -268,7 +268,7 @@ func (h *Host) GetPool(ctx context.Context, name string) (*sbx.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return h.poolStatus(ctx, name, d, members[name]), nil
+	return h.poolStatus(ctx, d, members[name]), nil
 }
 
 // FillPool starts members until the pool has Size ready ones, one at a

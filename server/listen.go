@@ -1,10 +1,16 @@
 package server
 
 import (
+	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -38,4 +44,83 @@ func ListenUnix(path string) (net.Listener, error) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	return ln, nil
+}
+
+// ListenTCP listens on a TCP address; with certFile and keyFile (PEM) it
+// serves TLS 1.2 or later over HTTP/1.1, which the streaming and upgraded
+// routes need.
+func ListenTCP(addr, certFile, keyFile string) (net.Listener, error) {
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("give both a TLS certificate and its key, or neither")
+	}
+	var cfg *tls.Config
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS certificate: %w", err)
+		}
+		cfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	if cfg != nil {
+		ln = tls.NewListener(ln, cfg)
+	}
+	return ln, nil
+}
+
+// MinTokenLength is the shortest bearer token ReadToken accepts.
+const MinTokenLength = 16
+
+// ReadToken reads a bearer token from a file (surrounding white space
+// dropped), refusing one shorter than MinTokenLength.
+func ReadToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the token file: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if len(token) < MinTokenLength {
+		return "", fmt.Errorf("the token in %s has %d characters: use at least %d (e.g. openssl rand -hex 32)", path, len(token), MinTokenLength)
+	}
+	return token, nil
+}
+
+// Serve serves the API on every listener until ctx ends or one of them
+// fails, then shuts down gracefully: streams end, requests in flight get
+// up to grace to finish before they are cut, the listeners are closed and
+// so is s (sandboxes keep running). It returns nil after ctx ended, else
+// the listener's error.
+func (s *Server) Serve(ctx context.Context, listeners []net.Listener, grace time.Duration) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	hs.RegisterOnShutdown(s.Shutdown)
+	errc := make(chan error, len(listeners))
+	for _, ln := range listeners {
+		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		s.log.Info("sbx serve: shutting down; sandboxes keep running")
+	case serveErr = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		s.log.Warn("sbx serve: requests still running at the shutdown deadline were cut", "err", err)
+		_ = hs.Close()
+	}
+	s.Close()
+	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", serveErr)
+	}
+	return nil
 }

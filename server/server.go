@@ -175,6 +175,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/signal", s.signalSandbox),
 		// The executor's API, proxied unchanged.
 		h(http.MethodGet, "/v1/sandboxes/{id}/connect", s.connectExecutor),
+		h(http.MethodGet, "/v1/sandboxes/{id}/ports/{port}/connect", s.connectPort),
 		p(http.MethodGet, "/v1/sandboxes/{id}/info"),
 		p(http.MethodPost, "/v1/sandboxes/{id}/exec"),
 		p(http.MethodPost, "/v1/sandboxes/{id}/sessions"),

@@ -19,8 +19,9 @@ import (
 
 // TestDialPortReachesTheSandboxLoopback: the host reaches a server bound to
 // 127.0.0.1 inside a sandbox with no network (its own namespace), the way
-// the Runtime API's data plane and readiness probe do; a stopped sandbox
-// and a closed port are errors that say so.
+// the Runtime API's data plane and readiness probe do, and so does a
+// remote client through the server's tunnel; a stopped sandbox, a bad
+// port and a closed port are errors that say so.
 func TestDialPortReachesTheSandboxLoopback(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	e := newServerEnv(t, sandbox.HostConfig{}, nil)
@@ -36,41 +37,61 @@ func TestDialPortReachesTheSandboxLoopback(t *testing.T) {
 	if _, err := ex.StartService(ctx, execapi.ServiceSpec{Argv: []string{"sh", "-c", "mkdir -p /tmp/www && echo inside > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"}}); err != nil {
 		t.Fatal(err)
 	}
-	var body string
-	waitFor(t, func() bool {
-		c, err := e.host.DialPort(ctx, sb.ID, 8080)
-		if err != nil {
-			return false
+	for _, b := range []struct {
+		name string
+		be   sbx.Sandboxes
+	}{{"host", e.host}, {"remote", e.c}} {
+		var body string
+		waitFor(t, func() bool {
+			c, err := b.be.DialPort(ctx, sb.ID, 8080)
+			if err != nil {
+				return false
+			}
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			req, _ := http.NewRequest("GET", "http://sandbox/index.html", nil)
+			if req.Write(c) != nil {
+				return false
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), req)
+			if err != nil {
+				return false
+			}
+			defer resp.Body.Close()
+			b := new(strings.Builder)
+			bufio.NewReader(resp.Body).WriteTo(b)
+			body = b.String()
+			return resp.StatusCode == 200
+		})
+		if body != "inside\n" {
+			t.Fatalf("%s: body %q", b.name, body)
 		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		req, _ := http.NewRequest("GET", "http://sandbox/index.html", nil)
-		if req.Write(c) != nil {
-			return false
+		if _, err := b.be.DialPort(ctx, sb.ID, 8081); err == nil {
+			t.Fatalf("%s: dial of a closed port succeeded", b.name)
 		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), req)
-		if err != nil {
-			return false
+		if _, err := b.be.DialPort(ctx, sb.ID, 0); !errors.Is(err, sbx.ErrInvalid) {
+			t.Fatalf("%s: port 0: %v, want ErrInvalid", b.name, err)
 		}
-		defer resp.Body.Close()
-		b := new(strings.Builder)
-		bufio.NewReader(resp.Body).WriteTo(b)
-		body = b.String()
-		return resp.StatusCode == 200
-	})
-	if body != "inside\n" {
-		t.Fatalf("body %q", body)
+		if _, err := b.be.DialPort(ctx, "no-such-sandbox", 8080); !errors.Is(err, sbx.ErrNotFound) {
+			t.Fatalf("%s: unknown sandbox: %v, want ErrNotFound", b.name, err)
+		}
 	}
-	if _, err := e.host.DialPort(ctx, sb.ID, 8081); err == nil {
-		t.Fatal("dial of a closed port succeeded")
-	}
-	if _, err := e.host.DialPort(ctx, sb.ID, 0); !errors.Is(err, sbx.ErrInvalid) {
-		t.Fatalf("port 0: %v, want ErrInvalid", err)
+	// The server refuses a port that is not one before dialing anything.
+	req, _ := http.NewRequest("GET", e.url+"/v1/sandboxes/"+sb.ID+"/ports/99999/connect", nil)
+	req.Header.Set("Authorization", "Bearer "+serverTestToken)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "sbx-port")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnprocessableEntity {
+		t.Fatalf("port 99999 through the server: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	if _, err := e.host.Stop(ctx, sb.ID, sbx.StopOptions{Timeout: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.host.DialPort(ctx, sb.ID, 8080); !errors.Is(err, sbx.ErrState) || !strings.Contains(err.Error(), "stopped") {
-		t.Fatalf("dial into a stopped sandbox: %v", err)
+	for name, be := range map[string]sbx.Sandboxes{"host": e.host, "remote": e.c} {
+		if _, err := be.DialPort(ctx, sb.ID, 8080); !errors.Is(err, sbx.ErrState) || !strings.Contains(err.Error(), "stopped") {
+			t.Fatalf("%s: dial into a stopped sandbox: %v", name, err)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -80,6 +82,21 @@ func TestServerImages(t *testing.T) {
 	}
 	if _, err := e.c.Create(ctx, api.CreateRequest{Image: reg.Host + "/not/cached:1"}); client.StatusOf(err) != http.StatusNotFound {
 		t.Fatalf("create from an image not in the cache: %v", err)
+	}
+	// A create that must pull from a registry it cannot reach answers 502
+	// registry_unreachable, as a pull does.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	unreachable := l.Addr().String() + "/x:1"
+	l.Close()
+	if _, err := e.c.Create(ctx, api.CreateRequest{Image: unreachable, Pull: sbx.PullMissing}); client.StatusOf(err) != http.StatusBadGateway ||
+		!client.IsCode(err, api.CodeRegistryUnreachable) || !errors.Is(err, sbx.ErrRegistryUnreachable) {
+		t.Fatalf("create from an unreachable registry: %v", err)
+	}
+	if st, body := rawCall(t, e, "POST", "/v1/sandboxes", api.ContentTypeJSON, []byte(`{"image":"`+unreachable+`","pull":"always"}`)); st != http.StatusBadGateway {
+		t.Fatalf("raw create from an unreachable registry: %d %s", st, body)
 	}
 
 	list, err := e.c.ListImages(ctx)

@@ -33,9 +33,6 @@ type benchOptions struct {
 	density      int
 }
 
-// benchScenarios are the scenarios sbx bench knows, in the order they run.
-var benchScenarios = []string{"cold", "lib", "ready", "pool", "exec", "session", "churn", "density"}
-
 func benchCmd(a *app) *cobra.Command {
 	o := &benchOptions{}
 	cmd := &cobra.Command{
@@ -44,7 +41,7 @@ func benchCmd(a *app) *cobra.Command {
 		Long: `Measure sbx's start-up latency and, with --compare, the runtimes users would
 pick instead, on the same root filesystem with equivalent isolation.
 
-Scenarios (all by default): ` + strings.Join(benchScenarios, ", ") + `.
+Scenarios (all by default): ` + strings.Join(bench.ScenarioNames, ", ") + `.
   cold     one-shot "sbx run --rootfs DIR true" as its own process
   lib      the same run in-process through sandbox.Host.Run
   ready    create a long-lived sandbox until its executor answers
@@ -82,14 +79,8 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 
 func runBench(cmd *cobra.Command, a *app, o *benchOptions, args []string) error {
 	fail := exitErr
-	scenarios := args
-	if len(scenarios) == 0 {
-		scenarios = benchScenarios
-	}
-	for _, s := range scenarios {
-		if !slices.Contains(benchScenarios, s) {
-			return fail("unknown scenario %q: choose from %s", s, strings.Join(benchScenarios, ", "))
-		}
+	if err := bench.CheckScenarios(args); err != nil {
+		return fail("%v", err)
 	}
 	for _, r := range o.compare {
 		if !slices.Contains(bench.AnchorNames, r) {
@@ -149,26 +140,9 @@ func runBench(cmd *cobra.Command, a *app, o *benchOptions, args []string) error 
 	stderr := cmd.ErrOrStderr()
 	fmt.Fprintln(stderr, "sbx bench: measuring the machine's background load for 1s")
 	machine := bench.DescribeMachine(time.Second)
-	var list []*bench.Scenario
-	for _, s := range scenarios {
-		switch s {
-		case "cold":
-			list = append(list, bench.ColdScenario(w, cmp))
-		case "lib":
-			list = append(list, bench.LibScenario(w))
-		case "ready":
-			list = append(list, bench.ReadyScenario(w, cmp))
-		case "pool":
-			list = append(list, bench.PoolScenario(w, cmp))
-		case "exec":
-			list = append(list, bench.ExecScenario(w, cmp))
-		case "session":
-			list = append(list, bench.SessionScenario(w, cmp))
-		case "churn":
-			list = append(list, bench.ChurnScenario(w, cmp, min(o.samples, 10)))
-		case "density":
-			list = append(list, bench.DensityScenario(w, o.density))
-		}
+	list, err := bench.Scenarios(args, w, cmp, o.samples, o.density)
+	if err != nil {
+		return fail("%v", err)
 	}
 	rep := bench.Run(ctx, list, bench.Options{Samples: o.samples, Warmup: o.warmup, MaxTime: o.maxTime,
 		Progress: func(msg string) { fmt.Fprintln(stderr, "sbx bench:", msg) }})

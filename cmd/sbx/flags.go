@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	units "github.com/docker/go-units"
@@ -119,14 +117,19 @@ func (f *sandboxFlags) options(local bool) (sbx.Options, error) {
 func (f *sandboxFlags) environ() ([]string, error) {
 	var out []string
 	for _, path := range f.envFiles {
-		vars, err := readEnvFile(path)
+		fh, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read --env-file: %w", err)
+		}
+		vars, err := sbx.ReadEnvFile(fh, path, os.LookupEnv)
+		fh.Close()
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, vars...)
 	}
 	for _, e := range f.env {
-		v, err := envEntry(e)
+		v, err := sbx.EnvEntry(e, os.LookupEnv)
 		if err != nil {
 			return nil, err
 		}
@@ -135,49 +138,6 @@ func (f *sandboxFlags) environ() ([]string, error) {
 		}
 	}
 	return sbx.MergeEnv(nil, out), nil
-}
-
-// envEntry turns KEY=VALUE into itself and KEY into KEY=<sbx's value>, or
-// "" when sbx has no such variable.
-func envEntry(e string) (string, error) {
-	k, _, hasValue := strings.Cut(e, "=")
-	if k == "" || strings.ContainsAny(k, " \t\x00") {
-		return "", fmt.Errorf("invalid environment variable %q: use KEY=VALUE", e)
-	}
-	if hasValue {
-		return e, nil
-	}
-	if v, ok := os.LookupEnv(k); ok {
-		return k + "=" + v, nil
-	}
-	return "", nil
-}
-
-func readEnvFile(path string) ([]string, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read --env-file: %w", err)
-	}
-	defer fh.Close()
-	var out []string
-	sc := bufio.NewScanner(fh)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		v, err := envEntry(line)
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		if v != "" {
-			out = append(out, v)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return out, nil
 }
 
 // imageFlags are the options of commands that pull or import: they

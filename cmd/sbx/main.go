@@ -48,6 +48,8 @@ func commands(a *app) []*cobra.Command {
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
 		// The host.
 		infoCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(),
+		// Front-ends of other systems.
+		openhandsCmd(a),
 		// Run by sbx itself, hidden.
 		executorCmd(), reaperCmd(), expiryWatcherCmd(a),
 	}

@@ -122,9 +122,9 @@ func (o *createOptions) options(args []string, local bool) (sbx.Options, error) 
 		opts.Volumes = append(opts.Volumes, vol)
 	}
 	for _, t := range o.tmpfs {
-		tm, err := parseTmpfs(t)
+		tm, err := sbx.ParseTmpfs(t)
 		if err != nil {
-			return opts, err
+			return opts, fmt.Errorf("invalid --tmpfs %q: %w", t, err)
 		}
 		opts.Tmpfs = append(opts.Tmpfs, tm)
 	}
@@ -144,46 +144,19 @@ func (o *createOptions) options(args []string, local bool) (sbx.Options, error) 
 // parseVolume parses HOST:CONTAINER[:ro|rw]. On this host the host
 // directory must exist (with --host it is on the server).
 func parseVolume(s string, local bool) (sbx.Volume, error) {
-	parts := strings.Split(s, ":")
-	var v sbx.Volume
-	switch {
-	case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
-		v.ReadOnly = parts[2] == "ro"
-	case len(parts) == 2:
-	default:
-		return v, fmt.Errorf("invalid --volume %q: use HOST:CONTAINER[:ro|rw]", s)
+	v, err := sbx.ParseVolume(s)
+	if err != nil {
+		return v, fmt.Errorf("invalid --volume %q: %w", s, err)
 	}
-	host := parts[0]
 	if local {
-		abs, err := filepath.Abs(parts[0])
-		if err != nil || parts[0] == "" {
-			return v, fmt.Errorf("invalid --volume %q: bad host path", s)
+		if v.HostPath, err = filepath.Abs(v.HostPath); err == nil {
+			_, err = os.Stat(v.HostPath)
 		}
-		if _, err := os.Stat(abs); err != nil {
+		if err != nil {
 			return v, fmt.Errorf("invalid --volume %q: %w", s, err)
 		}
-		host = abs
 	}
-	v.HostPath, v.Path = host, parts[1]
 	return v, nil
-}
-
-// parseTmpfs parses CONTAINER[:size=SIZE].
-func parseTmpfs(s string) (sbx.Tmpfs, error) {
-	p, opt, hasOpt := strings.Cut(s, ":")
-	t := sbx.Tmpfs{Path: p}
-	if hasOpt {
-		v, ok := strings.CutPrefix(opt, "size=")
-		if !ok {
-			return t, fmt.Errorf("invalid --tmpfs %q: use PATH[:size=SIZE]", s)
-		}
-		n, err := units.RAMInBytes(v)
-		if err != nil || n <= 0 {
-			return t, fmt.Errorf("invalid --tmpfs %q: bad size", s)
-		}
-		t.SizeBytes = n
-	}
-	return t, nil
 }
 
 func listCmd(a *app, name string) *cobra.Command {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -40,6 +39,7 @@ type serveOptions struct {
 	insecureRegistries            []string
 	networkPool                   int
 	subnet                        string
+	openhands                     openhandsFlags
 }
 
 func serveCmd(a *app) *cobra.Command {
@@ -56,7 +56,10 @@ route but /healthz needs "Authorization: Bearer <token>" on every listener.
 
 At start the server re-adopts the sandboxes a previous server (or the CLI)
 left running; SIGTERM or SIGINT stop it gracefully and leave sandboxes
-running.`,
+running.
+
+With --openhands-listen (and/or --openhands-port-listen) it also serves the
+OpenHands Remote Runtime API (docs/openhands.md), with its own key.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if a.host != "" {
@@ -92,6 +95,7 @@ running.`,
 	f.StringVar(&o.subnet, "subnet", os.Getenv("SBX_SUBNET"), "IPv4 subnet of the bridge, e.g. 10.77.0.0/16 (default $SBX_SUBNET, else 10.88.0.0/16 or the next free /16)")
 	f.StringVar(&o.executorBinary, "executor-binary", "", "static executor binary the sandboxes run as \"BINARY executor\": sbx-executor or sbx (default: the sbx-executor embedded in sbx)")
 	_ = f.MarkHidden("executor-binary")
+	o.openhands.registerServe(f)
 	return cmd
 }
 
@@ -110,13 +114,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	log := slog.Default()
 	token := ""
 	if o.tokenFile != "" {
-		data, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return fmt.Errorf("read --token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(data))
-		if len(token) < 16 {
-			return fmt.Errorf("the token in %s has %d characters: use at least 16 (e.g. openssl rand -hex 32)", o.tokenFile, len(token))
+		var err error
+		if token, err = server.ReadToken(o.tokenFile); err != nil {
+			return fmt.Errorf("--token-file: %w", err)
 		}
 	}
 	if o.listen != "" && token == "" && !o.insecureNoAuth {
@@ -171,6 +171,15 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		return err
 	}
 	defer host.Close()
+	ohs, err := startOpenHands(&o.openhands, host, a.root, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, s := range ohs {
+			s.svc.Close()
+		}
+	}()
 	srv, err := server.New(server.Config{
 		Backend:              host,
 		Token:                token,
@@ -190,19 +199,14 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		for _, l := range listeners {
 			_ = l.Close()
 		}
+		for _, s := range ohs {
+			_ = s.ln.Close()
+		}
 	}
 	if o.listen != "" {
-		ln, err := net.Listen("tcp", o.listen)
+		ln, err := server.ListenTCP(o.listen, o.tlsCert, o.tlsKey)
 		if err != nil {
-			return fmt.Errorf("listen on %s: %w", o.listen, err)
-		}
-		if o.tlsCert != "" {
-			cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-			if err != nil {
-				_ = ln.Close()
-				return fmt.Errorf("load TLS certificate: %w", err)
-			}
-			ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}})
+			return err
 		}
 		listeners = append(listeners, ln)
 	}
@@ -217,6 +221,7 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 			return err
 		}
 		listeners = append(listeners, ln)
+		defer os.Remove(sock)
 	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
@@ -225,37 +230,30 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		closeAll()
 		return err
 	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-	}
-	hs.RegisterOnShutdown(srv.Shutdown)
-	errc := make(chan error, len(listeners))
 	for _, ln := range listeners {
 		log.Info("sbx serve: listening", "addr", ln.Addr().String())
-		go func(ln net.Listener) { errc <- hs.Serve(ln) }(ln)
 	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-		log.Info("sbx serve: shutting down; sandboxes keep running")
-	case serveErr = <-errc:
+	// The Runtime API's listeners stop with the REST API's, at the same
+	// deadline (its data plane holds WebSockets for hours).
+	var ohWait sync.WaitGroup
+	for _, s := range ohs {
+		ohWait.Go(func() {
+			if err := s.hs.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("sbx serve: the OpenHands Runtime API stopped", "addr", s.ln.Addr().String(), "err", err)
+				stop()
+			}
+		})
+		ohWait.Go(func() {
+			<-ctx.Done()
+			sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+			defer cancel()
+			if err := s.hs.Shutdown(sctx); err != nil {
+				_ = s.hs.Close()
+			}
+		})
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		log.Warn("sbx serve: requests still running at the shutdown deadline were cut", "err", err)
-		_ = hs.Close()
-	}
-	srv.Close()
-	if sock != "" {
-		_ = os.Remove(sock)
-	}
-	if serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
-		return fmt.Errorf("serve: %w", serveErr)
-	}
-	return nil
+	err = srv.Serve(ctx, listeners, o.shutdownTimeout)
+	stop()
+	ohWait.Wait()
+	return err
 }

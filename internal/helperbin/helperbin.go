@@ -25,7 +25,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
+	"strings"
 )
 
 // The helper binaries, by file name.
@@ -40,9 +42,44 @@ var files embed.FS
 
 // ErrNotEmbedded means this build of sbx carries no helper binaries: the
 // program was compiled without running `go generate` in this package first.
-var ErrNotEmbedded = errors.New("this build of sbx has no embedded helper binaries: " +
-	"run `go generate github.com/sbxrun/sbx/internal/helperbin` (or `make build`) " +
-	"in the sbx module before building the program")
+// Install's error wrapping it says what to run for the sbx module the
+// program was built with (see Hint).
+var ErrNotEmbedded = errors.New("this build of sbx has no embedded helper binaries")
+
+// module is the path of the sbx module.
+const module = "github.com/sbxrun/sbx"
+
+// Hint says how to build the helpers into a program whose build of the
+// sbx module lacks them, given where that module came from: the main
+// module (a checkout), a replace to a directory (a checkout), or a version
+// from the module proxy (read-only; only release tags carry helpers).
+func Hint(bi *debug.BuildInfo) string {
+	const generic = "run `make helpers` (go generate ./internal/helperbin) in the sbx module's directory, then rebuild the program"
+	if bi == nil {
+		return generic
+	}
+	if bi.Main.Path == module {
+		return "run `make helpers` (go generate ./internal/helperbin) in this checkout of sbx, then rebuild"
+	}
+	for _, d := range bi.Deps {
+		if d.Path != module {
+			continue
+		}
+		if r := d.Replace; r != nil && (filepath.IsAbs(r.Path) || strings.HasPrefix(r.Path, ".")) {
+			return fmt.Sprintf("run `make helpers` in %s (the replace of %s), then rebuild this program", r.Path, module)
+		}
+		return fmt.Sprintf("%s %s from the module cache carries none (only release tags do; the cache is read-only): "+
+			"require a release, or point a replace at a checkout where you ran `make helpers`, "+
+			"or build cmd/sbx-init and cmd/sbx-executor static and name them in sandbox.HostConfig (docs/embedding.md)", module, d.Version)
+	}
+	return generic
+}
+
+// notEmbedded is ErrNotEmbedded with the Hint for this program.
+func notEmbedded(name string) error {
+	bi, _ := debug.ReadBuildInfo()
+	return fmt.Errorf("%s: %w: %s", name, ErrNotEmbedded, Hint(bi))
+}
 
 // sampleBytes of each end of a binary name its installed copy: they hold
 // the ELF headers with Go's build ID and the end of the file.
@@ -60,7 +97,7 @@ func Install(dir, name string) (string, error) {
 	}
 	f, err := files.Open("bin/" + name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("%s: %w", name, ErrNotEmbedded)
+		return "", notEmbedded(name)
 	}
 	if err != nil {
 		return "", fmt.Errorf("open embedded %s: %w", name, err)
@@ -71,7 +108,7 @@ func Install(dir, name string) (string, error) {
 		return "", fmt.Errorf("stat embedded %s: %w", name, err)
 	}
 	if fi.Size() == 0 {
-		return "", fmt.Errorf("%s is empty: %w", name, ErrNotEmbedded)
+		return "", notEmbedded(name)
 	}
 	ra, canReadAt := f.(io.ReaderAt)
 	if !canReadAt {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -65,5 +66,26 @@ func TestInstalledHelpersRun(t *testing.T) {
 	out, err = exec.Command(exe, "serve").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "usage: sbx-executor executor") {
 		t.Errorf("sbx-executor with an unknown subcommand: %q %v", out, err)
+	}
+}
+
+// TestHint: a build without helpers is told what to run for where its sbx
+// module came from.
+func TestHint(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		bi   *debug.BuildInfo
+		want string
+	}{
+		{"checkout", &debug.BuildInfo{Main: debug.Module{Path: module}}, "in this checkout of sbx"},
+		{"replace", &debug.BuildInfo{Main: debug.Module{Path: "example.com/ci"}, Deps: []*debug.Module{
+			{Path: module, Version: "v0.0.0", Replace: &debug.Module{Path: "/src/sbx"}}}}, "run `make helpers` in /src/sbx (the replace of"},
+		{"module cache", &debug.BuildInfo{Main: debug.Module{Path: "example.com/ci"}, Deps: []*debug.Module{
+			{Path: module, Version: "v0.0.0-20261124000000-0123456789ab"}}}, "v0.0.0-20261124000000-0123456789ab from the module cache carries none"},
+		{"unknown", nil, "in the sbx module's directory"},
+	} {
+		if got := Hint(c.bi); !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q lacks %q", c.name, got, c.want)
+		}
 	}
 }

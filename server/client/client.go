@@ -354,6 +354,23 @@ func (c *Client) Events(ctx context.Context, since uint64, fn func(sbx.Event) er
 // executor/client.NewWithDialer. ctx bounds only the dial and the
 // upgrade.
 func (c *Client) DialExecutor(ctx context.Context, ref string) (net.Conn, error) {
+	return c.upgrade(ctx, sandboxURL(ref, "/connect"), "sbx-executor")
+}
+
+// DialPort opens a tunnel to TCP port on the loopback of sandbox ref, as
+// a port-forward does (GET /v1/sandboxes/{id}/ports/{port}/connect with
+// Upgrade: sbx-port): the server connects from inside the sandbox's
+// network namespace. ctx bounds only the dial and the upgrade.
+func (c *Client) DialPort(ctx context.Context, ref string, port int) (net.Conn, error) {
+	if port < 1 || port > 65535 {
+		return nil, fmt.Errorf("%w: port %d is out of range (1-65535)", sbx.ErrInvalid, port)
+	}
+	return c.upgrade(ctx, sandboxURL(ref, "/ports/"+strconv.Itoa(port)+"/connect"), "sbx-port")
+}
+
+// upgrade opens a tunnel: GET path with Upgrade: token, then the raw
+// connection.
+func (c *Client) upgrade(ctx context.Context, path, token string) (net.Conn, error) {
 	conn, err := c.dialRaw(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("sbx server %s: %w", c.host, err)
@@ -361,13 +378,13 @@ func (c *Client) DialExecutor(ctx context.Context, ref string) (net.Conn, error)
 	if d, ok := ctx.Deadline(); ok {
 		_ = conn.SetDeadline(d)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+sandboxURL(ref, "/connect"), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		conn.Close()
 		return nil, err
 	}
 	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", "sbx-executor")
+	req.Header.Set("Upgrade", token)
 	if c.opts.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -97,9 +96,4 @@ func (c *Client) Signal(ctx context.Context, ref, signal string) error {
 		return fmt.Errorf("%w: signal is required, e.g. SIGTERM", sbx.ErrInvalid)
 	}
 	return c.Call(ctx, http.MethodPost, sandboxURL(ref, "/signal"), api.SignalRequest{Signal: signal}, nil)
-}
-
-// DialPort connects to a TCP port inside the sandbox's network.
-func (c *Client) DialPort(ctx context.Context, ref string, port int) (net.Conn, error) {
-	return nil, fmt.Errorf("%w: port dialing through a server is not built yet (issue 13)", sbx.ErrUnsupported)
 }

@@ -545,33 +545,43 @@ func (s *Service) awaitReady(ctx context.Context, rt *runtime) {
 		rt.exec = ex
 	}
 	s.mu.Unlock()
+	exited, err := s.waitAlive(ctx, id, ex)
+	switch {
+	case exited != nil:
+		logs := s.logTail(ctx, ex)
+		s.update(rt, func() { rt.fail(PodFailed, exitDetail(*exited), logs) })
+	case err == nil:
+		s.update(rt, func() {
+			if rt.Status == StatusStarting {
+				rt.Status, rt.PodStatus, rt.Detail = StatusRunning, PodReady, ""
+			}
+		})
+		s.watch(rt)
+	case s.ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded):
+		logs := s.logTail(context.Background(), ex)
+		s.update(rt, func() {
+			rt.fail(PodFailed, fmt.Sprintf("the Agent Server did not answer /alive within %s", s.cfg.ReadyTimeout), logs)
+		})
+	}
+}
+
+// waitAlive probes the Agent Server of sandbox id through the sandbox
+// until /alive answers (nil, nil), its command ends (its status), or ctx
+// ends (ctx's error).
+func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Client) (*execapi.ServiceStatus, error) {
 	probe := s.prober(id)
 	defer probe.CloseIdleConnections()
 	delay := 50 * time.Millisecond
 	for {
 		if s.alive(ctx, probe) {
-			s.update(rt, func() {
-				if rt.Status == StatusStarting {
-					rt.Status, rt.PodStatus, rt.Detail = StatusRunning, PodReady, ""
-				}
-			})
-			s.watch(rt)
-			return
+			return nil, nil
 		}
 		if st, err := ex.Service(ctx); err == nil && st.State == execapi.ServiceExited {
-			logs := s.logTail(ctx, ex)
-			s.update(rt, func() { rt.fail(PodFailed, exitDetail(st), logs) })
-			return
+			return &st, nil
 		}
 		select {
 		case <-ctx.Done():
-			if s.ctx.Err() == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				logs := s.logTail(context.Background(), ex)
-				s.update(rt, func() {
-					rt.fail(PodFailed, fmt.Sprintf("the Agent Server did not answer /alive within %s", s.cfg.ReadyTimeout), logs)
-				})
-			}
-			return
+			return nil, ctx.Err()
 		case <-time.After(delay):
 		}
 		delay = min(delay*2, time.Second)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,7 +20,6 @@ import (
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
-	"github.com/sbxrun/sbx/server/openhands"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -27,7 +27,7 @@ import (
 // test made:
 //
 //	H, standing in for the host: bridge sbx0 with the sandboxes and NAT,
-//	  the Runtime API (control and data plane) listening on PORT, and an
+//	  sbx serve with the Runtime API (control and data plane), and an
 //	  uplink 203.0.113.1/24.
 //	I, standing in for the internet: 203.0.113.2/24, the fake LLM.
 //
@@ -38,18 +38,16 @@ import (
 // through DialPort, from inside the sandbox's namespace. The test process
 // itself talks to the Runtime API from inside H. H has no route beyond I.
 //
-// Two Runtime APIs run over the same sandboxes: one in path mode (URLs
-// http://203.0.113.1:PORT/<runtime_id>, for the app server) and one in
-// port mode (a listener per runtime, for the SDK's APIRemoteWorkspace,
-// which cannot take a URL with a path).
+// `sbx serve` runs in H with two Runtime API listeners over the same
+// sandboxes: one in path mode (URLs http://203.0.113.1:8700/<runtime_id>,
+// for the app server) and one in port mode (a listener per runtime, for
+// the SDK's APIRemoteWorkspace, which cannot take a URL with a path).
 type ohEnv struct {
 	trees  *fixture.OpenHands
 	dir    string
 	host   *sandbox.Host
-	svc    *openhands.Service
 	url    string // the Runtime API in path mode, http://203.0.113.1:PORT
 	sdkURL string // the Runtime API in port mode
-	sdk    *openhands.Service
 	hostNS string
 	key    string
 	hc     *http.Client // the test's client, inside H
@@ -64,22 +62,33 @@ const (
 	ohAskedImage = "ghcr.io/openhands/agent-server:1.58.0-python"
 )
 
-// newOHEnv builds the world, with script driving the fake LLM.
-func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLMStep) *ohEnv {
+// The Runtime API's listeners inside H (a namespace of the test's own, so
+// fixed ports collide with nothing).
+const (
+	ohPathPort = 8700
+	ohPortPort = 8701
+)
+
+// newOHEnv builds the world, with script driving the fake LLM: `sbx
+// serve` with both Runtime API listeners runs in H.
+func newOHEnv(t testing.TB, script []fixture.LLMStep) *ohEnv {
 	t.Helper()
 	trees := fixture.OpenHandsTrees(t)
 	dir, err := os.MkdirTemp("", "sbxoh") // short: socket paths must fit 108 bytes
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &ohEnv{trees: trees, dir: dir, key: "test-api-key-" + t.Name(), image: ohAskedImage}
+	e := &ohEnv{trees: trees, dir: dir, key: "test-api-key-0123456789", image: ohAskedImage}
 	hostNS, inetNS := ohNamespace(t, "h"), ohNamespace(t, "i")
 	ohUplink(t, hostNS, inetNS)
+	e.hostNS = hostNS
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("SBX_TEST_LOG") != "" {
 		quiet = slog.Default()
 	}
+	// The test's own Host on the same state, for imports and checks (two
+	// processes on one root are safe).
 	e.host, err = sandbox.Open(sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
 		Executor: os.Getenv("SBX_EXECUTOR_BIN"), HostNetNS: hostNS, Pull: sbx.PullNever, Logger: quiet})
 	if err != nil {
@@ -98,60 +107,44 @@ func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLM
 	}
 	e.llm = fixture.StartFakeLLM(t, llmLn, script)
 
-	e.hostNS = hostNS
-	listen := func(port int) (net.Listener, string, error) {
-		var ln net.Listener
-		err := netns.InNamespacePath(hostNS, func() (err error) {
-			ln, err = net.Listen("tcp", fmt.Sprintf("0.0.0.0:%d", port))
-			return err
-		})
-		if err != nil {
-			return nil, "", err
-		}
-		return ln, fmt.Sprintf("http://%s:%d", ohUplinkHost, ln.Addr().(*net.TCPAddr).Port), nil
-	}
-	ln, url, err := listen(0)
-	if err != nil {
+	keyFile := filepath.Join(dir, "openhands.key")
+	if err := os.WriteFile(keyFile, []byte(e.key+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.url = url
-	sdkLn, sdkURL, err := listen(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.sdkURL = sdkURL
+	e.url = fmt.Sprintf("http://%s:%d", ohUplinkHost, ohPathPort)
+	e.sdkURL = fmt.Sprintf("http://%s:%d", ohUplinkHost, ohPortPort)
 	e.hc = ohHTTPClient(hostNS)
-	cfg := openhands.Config{
-		APIKey: e.key, PublicURL: e.url, StateDir: filepath.Join(dir, "openhands"),
-		Aliases:    []openhands.Alias{{Pattern: "ghcr.io/openhands/agent-server:*", Image: ohLocalImage}},
-		AgentTree:  trees.AgentTree,
-		BaseLimits: sbx.Limits{MemoryBytes: 2 << 30, Pids: 2048},
+	serve := e.sbx(append([]string{"serve",
+		"--openhands-listen", fmt.Sprintf("0.0.0.0:%d", ohPathPort),
+		"--openhands-port-listen", fmt.Sprintf("0.0.0.0:%d", ohPortPort),
+		"--openhands-public-host", ohUplinkHost,
+		"--openhands-key-file", keyFile,
+		"--openhands-alias", "ghcr.io/openhands/agent-server:*=" + ohLocalImage,
+		"--openhands-agent-tree", trees.AgentTree,
+		"--openhands-memory", "2g", "--openhands-pids-limit", "2048",
 		// litellm fetches a model price list from the internet when it is
 		// imported; here there is none.
-		Environment: map[string]string{"LITELLM_LOCAL_MODEL_COST_MAP": "True"},
-		Logger:      quiet,
+		"--openhands-env", "LITELLM_LOCAL_MODEL_COST_MAP=True",
+	}, executorFlag()...)...)
+	var serveLog strings.Builder
+	serve.Stdout, serve.Stderr = &serveLog, &serveLog
+	if err := serve.Start(); err != nil {
+		t.Fatalf("start sbx serve: %v", err)
 	}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	e.svc, err = openhands.New(e.host, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sdkCfg := cfg
-	sdkCfg.PublicURL, sdkCfg.StateDir, sdkCfg.ListenRuntime = sdkURL, filepath.Join(dir, "openhands-sdk"), listen
-	if e.sdk, err = openhands.New(e.host, sdkCfg); err != nil {
-		t.Fatal(err)
-	}
-	hs := &http.Server{Handler: e.svc.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go hs.Serve(ln)
-	sdkHS := &http.Server{Handler: e.sdk.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	go sdkHS.Serve(sdkLn)
+	served := make(chan struct{})
+	go func() { serve.Wait(); close(served) }()
 	t.Cleanup(func() {
-		hs.Close()
-		sdkHS.Close()
-		e.svc.Close()
-		e.sdk.Close()
+		serve.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-served:
+		case <-time.After(time.Minute):
+			serve.Process.Kill()
+			<-served
+			t.Errorf("sbx serve did not stop within a minute of SIGTERM")
+		}
+		if t.Failed() {
+			t.Logf("sbx serve's log:\n%s", tail(serveLog.String(), 8000))
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		sbs, _ := e.host.List(ctx, sbx.Filter{})
@@ -167,7 +160,39 @@ func newOHEnv(t testing.TB, mutate func(*openhands.Config), script []fixture.LLM
 		ohAssertNoLeftovers(t, dir)
 		os.RemoveAll(dir)
 	})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		select {
+		case <-served:
+			t.Fatalf("sbx serve ended: %v\n%s", serve.ProcessState, serveLog.String())
+		default:
+		}
+		req, _ := http.NewRequest("GET", e.url+"/list", nil)
+		req.Header.Set("X-API-Key", e.key)
+		if resp, err := e.hc.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Runtime API of sbx serve did not answer within a minute\n%s", serveLog.String())
+		}
+	}
 	return e
+}
+
+// sbx is a command of sbx on the test's state, in H's network.
+func (e *ohEnv) sbx(args ...string) *exec.Cmd {
+	return exec.Command("nsenter", append([]string{"--net=" + e.hostNS, sbxBin, "--root", filepath.Join(e.dir, "root"), "--run-root", filepath.Join(e.dir, "run")}, args...)...)
+}
+
+// executorFlag is sbx serve's hidden --executor-binary for
+// $SBX_EXECUTOR_BIN, when it is set.
+func executorFlag() []string {
+	if p := os.Getenv("SBX_EXECUTOR_BIN"); p != "" {
+		return []string{"--executor-binary", p}
+	}
+	return nil
 }
 
 // ohNamespace creates a network namespace of the test's own and returns
@@ -245,9 +270,7 @@ func (e *ohEnv) python(t *testing.T, apiURL, python, script string, env map[stri
 	for k, v := range env {
 		full[k] = v
 	}
-	sbxCmd := func(args ...string) *exec.Cmd {
-		return exec.Command("nsenter", append([]string{"--net=" + e.hostNS, sbxBin, "--root", filepath.Join(e.dir, "root"), "--run-root", filepath.Join(e.dir, "run")}, args...)...)
-	}
+	sbxCmd := e.sbx
 	create := sbxCmd("create", "--network", "host", "--memory", "2g",
 		"-v", e.trees.Scripts+":/tests:ro", "-v", e.trees.AppServer+":/opt/openhands-ai:ro", ohLocalImage)
 	var createErr strings.Builder

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -26,12 +27,13 @@ var ohScript = []fixture.LLMStep{
 // Go checks of the rules they rely on, in one world (the Agent Server
 // image is imported once).
 func TestOpenHands(t *testing.T) {
-	e := newOHEnv(t, nil, ohScript)
+	e := newOHEnv(t, ohScript)
 	t.Run("Rules", func(t *testing.T) { testOHRules(t, e) })
 	t.Run("CrashBeforeReady", func(t *testing.T) { testOHCrash(t, e) })
 	t.Run("WorkspaceLifecycle", func(t *testing.T) { testOHWorkspace(t, e) })
 	t.Run("Conversation", func(t *testing.T) { testOHConversation(t, e) })
 	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e) })
+	t.Run("Up", func(t *testing.T) { testOHUp(t, e) })
 }
 
 // waitRuntime polls GET /sessions/{id} until status leaves "starting",
@@ -284,5 +286,66 @@ func checkFacts(t *testing.T, facts map[string]any, want map[string]string) {
 		if got := fmt.Sprint(facts[k]); got != v {
 			t.Errorf("%s: got %q, want %q", k, got, v)
 		}
+	}
+}
+
+// testOHUp: sbx openhands up starts one Agent Server with its port
+// published on the host and prints what Agent Canvas asks for; bad flags
+// fail and leave nothing.
+func testOHUp(t *testing.T, e *ohEnv) {
+	run := func(args ...string) (string, error) {
+		cmd := e.sbx(append([]string{"openhands", "up"}, args...)...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		return string(out) + stderr.String(), err
+	}
+	out, err := run("--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*="+ohLocalImage, "--name", "canvas",
+		"--port", "8800", "--memory", "2g", "--env", "LITELLM_LOCAL_MODEL_COST_MAP=True", "--json")
+	if err != nil {
+		t.Fatalf("sbx openhands up: %v\n%s", err, out)
+	}
+	var res struct {
+		URL, Name string
+		Key       string `json:"session_api_key"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.URL != "http://127.0.0.1:8800" || len(res.Key) != 64 || res.Name != "canvas" {
+		t.Fatalf("sbx openhands up printed %q (%v)", out, err)
+	}
+	defer func() {
+		if out, err := e.sbx("rm", "-f", "canvas").CombinedOutput(); err != nil {
+			t.Errorf("sbx rm -f canvas: %v\n%s", err, out)
+		}
+	}()
+	call := func(key string) (int, string) {
+		req, _ := http.NewRequest("POST", res.URL+"/api/bash/execute_bash_command", strings.NewReader(`{"command":"pwd; echo up"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if key != "" {
+			req.Header.Set("X-Session-API-Key", key)
+		}
+		resp, err := e.hc.Do(req)
+		if err != nil {
+			t.Fatalf("the published Agent Server: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := call(res.Key); code != 200 || !strings.Contains(body, `/workspace\nup\n`) {
+		t.Errorf("command with the key: %d %s", code, body)
+	}
+	if code, _ := call(""); code != http.StatusUnauthorized {
+		t.Errorf("command without the key: %d", code)
+	}
+	// A name in use and a bad alias fail and leave nothing behind.
+	if out, err := run("--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*="+ohLocalImage, "--name", "canvas", "--port", "8801"); err == nil || !strings.Contains(out, "canvas") {
+		t.Errorf("a second up with the same name: %v %s", err, out)
+	}
+	if out, err := run("--alias", "no-equals-sign"); err == nil || !strings.Contains(out, "PATTERN=IMAGE") {
+		t.Errorf("a bad alias: %v %s", err, out)
+	}
+	sbs, err := e.host.List(context.Background(), sbx.Filter{Labels: map[string]string{"sbx.openhands/up": "1"}})
+	if err != nil || len(sbs) != 1 {
+		t.Errorf("sandboxes of sbx openhands up: %d (%v), want 1", len(sbs), err)
 	}
 }

@@ -1,0 +1,44 @@
+package sbx
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseVolumeAndTmpfs(t *testing.T) {
+	if v, err := ParseVolume("/src:/work:ro"); err != nil || v != (Volume{HostPath: "/src", Path: "/work", ReadOnly: true}) {
+		t.Errorf("ro volume: %+v %v", v, err)
+	}
+	if v, err := ParseVolume("data:/data"); err != nil || v != (Volume{HostPath: "data", Path: "/data"}) {
+		t.Errorf("volume: %+v %v", v, err)
+	}
+	for _, bad := range []string{"/src", "/a:/b:rx", ":/b", "/a:", "/a:/b:ro:x"} {
+		if _, err := ParseVolume(bad); err == nil {
+			t.Errorf("ParseVolume(%q) accepted", bad)
+		}
+	}
+	if tm, err := ParseTmpfs("/scratch:size=64m"); err != nil || tm != (Tmpfs{Path: "/scratch", SizeBytes: 64 << 20}) {
+		t.Errorf("tmpfs: %+v %v", tm, err)
+	}
+	for _, bad := range []string{"/t:mode=1777", "/t:size=0", "/t:size=lots"} {
+		if _, err := ParseTmpfs(bad); err == nil {
+			t.Errorf("ParseTmpfs(%q) accepted", bad)
+		}
+	}
+}
+
+func TestReadEnvFile(t *testing.T) {
+	lookup := func(k string) (string, bool) {
+		if k == "FROM_HOST" {
+			return "h", true
+		}
+		return "", false
+	}
+	got, err := ReadEnvFile(strings.NewReader("# comment\n\nA=1\n  B=two words  \nFROM_HOST\nUNSET\n"), "env", lookup)
+	if err != nil || strings.Join(got, ",") != "A=1,B=two words,FROM_HOST=h" {
+		t.Errorf("ReadEnvFile: %q %v", got, err)
+	}
+	if _, err := ReadEnvFile(strings.NewReader("A=1\nBAD KEY=2\n"), "env", lookup); err == nil || !strings.Contains(err.Error(), "env:2:") {
+		t.Errorf("a bad line: %v", err)
+	}
+}

@@ -1,0 +1,151 @@
+package openhands
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/sbxrun/sbx"
+)
+
+// DefaultImage is the Agent Server image Up starts when none is given: the
+// pinned version sbx is tested with.
+const DefaultImage = "ghcr.io/openhands/agent-server:1.58.0-python"
+
+// DefaultCommand is the Agent Server's command, as the SDK sends it.
+var DefaultCommand = []string{"/usr/local/bin/openhands-agent-server", "--port", strconv.Itoa(AgentServerPort)}
+
+// UpOptions say how Up starts one Agent Server for a client that talks to
+// one Agent Server directly (Agent Canvas).
+type UpOptions struct {
+	// Request is what a POST /start would carry: Image (DefaultImage when
+	// empty, through Aliases), Command (DefaultCommand when empty),
+	// WorkingDir, Environment, RunAsUser/RunAsGroup, ImagePullPolicy.
+	Request StartRequest
+	// Name of the sandbox; empty: "openhands-" and a random suffix.
+	Name string
+	// Address is the host address the Agent Server's port is published on
+	// (bridge network, DNAT) ["127.0.0.1"]; Port the host port [8000].
+	Address string
+	Port    int
+	// Key is the session key clients send (X-Session-API-Key); empty: 32
+	// random bytes.
+	Key string
+	// Aliases, AgentTree, TreeImages, BaseLimits, Egress and Environment
+	// mean what they mean in Config.
+	Aliases     []Alias
+	AgentTree   string
+	TreeImages  []string
+	BaseLimits  sbx.Limits
+	Egress      string
+	Environment map[string]string
+	// ReadyTimeout bounds the pull and the start [10 min].
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// UpResult is what a client needs to reach the Agent Server Up started.
+type UpResult struct {
+	SandboxID string `json:"sandbox_id"`
+	Name      string `json:"name"`
+	URL       string `json:"url"`
+	Key       string `json:"session_api_key"`
+}
+
+// Up starts one Agent Server in a new sandbox with its port published on
+// the host, and returns once it answers /alive. The sandbox outlives the
+// caller (remove it with Remove, `sbx rm -f NAME`). On error nothing is
+// left behind.
+func Up(ctx context.Context, be Backend, o UpOptions) (*UpResult, error) {
+	if o.Address == "" {
+		o.Address = "127.0.0.1"
+	}
+	if o.Port == 0 {
+		o.Port = 8000
+	}
+	if o.Port < 1 || o.Port > 65535 {
+		return nil, fmt.Errorf("%w: port %d is out of range (1-65535)", sbx.ErrInvalid, o.Port)
+	}
+	if ip := net.ParseIP(o.Address); ip == nil {
+		return nil, fmt.Errorf("%w: address %q is not an IP address", sbx.ErrInvalid, o.Address)
+	}
+	if o.ReadyTimeout <= 0 {
+		o.ReadyTimeout = 10 * time.Minute
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	req := o.Request
+	if req.Image == "" {
+		req.Image = DefaultImage
+	}
+	if len(req.Command) == 0 {
+		req.Command = DefaultCommand
+	}
+	if req.SessionID == "" {
+		req.SessionID = "up"
+	}
+	s := &Service{be: be, log: o.Logger, ctx: ctx, cfg: Config{
+		Aliases: o.Aliases, AgentTree: o.AgentTree, TreeImages: o.TreeImages, BaseLimits: o.BaseLimits,
+		Network: sbx.NetworkBridge, Egress: o.Egress, Environment: o.Environment,
+	}}
+	name := o.Name
+	if name == "" {
+		name = "openhands-" + newID(4)
+	}
+	key := o.Key
+	if key == "" {
+		key = newID(32)
+	}
+	rt := &runtime{RuntimeID: name, SessionID: req.SessionID, Key: key}
+
+	ctx, cancel := context.WithTimeout(ctx, o.ReadyTimeout)
+	defer cancel()
+	image, tree := s.resolveImage(req.Image)
+	img, err := s.ensureImage(ctx, image, req.ImagePullPolicy)
+	if err != nil {
+		return nil, err
+	}
+	opts, spec, err := s.sandboxOptions(rt, req, img, tree)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
+	opts.Publish = []string{net.JoinHostPort(o.Address, strconv.Itoa(o.Port)) + ":" + strconv.Itoa(AgentServerPort)}
+	opts.Labels["sbx.openhands/up"] = "1"
+	sb, err := be.Create(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("create the Agent Server's sandbox: %w", err)
+	}
+	fail := func(err error) (*UpResult, error) {
+		rctx, rcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer rcancel()
+		if rerr := be.Remove(rctx, sb.ID, sbx.RemoveOptions{Force: true}); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove the sandbox %s: %w", sb.ID, rerr))
+		}
+		return nil, err
+	}
+	ex := s.executor(sb.ID)
+	defer ex.Close()
+	if _, err := ex.StartService(ctx, spec); err != nil {
+		return fail(fmt.Errorf("start the Agent Server: %w", err))
+	}
+	exited, err := s.waitAlive(ctx, sb.ID, ex)
+	if exited != nil {
+		s.cfg.LogTailBytes = 4 << 10
+		return fail(fmt.Errorf("%s; its last output:\n%s", exitDetail(*exited), s.logTail(context.Background(), ex)))
+	}
+	if err != nil {
+		return fail(fmt.Errorf("the Agent Server did not answer /alive: %w", err))
+	}
+	host := o.Address
+	if ip := net.ParseIP(host); ip.IsUnspecified() {
+		host = "127.0.0.1" // published on every address, loopback included
+	}
+	return &UpResult{SandboxID: sb.ID, Name: name, Key: key,
+		URL: "http://" + net.JoinHostPort(host, strconv.Itoa(o.Port))}, nil
+}
