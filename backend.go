@@ -2,6 +2,7 @@ package sbx
 
 import (
 	"context"
+	"io"
 	"net"
 )
 
@@ -64,6 +65,16 @@ type Sandboxes interface {
 	// Commit stores the sandbox's writable layer as a new image called
 	// name, on top of its image.
 	Commit(ctx context.Context, ref, name string) (*Image, error)
+	// Diff lists what the sandbox changed in its root file system over
+	// its image or root directory (its writable layer), sorted by path.
+	Diff(ctx context.Context, ref string) ([]Change, error)
+	// Top lists the processes of a running sandbox (docker top).
+	Top(ctx context.Context, ref string) ([]ProcessInfo, error)
+	// Export writes the sandbox's root file system (its image with its
+	// changes) to w as one tar (docker export).
+	Export(ctx context.Context, ref string, w io.Writer) error
+	// Rename gives a sandbox a new unique name ("" drops its name).
+	Rename(ctx context.Context, ref, name string) (*Sandbox, error)
 	// Prepare returns an image that is Base after Script ran in it,
 	// building it only once for the same inputs.
 	Prepare(ctx context.Context, o PrepareOptions) (*PrepareResult, error)
@@ -82,6 +93,12 @@ type Sandboxes interface {
 	Events(ctx context.Context, since uint64, fn func(Event) error) error
 	// Info reports the host's facts.
 	Info(ctx context.Context) (*HostInfo, error)
+	// DiskUsage says what images, layers and sandboxes hold (docker
+	// system df).
+	DiskUsage(ctx context.Context) (*DiskUsage, error)
+	// Prune removes stopped sandboxes, then (with o.All) the images no
+	// sandbox uses, then the layers no image uses (docker system prune).
+	Prune(ctx context.Context, o PruneOptions) (*PruneReport, error)
 }
 
 // Images manages the image cache of a host. Its method names say "Image"
@@ -102,4 +119,14 @@ type Images interface {
 	RemoveImage(ctx context.Context, ref string) error
 	// GCImages removes the layers no image and no sandbox uses.
 	GCImages(ctx context.Context) (*ImageGCReport, error)
+	// TagImage gives the cached image source the further name target
+	// (NAME[:TAG]); the layers are shared, an image named target before
+	// loses that name.
+	TagImage(ctx context.Context, source, target string) (*Image, error)
+	// ImageHistory says how an image was built, newest step first.
+	ImageHistory(ctx context.Context, ref string) ([]ImageHistoryEntry, error)
+	// SaveImage writes the images refs to w as one OCI image layout
+	// archive (tar), which ImportImage (sbx load), skopeo and docker load
+	// read back.
+	SaveImage(ctx context.Context, refs []string, w io.Writer) error
 }

@@ -206,3 +206,16 @@ func FamiliarName(name string) string {
 	}
 	return name
 }
+
+// ImageHistoryEntry is one step of how an image was built, as docker
+// history prints it: when, the command that made it, a comment, whether
+// it made no layer (ENV, CMD...), and the layer it made (its diffID and
+// unpacked size; "" and 0 for a step that made none).
+type ImageHistoryEntry struct {
+	Created    time.Time `json:"created,omitzero"`
+	CreatedBy  string    `json:"created_by,omitempty"`
+	Comment    string    `json:"comment,omitempty"`
+	EmptyLayer bool      `json:"empty_layer,omitempty"`
+	DiffID     string    `json:"diff_id,omitempty"`
+	SizeBytes  int64     `json:"size_bytes"`
+}

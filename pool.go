@@ -12,18 +12,18 @@ import (
 // pool's (see PoolKey) claims one of them instead of starting a sandbox,
 // and gets what can still change applied to it: name, labels, TTL, env and
 // working directory of later commands, the memory, CPU, pids and disk
-// limits, and Cmd. Everything else is fixed when a sandbox starts, so it
-// is the pool's key: image (by digest) or root directory, network mode
-// and its settings, seccomp, capabilities, user, hostname, read-only root,
-// volumes and tmpfs mounts.
+// limits, published ports, and Cmd. Everything else is fixed when a
+// sandbox starts, so it is the pool's key: image (by digest) or root
+// directory, network mode and its other settings, seccomp, capabilities,
+// user, hostname, read-only root, volumes and tmpfs mounts.
 type PoolSpec struct {
 	// Name names the pool: letters, digits, '.', '_' and '-', starting
 	// with a letter or digit, at most 64 bytes.
 	Name string `json:"name"`
 	// Size is how many idle members the pool keeps.
 	Size int `json:"size"`
-	// Options are what members start with. Name, Labels, TTL and Cmd
-	// must be empty: they belong to the sandbox a claim returns.
+	// Options are what members start with. Name, Labels, TTL, Cmd and
+	// Publish must be empty: they belong to the sandbox a claim returns.
 	Options Options `json:"options"`
 }
 
@@ -92,8 +92,8 @@ func (p *PoolSpec) Validate() error {
 		return fmt.Errorf("%w: pool size %d: use 0 to %d", ErrInvalid, p.Size, MaxPoolSize)
 	}
 	o := &p.Options
-	if o.Name != "" || len(o.Labels) > 0 || o.TTL != 0 || len(o.Cmd) > 0 {
-		return fmt.Errorf("%w: a pool's options must not set name, labels, ttl or cmd: they belong to the sandbox a create claims from it", ErrInvalid)
+	if o.Name != "" || len(o.Labels) > 0 || o.TTL != 0 || len(o.Cmd) > 0 || len(o.Publish) > 0 {
+		return fmt.Errorf("%w: a pool's options must not set name, labels, ttl, cmd or publish: they belong to the sandbox a create claims from it", ErrInvalid)
 	}
 	if o.Image == "" && o.Rootfs == "" {
 		return fmt.Errorf("%w: a pool needs an image or a root directory", ErrInvalid)

@@ -300,7 +300,9 @@ const (
 	EventOOM          = "sandbox.oom"     // a process was OOM-killed
 	EventExited       = "sandbox.exited"  // PID 1 exited or was stopped
 	EventRemoved      = "sandbox.removed"
-	EventImagePulled  = "image.pulled"
+	EventRenamed      = "sandbox.renamed" // Name is the new name
+	EventImagePulled  = "image.pulled"    // pulled, imported or committed
+	EventImageTagged  = "image.tagged"    // Image is the new name
 	EventImageRemoved = "image.removed"
 	// EventReset says events may have been lost (a restarted server, a
 	// consumer too far behind): re-read the state with List rather than
@@ -421,4 +423,67 @@ type Exit struct {
 	Error      string    `json:"error,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
+}
+
+// Kinds of a Change, as docker diff prints them.
+const (
+	ChangeAdded   = "A"
+	ChangeChanged = "C"
+	ChangeDeleted = "D"
+)
+
+// Change is one path of a sandbox's root file system that differs from
+// its image (docker diff): Kind is ChangeAdded, ChangeChanged or
+// ChangeDeleted; Path is absolute inside the sandbox.
+type Change struct {
+	Kind string `json:"kind"`
+	Path string `json:"path"`
+}
+
+// DiskUsage is what sbx holds on a host, as docker system df shows it:
+// images and their unpacked layers (each layer counted once), and the
+// sandboxes' writable layers (tmpfs: memory, not disk).
+type DiskUsage struct {
+	Images      int `json:"images"`
+	ImagesInUse int `json:"images_in_use"` // images a sandbox on record was made from
+	// LayersBytes is the size of the cached images' layers;
+	// ReclaimableBytes the part no sandbox on record uses, which Prune
+	// with All frees.
+	LayersBytes      int64 `json:"layers_bytes"`
+	ReclaimableBytes int64 `json:"reclaimable_bytes"`
+	Sandboxes        int   `json:"sandboxes"`
+	SandboxesRunning int   `json:"sandboxes_running"`
+	// WritableBytes is what the sandboxes' writable layers hold;
+	// StoppedWritableBytes the part of stopped sandboxes, which Prune
+	// frees.
+	WritableBytes        int64 `json:"writable_bytes"`
+	StoppedWritableBytes int64 `json:"stopped_writable_bytes"`
+}
+
+// PruneOptions say what Prune removes besides stopped sandboxes and
+// unused layers: with All, also every image no sandbox on record uses.
+type PruneOptions struct {
+	All bool `json:"all"`
+}
+
+// PruneReport says what Prune removed.
+type PruneReport struct {
+	Sandboxes []string      `json:"sandboxes"` // ids of the removed stopped sandboxes
+	Images    []string      `json:"images"`    // names of the removed images
+	Layers    ImageGCReport `json:"layers"`    // the image GC that followed
+}
+
+// ProcessInfo is one process of a running sandbox, as docker top lists
+// it: its PID inside the sandbox and on the host, its parent (inside),
+// real UID, state (R, S, D, Z, T...), CPU time, resident memory, and
+// command line (made safe to print: the sandbox wrote it).
+type ProcessInfo struct {
+	PID      int     `json:"pid"`
+	HostPID  int     `json:"host_pid"`
+	PPID     int     `json:"ppid"`
+	UID      int     `json:"uid"`
+	State    string  `json:"state"`
+	CPUTimeS float64 `json:"cpu_time_s"`
+	RSSBytes int64   `json:"rss_bytes"`
+	Command  string  `json:"command"`
 }

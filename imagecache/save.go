@@ -3,7 +3,6 @@ package imagecache
 import (
 	"archive/tar"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache/pack"
 )
 
@@ -28,7 +28,7 @@ import (
 // registry's while their contents are the same.
 func (s *Store) Save(ctx context.Context, refs []string, w io.Writer) error {
 	if len(refs) == 0 {
-		return errors.New("save: name at least one image")
+		return fmt.Errorf("%w: save: name at least one image", sbx.ErrInvalid)
 	}
 	recs := make([]*record, 0, len(refs))
 	for _, ref := range refs {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/sbxrun/sbx"
 )
 
 // Tag gives the cached image src a further name dst (NAME[:TAG], not a
@@ -17,7 +19,7 @@ func (s *Store) Tag(ctx context.Context, src, dst string) (*Image, error) {
 		return nil, err
 	}
 	if _, ok := r.(name.Digest); ok {
-		return nil, fmt.Errorf("tag %q names a digest; give NAME[:TAG]", dst)
+		return nil, fmt.Errorf("%w: tag %q names a digest; give NAME[:TAG]", sbx.ErrInvalid, dst)
 	}
 	var out *Image
 	err = s.updateIndex(ctx, func(idx *index) error {

@@ -134,6 +134,64 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	return a, nil
 }
 
+// Publish publishes ports of the attached bridged network of sandboxID,
+// which publishes none yet: a warm pool's member being claimed. The ports
+// are checked as Attach checks them (free on the host, not published by
+// another sandbox; 0 picks one) and recorded in the lease before the rules
+// are installed, so Detach and GC remove them. On error the sandbox's
+// network is as it was.
+func (n *Network) Publish(ctx context.Context, sandboxID string, publish []PortMapping) (*Attachment, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	lk, err := n.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer lk.unlock()
+	leases, err := n.readLeases()
+	if err != nil {
+		return nil, err
+	}
+	var l *lease
+	for _, x := range leases {
+		if x.Owner == sandboxID && x.State == stateAttached {
+			l = x
+		}
+	}
+	switch {
+	case l == nil:
+		return nil, fmt.Errorf("sandbox %s has no bridged network to publish ports on", sandboxID)
+	case len(l.Ports) > 0:
+		return nil, fmt.Errorf("sandbox %s already publishes ports", sandboxID)
+	}
+	ports, err := n.resolvePorts(publish, leases)
+	if err != nil || len(ports) == 0 {
+		return n.attachment(l), err
+	}
+	l.Ports = ports
+	undo := func(err error) (*Attachment, error) {
+		l.Ports = nil
+		if werr := n.writeLease(l); werr != nil {
+			err = errors.Join(err, werr)
+		}
+		return nil, err
+	}
+	if err := n.writeLease(l); err != nil {
+		return undo(err)
+	}
+	c, err := n.nft()
+	if err != nil {
+		return undo(err)
+	}
+	_, nat, _ := n.tables()
+	addPortRules(c, nat, l)
+	if err := c.Flush(); err != nil { // one batch: all or nothing
+		return undo(fmt.Errorf("install published ports of sandbox %s: %w", sandboxID, err))
+	}
+	return n.attachment(l), nil
+}
+
 func (n *Network) attachment(l *lease) *Attachment {
 	dns, resolv := n.sandboxDNS(l.DNS)
 	return &Attachment{

@@ -286,9 +286,16 @@ func udpExchange(c net.Conn, msg string, interval time.Duration) (string, error)
 			return "", err
 		}
 		c.SetReadDeadline(time.Now().Add(interval))
-		var n int
-		if n, err = c.Read(buf); err == nil {
-			return string(buf[:n]), nil
+		for {
+			var n int
+			if n, err = c.Read(buf); err != nil {
+				break
+			}
+			// A late echo of an earlier datagram (one sent again by an
+			// earlier exchange on this socket) is not the answer.
+			if got := string(buf[:n]); !strings.HasPrefix(got, "echo:") || got == "echo:"+msg {
+				return got, nil
+			}
 		}
 		if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
 			return "", err

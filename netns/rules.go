@@ -244,26 +244,35 @@ func (n *Network) addSandboxRules(c *nftables.Conn, l *lease, dns []netip.Addr) 
 		return err
 	}
 
-	if len(l.Ports) > 0 {
-		pt := c.AddChain(&nftables.Chain{Name: prefixPorts + l.Key, Table: nat})
-		for _, p := range l.Ports {
-			var e []expr.Any
-			if p.HostIP.IsValid() {
-				e = append(e, ipDaddrIn(netip.PrefixFrom(p.HostIP, 32))...)
-			}
-			e = append(e, l4proto(protoNum(p.Proto))...)
-			e = append(e, dport(p.HostPort)...)
-			e = append(e,
-				&expr.Immediate{Register: 1, Data: key[:]},
-				&expr.Immediate{Register: 2, Data: binary.BigEndian.AppendUint16(nil, p.ContainerPort)},
-				&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
-			)
-			add(pt, e...)
-		}
-		c.AddRule(&nftables.Rule{Table: nat, Chain: &nftables.Chain{Name: "published", Table: nat},
-			Exprs: jump(pt.Name), UserData: []byte(l.Key)})
-	}
+	addPortRules(c, nat, l)
 	return nil
+}
+
+// addPortRules adds the DNAT rules of the lease's published ports: a chain
+// of its own, jumped to from the published chain with the lease's key as
+// user data (removeLeaseRules finds them by it).
+func addPortRules(c *nftables.Conn, nat *nftables.Table, l *lease) {
+	if len(l.Ports) == 0 {
+		return
+	}
+	key := l.IP.As4()
+	pt := c.AddChain(&nftables.Chain{Name: prefixPorts + l.Key, Table: nat})
+	for _, p := range l.Ports {
+		var e []expr.Any
+		if p.HostIP.IsValid() {
+			e = append(e, ipDaddrIn(netip.PrefixFrom(p.HostIP, 32))...)
+		}
+		e = append(e, l4proto(protoNum(p.Proto))...)
+		e = append(e, dport(p.HostPort)...)
+		e = append(e,
+			&expr.Immediate{Register: 1, Data: key[:]},
+			&expr.Immediate{Register: 2, Data: binary.BigEndian.AppendUint16(nil, p.ContainerPort)},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+		)
+		c.AddRule(&nftables.Rule{Table: nat, Chain: pt, Exprs: e})
+	}
+	c.AddRule(&nftables.Rule{Table: nat, Chain: &nftables.Chain{Name: "published", Table: nat},
+		Exprs: jump(pt.Name), UserData: []byte(l.Key)})
 }
 
 // removeLeaseRules deletes the rules of a lease. For a lease in a settled

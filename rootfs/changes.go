@@ -19,6 +19,10 @@ const (
 	Deleted = "D"
 )
 
+// ErrTooManyChanges is Changes' error when the layer holds more changes
+// than it may list.
+var ErrTooManyChanges = errors.New("too many changes to list")
+
 // Change is one path of a sandbox's root that differs from its image:
 // Kind is Added, Changed or Deleted; Path is absolute inside the sandbox.
 type Change struct {
@@ -32,15 +36,15 @@ func UpperDir(dir string) string { return filepath.Join(dir, rwDir, "upper") }
 // Changes lists what the writable layer upper changed over lowers (the
 // image's layers, lowest first), sorted by path, as docker diff does: a
 // path in upper is Changed when the lowers have it and Added otherwise,
-// an overlayfs whiteout is Deleted. skip names paths (relative, like
+// an overlayfs whiteout is Deleted. skip reports the paths (relative, like
 // "etc/hosts") that sbx itself writes and that are left out, with the
-// directories that were copied up only to hold them.
+// directories that were copied up only to hold them; nil skips nothing.
 //
 // upper is written by the sandbox and is hostile: nothing in it or in the
 // lowers is followed, a lower path counts only when none of its parents is
 // a symbolic link or a whiteout, and at most max changes are listed (more
 // is an error).
-func Changes(upper string, lowers []string, skip map[string]bool, max int) ([]Change, error) {
+func Changes(upper string, lowers []string, skip func(rel string) bool, max int) ([]Change, error) {
 	var out []Change
 	holdsSkipped := map[string]bool{} // "/etc" when "etc/hosts" was skipped
 	err := filepath.WalkDir(upper, func(full string, d fs.DirEntry, err error) error {
@@ -55,7 +59,7 @@ func Changes(upper string, lowers []string, skip map[string]bool, max int) ([]Ch
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if skip[rel] {
+		if skip != nil && skip(rel) {
 			for p := path.Dir("/" + rel); p != "/"; p = path.Dir(p) {
 				holdsSkipped[p] = true
 			}
@@ -65,7 +69,7 @@ func Changes(upper string, lowers []string, skip map[string]bool, max int) ([]Ch
 			return nil
 		}
 		if len(out) >= max {
-			return fmt.Errorf("more than %d changes", max)
+			return fmt.Errorf("%w: more than %d", ErrTooManyChanges, max)
 		}
 		kind := Added
 		if d.Type()&fs.ModeCharDevice != 0 && isWhiteout(full) {

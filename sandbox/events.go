@@ -536,3 +536,13 @@ func (t *tracker) counts() (map[sbx.Status]int, uint64) {
 	}
 	return out, t.oomTotal
 }
+
+// renamed records a sandbox's new name and publishes EventRenamed.
+func (t *tracker) renamed(sb *sbx.Sandbox) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cur, ok := t.known[sb.ID]; ok {
+		cur.name = sb.Name
+	}
+	t.bus.publish(sbx.Event{Type: sbx.EventRenamed, Sandbox: sb.ID, Name: sb.Name, Status: sb.Status})
+}

@@ -57,6 +57,9 @@ func (h *Host) Info(ctx context.Context) (*sbx.HostInfo, error) {
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil {
 		info.Uses = append(info.Uses, fmt.Sprintf("rlimits: inherited (nofile %d/%d)", rl.Cur, rl.Max))
 	}
+	if os.Geteuid() != 0 {
+		info.Warnings = append(info.Warnings, "not running as root: creating sandboxes needs root (namespaces, cgroups, mounts, network devices); run sbx as root or use an sbx server (--host)")
+	}
 	if !hasCapability(unix.CAP_SYS_RESOURCE) {
 		info.Warnings = append(info.Warnings, "no CAP_SYS_RESOURCE: rlimits cannot be raised above the current hard limits and oom_score_adj cannot be lowered")
 	}

@@ -269,10 +269,26 @@ func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) erro
 	if (sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused) && !o.Force {
 		return fmt.Errorf("%w: sandbox %s is %s: stop it first or force the removal (rm -f)", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
+	h.noteOOMKills(sb)
 	if err := h.destroy(ctx, l, sb); err != nil {
 		return fmt.Errorf("remove sandbox %s: %w", sb.ShortID(), err)
 	}
 	return nil
+}
+
+// noteOOMKills reads the sandbox's OOM kill count one last time before its
+// cgroup goes, so that the kills of a sandbox removed between two polls of
+// the watcher (a remote one-shot run) still reach the events and
+// sbx_oom_kills_total.
+func (h *Host) noteOOMKills(sb *sbx.Sandbox) {
+	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
+		return
+	}
+	if ctr, err := h.container(sb); err == nil {
+		if u, err := ctr.Usage(); err == nil {
+			h.events.tracker.oomKills(sb, u.OOMKills)
+		}
+	}
 }
 
 // Inspect returns the record of the sandbox ref with its current

@@ -45,13 +45,13 @@ type poolDef struct {
 }
 
 // poolKeyFields are the options fixed when a sandbox starts: a create must
-// match all of them to claim a member.
+// match all of them to claim a member. Published ports are not among them:
+// members publish none, and a claim adds the create's.
 type poolKeyFields struct {
 	Image          string       `json:"image"` // the digest, or the root directory
 	User           string       `json:"user"`
 	Hostname       string       `json:"hostname"`
 	Network        string       `json:"network"`
-	Publish        []string     `json:"publish"`
 	Egress         string       `json:"egress"`
 	AllowHostPorts []string     `json:"allow_host_ports"`
 	DNS            []string     `json:"dns"`
@@ -68,7 +68,7 @@ type poolKeyFields struct {
 func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	k := poolKeyFields{
 		Image: "rootfs:" + o.Rootfs, User: o.User, Hostname: o.Hostname, Network: o.Network,
-		Publish: o.Publish, Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
+		Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
 		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
 		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp,
 	}
@@ -76,7 +76,7 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 		k.Image = "image:" + img.Digest
 	}
 	// An empty list and none are the same (records drop empty lists).
-	k.Publish, k.AllowHostPorts, k.DNS = nilIfEmpty(k.Publish), nilIfEmpty(k.AllowHostPorts), nilIfEmpty(k.DNS)
+	k.AllowHostPorts, k.DNS = nilIfEmpty(k.AllowHostPorts), nilIfEmpty(k.DNS)
 	k.Volumes, k.Tmpfs = nilIfEmpty(k.Volumes), nilIfEmpty(k.Tmpfs)
 	k.CapAdd, k.CapDrop = nilIfEmpty(k.CapAdd), nilIfEmpty(k.CapDrop)
 	if k.Seccomp == "" {
@@ -492,6 +492,13 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		}
 	}
 	release, err := h.admitClaim(ctx, &m, &sb)
+	if err == nil {
+		// Ports in use are the request's fault; a failed publish leaves
+		// the member as it was.
+		if err = h.publishClaim(ctx, &sb); err != nil {
+			release()
+		}
+	}
 	if err != nil {
 		h.store.ReleaseName(sb.Name, sb.ID)
 		return nil, errClaimRefused{err}
@@ -541,6 +548,30 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 		return nil, err
 	}
 	return a.Release, nil
+}
+
+// publishClaim publishes the ports the create asks for on the member's
+// bridged network (members publish none).
+func (h *Host) publishClaim(ctx context.Context, sb *sbx.Sandbox) error {
+	if len(sb.Options.Publish) == 0 {
+		return nil
+	}
+	na, err := parseNetwork(&sb.Options, hostname(sb))
+	if err != nil {
+		return err
+	}
+	n, err := h.network()
+	if err != nil {
+		return err
+	}
+	a, err := n.Publish(ctx, sb.ID, na.Publish)
+	if err != nil {
+		return fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
+	if sb.Network != nil {
+		sb.Network.Ports = networkInfo(a).Ports
+	}
+	return nil
 }
 
 // applyClaim applies to the running member m what sb asks for beyond its
@@ -675,8 +706,9 @@ func (e *events) keepPools() {
 	defer cancel()
 	tick := time.NewTicker(poolRefillInterval)
 	defer tick.Stop()
+	failing := map[string]*poolBackoff{}
 	for {
-		e.h.refillPools(ctx)
+		e.h.refillPools(ctx, failing)
 		select {
 		case <-e.done:
 			return
@@ -698,8 +730,19 @@ func (e *events) askPoolRefill() {
 	}
 }
 
-// refillPools fills every pool whose fill lock is free.
-func (h *Host) refillPools(ctx context.Context) {
+// poolBackoff delays the refills of a pool whose fills fail (a limit
+// reached, an image gone): the wait doubles up to poolMaxBackoff, and one
+// warning is logged per failure streak.
+type poolBackoff struct {
+	wait time.Duration
+	next time.Time
+}
+
+const poolMaxBackoff = time.Minute
+
+// refillPools fills every pool whose fill lock is free and that is not
+// backing off after failures.
+func (h *Host) refillPools(ctx context.Context, failing map[string]*poolBackoff) {
 	names, err := h.poolNames()
 	if err != nil {
 		h.log.Warn("warm pools: list", "err", err)
@@ -709,14 +752,26 @@ func (h *Host) refillPools(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		b := failing[name]
+		if b != nil && time.Now().Before(b.next) {
+			continue
+		}
 		unlock, err := state.TryLockFile(h.poolLockPath(name))
 		if err != nil {
 			continue // another process fills it
 		}
 		rep, err := h.fillLocked(ctx, name)
 		unlock()
-		if err != nil && ctx.Err() == nil && !errors.Is(err, sbx.ErrNotFound) {
-			h.log.Warn("warm pool: refill", "pool", name, "err", err)
+		switch {
+		case err == nil:
+			delete(failing, name)
+		case ctx.Err() != nil || errors.Is(err, sbx.ErrNotFound):
+		case b == nil:
+			h.log.Warn("warm pool: refill failed; retrying with backoff", "pool", name, "err", err)
+			failing[name] = &poolBackoff{wait: poolRefillInterval, next: time.Now().Add(poolRefillInterval)}
+		default:
+			b.wait = min(2*b.wait, poolMaxBackoff)
+			b.next = time.Now().Add(b.wait)
 		}
 		if rep != nil && len(rep.Started)+len(rep.Removed) > 0 {
 			h.log.Debug("warm pool refilled", "pool", name, "started", len(rep.Started), "removed", len(rep.Removed))

@@ -3,6 +3,8 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +82,62 @@ func TestServerWarmPool(t *testing.T) {
 	}
 	if _, err := e.c.GetPool(ctx, "rest"); !errors.Is(err, sbx.ErrNotFound) {
 		t.Fatalf("removed pool: got %v, want sbx.ErrNotFound", err)
+	}
+}
+
+// TestServerWarmPoolPublish: a claim from a bridged pool publishes the
+// create's port on the member's network, traffic reaches the sandbox
+// through it, and removing the sandbox takes the rules away.
+func TestServerWarmPoolPublish(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	hostNS := "/run/netns/" + testHostNS(t)
+	e := newServerEnv(t, sandbox.HostConfig{HostNetNS: hostNS}, nil)
+	ctx := context.Background()
+	base := sbx.Options{Rootfs: fixture.CacheDir + "/busybox", Network: sbx.NetworkBridge}
+	withPort := base
+	withPort.Publish = []string{"127.0.0.1:0:8080"}
+	if _, err := e.c.CreatePool(ctx, sbx.PoolSpec{Name: "net", Size: 1, Options: withPort}); !errors.Is(err, sbx.ErrInvalid) {
+		t.Fatalf("a pool that publishes: got %v, want sbx.ErrInvalid", err)
+	}
+	if _, err := e.host.CreatePool(ctx, sbx.PoolSpec{Name: "net", Size: 1, Options: base}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := e.host.FillPool(ctx, "net")
+	if err != nil || len(rep.Started) != 1 {
+		t.Fatalf("fill: %+v, %v", rep, err)
+	}
+	e.see(rep.Started[0])
+	sb, err := e.c.Create(ctx, withPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	if sb.ID != rep.Started[0] || sb.Network == nil || len(sb.Network.Ports) != 1 || sb.Network.Ports[0].HostPort == 0 {
+		t.Fatalf("claim with a published port: %+v (member %s)", sb.Network, rep.Started[0])
+	}
+	res, err := e.c.Exec(ctx, sb.ID, sbx.ExecRequest{Command: "mkdir -p /tmp/www && echo pooled > /tmp/www/index.html && httpd -p 8080 -h /tmp/www"}, nil)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("start httpd: %+v %v", res, err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/", sb.Network.Ports[0].HostPort)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := httpClientInNS(t, hostNS).Get(url)
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if string(body) != "pooled\n" {
+				t.Fatalf("published port answered %q", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("published port %s: %v", url, err)
+		}
+	}
+	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := httpClientInNS(t, hostNS).Get(url); err == nil {
+		t.Fatalf("%s still answers after the sandbox was removed", url)
 	}
 }

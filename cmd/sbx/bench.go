@@ -61,7 +61,7 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.rootfs, "rootfs", "", "unpacked root filesystem every runtime uses (read-only); it needs `true` and `sleep`")
+	f.StringVar(&o.rootfs, "rootfs", "", "unpacked root filesystem every runtime uses (read-only); it needs the programs true and sleep")
 	f.StringVar(&o.image, "image", "", "cached image sbx runs (sbx run IMAGE); the other runtimes use its unpacked layers (default: a busybox root built once under "+bench.DefaultRootDir+" and imported into the bench's own image store)")
 	f.StringSliceVar(&o.compare, "compare", nil, "runtimes to compare with: "+strings.Join(bench.AnchorNames, ","))
 	f.IntVar(&o.samples, "samples", 100, "measured rounds per scenario (p99 needs 100)")

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
@@ -67,25 +68,31 @@ archive is uploaded to the server (a layout directory tarred on the fly).`,
 			if len(args) == 2 {
 				o.Name = args[1]
 			}
-			b, err := f.open(a, cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			prog := newImageProgress(cmd.ErrOrStderr(), f.quiet)
-			o.Progress = prog.update
-			img, err := b.ImportImage(ctx, o)
-			prog.finish()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
-			return nil
+			return importImage(a, cmd, &f, o, "")
 		},
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// importImage imports o with the image flags f, showing progress, and
+// prints the image's name and digest after prefix.
+func importImage(a *app, cmd *cobra.Command, f *imageFlags, o sbx.ImportOptions, prefix string) error {
+	b, err := f.open(a, cmd)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signalContext()
+	defer stop()
+	prog := newImageProgress(cmd.ErrOrStderr(), f.quiet)
+	o.Progress = prog.update
+	img, err := b.ImportImage(ctx, o)
+	prog.finish()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s%s %s\n", prefix, sbx.FamiliarName(img.Name), img.Digest)
+	return nil
 }
 
 // imageSummary is one line of sbx images --format json.
@@ -225,7 +232,8 @@ func imageCmd(a *app) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
 	}
-	cmd.AddCommand(imagesCmd(a, "ls"), imageInspectCmd(a), rmiCmd(a, "rm"), imageGCCmd(a), pullCmd(a), importCmd(a))
+	cmd.AddCommand(imagesCmd(a, "ls"), imageInspectCmd(a), rmiCmd(a, "rm"), imageGCCmd(a), pullCmd(a), importCmd(a),
+		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a))
 	return cmd
 }
 
@@ -254,16 +262,7 @@ func humanAge(t time.Time) string {
 	if t.IsZero() {
 		return "unknown"
 	}
-	d := time.Since(t)
-	switch {
-	case d < time.Minute:
-		return "just now"
-	case d < time.Hour:
-		return fmt.Sprintf("%d minutes ago", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%d hours ago", int(d.Hours()))
-	}
-	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+	return units.HumanDuration(time.Since(t)) + " ago"
 }
 
 // imageProgress renders pull and import progress: a bar per layer on a

@@ -41,18 +41,26 @@ func commands(a *app) []*cobra.Command {
 		runCmd(a), createCmd(a), execCmd(a), shellCmd(a), cpCmd(a),
 		listCmd(a, "ps"), listCmd(a, "ls"), inspectCmd(a), statsCmd(a),
 		eachCmd(a, "pause", "Freeze every process of sandboxes (cgroup freezer)", (sbx.Sandboxes).Pause),
-		eachCmd(a, "resume", "Thaw paused sandboxes", (sbx.Sandboxes).Resume),
+		withAliases(eachCmd(a, "resume", "Thaw paused sandboxes", (sbx.Sandboxes).Resume), "unpause"),
 		eachCmd(a, "start", "Start stopped sandboxes again on their kept root", (sbx.Sandboxes).Start),
-		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a), poolCmd(a),
+		stopCmd(a), rmCmd(a), commitCmd(a), prepareCmd(a), poolCmd(a), diffCmd(a), renameCmd(a),
+		logsCmd(a), waitCmd(a), killCmd(a), restartCmd(a), portCmd(a), topCmd(a), exportCmd(a), eventsCmd(a),
 		// Images.
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
+		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a),
 		// The host.
-		infoCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(),
+		infoCmd(a), systemCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(), manCmd(),
 		// Front-ends of other systems.
 		openhandsCmd(a),
 		// Run by sbx itself, hidden.
 		executorCmd(), reaperCmd(), expiryWatcherCmd(a),
 	}
+}
+
+// withAliases gives cmd further names (docker's spellings).
+func withAliases(cmd *cobra.Command, aliases ...string) *cobra.Command {
+	cmd.Aliases = append(cmd.Aliases, aliases...)
+	return cmd
 }
 
 // app holds the global flags and the backend every command uses: this
@@ -90,11 +98,20 @@ func (a *app) open(cfg sandbox.HostConfig) (backend, error) {
 	}
 	h, err := sandbox.Open(cfg)
 	if err != nil {
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("%s (%w)", notRoot, err)
+		}
 		return nil, err
 	}
 	a.backend, a.local = h, h
 	return h, nil
 }
+
+// notRoot says why sbx cannot run sandboxes for an unprivileged user and
+// what to do instead.
+const notRoot = "sbx needs root on this host: it creates namespaces, cgroups, overlay mounts and network devices and keeps its state under --root; " +
+	"run it as root (sudo sbx ...), or use an sbx server that runs as root (--host or SBX_HOST). " +
+	"Running without root would need user namespaces with delegated id ranges, a delegated cgroup subtree and user-mode networking, which sbx does not do"
 
 // backendCtx opens the backend (with no image options) and a context that
 // SIGINT and SIGTERM cancel.
@@ -159,6 +176,7 @@ func newRootCmd(a *app) *cobra.Command {
 		return &exitError{code: sbx.ExitSbxFailed, msg: fmt.Sprintf("%v\nSee '%s --help'.", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(a)...)
+	addCompletion(a, root)
 	return root
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox"
 )
 
 type runOptions struct {
@@ -27,22 +29,31 @@ type runOptions struct {
 	tty         bool
 	report      string
 	stats       bool
+	// docker's spellings: -d starts the command in a long-lived sandbox
+	// (sbx create with a command); --rm is what run always does.
+	detach, rm    bool
+	name          string
+	volumes, tmpf []string
+	labels        []string
+	ttl           time.Duration
 }
 
 func runCmd(a *app) *cobra.Command {
 	o := &runOptions{}
 	cmd := &cobra.Command{
-		Use:   "run [flags] (IMAGE [CMD...] | --rootfs DIR [--] CMD... | [--] CMD...)",
-		Short: "Run one command in a fresh sandbox and remove it afterwards",
+		Use:   "run [flags] (IMAGE [CMD...] | --rootfs DIR CMD... | -- CMD...)",
+		Short: "Run one command in a fresh sandbox and remove it afterwards (-d: keep it running)",
 		Long: `Run one command in a fresh, fully isolated sandbox and tear it down when the
-command exits. The root is an image (pulled when missing), a directory given
-with --rootfs, or, in host mode, the host's system directories read-only with
-a private writable layer on top.
-
-The first argument names an image when it is in the image cache, contains
-':', '/' or '@' (busybox:latest, 127.0.0.1:5000/app) or --pull is given;
-otherwise it is a host-mode command. "sbx run -- CMD" is always host mode.
+command exits. The first argument is an image, pulled as --pull says (as
+docker run does); CMD replaces its Cmd. With --rootfs DIR the root is that
+directory and CMD is the whole command. "sbx run -- CMD" is host mode: the
+host's system directories read-only with a private writable layer on top.
 "sbx run IMAGE -- CMD" runs CMD in IMAGE.
+
+With -d the command starts as the main command of a long-lived sandbox (what
+sbx create IMAGE CMD does) and run prints the sandbox's ID: follow its output
+with sbx logs -f, wait for it with sbx wait, stop it with sbx stop or sbx
+kill, remove it with sbx rm. --name, --label and --ttl name such a sandbox.
 
 Exit codes: the command's own; 128+N when killed by signal N; 137 on an OOM
 kill; 124 when --timeout fired; 126 when the command cannot be executed; 127
@@ -61,6 +72,13 @@ when it is not found; 125 when sbx itself failed.`,
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
 	cmd.Flags().StringVar(&o.report, "report", "", "write a JSON resource report to this file")
 	cmd.Flags().BoolVar(&o.stats, "stats", false, "print a resource report on stderr")
+	cmd.Flags().BoolVarP(&o.detach, "detach", "d", false, "start the command in a long-lived sandbox, print its ID and return")
+	cmd.Flags().BoolVar(&o.rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d)")
+	cmd.Flags().StringVar(&o.name, "name", "", "a unique name for the sandbox (with -d)")
+	cmd.Flags().StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	cmd.Flags().StringArrayVar(&o.tmpf, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
+	cmd.Flags().StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
+	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (with -d)")
 	return cmd
 }
 
@@ -69,28 +87,49 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
+	local := a.host == ""
+	opts, err := o.options(local)
+	if err != nil {
+		return exitErr("%v", err)
+	}
+	if err := addMounts(&opts, o.volumes, o.tmpf, local); err != nil {
+		return exitErr("%v", err)
+	}
+	hostMode := cmd.Flags().ArgsLenAtDash() == 0
+	image := o.rootfs == "" && !hostMode
+	cmdArgs := args
+	if image {
+		if err := checkImageArg(args[0]); err != nil {
+			return err
+		}
+		opts.Image, cmdArgs = args[0], args[1:]
+		if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
+			cmdArgs = cmdArgs[1:]
+		}
+	}
+	if !image && len(cmdArgs) == 0 {
+		return exitErr("no command given: sbx run --rootfs DIR CMD..., or sbx run -- CMD... in host mode")
+	}
+	if o.detach {
+		return runDetached(a, cmd, o, cfg, opts, cmdArgs)
+	}
+	if o.name != "" || len(o.labels) > 0 || o.ttl != 0 {
+		return exitErr("--name, --label and --ttl are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
+	}
 	b, err := a.open(cfg)
 	if err != nil {
 		return exitErr("%v", err)
 	}
-	opts, err := o.options(a.host == "")
-	if err != nil {
-		return exitErr("%v", err)
-	}
 	ro := sbx.RunOptions{Options: opts, Timeout: o.timeout, Tty: o.tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
-	ro.Cmd = args
-	if o.rootfs == "" && isImage(cmd, b, args) {
-		ro.Image, ro.Cmd = args[0], args[1:]
-		if len(ro.Cmd) > 0 && ro.Cmd[0] == "--" {
-			ro.Cmd = ro.Cmd[1:]
-		}
+	ro.Cmd = cmdArgs
+	if image {
 		if cmd.Flags().Changed("entrypoint") {
 			ro.Entrypoint = []string{}
 			if o.entrypoint != "" {
 				ro.Entrypoint = []string{o.entrypoint}
 			}
 		}
-		prog := newImageProgress(cmd.ErrOrStderr(), !term.IsTerminal(int(os.Stderr.Fd())))
+		prog := newImageProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
 		defer prog.finish()
 		ro.PullProgress = prog.update
 	}
@@ -107,7 +146,7 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	ro.Signals = forwardSignals(ctx, cancel)
 	rep, err := b.Run(ctx, ro)
 	if err != nil {
-		return exitErr("%v", err)
+		return exitErr("%v", withImageHint(err, opts.Image))
 	}
 	if err := writeReport(o.report, o.stats, rep, cmd.ErrOrStderr()); err != nil {
 		return exitErr("%v", err)
@@ -118,21 +157,100 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	return exitWith(rep.ExitCode)
 }
 
-// isImage decides whether the first argument names an image (see the
-// command's help).
-func isImage(cmd *cobra.Command, b backend, args []string) bool {
-	if cmd.Flags().ArgsLenAtDash() == 0 {
-		return false
+// runDetached is run -d: a long-lived sandbox whose main command is the
+// image's entrypoint with CMD (or the image's Cmd), or CMD with --rootfs
+// and in host mode; it prints the sandbox's ID.
+func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConfig, opts sbx.Options, cmdArgs []string) error {
+	for _, bad := range []string{"interactive", "tty", "report", "stats", "rm"} {
+		if cmd.Flags().Changed(bad) {
+			return exitErr("--%s does not go with -d: the command runs on in the background (follow it with sbx logs -f, wait with sbx wait, remove with sbx rm or --ttl)", bad)
+		}
 	}
-	ref := args[0]
+	if o.timeout != 0 {
+		return exitErr("--timeout does not go with -d: a detached sandbox's lifetime is --ttl")
+	}
+	if o.ttl < 0 {
+		return exitErr("invalid --ttl %v: must be positive", o.ttl)
+	}
+	labels, err := parseLabels(o.labels)
+	if err != nil {
+		return exitErr("%v", err)
+	}
+	opts.Name, opts.TTL, opts.Labels = o.name, o.ttl, labels
+	b, err := a.open(cfg)
+	if err != nil {
+		return sbxError(err)
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	var entrypoint []string
+	if cmd.Flags().Changed("entrypoint") {
+		entrypoint = []string{}
+		if o.entrypoint != "" {
+			entrypoint = []string{o.entrypoint}
+		}
+	}
+	opts.Cmd = cmdArgs
+	if opts.Image != "" {
+		prog := newImageProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
+		opts.Cmd, err = imageCommand(ctx, b, opts.Image, opts.Pull, entrypoint, cmdArgs, prog.update)
+		prog.finish()
+		if err != nil {
+			return sbxError(withImageHint(err, opts.Image))
+		}
+	}
+	sb, err := b.Create(ctx, opts)
+	if err != nil {
+		return sbxError(err)
+	}
+	if a.local != nil && sb.ExpiresAt != nil {
+		startExpiryWatcher(a)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
+	return nil
+}
+
+// imageCommand is the argv docker runs for image with CMD args
+// (ImageConfig.Process), the image pulled first as pull says.
+func imageCommand(ctx context.Context, b backend, image, pull string, entrypoint, args []string, progress func(sbx.PullProgress)) ([]string, error) {
+	img, err := b.InspectImage(ctx, image)
+	if pull == "always" || (err != nil && errors.Is(err, sbx.ErrImageNotFound) && pull != "never") {
+		if _, err = b.PullImage(ctx, image, progress); err == nil {
+			img, err = b.InspectImage(ctx, image)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	var cfg sbx.ImageConfig
+	if img.Config != nil {
+		cfg = *img.Config
+	}
+	p, err := cfg.Process(entrypoint, args, nil, "", "")
+	return p.Args, err
+}
+
+// checkImageArg refuses a first argument that cannot be an image, saying
+// what to write instead.
+func checkImageArg(ref string) error {
 	if strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, ".") {
-		return false
+		return exitErr("%q is a path, not an image: to run a host command in a sandbox write sbx run -- %s ..., or give --rootfs DIR", ref, ref)
 	}
-	if cmd.Flags().Changed("pull") || strings.ContainsAny(ref, ":/@") {
-		return true
+	return nil
+}
+
+// withImageHint adds to a failure to find or pull image that a bare word
+// may have been meant as a host command.
+func withImageHint(err error, image string) error {
+	if image == "" || strings.ContainsAny(image, ":/@") {
+		return err
 	}
-	_, err := b.InspectImage(cmd.Context(), ref)
-	return err == nil
+	for _, e := range []error{sbx.ErrImageNotFound, sbx.ErrRegistryUnreachable, sbx.ErrRegistryAuth} {
+		if errors.Is(err, e) {
+			return fmt.Errorf("%w; %q was taken as an image (not cached, not pulled): to run the host command %s in a sandbox, write sbx run -- %s", err, image, image, image)
+		}
+	}
+	return err
 }
 
 // setupTerminal puts the user's terminal in raw mode (with -i) and follows

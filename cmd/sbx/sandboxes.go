@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +11,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
+	"text/template"
 	"time"
 
 	units "github.com/docker/go-units"
@@ -35,20 +38,33 @@ type createOptions struct {
 func createCmd(a *app) *cobra.Command {
 	o := &createOptions{}
 	cmd := &cobra.Command{
-		Use:   "create [flags] (IMAGE | --rootfs DIR)",
+		Use:   "create [flags] (IMAGE [CMD...] | --rootfs DIR [-- CMD...])",
 		Short: "Create a long-lived sandbox and print its ID once it is ready",
 		Long: `Create a long-lived sandbox whose PID 1 is the sbx executor, and print its ID
 once the executor answers. Run commands in it with sbx exec and sbx shell;
 remove it with sbx rm (or let --ttl remove it).
 
+With CMD the sandbox gets a main command, started once it is ready: the
+image's Entrypoint followed by CMD (with --rootfs DIR -- CMD, the whole command), as
+docker create IMAGE CMD does; sbx logs, sbx wait and sbx kill act on it.
+
 Every flag of sbx run applies, plus --name, --volume, --tmpfs, --label and
 --ttl. --timeout does not: a sandbox's lifetime is --ttl, a command's is
 sbx exec --timeout.`,
-		Args: cobra.MaximumNArgs(1),
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := o.images.hostConfig(a, cmd)
 			if err != nil {
 				return err
+			}
+			var cmdArgs []string
+			if o.rootfs != "" && cmd.Flags().ArgsLenAtDash() == 0 {
+				args, cmdArgs = nil, args // --rootfs DIR -- CMD...
+			} else if len(args) > 1 {
+				args, cmdArgs = args[:1], args[1:]
+			}
+			if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
+				cmdArgs = cmdArgs[1:]
 			}
 			opts, err := o.options(args, a.host == "")
 			if err != nil {
@@ -60,6 +76,12 @@ sbx exec --timeout.`,
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
+			opts.Cmd = cmdArgs
+			if opts.Image != "" && len(cmdArgs) > 0 {
+				if opts.Cmd, err = imageCommand(ctx, b, opts.Image, opts.Pull, nil, cmdArgs, nil); err != nil {
+					return sbxError(err)
+				}
+			}
 			sb, err := b.Create(ctx, opts)
 			if err != nil {
 				return sbxError(err)
@@ -73,6 +95,7 @@ sbx exec --timeout.`,
 	}
 	o.registerStart(cmd)
 	f := cmd.Flags()
+	f.SetInterspersed(false)
 	f.StringVar(&o.name, "name", "", "a unique name for the sandbox")
 	f.StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE")
 	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
@@ -114,31 +137,47 @@ func (o *createOptions) options(args []string, local bool) (sbx.Options, error) 
 		return opts, fmt.Errorf("invalid --ttl %v: must be positive", o.ttl)
 	}
 	opts.Name, opts.TTL = o.name, o.ttl
-	for _, v := range o.volumes {
+	if err := addMounts(&opts, o.volumes, o.tmpfs, local); err != nil {
+		return opts, err
+	}
+	opts.Labels, err = parseLabels(o.labels)
+	return opts, err
+}
+
+// addMounts adds --volume and --tmpfs mounts to opts; local as in
+// parseVolume.
+func addMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
+	for _, v := range volumes {
 		vol, err := parseVolume(v, local)
 		if err != nil {
-			return opts, err
+			return err
 		}
 		opts.Volumes = append(opts.Volumes, vol)
 	}
-	for _, t := range o.tmpfs {
+	for _, t := range tmpfs {
 		tm, err := sbx.ParseTmpfs(t)
 		if err != nil {
-			return opts, fmt.Errorf("invalid --tmpfs %q: %w", t, err)
+			return fmt.Errorf("invalid --tmpfs %q: %w", t, err)
 		}
 		opts.Tmpfs = append(opts.Tmpfs, tm)
 	}
-	for _, l := range o.labels {
+	return nil
+}
+
+// parseLabels parses KEY=VALUE labels; none is nil.
+func parseLabels(labels []string) (map[string]string, error) {
+	var out map[string]string
+	for _, l := range labels {
 		k, v, ok := strings.Cut(l, "=")
 		if !ok || k == "" {
-			return opts, fmt.Errorf("invalid --label %q: use KEY=VALUE", l)
+			return nil, fmt.Errorf("invalid --label %q: use KEY=VALUE", l)
 		}
-		if opts.Labels == nil {
-			opts.Labels = map[string]string{}
+		if out == nil {
+			out = map[string]string{}
 		}
-		opts.Labels[k] = v
+		out[k] = v
 	}
-	return opts, nil
+	return out, nil
 }
 
 // parseVolume parses HOST:CONTAINER[:ro|rw]. On this host the host
@@ -160,13 +199,19 @@ func parseVolume(s string, local bool) (sbx.Volume, error) {
 }
 
 func listCmd(a *app, name string) *cobra.Command {
-	var all, quiet, pooled bool
+	var all, quiet, noTrunc, latest, pooled bool
+	var last int
 	var format string
 	var filters []string
 	cmd := &cobra.Command{
-		Use:   name + " [-a] [-q] [--pooled] [--format table|json] [--filter label=K=V|status=S|name=N]",
+		Use:   name + " [-a] [-q] [-n N | -l] [--no-trunc] [--pooled] [--format table|json|TEMPLATE] [--filter label=K=V|status=S|name=N]",
 		Short: "List sandboxes (running ones; -a for all)",
-		Args:  cobra.NoArgs,
+		Long: `List sandboxes, oldest first: running ones, or all with -a. -n N shows the N
+created last (of all), -l the last one. --format takes table, json, or a Go
+template run for each sandbox over its record, as docker's does, e.g.
+--format '{{.ID}} {{.Status}} {{.Options.Image}}' ({{json .Network}} prints
+a field as JSON).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var f sbx.Filter
 			for _, fl := range filters {
@@ -184,10 +229,17 @@ func listCmd(a *app, name string) *cobra.Command {
 					return exitErr("invalid --filter %q: use label=KEY=VALUE, status=STATUS or name=NAME", fl)
 				}
 			}
-			f.Running = !all && f.Status == ""
+			if latest {
+				last = 1
+			}
+			if last < 0 {
+				return exitErr("invalid -n %d: a number of sandboxes", last)
+			}
+			f.Running = !all && f.Status == "" && last == 0
 			f.Pooled = pooled
-			if format != "table" && format != "json" {
-				return exitErr("invalid --format %q: use table or json", format)
+			tmpl, err := parseFormat(format)
+			if err != nil {
+				return exitErr("%v", err)
 			}
 			b, err := a.open(sandbox.HostConfig{})
 			if err != nil {
@@ -197,24 +249,72 @@ func listCmd(a *app, name string) *cobra.Command {
 			if err != nil {
 				return sbxError(err)
 			}
-			return printList(cmd.OutOrStdout(), list, quiet, format)
+			if last > 0 && len(list) > last {
+				list = list[len(list)-last:]
+			}
+			return printList(cmd.OutOrStdout(), list, quiet, noTrunc, format, tmpl)
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "show all sandboxes, also stopped ones")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only IDs")
+	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print full IDs")
+	cmd.Flags().IntVarP(&last, "last", "n", 0, "show the N sandboxes created last (of all)")
+	cmd.Flags().BoolVarP(&latest, "latest", "l", false, "show the sandbox created last (of all)")
 	cmd.Flags().BoolVar(&pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
-	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json, or a Go template per sandbox")
 	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
 	return cmd
 }
 
-func printList(w io.Writer, list []*sbx.Sandbox, quiet bool, format string) error {
+// parseFormat parses a --format that is a Go template (nil for table and
+// json); {{json .X}} prints a value as JSON.
+func parseFormat(format string) (*template.Template, error) {
+	if format == "table" || format == "json" {
+		return nil, nil
+	}
+	if !strings.Contains(format, "{{") {
+		return nil, fmt.Errorf("invalid --format %q: use table, json, or a Go template like '{{.ID}} {{.Status}}'", format)
+	}
+	t, err := template.New("format").Funcs(template.FuncMap{"json": func(v any) (string, error) {
+		data, err := json.Marshal(v)
+		return string(data), err
+	}}).Parse(strings.TrimPrefix(format, "table "))
+	if err != nil {
+		return nil, fmt.Errorf("invalid --format: %w", err)
+	}
+	return t, nil
+}
+
+// printTemplate runs t for each value, one line each.
+func printTemplate[T any](w io.Writer, t *template.Template, values []T) error {
+	for _, v := range values {
+		var buf bytes.Buffer
+		if err := t.Execute(&buf, v); err != nil {
+			return exitErr("--format: %v", err)
+		}
+		buf.WriteByte('\n')
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func printList(w io.Writer, list []*sbx.Sandbox, quiet, noTrunc bool, format string, tmpl *template.Template) error {
+	id := func(sb *sbx.Sandbox) string {
+		if noTrunc {
+			return sb.ID
+		}
+		return sb.ShortID()
+	}
 	switch {
-	case quiet:
+	case quiet: // full IDs, as sbx always printed them
 		for _, sb := range list {
 			fmt.Fprintln(w, sb.ID)
 		}
 		return nil
+	case tmpl != nil:
+		return printTemplate(w, tmpl, list)
 	case format == "json":
 		if list == nil {
 			list = []*sbx.Sandbox{}
@@ -222,14 +322,21 @@ func printList(w io.Writer, list []*sbx.Sandbox, quiet bool, format string) erro
 		return writeJSON(w, list)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "SANDBOX ID\tIMAGE\tSTATUS\tCREATED\tNAME\tLABELS")
+	fmt.Fprintln(tw, "SANDBOX ID\tIMAGE\tCOMMAND\tSTATUS\tCREATED\tNAME\tLABELS")
 	for _, sb := range list {
 		img := imageOf(&sb.Options)
 		created := "-"
 		if !sb.Created.IsZero() {
 			created = units.HumanDuration(time.Since(sb.Created)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", sb.ShortID(), img, sb.Status, created, sb.Name, labelString(sb.Options.Labels))
+		command := strings.Join(sb.Options.Cmd, " ")
+		if !noTrunc {
+			command = truncate(command, 20)
+		}
+		if command != "" {
+			command = strconv.Quote(command)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id(sb), img, command, sb.Status, created, sb.Name, labelString(sb.Options.Labels))
 	}
 	return tw.Flush()
 }
@@ -262,11 +369,22 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func inspectCmd(a *app) *cobra.Command {
-	return &cobra.Command{
-		Use:   "inspect ID...",
+	var format string
+	cmd := &cobra.Command{
+		Use:   "inspect [-f TEMPLATE] ID...",
 		Short: "Print sandboxes as JSON: spec, state, times, PIDs, network, socket, resources",
-		Args:  cobra.MinimumNArgs(1),
+		Long: `Print the records of sandboxes as a JSON array, or with -f a Go template run for
+each over its record, as docker inspect -f does: -f '{{.Status}}',
+-f '{{.Network.IP}}', -f '{{json .Options}}'.`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var tmpl *template.Template
+			if format != "" {
+				var err error
+				if tmpl, err = parseFormat(format); err != nil || tmpl == nil {
+					return exitErr("invalid --format %q: give a Go template like '{{.Status}}'", format)
+				}
+			}
 			b, err := a.open(sandbox.HostConfig{})
 			if err != nil {
 				return sbxError(err)
@@ -279,9 +397,14 @@ func inspectCmd(a *app) *cobra.Command {
 				}
 				out = append(out, sb)
 			}
+			if tmpl != nil {
+				return printTemplate(cmd.OutOrStdout(), tmpl, out)
+			}
 			return writeJSON(cmd.OutOrStdout(), out)
 		},
 	}
+	cmd.Flags().StringVarP(&format, "format", "f", "", "a Go template run for each sandbox's record")
+	return cmd
 }
 
 func statsCmd(a *app) *cobra.Command {
@@ -389,18 +512,20 @@ func each(a *app, cmd *cobra.Command, args []string, op func(context.Context, ba
 
 func stopCmd(a *app) *cobra.Command {
 	var o sbx.StopOptions
+	grace := seconds(sbx.DefaultStopTimeout)
 	cmd := &cobra.Command{
-		Use:   "stop [--time D] [--signal SIG] ID...",
-		Short: "Stop sandboxes: SIGTERM to PID 1, then SIGKILL after --time",
+		Use:   "stop [-t SECONDS] [--signal SIG] ID...",
+		Short: "Stop sandboxes: SIGTERM to PID 1, then SIGKILL after -t",
 		Args:  cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Timeout = time.Duration(grace)
 			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
 				_, err := b.Stop(ctx, ref, o)
 				return err
 			})
 		},
 	}
-	cmd.Flags().DurationVarP(&o.Timeout, "time", "t", sbx.DefaultStopTimeout, "grace period before SIGKILL")
+	cmd.Flags().VarP(&grace, "time", "t", "grace period before SIGKILL: seconds (5) or a duration (500ms)")
 	cmd.Flags().StringVarP(&o.Signal, "signal", "s", "", "first signal to send (default SIGTERM)")
 	return cmd
 }

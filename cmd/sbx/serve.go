@@ -107,6 +107,17 @@ func parseSizeFlag(name, v string) (int64, error) {
 	return n, nil
 }
 
+// listenerScheme is how --host names ln's kind of address.
+func listenerScheme(ln net.Listener, tls bool) string {
+	switch {
+	case ln.Addr().Network() == "unix":
+		return "unix://"
+	case tls:
+		return "https://"
+	}
+	return "http://"
+}
+
 func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -232,6 +243,11 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	}
 	for _, ln := range listeners {
 		log.Info("sbx serve: listening", "addr", ln.Addr().String())
+		if !log.Enabled(ctx, slog.LevelInfo) {
+			// Said at any log level: where to connect is what a user
+			// starting a server needs first.
+			fmt.Fprintf(os.Stderr, "sbx serve: listening on %s%s\n", listenerScheme(ln, o.tlsCert != ""), ln.Addr())
+		}
 	}
 	// The Runtime API's listeners stop with the REST API's, at the same
 	// deadline (its data plane holds WebSockets for hours).

@@ -110,6 +110,9 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Status/100 == 2 { // an error frame inside a streamed reply
+		return fmt.Sprintf("executor: %s (%s)", e.Message, e.Code)
+	}
 	return fmt.Sprintf("executor: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
 }
 

@@ -198,3 +198,43 @@ type HostInfo = sbx.HostInfo
 // GCReport is the reply of POST /v1/gc: what the server's garbage
 // collection removed.
 type GCReport = sbx.GCReport
+
+// RenameRequest is the body of POST /v1/sandboxes/{id}/rename: the
+// sandbox's new unique name ("" drops its name).
+type RenameRequest struct {
+	Name string `json:"name"`
+}
+
+// ChangeList is the reply of GET /v1/sandboxes/{id}/diff: what the
+// sandbox changed in its root over its image, sorted by path.
+type ChangeList struct {
+	Changes []sbx.Change `json:"changes"`
+}
+
+// TagRequest is the body of POST /v1/images/tag: give the cached image
+// source the further name target (NAME[:TAG]).
+type TagRequest struct {
+	Source string `json:"source"`
+	Target string `json:"target"`
+}
+
+// ImageHistory is the reply of GET /v1/images/history?ref=REF: how the
+// image was built, newest step first.
+type ImageHistory struct {
+	History []sbx.ImageHistoryEntry `json:"history"`
+}
+
+// SaveRequest is the body of POST /v1/images/save: the images to write,
+// as one OCI archive (the reply, application/x-tar).
+type SaveRequest struct {
+	Refs []string `json:"refs"`
+}
+
+// ContentTypeTar is the content type of an image archive (POST
+// /v1/images/save's reply).
+const ContentTypeTar = "application/x-tar"
+
+// ProcessList is the reply of GET /v1/sandboxes/{id}/top.
+type ProcessList struct {
+	Processes []sbx.ProcessInfo `json:"processes"`
+}

@@ -196,3 +196,40 @@ def test_limit_error_carries_retry_after(server: Server) -> None:
             assert err.value.status == 429 and err.value.retry_after == 1.0
     finally:
         cleanup(srv)
+
+
+def test_tag_history_save_and_load(client: sbx.Client, tmp_path: Path) -> None:
+    tagged = client.images.tag("busybox", "sdk-tagged:2")
+    try:
+        assert tagged.name.endswith("sdk-tagged:2") and tagged.digest == client.images.get("busybox").digest
+        steps = client.images.history("sdk-tagged:2")
+        layers = [s.diff_id for s in steps if s.diff_id]
+        assert list(reversed(layers)) == client.images.get("busybox").diff_ids
+        assert all(isinstance(s, sbx.ImageHistoryStep) and s.size_bytes >= 0 for s in steps)
+        archive = tmp_path / "saved.tar"
+        client.images.save("sdk-tagged:2", archive)
+        assert archive.stat().st_size > 1000
+        with pytest.raises(sbx.NotFoundError):
+            client.images.save(["sdk-nosuch:1"], tmp_path / "none.tar")
+        assert not (tmp_path / "none.tar").exists() and [p.name for p in tmp_path.iterdir()] == ["saved.tar"]
+        client.images.remove("sdk-tagged:2")
+        loaded = client.images.import_archive(archive)
+        assert loaded.name.endswith("sdk-tagged:2")
+    finally:
+        client.images.remove("sdk-tagged:2")
+    with pytest.raises(sbx.NotFoundError):
+        client.images.tag("sdk-nosuch:1", "sdk-other:1")
+
+
+def test_disk_usage_and_prune(client: sbx.Client, server: Server) -> None:
+    stopped = client.sandboxes.create("busybox")
+    server.seen.add(stopped.id)
+    stopped.stop(timeout="1s")
+    with client.sandboxes.create("busybox") as running:
+        server.seen.add(running.id)
+        du = client.disk_usage()
+        assert du.sandboxes >= 2 and du.sandboxes_running >= 1 and du.images >= 1 and du.layers_bytes > 0
+        report = client.prune()
+        assert stopped.id in report.sandboxes and running.id not in report.sandboxes and report.images == []
+        assert isinstance(report.layers, sbx.ImageGCReport)
+        assert running.exec(["true"]).ok

@@ -210,3 +210,22 @@ def test_stats_and_commit(busybox: sbx.Sandbox, client: sbx.Client) -> None:
             assert again.files.read("/committed.txt") == "kept\n"
     finally:
         client.images.remove("sdk-committed:v1")
+
+
+def test_diff_and_rename(client: sbx.Client) -> None:
+    with client.sandboxes.create("busybox", name="sdk-diff") as sb, client.sandboxes.create("busybox", name="sdk-taken") as other:
+        sb.exec(["sh", "-c", "echo x > /new; rm /bin/vi"])
+        changes = {(c.kind, c.path) for c in sb.diff()}
+        assert {("A", "/new"), ("D", "/bin/vi"), ("C", "/bin")} <= changes
+        assert not any(p.startswith("/etc/host") or ".sbx" in p for _, p in changes)
+        procs = sb.top()
+        assert any(p.pid == 1 and p.host_pid > 1 for p in procs) and all(isinstance(p, sbx.ProcessInfo) for p in procs)
+        record = sb.rename("sdk-renamed")
+        assert record.name == "sdk-renamed" and sb.name == "sdk-renamed"
+        assert client.sandboxes.get("sdk-renamed").id == sb.id
+        with pytest.raises(sbx.NotFoundError):
+            client.sandboxes.get("sdk-diff")
+        with pytest.raises(sbx.ConflictError):
+            other.rename("sdk-renamed")
+        with pytest.raises(sbx.InvalidError):
+            other.rename("bad name!")

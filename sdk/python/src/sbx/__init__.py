@@ -53,7 +53,9 @@ from ._errors import (
 )
 from ._models import (
     ArchiveResult,
+    Change,
     CmdStart,
+    DiskUsage,
     Event,
     ExecResult,
     FileEntry,
@@ -63,9 +65,12 @@ from ._models import (
     Image,
     ImageDetail,
     ImageGCReport,
+    ImageHistoryStep,
     Listing,
     OutputChunk,
     PreparedImage,
+    ProcessInfo,
+    PruneReport,
     PullProgress,
     Report,
     SandboxRecord,

@@ -34,6 +34,11 @@ __all__ = [
     "Image",
     "ImageDetail",
     "ImageGCReport",
+    "ImageHistoryStep",
+    "Change",
+    "DiskUsage",
+    "PruneReport",
+    "ProcessInfo",
     "PreparedImage",
     "PullProgress",
     "Event",
@@ -392,6 +397,64 @@ class ImageDetail(_Decoded):
 
 
 @dataclass(frozen=True)
+class ImageHistoryStep(_Decoded):
+    """One step of how an image was built (:meth:`Images.history`, newest
+    first): when, the command that made it, a comment, whether it made no
+    layer, and the layer it made (its diff id and unpacked size; "" and 0
+    for none)."""
+
+    created: Optional[datetime]
+    created_by: str
+    comment: str
+    empty_layer: bool
+    diff_id: str
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class Change(_Decoded):
+    """A path of a sandbox's root that differs from its image
+    (:meth:`Sandbox.diff`): ``kind`` is "A" (added), "C" (changed) or "D"
+    (deleted)."""
+
+    kind: str
+    path: str
+
+
+@dataclass(frozen=True)
+class ProcessInfo(_Decoded):
+    """A process of a running sandbox (:meth:`Sandbox.top`): its PID inside
+    the sandbox and on the host, its parent inside (0: outside), real UID,
+    state, CPU time, resident memory and command line."""
+
+    pid: int
+    host_pid: int
+    ppid: int
+    uid: int
+    state: str
+    cpu_time_s: float
+    rss_bytes: int
+    command: str
+
+
+@dataclass(frozen=True)
+class DiskUsage(_Decoded):
+    """What the server holds (:meth:`Client.disk_usage`): images (and those
+    a sandbox uses), their layers' bytes each counted once (and the part
+    no sandbox uses), sandboxes (and running ones), and what their
+    writable layers hold in memory (and the part of stopped ones)."""
+
+    images: int
+    images_in_use: int
+    layers_bytes: int
+    reclaimable_bytes: int
+    sandboxes: int
+    sandboxes_running: int
+    writable_bytes: int
+    stopped_writable_bytes: int
+
+
+@dataclass(frozen=True)
 class ImageGCReport(_Decoded):
     """What an image garbage collection removed: layer keys, the bytes freed,
     and unreferenced layers kept because a mount still uses them."""
@@ -399,6 +462,16 @@ class ImageGCReport(_Decoded):
     removed_layers: list[str] = json_names("removed_layers", "removedLayers")
     freed_bytes: int = json_names("freed_bytes", "freedBytes")
     kept_in_use: list[str] = json_names("kept_in_use", "keptInUse")
+
+
+@dataclass(frozen=True)
+class PruneReport(_Decoded):
+    """What :meth:`Client.prune` removed: sandbox ids, image names, and the
+    layer collection that followed."""
+
+    sandboxes: list[str]
+    images: list[str]
+    layers: ImageGCReport
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,12 @@ from .. import _aio, _tar
 from .._errors import CommandError, CommandTimeoutError, NotFoundError, ProtocolError
 from .._models import (
     ArchiveResult,
+    Change,
     ExecResult,
     Image,
     Listing,
     OutputChunk,
+    ProcessInfo,
     SandboxRecord,
     SessionInfo,
     SessionResult,
@@ -225,6 +227,29 @@ class AsyncSandbox:
         server's cache (a running sandbox is paused meanwhile)."""
         reply = await self._http.call("POST", self._path("/commit"), what=f"commit {self.id}", json={"name": name})
         return Image.from_json(reply)
+
+    async def rename(self, name: str) -> SandboxRecord:
+        """Give the sandbox the new unique name ``name`` ("" drops its name);
+        a name in use raises ConflictError."""
+        return await self._change("rename", {"name": name})
+
+    async def top(self) -> list[ProcessInfo]:
+        """The processes of the running sandbox, as ``docker top`` lists
+        them."""
+        reply = await self._http.call("GET", self._path("/top"), what=f"top of {self.id}")
+        items = reply.get("processes") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError(f"top of {self.id}: the server sent no list")
+        return [ProcessInfo.from_json(p) for p in items]
+
+    async def diff(self) -> list[Change]:
+        """What the sandbox changed in its root over its image, sorted by
+        path, as ``docker diff`` lists it (sbx's own files left out)."""
+        reply = await self._http.call("GET", self._path("/diff"), what=f"diff of {self.id}")
+        items = reply.get("changes") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError(f"diff of {self.id}: the server sent no list")
+        return [Change.from_json(c) for c in items]
 
     async def remove(self, force: bool = True) -> None:
         """Remove the sandbox and everything it created on the host. A

@@ -7,7 +7,9 @@ sdk/python/scripts/gen_sync.py.
 
 from __future__ import annotations
 
+import builtins
 import os
+import tempfile
 import time
 from contextlib import ExitStack
 from types import TracebackType
@@ -18,6 +20,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _sio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    DiskUsage,
     Event,
     GCReport,
     Health,
@@ -25,7 +28,9 @@ from .._models import (
     Image,
     ImageDetail,
     ImageGCReport,
+    ImageHistoryStep,
     PreparedImage,
+    PruneReport,
     PullProgress,
     SandboxRecord,
     Tmpfs,
@@ -93,6 +98,18 @@ class Client(Closing):
         """Remove what crashes left behind on the server (expired sandboxes,
         interrupted creates and removes, orphaned runtime state)."""
         return GCReport.from_json(self._http.call("POST", "/v1/gc", what="gc", timeout=None))
+
+    def disk_usage(self) -> DiskUsage:
+        """What the server's images, layers and sandboxes hold, as ``docker
+        system df`` shows it."""
+        return DiskUsage.from_json(self._http.call("GET", "/v1/system/df", what="disk usage", timeout=None))
+
+    def prune(self, *, all: bool = False) -> PruneReport:
+        """Remove the stopped sandboxes, then with ``all`` every image no
+        sandbox uses, then the layers no image uses (``docker system
+        prune``)."""
+        reply = self._http.call("POST", "/v1/system/prune", what="prune", json={"all": all}, timeout=None)
+        return PruneReport.from_json(reply)
 
     def events(
         self,
@@ -277,6 +294,51 @@ class Images:
             timeout=None,
         )
         return Image.from_json(reply)
+
+    def tag(self, source: str, target: str) -> Image:
+        """Give the cached image ``source`` the further name ``target``
+        (NAME[:TAG]), as ``docker tag`` does; the layers are shared, and an
+        image named ``target`` before loses that name."""
+        reply = self._http.call(
+            "POST", "/v1/images/tag", what=f"tag {source}", json={"source": source, "target": target}
+        )
+        return Image.from_json(reply)
+
+    def history(self, ref: str) -> builtins.list[ImageHistoryStep]:
+        """How the image was built, newest step first, as ``docker history``
+        shows it."""
+        reply = self._http.call("GET", "/v1/images/history", what=f"history of {ref}", params={"ref": ref})
+        items = reply.get("history") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError(f"history of {ref}: the server sent no list")
+        return [ImageHistoryStep.from_json(i) for i in items]
+
+    def save(self, refs: Union[str, Sequence[str]], dest: Union[str, os.PathLike[str], IO[bytes]]) -> None:
+        """Write the images ``refs`` as one OCI archive (``docker save``;
+        :meth:`import_archive` reads it back) to ``dest``: a local path,
+        which appears only once the archive is complete, or a binary file
+        object."""
+        names = [refs] if isinstance(refs, str) else list(refs)
+        if isinstance(dest, (str, os.PathLike)):
+            path = os.fspath(dest)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".sbx-save-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    self._save(names, f)
+                os.chmod(tmp, 0o644)
+                os.replace(tmp, path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+            return
+        self._save(names, dest)
+
+    def _save(self, refs: Sequence[str], out: IO[bytes]) -> None:
+        with self._http.stream(
+            "POST", "/v1/images/save", what=f"save {', '.join(refs)}", json={"refs": refs}, timeout=None
+        ) as resp:
+            for chunk in resp.iter_bytes():
+                _sio.run_sync(out.write, chunk)
 
     def gc(self) -> ImageGCReport:
         """Remove the layers no cached image and no sandbox on record uses."""

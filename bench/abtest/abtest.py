@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Two or more sbx binaries side by side, sample by sample, on one machine.
+
+    sudo bench/abtest/abtest.py [-n 100] [--rootfs DIR] NAME=BINARY NAME=BINARY...
+
+Each round runs every binary once per scenario, in a shuffled order, so that
+the machine's changing load hits all of them alike (sbx bench interleaves the
+runtimes of one run the same way, but cannot compare two builds of sbx, whose
+library code differs):
+
+  cold   `sbx run --rootfs DIR true` as a fresh process, until it exits
+  ready  `sbx create --rootfs DIR`, which returns once the executor answers
+         (its removal is not timed)
+
+Each binary keeps its state under its own directory of a temporary root. It
+prints min, p50 and p90 per binary, the ratio of p50s to the first binary and
+the median of the paired ratios (second / first), and the load averages seen.
+"""
+import argparse, os, random, shutil, statistics, subprocess, sys, tempfile, time
+
+ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap.add_argument("-n", type=int, default=100, help="measured rounds (5 more warm up)")
+ap.add_argument("--rootfs", default="/var/cache/sbx-test/busybox", help="unpacked root with `true`")
+ap.add_argument("binaries", nargs="+", help="NAME=PATH of a static sbx binary")
+a = ap.parse_args()
+bins = dict(b.split("=", 1) for b in a.binaries)
+names = list(bins)
+tmp = tempfile.mkdtemp(prefix="sbx-abtest-")
+runroot = tempfile.mkdtemp(prefix="sbx-abtest-", dir="/run")
+
+
+def sbx(v, *args):
+    return [bins[v], "--root", f"{tmp}/{v}", "--run-root", f"{runroot}/{v}", *args]
+
+
+def timed(cmd):
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    ms = (time.perf_counter() - t0) * 1000
+    if r.returncode != 0:
+        sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr}")
+    return ms, r.stdout.strip()
+
+
+res = {s: {v: [] for v in names} for s in ("cold", "ready")}
+loads = [os.getloadavg()[0]]
+try:
+    for i in range(a.n + 5):
+        order = names[:]
+        random.shuffle(order)
+        for v in order:
+            ms, _ = timed(sbx(v, "run", "--rootfs", a.rootfs, "true"))
+            if i >= 5:
+                res["cold"][v].append(ms)
+        random.shuffle(order)
+        for v in order:
+            ms, sid = timed(sbx(v, "create", "--rootfs", a.rootfs))
+            subprocess.run(sbx(v, "rm", "-f", sid), capture_output=True)
+            if i >= 5:
+                res["ready"][v].append(ms)
+        if i % 20 == 0:
+            loads.append(os.getloadavg()[0])
+finally:
+    for v in names:
+        subprocess.run(sbx(v, "gc"), capture_output=True)
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(runroot, ignore_errors=True)
+loads.append(os.getloadavg()[0])
+
+
+def q(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(p * len(xs)))]
+
+
+print(f"{a.n} rounds; 1-minute load average during the run: {min(loads):.1f} to {max(loads):.1f}")
+for s, per in res.items():
+    ref = statistics.median(per[names[0]])
+    for v in names:
+        xs = per[v]
+        print(f"{s:5} {v:8} min {min(xs):6.1f}  p50 {statistics.median(xs):6.1f}  p90 {q(xs, .9):6.1f} ms"
+              f"  p50/{names[0]} {statistics.median(xs) / ref:.2f}")
+    if len(names) >= 2:
+        r = sorted(y / x for x, y in zip(per[names[0]], per[names[1]]))
+        print(f"{s:5} paired {names[1]}/{names[0]}: median {statistics.median(r):.2f} (quartiles {q(r, .25):.2f}-{q(r, .75):.2f})")

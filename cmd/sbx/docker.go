@@ -1,0 +1,351 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/sbxrun/sbx"
+)
+
+// withBackend runs fn with the backend and a context that SIGINT and
+// SIGTERM cancel, mapping its error to sbx's exit codes.
+func (a *app) withBackend(fn func(context.Context, backend) error) error {
+	ctx, b, cancel, err := a.backendCtx()
+	if err != nil {
+		return sbxError(err)
+	}
+	defer cancel()
+	return sbxError(fn(ctx, b))
+}
+
+// The commands a docker user reaches for that map one to one onto the
+// contract: tag, save, load, history, diff, rename.
+
+func tagCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tag SOURCE TARGET",
+		Short: "Give a cached image a further name (NAME[:TAG]); the layers are shared",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				_, err := b.TagImage(ctx, args[0], args[1])
+				return err
+			})
+		},
+	}
+}
+
+func saveCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "save [-o FILE] IMAGE...",
+		Short: "Write cached images as one OCI archive (to stdout, or -o FILE)",
+		Long: `Write the images as one OCI archive: an OCI image layout in a tar, each image
+named by its reference, as docker save --format oci writes it. sbx load, sbx
+import, skopeo and docker load read it. The layers are packed again from the
+unpacked cache: their contents are the image's, their digests differ from the
+registry's. With -o the file appears only once the archive is complete.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			if output == "" {
+				if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					return exitErr("refusing to write an archive to a terminal: give -o FILE or redirect stdout")
+				}
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				if output == "" {
+					return b.SaveImage(ctx, args, out)
+				}
+				return writeFileAtomic(output, func(w io.Writer) error { return b.SaveImage(ctx, args, w) })
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}
+
+// writeFileAtomic writes path through a temporary file in its directory,
+// renamed over path only when write succeeded.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func loadCmd(a *app) *cobra.Command {
+	var input string
+	var f imageFlags
+	cmd := &cobra.Command{
+		Use:   "load [-i FILE] [NAME]",
+		Short: "Load an image from an archive (stdin, or -i FILE): OCI, docker save or rootfs tar",
+		Long: `Load an image into the image cache from an archive read from stdin or -i FILE:
+an OCI archive (sbx save, docker save --format oci, skopeo), a docker save
+tar, or a root filesystem tarball. The same as sbx import. NAME picks one of
+several images of an archive, and names a root filesystem.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o := sbx.ImportOptions{Path: input}
+			if len(args) == 1 {
+				o.Name = args[0]
+			}
+			if input == "" {
+				in := cmd.InOrStdin()
+				if fh, ok := in.(*os.File); ok && term.IsTerminal(int(fh.Fd())) {
+					return exitErr("no archive on stdin: give -i FILE or redirect stdin (sbx load < image.tar)")
+				}
+				o.Archive = in
+			} else if abs, err := filepath.Abs(input); err == nil {
+				o.Path = abs
+			}
+			return importImage(a, cmd, &f, o, "Loaded image: ")
+		},
+	}
+	cmd.Flags().StringVarP(&input, "input", "i", "", "read from this file instead of stdin")
+	f.register(cmd)
+	return cmd
+}
+
+func historyCmd(a *app) *cobra.Command {
+	var format string
+	var noTrunc, quiet bool
+	cmd := &cobra.Command{
+		Use:   "history [--no-trunc] [--format table|json] IMAGE",
+		Short: "Show how an image was built, newest step first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "table" && format != "json" {
+				return exitErr("invalid --format %q: use table or json", format)
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				steps, err := b.ImageHistory(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return printHistory(cmd.OutOrStdout(), steps, format, noTrunc, quiet)
+			})
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "do not shorten commands and layer digests")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the layers' diffIDs")
+	return cmd
+}
+
+func printHistory(w io.Writer, steps []sbx.ImageHistoryEntry, format string, noTrunc, quiet bool) error {
+	switch {
+	case format == "json":
+		if steps == nil {
+			steps = []sbx.ImageHistoryEntry{}
+		}
+		return writeJSON(w, steps)
+	case quiet:
+		for _, s := range steps {
+			if s.DiffID != "" {
+				fmt.Fprintln(w, s.DiffID)
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "LAYER\tCREATED\tCREATED BY\tSIZE\tCOMMENT")
+	for _, s := range steps {
+		layer, by := "<missing>", strings.Join(strings.Fields(s.CreatedBy), " ")
+		if s.DiffID != "" {
+			layer = s.DiffID
+			if !noTrunc {
+				layer = shortID(s.DiffID)
+			}
+		}
+		if !noTrunc {
+			by = truncate(by, 45)
+		}
+		created := "-"
+		if !s.Created.IsZero() {
+			created = humanAge(s.Created)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", layer, created, by, humanBytes(s.SizeBytes), s.Comment)
+	}
+	return tw.Flush()
+}
+
+// truncate shortens s to n runes, ending with "…" when it cut.
+func truncate(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n-1]) + "…"
+}
+
+func diffCmd(a *app) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "diff [--format text|json] SANDBOX",
+		Short: "List what a sandbox changed in its root over its image: A added, C changed, D deleted",
+		Long: `List the paths of the sandbox's writable layer, sorted, as docker diff does:
+A added, C changed (the image has the path), D deleted. The files sbx writes
+into every sandbox (/etc/hosts, /etc/hostname, /etc/resolv.conf) are left
+out. Volumes and tmpfs mounts are not part of the root and never listed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return exitErr("invalid --format %q: use text or json", format)
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				changes, err := b.Diff(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					if changes == nil {
+						changes = []sbx.Change{}
+					}
+					return writeJSON(cmd.OutOrStdout(), changes)
+				}
+				for _, c := range changes {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", c.Kind, c.Path)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+func renameCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rename SANDBOX NEW_NAME",
+		Short: "Give a sandbox a new unique name",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				_, err := b.Rename(ctx, args[0], args[1])
+				return err
+			})
+		},
+	}
+}
+
+func systemCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "system",
+		Short: "What sbx holds on this host (df) and removing what is unused (prune)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	var format string
+	df := &cobra.Command{
+		Use:   "df [--format table|json]",
+		Short: "Show what images, layers and sandboxes hold",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				du, err := b.DiskUsage(ctx)
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return writeJSON(cmd.OutOrStdout(), du)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
+				fmt.Fprintln(tw, "TYPE\tTOTAL\tACTIVE\tSIZE\tRECLAIMABLE")
+				fmt.Fprintf(tw, "Images\t%d\t%d\t%s\t%s\n", du.Images, du.ImagesInUse, humanBytes(du.LayersBytes), humanBytes(du.ReclaimableBytes))
+				fmt.Fprintf(tw, "Sandboxes (writable layers, in memory)\t%d\t%d\t%s\t%s\n", du.Sandboxes, du.SandboxesRunning, humanBytes(du.WritableBytes), humanBytes(du.StoppedWritableBytes))
+				return tw.Flush()
+			})
+		},
+	}
+	df.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	var o sbx.PruneOptions
+	var force bool
+	prune := &cobra.Command{
+		Use:   "prune [-a] [-f]",
+		Short: "Remove stopped sandboxes, unused layers, and with -a every image no sandbox uses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !force {
+				what := "all stopped sandboxes and the image layers no image uses"
+				if o.All {
+					what = "all stopped sandboxes, every image no sandbox uses, and their layers"
+				}
+				in, ok := cmd.InOrStdin().(*os.File)
+				if !ok || !term.IsTerminal(int(in.Fd())) {
+					return exitErr("sbx system prune removes %s: confirm with -f", what)
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "This removes %s. Continue? [y/N] ", what)
+				var answer string
+				if _, _ = fmt.Fscanln(in, &answer); answer != "y" && answer != "Y" {
+					return exitWith(1)
+				}
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				rep, err := b.Prune(ctx, o)
+				if rep != nil {
+					w := cmd.OutOrStdout()
+					for _, id := range rep.Sandboxes {
+						fmt.Fprintln(w, "removed sandbox", id)
+					}
+					for _, name := range rep.Images {
+						fmt.Fprintln(w, "removed image", sbx.FamiliarName(name))
+					}
+					fmt.Fprintf(w, "removed %d layers, freed %s\n", len(rep.Layers.RemovedLayers), humanBytes(rep.Layers.FreedBytes))
+				}
+				return err
+			})
+		},
+	}
+	prune.Flags().BoolVarP(&o.All, "all", "a", false, "also remove every image no sandbox uses")
+	prune.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
+	cmd.AddCommand(df, prune)
+	return cmd
+}
+
+func exportCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "export [-o FILE] SANDBOX",
+		Short: "Write a sandbox's root file system as a tar (to stdout, or -o FILE)",
+		Long: `Write the sandbox's root file system, its image with what it changed, as one
+tar (docker export): to stdout (not a terminal) or to FILE, which appears only
+once the tar is complete. A running sandbox is paused while it is read.
+Volumes and tmpfs mounts are not part of the root.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out := cmd.OutOrStdout()
+			if f, ok := out.(*os.File); ok && output == "" && term.IsTerminal(int(f.Fd())) {
+				return exitErr("refusing to write a tar to a terminal: give -o FILE or redirect stdout")
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				if output == "" {
+					return b.Export(ctx, args[0], out)
+				}
+				return writeFileAtomic(output, func(w io.Writer) error { return b.Export(ctx, args[0], w) })
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/cobra/doc"
+)
+
+// manCmd writes the man pages of every command, generated from the
+// commands themselves (cobra/doc): sbx.1, sbx-run.1, sbx-image-ls.1, ...
+func manCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "man DIR",
+		Short: "Write the man pages of sbx and its commands (section 1) into DIR",
+		Long: `Write the man pages of sbx and every command, generated from the commands'
+own help, into DIR (created if missing): sbx.1, sbx-run.1, sbx-image-ls.1...
+Install them with: sbx man /usr/local/share/man/man1 && mandb`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := os.MkdirAll(args[0], 0o755); err != nil {
+				return exitErr("%v", err)
+			}
+			root := cmd.Root()
+			root.DisableAutoGenTag = true // pages stay the same from build to build
+			header := &doc.GenManHeader{Title: "SBX", Section: "1", Source: "sbx", Manual: "sbx manual"}
+			if err := doc.GenManTree(root, header, args[0]); err != nil {
+				return exitErr("write the man pages: %v", err)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), args[0])
+			return nil
+		},
+	}
+}

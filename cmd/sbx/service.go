@@ -1,0 +1,320 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx"
+)
+
+// The commands of a sandbox's main command (sbx run -d, sbx create IMAGE
+// CMD), and the other docker verbs on sandboxes: logs, wait, kill,
+// restart, port.
+
+func logsCmd(a *app) *cobra.Command {
+	var follow bool
+	var tail int
+	cmd := &cobra.Command{
+		Use:   "logs [-f] [--tail N] SANDBOX",
+		Short: "Print the output of a sandbox's main command (-f: follow it until the command ends)",
+		Long: `Print what the sandbox's main command (sbx run -d, sbx create IMAGE CMD) wrote:
+stdout to stdout, stderr to stderr. The sandbox keeps a bounded window of its
+output (and its end once the command exited, also after sbx stop); output
+that left the window is reported on stderr. -f follows new output until the
+command has ended for good.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if tail < -1 {
+				return exitErr("invalid --tail %d: a number of lines, or -1 for all", tail)
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				err := printLogs(ctx, b, args[0], follow, tail, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				if follow && ctx.Err() != nil {
+					return nil // interrupted: how following ends
+				}
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the command has ended")
+	cmd.Flags().IntVarP(&tail, "tail", "n", -1, "print only the last N lines of what is held (-1: all)")
+	return cmd
+}
+
+// printLogs writes the main command's output: what is held (its last
+// tail lines when tail >= 0), then with follow what comes, resuming at the
+// offset where the first read ended.
+func printLogs(ctx context.Context, b backend, ref string, follow bool, tail int, stdout, stderr io.Writer) error {
+	write := func(f sbx.LogFrame) error {
+		var err error
+		switch f.Type {
+		case sbx.LogStdout:
+			_, err = io.WriteString(stdout, f.Data)
+		case sbx.LogStderr:
+			_, err = io.WriteString(stderr, f.Data)
+		case sbx.LogGap:
+			_, err = fmt.Fprintf(stderr, "sbx: %d bytes of output before this were dropped (the sandbox keeps a bounded window)\n", f.Lost)
+		}
+		return err
+	}
+	var since int64
+	if tail >= 0 {
+		var held []sbx.LogFrame
+		err := b.Logs(ctx, ref, sbx.LogOptions{}, func(f sbx.LogFrame) error {
+			if f.Type == sbx.LogEnd {
+				since = f.Offset
+				return nil
+			}
+			if f.Type == sbx.LogStdout || f.Type == sbx.LogStderr {
+				held = append(held, f)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, f := range sbx.LastLines(held, tail) {
+			if err := write(f); err != nil {
+				return err
+			}
+		}
+		if !follow {
+			return nil
+		}
+	}
+	return b.Logs(ctx, ref, sbx.LogOptions{Since: since, Follow: follow}, func(f sbx.LogFrame) error {
+		if f.Type == sbx.LogEnd {
+			return nil
+		}
+		return write(f)
+	})
+}
+
+func waitCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "wait SANDBOX...",
+		Short: "Wait until the main commands of sandboxes end, and print their exit codes",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				for _, ref := range args {
+					exit, err := b.Wait(ctx, ref)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintln(cmd.OutOrStdout(), exit.ExitCode)
+					if exit.OOMKilled {
+						fmt.Fprintf(cmd.ErrOrStderr(), "sbx: %s: the command was killed for lack of memory (OOM)\n", ref)
+					}
+					if exit.Error != "" {
+						fmt.Fprintf(cmd.ErrOrStderr(), "sbx: %s: %s\n", ref, exit.Error)
+					}
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func killCmd(a *app) *cobra.Command {
+	var sig string
+	cmd := &cobra.Command{
+		Use:   "kill [-s SIGNAL] SANDBOX...",
+		Short: "Send a signal (default SIGKILL) to the main commands of sandboxes",
+		Long: `Send a signal to each sandbox's main command (sbx run -d, sbx create IMAGE
+CMD). A sandbox without a main command is stopped at once by SIGKILL (to
+stop one gracefully, use sbx stop).`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name, err := signalName(sig)
+			if err != nil {
+				return exitErr("%v", err)
+			}
+			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
+				err := b.Signal(ctx, ref, name)
+				if name == "SIGKILL" && (errors.Is(err, sbx.ErrUnsupported) || noMainCommand(ctx, b, ref)) {
+					_, err = b.Stop(ctx, ref, sbx.StopOptions{Signal: name, Timeout: time.Second})
+				}
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&sig, "signal", "s", "SIGKILL", "the signal: a name (KILL, SIGTERM) or number")
+	return cmd
+}
+
+// noMainCommand reports whether the sandbox has no main command.
+func noMainCommand(ctx context.Context, b backend, ref string) bool {
+	sb, err := b.Get(ctx, ref)
+	return err == nil && len(sb.Options.Cmd) == 0
+}
+
+// signalName turns KILL, SIGKILL, kill or 9 into "SIGKILL".
+func signalName(s string) (string, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		if name := unix.SignalName(unix.Signal(n)); name != "" {
+			return name, nil
+		}
+		return "", fmt.Errorf("invalid signal %q: no such signal number", s)
+	}
+	name := strings.ToUpper(s)
+	if !strings.HasPrefix(name, "SIG") {
+		name = "SIG" + name
+	}
+	if unix.SignalNum(name) == 0 {
+		return "", fmt.Errorf("invalid signal %q: use a name like SIGTERM or KILL, or a number", s)
+	}
+	return name, nil
+}
+
+func restartCmd(a *app) *cobra.Command {
+	var o sbx.StopOptions
+	var grace seconds
+	cmd := &cobra.Command{
+		Use:   "restart [-t SECONDS] SANDBOX...",
+		Short: "Stop sandboxes (SIGTERM, SIGKILL after -t) and start them again on their kept root",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Timeout = time.Duration(grace)
+			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
+				if _, err := b.Stop(ctx, ref, o); err != nil {
+					return err
+				}
+				_, err := b.Start(ctx, ref)
+				return err
+			})
+		},
+	}
+	grace = seconds(sbx.DefaultStopTimeout)
+	cmd.Flags().VarP(&grace, "time", "t", "grace period before SIGKILL: seconds (5) or a duration (500ms)")
+	cmd.Flags().StringVarP(&o.Signal, "signal", "s", "", "first signal to send (default SIGTERM)")
+	return cmd
+}
+
+// seconds is a duration flag that also takes a plain number of seconds,
+// as docker's stop -t does.
+type seconds time.Duration
+
+func (s *seconds) String() string { return time.Duration(*s).String() }
+func (s *seconds) Type() string   { return "seconds" }
+func (s *seconds) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if n, nerr := strconv.ParseFloat(v, 64); nerr == nil {
+		d, err = time.Duration(n*float64(time.Second)), nil
+	}
+	if err != nil || d < 0 {
+		return fmt.Errorf("use seconds (5) or a duration (500ms)")
+	}
+	*s = seconds(d)
+	return nil
+}
+
+func portCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "port SANDBOX [PORT[/PROTO]]",
+		Short: "List a sandbox's published ports, or the host address of one",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				sb, err := b.Get(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				var ports []sbx.PortMapping
+				if sb.Network != nil {
+					ports = sb.Network.Ports
+				}
+				found := false
+				for _, p := range ports {
+					switch ctr := fmt.Sprintf("%d/%s", p.ContainerPort, p.Proto); {
+					case len(args) == 1:
+						fmt.Fprintln(cmd.OutOrStdout(), p)
+					case args[1] == ctr || (args[1] == strconv.Itoa(int(p.ContainerPort)) && p.Proto == "tcp"):
+						fmt.Fprintln(cmd.OutOrStdout(), p.HostAddr())
+						found = true
+					}
+				}
+				if len(args) == 2 && !found {
+					return fmt.Errorf("%w: sandbox %s publishes no port %s", sbx.ErrNotFound, args[0], args[1])
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func eventsCmd(a *app) *cobra.Command {
+	var format string
+	var since uint64
+	cmd := &cobra.Command{
+		Use:   "events [--since SEQ] [--format text|json]",
+		Short: "Print sandbox and image events as they happen, until interrupted",
+		Long: `Print events (sandbox.created, sandbox.ready, sandbox.exited, sandbox.oom,
+sandbox.removed, image.pulled, ...) as they happen, one per line, until
+interrupted. Without --host they come from this host's state: changes made
+by any sbx process are seen. --since SEQ first replays the events after SEQ
+that are still held (a server holds the last 4096).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if format != "text" && format != "json" {
+				return exitErr("invalid --format %q: use text or json", format)
+			}
+			w := cmd.OutOrStdout()
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				err := b.Events(ctx, since, func(e sbx.Event) error {
+					if format == "json" {
+						return json.NewEncoder(w).Encode(e)
+					}
+					_, err := fmt.Fprintln(w, e)
+					return err
+				})
+				if ctx.Err() != nil {
+					return nil // interrupted: the normal end
+				}
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json (one object per line)")
+	cmd.Flags().Uint64Var(&since, "since", 0, "replay the held events after this sequence number first")
+	return cmd
+}
+
+func topCmd(a *app) *cobra.Command {
+	var format string
+	cmd := &cobra.Command{
+		Use:   "top [--format table|json] SANDBOX",
+		Short: "List the processes of a running sandbox",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				ps, err := b.Top(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return writeJSON(cmd.OutOrStdout(), ps)
+				}
+				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "PID\tPPID\tHOST PID\tUID\tSTATE\tTIME\tRSS\tCOMMAND")
+				for _, p := range ps {
+					fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.PID, p.PPID, p.HostPID, p.UID, p.State,
+						time.Duration(p.CPUTimeS*float64(time.Second)).Round(10*time.Millisecond), humanBytes(p.RSSBytes), p.Command)
+				}
+				return tw.Flush()
+			})
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	return cmd
+}

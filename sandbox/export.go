@@ -1,0 +1,70 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/imagecache/pack"
+)
+
+// Export writes the sandbox's root file system, its image with what the
+// sandbox changed, to w as one tar (docker export). A running sandbox is
+// paused meanwhile, so that nothing in it changes while it is read; what
+// the sandbox wrote is hostile and packed as a commit packs it (nothing
+// followed, only files, directories and links). Volumes and tmpfs mounts
+// are not part of the root; sbx's own /.sbx and the executor's scratch
+// directory are left out. A sandbox in host mode is sbx.ErrUnsupported.
+func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
+	h.removeExpired(ctx)
+	l, sb, err := h.lock(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	if sb.Image == nil && sb.Options.Rootfs == "" {
+		return fmt.Errorf("%w: sandbox %s runs in host mode: its root is the host's", sbx.ErrUnsupported, sb.ShortID())
+	}
+	switch sb.Status {
+	case sbx.StatusRunning:
+		ctr, err := h.container(sb)
+		if err != nil {
+			return err
+		}
+		if err := ctr.Pause(); err != nil {
+			return fmt.Errorf("pause sandbox %s for export: %w", sb.ShortID(), err)
+		}
+		defer func() { _ = ctr.Resume() }()
+	case sbx.StatusPaused, sbx.StatusStopped:
+	default:
+		return fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
+		return fmt.Errorf("%w: the root of sandbox %s is not mounted (run sbx gc if it crashed)", sbx.ErrState, sb.ShortID())
+	}
+	if err := pack.Write(w, sb.RootPath, exportSkips(sb.RootPath)); err != nil {
+		return fmt.Errorf("export sandbox %s: %w", sb.ShortID(), err)
+	}
+	return nil
+}
+
+// exportSkips are the paths of root that sbx put there for itself.
+func exportSkips(root string) map[string]bool {
+	skip := map[string]bool{".sbx": true}
+	for _, dir := range []string{"tmp", "dev/shm", "run", "var/tmp"} {
+		entries, _ := os.ReadDir(path.Join(root, dir))
+		for _, e := range entries {
+			if rel := dir + "/" + e.Name(); strings.HasPrefix(e.Name(), ".sbx-executor-") && sbxOwnPath(rel) {
+				skip[rel] = true
+			}
+		}
+	}
+	return skip
+}
