@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -18,6 +15,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/openhands"
 )
 
@@ -99,16 +97,9 @@ func (f *openhandsFlags) backend(host *sandbox.Host) (*sandbox.PolicyView, error
 	return host.WithPolicy(p)
 }
 
-// openhandsServer is one Runtime API listener of sbx serve.
-type openhandsServer struct {
-	svc *openhands.Service
-	ln  net.Listener
-	hs  *http.Server
-}
-
-// startOpenHands builds the Runtime API services the flags ask for over
-// host; the caller serves, shuts down and closes them.
-func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) ([]*openhandsServer, error) {
+// startOpenHands opens the Runtime API listeners the flags ask for over
+// host; the caller serves them (Listener.Serve).
+func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) ([]*openhands.Listener, error) {
 	if !f.enabled() {
 		if f.keyFile != "" || f.publicHost != "" {
 			return nil, errors.New("--openhands-key-file and --openhands-public-host need --openhands-listen or --openhands-port-listen")
@@ -118,13 +109,9 @@ func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slo
 	if f.keyFile == "" {
 		return nil, errors.New("the OpenHands Runtime API needs a key: --openhands-key-file F (clients send it as X-API-Key)")
 	}
-	data, err := os.ReadFile(f.keyFile)
+	key, err := server.ReadToken(f.keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("read --openhands-key-file: %w", err)
-	}
-	key := strings.TrimSpace(string(data))
-	if len(key) < 16 {
-		return nil, fmt.Errorf("the key in %s has %d characters: use at least 16 (e.g. openssl rand -hex 32)", f.keyFile, len(key))
+		return nil, fmt.Errorf("--openhands-key-file: %w", err)
 	}
 	aliases, limits, env, err := f.parsed("openhands-")
 	if err != nil {
@@ -134,63 +121,27 @@ func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slo
 	if err != nil {
 		return nil, err
 	}
-	base := openhands.Config{
+	cfg := openhands.Config{
 		APIKey: key, Aliases: aliases, AgentTree: f.agentTree, TreeImages: f.treeImages, BaseLimits: limits,
 		Egress: f.egress, Environment: env, RotateKeyOnResume: f.rotateKey, Logger: log,
 	}
-	var out []*openhandsServer
-	closeAll := func() {
-		for _, s := range out {
-			s.svc.Close()
-			_ = s.ln.Close()
-		}
-	}
+	var out []*openhands.Listener
 	for _, l := range []struct {
 		addr, mode string
 	}{{f.listen, "path"}, {f.portListen, "port"}} {
 		if l.addr == "" {
 			continue
 		}
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			closeAll()
-			return nil, fmt.Errorf("listen on %s: %w", l.addr, err)
-		}
-		listenHost, port, _ := net.SplitHostPort(ln.Addr().String())
-		public := f.publicHost
-		if public == "" {
-			if ip := net.ParseIP(listenHost); ip == nil || ip.IsUnspecified() {
-				_ = ln.Close()
-				closeAll()
-				return nil, fmt.Errorf("the Runtime API listens on every address of %s: say which one clients reach with --openhands-public-host", l.addr)
-			}
-			public = listenHost
-		}
-		cfg := base
-		cfg.PublicURL = "http://" + net.JoinHostPort(public, port)
 		cfg.StateDir = filepath.Join(root, "openhands", l.mode)
-		if l.mode == "port" {
-			cfg.ListenRuntime = func(port int) (net.Listener, string, error) {
-				rln, err := net.Listen("tcp", net.JoinHostPort(listenHost, strconv.Itoa(port)))
-				if err != nil {
-					return nil, "", err
-				}
-				return rln, "http://" + net.JoinHostPort(public, strconv.Itoa(rln.Addr().(*net.TCPAddr).Port)), nil
-			}
-		}
-		svc, err := openhands.New(be, cfg)
+		ln, err := openhands.Listen(be, cfg, openhands.ListenOptions{Addr: l.addr, PublicHost: f.publicHost, PortMode: l.mode == "port"})
 		if err != nil {
-			_ = ln.Close()
-			closeAll()
+			for _, o := range out {
+				o.Close()
+			}
 			return nil, err
 		}
-		out = append(out, &openhandsServer{svc: svc, ln: ln, hs: &http.Server{
-			Handler:           svc.Handler(),
-			ReadHeaderTimeout: 30 * time.Second,
-			MaxHeaderBytes:    1 << 20,
-			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
-		}})
-		log.Info("sbx serve: OpenHands Runtime API", "addr", ln.Addr().String(), "urls", l.mode, "public", cfg.PublicURL)
+		out = append(out, ln)
+		log.Info("sbx serve: OpenHands Runtime API", "addr", ln.Addr().String(), "urls", l.mode, "public", ln.PublicURL())
 	}
 	return out, nil
 }
@@ -236,11 +187,9 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			}
 			key := ""
 			if keyFile != "" {
-				data, err := os.ReadFile(keyFile)
-				if err != nil {
-					return exitErr("read --key-file: %v", err)
+				if key, err = server.ReadToken(keyFile); err != nil {
+					return exitErr("--key-file: %v", err)
 				}
-				key = strings.TrimSpace(string(data))
 			}
 			req := openhands.StartRequest{Image: image, WorkingDir: workdir, ImagePullPolicy: pull}
 			if user != "" {

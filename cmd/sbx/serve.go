@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -186,9 +185,12 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	served := false // once served, each Listener closes itself
 	defer func() {
-		for _, s := range ohs {
-			s.svc.Close()
+		for _, l := range ohs {
+			if !served {
+				l.Close()
+			}
 		}
 	}()
 	srv, err := server.New(server.Config{
@@ -209,9 +211,6 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	closeAll := func() {
 		for _, l := range listeners {
 			_ = l.Close()
-		}
-		for _, s := range ohs {
-			_ = s.ln.Close()
 		}
 	}
 	if o.listen != "" {
@@ -252,19 +251,12 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	// The Runtime API's listeners stop with the REST API's, at the same
 	// deadline (its data plane holds WebSockets for hours).
 	var ohWait sync.WaitGroup
-	for _, s := range ohs {
+	served = true
+	for _, l := range ohs {
 		ohWait.Go(func() {
-			if err := s.hs.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				log.Error("sbx serve: the OpenHands Runtime API stopped", "addr", s.ln.Addr().String(), "err", err)
+			if err := l.Serve(ctx, o.shutdownTimeout); err != nil {
+				log.Error("sbx serve: the OpenHands Runtime API stopped", "addr", l.Addr().String(), "err", err)
 				stop()
-			}
-		})
-		ohWait.Go(func() {
-			<-ctx.Done()
-			sctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
-			defer cancel()
-			if err := s.hs.Shutdown(sctx); err != nil {
-				_ = s.hs.Close()
 			}
 		})
 	}

@@ -147,7 +147,13 @@ func newOHEnv(t testing.TB, script []fixture.LLMStep) *ohEnv {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		sbs, _ := e.host.List(ctx, sbx.Filter{})
+		pools, _ := e.host.ListPools(ctx)
+		for _, p := range pools {
+			if _, err := e.host.RemovePool(ctx, p.Name); err != nil {
+				t.Errorf("remove pool %s: %v", p.Name, err)
+			}
+		}
+		sbs, _ := e.host.List(ctx, sbx.Filter{Pooled: true})
 		for _, sb := range sbs {
 			if err := e.host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 				t.Errorf("remove %s: %v", sb.ID, err)
