@@ -33,8 +33,10 @@ type Options struct {
 	// or "never".
 	Pull string `json:"pull,omitempty"`
 	// Cmd is the sandbox's command. For Run it is the command to run
-	// (replacing the image's Cmd). For Create it is started once the
-	// sandbox is ready, in a shell session of its executor (see
+	// (replacing the image's Cmd). For Create it is the sandbox's main
+	// command, started once the sandbox is ready (and again by Start):
+	// exec'd directly by its executor, supervised, its output kept for
+	// Logs, its end reported by Wait and sent signals by Signal (see
 	// Sandbox.Cmd); empty starts nothing.
 	Cmd []string `json:"cmd,omitempty"`
 	// Env is KEY=VALUE pairs added to the image's environment for every

@@ -171,16 +171,13 @@ type CreateTimings struct {
 	TotalS float64 `json:"total_s"`
 }
 
-// CmdStart says how a create's Options.Cmd started: the executor shell
-// session it runs in and that session's first reply, status "running", or
-// "completed" with the exit code when the command ended at once. Follow
-// its output with the session's run endpoint ({"command":""}), interrupt
-// it with {"command":"C-c","is_input":true}, or delete the session.
+// CmdStart says how a create's Options.Cmd (the sandbox's main command)
+// started: Status "running", or "exited" with ExitCode when it ended at
+// once. Read its output with Logs, wait for it with Wait, signal it with
+// Signal; Stop ends it before the sandbox.
 type CmdStart struct {
-	Session  string `json:"session"`
 	Status   string `json:"status"`
 	ExitCode *int   `json:"exit_code,omitempty"`
-	Output   string `json:"output"`
 }
 
 // ResourceKind says how a Resource is released.

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
-	execapi "github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -139,7 +137,7 @@ func (h *Host) startCmdOrRemove(ctx context.Context, sb *sbx.Sandbox) error {
 	if len(sb.Options.Cmd) == 0 {
 		return nil
 	}
-	cs, err := h.startCmd(ctx, sb)
+	cs, err := h.startService(ctx, sb)
 	if err != nil {
 		if rerr := h.Remove(context.WithoutCancel(ctx), sb.ID, sbx.RemoveOptions{Force: true}); rerr != nil {
 			h.log.Warn("remove sandbox whose cmd did not start", "id", sb.ID, "err", rerr)
@@ -407,39 +405,4 @@ func diskDefault(disk, memory int64) int64 {
 		return memory
 	}
 	return disk
-}
-
-// cmdStartWait is how long a create waits for its cmd's first output
-// before answering; the command keeps running after it.
-const cmdStartWait = 0.1 // seconds
-
-// startCmd starts Options.Cmd in a new shell session of the sandbox's
-// executor, in the sandbox's working directory, and returns the session
-// and its first reply. A session (not PID 1) runs it, so the command can
-// end, be interrupted or be followed without ending the sandbox.
-func (h *Host) startCmd(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart, error) {
-	c, err := h.executor(sb)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	sess, err := c.CreateSession(ctx, execapi.SessionRequest{Cwd: sb.Options.Workdir, User: sb.Options.User})
-	if err != nil {
-		return nil, invalid("start cmd: the sandbox cannot start a shell session (cmd needs sh or bash in the image): %v", err)
-	}
-	off := 0.0
-	res, err := c.Run(ctx, sess.ID, execapi.RunRequest{Command: shellJoin(sb.Options.Cmd), TimeoutS: cmdStartWait, NoOutputTimeoutS: &off})
-	if err != nil {
-		return nil, fmt.Errorf("start cmd in session %s: %w", sess.ID, err)
-	}
-	return &sbx.CmdStart{Session: sess.ID, Status: res.Status, ExitCode: res.ExitCode, Output: res.Output}, nil
-}
-
-// shellJoin quotes argv for a POSIX shell, each argument in single quotes.
-func shellJoin(argv []string) string {
-	q := make([]string, len(argv))
-	for i, a := range argv {
-		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
-	}
-	return strings.Join(q, " ")
 }

@@ -64,9 +64,11 @@ func (h *Host) markStopped(l *state.Lock, sb *sbx.Sandbox) error {
 	return nil
 }
 
-// Stop sends o.Signal (SIGTERM) to the sandbox's PID 1, waits up to
-// o.Timeout (sbx.DefaultStopTimeout) and then kills it. The root file
-// system is kept until Remove; Start runs the sandbox again.
+// Stop sends o.Signal (SIGTERM) to the sandbox's main command, if it has
+// one (its end and output are saved for Wait and Logs), then to its PID 1,
+// waits up to o.Timeout (sbx.DefaultStopTimeout) for each and then kills
+// it. The root file system is kept until Remove; Start runs the sandbox
+// (and its main command) again.
 func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sandbox, error) {
 	h.removeExpired(ctx)
 	sig := unix.SIGTERM
@@ -98,6 +100,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if err != nil {
 		return nil, err
 	}
+	// The main command gets the signal first, so its end and output are
+	// saved before PID 1 goes.
+	h.stopService(ctx, sb, unix.SignalName(sig), timeout)
 	if err := stopContainer(ctx, ctr, sig, timeout); err != nil {
 		return nil, err
 	}
@@ -159,6 +164,16 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	if err := h.startExecutor(ctx, sb, nil, nil); err != nil {
 		_ = releaseContainer(context.WithoutCancel(ctx), h.containerRoot(), sb.ID)
 		return nil, err
+	}
+	if len(sb.Options.Cmd) > 0 {
+		// The main command runs again, as after create.
+		if _, err := h.startService(ctx, sb); err != nil {
+			if ctr, cerr := h.container(sb); cerr == nil {
+				_ = killAndWait(context.WithoutCancel(ctx), ctr)
+			}
+			_ = releaseContainer(context.WithoutCancel(ctx), h.containerRoot(), sb.ID)
+			return nil, err
+		}
 	}
 	now := h.now().UTC()
 	sb.Status, sb.Started, sb.Stopped = sbx.StatusRunning, &now, nil

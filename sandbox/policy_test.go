@@ -57,10 +57,3 @@ func TestPolicy(t *testing.T) {
 		t.Fatalf("a relative allowed directory: %v", err)
 	}
 }
-
-func TestShellJoin(t *testing.T) {
-	got := shellJoin([]string{"echo", "it's", "$HOME", "a b", ""})
-	if want := `'echo' 'it'\''s' '$HOME' 'a b' ''`; got != want {
-		t.Fatalf("shellJoin: %s, want %s", got, want)
-	}
-}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -31,15 +30,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			since = sbx.EventsBuffered
 		}
 	}
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := s.untilShutdown(r.Context())
 	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	// The backend calls deliver from its own goroutine; the handler
 	// writes, so that heartbeats and events never interleave.
 	events := make(chan sbx.Event, 64)

@@ -80,6 +80,9 @@ var bodies = map[string]reflect.Type{
 	"ProcessList":       reflect.TypeFor[api.ProcessList](),
 	"PruneOptions":      reflect.TypeFor[sbx.PruneOptions](),
 	"PruneReport":       reflect.TypeFor[sbx.PruneReport](),
+	"SignalRequest":     reflect.TypeFor[api.SignalRequest](),
+	"LogFrame":          reflect.TypeFor[sbx.LogFrame](),
+	"Exit":              reflect.TypeFor[sbx.Exit](),
 }
 
 // customFields are the JSON fields a type writes through its own

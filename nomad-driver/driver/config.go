@@ -17,9 +17,8 @@ type PluginConfig struct {
 	Root string `codec:"root"`
 	// RunRoot is sbx's runtime state (sockets, mounts).
 	RunRoot string `codec:"run_root"`
-	// SbxBinary is the statically linked sbx binary that runs inside every
-	// sandbox as its executor; empty finds `sbx` next to the plugin or on
-	// PATH.
+	// SbxBinary is a static sbx (or sbx-executor) binary run inside every
+	// sandbox as its executor; empty uses the one embedded in the plugin.
 	SbxBinary string `codec:"sbx_binary"`
 	// AllowedHostPaths are the host directories a job's volumes may come
 	// from (Nomad's own alloc, local and secrets directories are always
@@ -40,6 +39,11 @@ type PluginConfig struct {
 	GCInterval string `codec:"gc_interval"`
 	// PidsLimit is the default process limit of a task; 0 is none.
 	PidsLimit int64 `codec:"pids_limit"`
+	// HostNetNS is the network namespace (a path such as
+	// /run/netns/NAME) that plays the host for bridge networking: the
+	// bridge, NAT rules and published ports live there. Empty is the
+	// plugin's own.
+	HostNetNS string `codec:"host_netns"`
 }
 
 // configSpec is the HCL schema of PluginConfig.
@@ -54,6 +58,7 @@ var configSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"insecure_registries": hclspec.NewAttr("insecure_registries", "list(string)", false),
 	"gc_interval":         hclspec.NewDefault(hclspec.NewAttr("gc_interval", "string", false), hclspec.NewLiteral(`"5m"`)),
 	"pids_limit":          hclspec.NewAttr("pids_limit", "number", false),
+	"host_netns":          hclspec.NewAttr("host_netns", "string", false),
 })
 
 // gcInterval parses GCInterval; zero means no periodic collection.
@@ -77,6 +82,9 @@ func (c *PluginConfig) validate() error {
 		if !path.IsAbs(p) {
 			bad("%s %q must be an absolute path", name, p)
 		}
+	}
+	if c.HostNetNS != "" && !path.IsAbs(c.HostNetNS) {
+		bad("host_netns %q must be an absolute path", c.HostNetNS)
 	}
 	if c.SbxBinary != "" && !path.IsAbs(c.SbxBinary) {
 		bad("sbx_binary %q must be an absolute path", c.SbxBinary)

@@ -1,22 +1,32 @@
 // Package driver is the Nomad task driver for sbx: every task runs in an sbx
 // sandbox on the node, through the same library front door (sbx.Sandboxes,
 // sbx.Images) as sbx's CLI and REST server, with the same policy checks.
+//
+// A task is a sandbox whose main command (sbx.Options.Cmd) is the task's
+// command. The sandbox outlives the plugin process, so a restarted Nomad
+// client re-attaches to it by the sandbox ID kept in the task handle.
 package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/nomad/client/lib/cpustats"
 	"github.com/hashicorp/nomad/drivers/shared/eventer"
 	"github.com/hashicorp/nomad/plugins/base"
 	"github.com/hashicorp/nomad/plugins/drivers"
 	"github.com/hashicorp/nomad/plugins/drivers/fsisolation"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
 	pstructs "github.com/hashicorp/nomad/plugins/shared/structs"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox"
 )
 
 const (
@@ -26,6 +36,8 @@ const (
 	Version = "0.1.0"
 	// fingerprintPeriod is how often the node's health is reported.
 	fingerprintPeriod = 30 * time.Second
+	// taskHandleVersion is the version of the state kept in task handles.
+	taskHandleVersion = 1
 )
 
 var pluginInfo = &base.PluginInfoResponse{
@@ -54,9 +66,14 @@ type Driver struct {
 	ctx     context.Context
 	logger  hclog.Logger
 	eventer *eventer.Eventer
+	tasks   *taskStore
 
-	mu     sync.Mutex
-	config *PluginConfig
+	mu       sync.Mutex
+	config   *PluginConfig
+	host     *sandbox.Host
+	hostErr  error
+	computed cpustats.Compute
+	imports  keyedMutex
 }
 
 // New returns the driver; ctx ends with the plugin.
@@ -66,6 +83,7 @@ func New(ctx context.Context, logger hclog.Logger) *Driver {
 		ctx:     ctx,
 		logger:  logger,
 		eventer: eventer.NewEventer(ctx, logger),
+		tasks:   newTaskStore(),
 	}
 }
 
@@ -75,7 +93,8 @@ func (d *Driver) PluginInfo() (*base.PluginInfoResponse, error) { return pluginI
 // ConfigSchema is the schema of the plugin's agent configuration.
 func (d *Driver) ConfigSchema() (*hclspec.Spec, error) { return configSpec, nil }
 
-// SetConfig applies the agent's plugin configuration.
+// SetConfig applies the agent's plugin configuration and opens sbx's state
+// on the node. Nomad calls it once when it starts the plugin.
 func (d *Driver) SetConfig(cfg *base.Config) error {
 	var pc PluginConfig
 	if cfg != nil && len(cfg.PluginConfig) != 0 {
@@ -86,10 +105,74 @@ func (d *Driver) SetConfig(cfg *base.Config) error {
 	if err := pc.validate(); err != nil {
 		return err
 	}
+	gcEvery, _ := pc.gcInterval()
+
 	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.config != nil && (d.config.Root != pc.Root || d.config.RunRoot != pc.RunRoot) {
+		return fmt.Errorf("sbx plugin config: root and run_root cannot change while the plugin runs (restart the Nomad client)")
+	}
+	if cfg != nil && cfg.AgentConfig != nil {
+		d.computed = cfg.AgentConfig.Compute()
+	}
+	first := d.config == nil
 	d.config = &pc
-	d.mu.Unlock()
+	if !first {
+		return nil
+	}
+	d.host, d.hostErr = sandbox.Open(sandbox.HostConfig{
+		Root:               pc.Root,
+		RunRoot:            pc.RunRoot,
+		Pull:               pc.PullPolicy,
+		InsecureRegistries: pc.InsecureRegistries,
+		Executor:           pc.SbxBinary,
+		HostNetNS:          pc.HostNetNS,
+		Policy: &sbx.Policy{
+			AllowedHostDirs:  pc.AllowedHostPaths,
+			AllowHostNetwork: pc.AllowHostNetwork,
+			AllowPrivileged:  pc.AllowPrivileged,
+		},
+		Logger: slogFor(d.logger.Named("sbx")),
+	})
+	if d.hostErr != nil {
+		// The fingerprint reports it; Nomad keeps the driver unhealthy.
+		d.logger.Error("cannot open sbx state", "root", pc.Root, "run_root", pc.RunRoot, "error", d.hostErr)
+		return nil
+	}
+	if gcEvery > 0 {
+		go d.collectGarbage(gcEvery)
+	}
 	return nil
+}
+
+// pluginConfig returns the configuration SetConfig applied.
+func (d *Driver) pluginConfig() PluginConfig {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.config == nil {
+		return PluginConfig{}
+	}
+	return *d.config
+}
+
+// compute is the node's CPU compute, as the agent reported it.
+func (d *Driver) compute() cpustats.Compute {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.computed
+}
+
+// sbxHost returns the node's sbx host, or why there is none.
+func (d *Driver) sbxHost() (*sandbox.Host, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case d.config == nil:
+		return nil, errors.New("sbx driver: not configured yet")
+	case d.hostErr != nil:
+		return nil, fmt.Errorf("sbx driver: cannot use sbx state under %s: %w", d.config.Root, d.hostErr)
+	}
+	return d.host, nil
 }
 
 // TaskConfigSchema is the schema of a task's config block.
@@ -116,7 +199,7 @@ func (d *Driver) Fingerprint(ctx context.Context) (<-chan *drivers.Fingerprint, 
 				t.Reset(fingerprintPeriod)
 			}
 			select {
-			case ch <- d.fingerprint():
+			case ch <- d.fingerprint(ctx):
 			case <-ctx.Done():
 				return
 			case <-d.ctx.Done():
@@ -127,22 +210,113 @@ func (d *Driver) Fingerprint(ctx context.Context) (<-chan *drivers.Fingerprint, 
 	return ch, nil
 }
 
-// fingerprint checks that sbx can run sandboxes here.
-func (d *Driver) fingerprint() *drivers.Fingerprint {
+// fingerprint checks that sbx can run sandboxes here: root, the sbx state,
+// seccomp, overlayfs and cgroups.
+func (d *Driver) fingerprint(ctx context.Context) *drivers.Fingerprint {
 	if os.Geteuid() != 0 {
 		return &drivers.Fingerprint{Health: drivers.HealthStateUndetected, HealthDescription: drivers.DriverRequiresRootMessage}
 	}
-	return &drivers.Fingerprint{
+	host, err := d.sbxHost()
+	if err != nil {
+		return &drivers.Fingerprint{Health: drivers.HealthStateUnhealthy, HealthDescription: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := host.Info(ctx)
+	if err != nil {
+		return &drivers.Fingerprint{Health: drivers.HealthStateUnhealthy, HealthDescription: fmt.Sprintf("sbx host facts: %v", err)}
+	}
+	fp := &drivers.Fingerprint{
 		Attributes: map[string]*pstructs.Attribute{
-			"driver.sbx":         pstructs.NewBoolAttribute(true),
-			"driver.sbx.version": pstructs.NewStringAttribute(Version),
+			"driver.sbx":             pstructs.NewBoolAttribute(true),
+			"driver.sbx.version":     pstructs.NewStringAttribute(info.Version),
+			"driver.sbx.cgroup_mode": pstructs.NewStringAttribute(info.CgroupMode),
+			"driver.sbx.kernel":      pstructs.NewStringAttribute(info.Kernel),
+			"driver.sbx.seccomp":     pstructs.NewBoolAttribute(info.Seccomp),
 		},
 		Health:            drivers.HealthStateHealthy,
 		HealthDescription: drivers.DriverHealthy,
 	}
+	var missing []string
+	if !info.Seccomp {
+		missing = append(missing, "seccomp")
+	}
+	if !info.Overlayfs {
+		missing = append(missing, "overlayfs")
+	}
+	if len(info.CgroupControllers) == 0 {
+		missing = append(missing, "cgroup controllers")
+	}
+	if len(missing) > 0 {
+		fp.Health = drivers.HealthStateUnhealthy
+		fp.HealthDescription = "sbx cannot run sandboxes here: no " + strings.Join(missing, ", ")
+	}
+	return fp
 }
 
 // TaskEvents streams the driver's task events.
 func (d *Driver) TaskEvents(ctx context.Context) (<-chan *drivers.TaskEvent, error) {
 	return d.eventer.TaskEvents(ctx)
+}
+
+// emit sends a task event, as `nomad alloc status` shows them.
+func (d *Driver) emit(cfg *drivers.TaskConfig, msg string) {
+	_ = d.eventer.EmitEvent(&drivers.TaskEvent{
+		TaskID:    cfg.ID,
+		TaskName:  cfg.Name,
+		AllocID:   cfg.AllocID,
+		Timestamp: time.Now(),
+		Message:   msg,
+	})
+}
+
+// collectGarbage runs sbx's garbage collection (what crashes left, unused
+// image layers) every interval until the plugin stops.
+func (d *Driver) collectGarbage(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+		}
+		host, err := d.sbxHost()
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(d.ctx, every)
+		if rep, err := host.GC(ctx); err != nil {
+			d.logger.Warn("sbx gc failed", "error", err)
+		} else if rep != nil && len(rep.Interrupted)+len(rep.Orphans)+len(rep.Stopped) > 0 {
+			d.logger.Info("sbx gc", "interrupted", rep.Interrupted, "stopped", rep.Stopped, "orphans", rep.Orphans)
+		}
+		if rep, err := host.GCImages(ctx); err != nil {
+			d.logger.Warn("sbx image gc failed", "error", err)
+		} else if rep != nil && len(rep.RemovedLayers) > 0 {
+			d.logger.Info("sbx image gc", "layers", len(rep.RemovedLayers), "freed_bytes", rep.FreedBytes)
+		}
+		cancel()
+	}
+}
+
+// keyedMutex serialises work per key (image imports per image name).
+type keyedMutex struct {
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+}
+
+func (k *keyedMutex) lock(key string) func() {
+	k.mu.Lock()
+	if k.locks == nil {
+		k.locks = map[string]*sync.Mutex{}
+	}
+	l := k.locks[key]
+	if l == nil {
+		l = &sync.Mutex{}
+		k.locks[key] = l
+	}
+	k.mu.Unlock()
+	l.Lock()
+	return l.Unlock
 }

@@ -33,13 +33,17 @@ type cluster struct {
 	server  *agent
 	clients []*agent
 	api     *api.Client
-	// pluginConfig is HCL added to every client's plugin config block.
-	pluginConfig string
+	// pluginConfig is HCL added to every client's plugin config block,
+	// clientConfig to every client's client block.
+	pluginConfig, clientConfig string
 	// nomadCgroups are the cgroups Nomad clients create (per controller);
 	// teardown removes those that did not exist before.
 	nomadCgroups []string
 	// allocIDs are the cluster's allocations, learnt at teardown.
 	allocIDs []string
+	// netns names the namespace that plays the host for bridge
+	// networking, if any (see clusterOptions.netns).
+	netns string
 }
 
 // agent is one Nomad agent process.
@@ -54,9 +58,13 @@ type agent struct {
 	// Client only: its sbx state and dynamic port range.
 	sbxRoot, sbxRunRoot string
 	minPort, maxPort    int
-	cmd                 *exec.Cmd
-	done                chan struct{}
-	nodeID              string
+	// env is added to the agent's environment (and so its plugins').
+	env []string
+	// cgroupParent is the client's sbx cgroup parent.
+	cgroupParent string
+	cmd          *exec.Cmd
+	done         chan struct{}
+	nodeID       string
 }
 
 // clusterOptions tune a cluster.
@@ -65,6 +73,12 @@ type clusterOptions struct {
 	// pluginConfig is HCL inside the plugin's config block on every client
 	// (root and run_root are set per client).
 	pluginConfig string
+	// clientConfig is HCL inside every client's client block.
+	clientConfig string
+	// netns makes a network namespace that plays the host for the
+	// sandboxes' bridge networking (bridge, NAT, published ports), so that
+	// the test changes nothing in the machine's own network.
+	netns bool
 }
 
 // startCluster starts a server and opts.clients clients and waits until
@@ -81,9 +95,17 @@ func startCluster(t testing.TB, opts clusterOptions) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &cluster{t: t, dir: dir, plugins: filepath.Join(dir, "plugins"), pluginConfig: opts.pluginConfig}
+	c := &cluster{t: t, dir: dir, plugins: filepath.Join(dir, "plugins"), pluginConfig: opts.pluginConfig, clientConfig: opts.clientConfig}
 	c.nomadCgroups = missingNomadCgroups()
 	t.Cleanup(c.teardown)
+	if opts.netns {
+		c.netns = fmt.Sprintf("sbx-e2e-%d", os.Getpid())
+		for _, args := range [][]string{{"netns", "add", c.netns}, {"-n", c.netns, "link", "set", "lo", "up"}} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				t.Fatalf("ip %v: %v: %s", args, err, out)
+			}
+		}
+	}
 	if err := os.MkdirAll(c.plugins, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +131,10 @@ func startCluster(t testing.TB, opts clusterOptions) *cluster {
 		// The run root holds sockets: keep it short.
 		a.sbxRunRoot = fmt.Sprintf("/run/sbx-e2e-%d-%d", os.Getpid(), len(c.clients)+1)
 		a.minPort, a.maxPort = base+i*100, base+i*100+99
+		// Sandboxes of each client live under a cgroup parent of their
+		// own, so leftovers are counted per client.
+		a.cgroupParent = fmt.Sprintf("sbx-e2e-%d-%d", os.Getpid(), i+1)
+		a.env = []string{"SBX_CGROUP_PARENT=" + a.cgroupParent}
 		c.writeConfig(a, clientConfig)
 		c.clients = append(c.clients, a)
 		c.start(a)
@@ -182,6 +208,7 @@ client {
   options = {
     "fingerprint.denylist" = "env_aws,env_gce,env_azure,env_digitalocean,consul,vault"
   }
+{{.ClientConfig}}
 }
 plugin "raw_exec" {
   config {
@@ -192,8 +219,8 @@ plugin "nomad-driver-sbx" {
   config {
     root       = "{{.A.SbxRoot}}"
     run_root   = "{{.A.SbxRunRoot}}"
-    sbx_binary = "{{.Sbx}}"
-    gc_interval = "1m"
+{{if .NetNS}}    host_netns = "/run/netns/{{.NetNS}}"
+{{end}}    gc_interval = "1m"
 {{.PluginConfig}}
   }
 }
@@ -210,8 +237,9 @@ func (c *cluster) writeConfig(a *agent, text string) {
 		},
 		"Plugins":      c.plugins,
 		"ServerRPC":    c.server.rpc,
-		"Sbx":          c.sbx,
+		"NetNS":        c.netns,
 		"PluginConfig": c.pluginConfig,
+		"ClientConfig": c.clientConfig,
 	})
 	if err != nil {
 		c.t.Fatal(err)
@@ -229,6 +257,7 @@ func (c *cluster) start(a *agent) {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(c.nomad, "agent", "-config", a.config)
+	cmd.Env = append(os.Environ(), a.env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The agent dies with the test process: nothing outlives a test
 	// binary killed by its timeout (teardown handles the rest).
@@ -591,7 +620,22 @@ func (c *cluster) forceClean() []string {
 	leaks = append(leaks, removeCgroups(nomadAllocCgroups(c.allocIDs))...)
 	removeCgroups(c.nomadCgroups)
 	for _, a := range c.clients {
+		for _, cg := range sandboxCgroups(a.cgroupParent) {
+			leaks = append(leaks, fmt.Sprintf("%s: cgroup %s", a.name, cg))
+			for _, pid := range killCgroup(cg) {
+				leaks = append(leaks, fmt.Sprintf("%s: process %d in %s", a.name, pid, cg))
+			}
+			removeCgroups([]string{cg})
+		}
+		removeCgroups(parentCgroups(a.cgroupParent))
+	}
+	for _, a := range c.clients {
 		_ = os.RemoveAll(a.sbxRunRoot)
+	}
+	if c.netns != "" {
+		if out, err := exec.Command("ip", "netns", "del", c.netns).CombinedOutput(); err != nil {
+			leaks = append(leaks, fmt.Sprintf("network namespace %s: %v: %s", c.netns, err, out))
+		}
 	}
 	return leaks
 }

@@ -240,3 +240,93 @@ func removeCgroups(paths []string) []string {
 	}
 	return failed
 }
+
+// parentCgroups are the directories of an sbx cgroup parent in every
+// hierarchy.
+func parentCgroups(parent string) []string {
+	if parent == "" {
+		return nil
+	}
+	var out []string
+	for _, mp := range cgroup.Mountpoints() {
+		out = append(out, filepath.Join(mp, parent))
+	}
+	return out
+}
+
+// sandboxCgroups lists the sandbox cgroups under an sbx cgroup parent, in
+// every hierarchy.
+func sandboxCgroups(parent string) []string {
+	var out []string
+	for _, p := range parentCgroups(parent) {
+		ents, _ := os.ReadDir(p)
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, filepath.Join(p, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// leftovers lists what a client's sbx left on the host: sandboxes in its
+// state, cgroups (and processes) under its cgroup parent, mounts under its
+// sbx roots and Nomad's allocation directory, and the veths of the
+// sandboxes in seen.
+func (c *cluster) leftovers(a *agent, seen []sandboxRecord) []string {
+	var out []string
+	sbs, err := c.sandboxes(a)
+	if err != nil {
+		out = append(out, fmt.Sprintf("list sandboxes: %v", err))
+	}
+	for _, sb := range sbs {
+		out = append(out, fmt.Sprintf("sandbox %s (%s)", sb.ID, sb.Status))
+	}
+	for _, cg := range sandboxCgroups(a.cgroupParent) {
+		procs, _ := os.ReadFile(filepath.Join(cg, "cgroup.procs"))
+		out = append(out, fmt.Sprintf("cgroup %s (processes: %q)", cg, strings.TrimSpace(string(procs))))
+	}
+	for _, m := range mountsUnder(a.sbxRoot, a.sbxRunRoot, filepath.Join(a.dir, "alloc")) {
+		out = append(out, "mount "+m)
+	}
+	for _, sb := range seen {
+		if sb.Network != nil && sb.Network.HostVeth != "" && c.linkExists(sb.Network.HostVeth) {
+			out = append(out, fmt.Sprintf("sandbox %s: veth %s", sb.ID, sb.Network.HostVeth))
+		}
+		if sb.Pid > 0 && processAlive(sb.Pid, sb.PidStart) {
+			out = append(out, fmt.Sprintf("sandbox %s: PID 1 %d still runs", sb.ID, sb.Pid))
+		}
+	}
+	return out
+}
+
+// processAlive reports whether pid runs and started at start (clock ticks
+// after boot, field 22 of /proc/PID/stat), so that a reused PID does not
+// count.
+func processAlive(pid int, start uint64) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return false
+	}
+	fields := strings.Fields(s[i+1:])
+	if len(fields) < 20 {
+		return false
+	}
+	got, _ := strconv.ParseUint(fields[19], 10, 64)
+	return start == 0 || got == start
+}
+
+// linkExists reports whether a network link exists where the sandboxes'
+// host side is: the cluster's stand-in namespace, or the machine's own.
+func (c *cluster) linkExists(name string) bool {
+	if c.netns == "" {
+		_, err := os.Stat(filepath.Join("/sys/class/net", name))
+		return err == nil
+	}
+	return exec.Command("ip", "-n", c.netns, "link", "show", "dev", name).Run() == nil
+}

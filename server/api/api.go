@@ -82,6 +82,12 @@ type StopRequest struct {
 	Signal  string   `json:"signal,omitempty"`
 }
 
+// SignalRequest is the body of POST /v1/sandboxes/{id}/signal: the
+// signal's name ("SIGTERM") for the sandbox's main command.
+type SignalRequest struct {
+	Signal string `json:"signal"`
+}
+
 // CommitRequest is the body of POST /v1/sandboxes/{id}/commit: the name
 // of the new image made of the sandbox's image plus its writable layer.
 type CommitRequest struct {

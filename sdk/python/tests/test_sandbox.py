@@ -165,15 +165,16 @@ def test_session_keeps_state(busybox: sbx.Sandbox) -> None:
     sh.close()  # closing twice does nothing
 
 
-def test_create_with_cmd_runs_it_in_a_session(client: sbx.Client, server: Server) -> None:
-    with client.sandboxes.create("busybox", cmd=["sh", "-c", "echo booted; sleep 9111"]) as sb:
+def test_create_with_cmd_runs_it_as_main_command(client: sbx.Client, server: Server) -> None:
+    with client.sandboxes.create("busybox", cmd=["sh", "-c", "echo booted > /tmp/booted; exec sleep 9111"]) as sb:
         server.seen.add(sb.id)
         start = sb.record.cmd_start
         assert start is not None and start.status == "running"
-        main = sb.get_session(start.session)
-        out = start.output + main.read(timeout=2, no_output_timeout=0.5).output
-        assert "booted" in out
+        deadline = time.monotonic() + 10
+        while not running(sb, "sleep 9111") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert running(sb, "sleep 9111")
+        assert sb.exec(["cat", "/tmp/booted"]).stdout == "booted\n"
     with pytest.raises(sbx.NotFoundError):
         sb.refresh()
 

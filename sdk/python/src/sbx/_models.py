@@ -300,14 +300,13 @@ class ArchiveResult(_Decoded):
 
 @dataclass(frozen=True)
 class CmdStart(_Decoded):
-    """How a create's ``cmd`` started: the shell ``session`` it runs in,
-    ``status`` ("running", or "completed" with ``exit_code`` when it ended at
-    once) and the ``output`` of its first moments."""
+    """How a create's ``cmd`` (the sandbox's main command) started:
+    ``status`` "running", or "exited" with ``exit_code`` when it ended at
+    once. The server's /logs, /wait and /signal routes of the sandbox
+    follow it."""
 
-    session: str
     status: str
     exit_code: Optional[int]
-    output: str
 
 
 @dataclass(frozen=True)

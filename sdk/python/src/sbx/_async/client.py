@@ -181,9 +181,9 @@ class AsyncSandboxes:
         ``dns`` and ``allow_host_ports`` apply to bridge mode. ``ttl``
         (seconds, a timedelta or "1h") removes the sandbox that long after
         its creation. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
-        ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is started in a
-        shell session once the sandbox is ready (``record.cmd_start`` names
-        it). ``env`` is a mapping or "KEY=VALUE" strings.
+        ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is the sandbox's
+        main command, exec'd once the sandbox is ready (``record.cmd_start``
+        says whether it runs or already exited). ``env`` is a mapping or "KEY=VALUE" strings.
 
         Bad values raise ValueError or TypeError before anything is sent;
         the server's refusals are InvalidError, ForbiddenError (its policy),
