@@ -39,6 +39,9 @@ __all__ = [
     "DiskUsage",
     "PruneReport",
     "ProcessInfo",
+    "LogFrame",
+    "LogOutput",
+    "Exit",
     "PreparedImage",
     "PullProgress",
     "Event",
@@ -452,6 +455,47 @@ class DiskUsage(_Decoded):
     sandboxes_running: int
     writable_bytes: int
     stopped_writable_bytes: int
+
+
+@dataclass(frozen=True)
+class LogFrame(_Decoded):
+    """A piece of a main command's output (:meth:`Sandbox.follow_logs`):
+    ``type`` "stdout" or "stderr" with ``data``, or "gap" when ``lost``
+    bytes from ``offset`` on are no longer held. ``offset`` is absolute:
+    resume with ``since=``."""
+
+    type: str
+    offset: int
+    data: str
+    time: Optional[datetime]
+    lost: int
+
+
+@dataclass(frozen=True)
+class LogOutput:
+    """What :meth:`Sandbox.logs` read: the main command's ``stdout`` and
+    ``stderr`` still held, the bytes ``lost`` before them, and ``end``, the
+    offset to resume from with ``since=``."""
+
+    stdout: str
+    stderr: str
+    lost: int
+    end: int
+
+
+@dataclass(frozen=True)
+class Exit(_Decoded):
+    """How a sandbox's main command ended (:meth:`Sandbox.wait`): its exit
+    code (128+n for signal n), the signal's name or "", whether the
+    sandbox's cgroup OOM-killed it, why it could not start, and when it
+    started and finished."""
+
+    exit_code: int
+    signal: str
+    oom_killed: bool
+    error: str
+    started_at: Optional[datetime]
+    finished_at: Optional[datetime]
 
 
 @dataclass(frozen=True)

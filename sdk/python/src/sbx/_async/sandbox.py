@@ -11,7 +11,7 @@ import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, AsyncGenerator, Mapping, Optional, Union
+from typing import Any, AsyncGenerator, AsyncIterator, Mapping, Optional, Union
 
 from .. import _aio, _tar
 from .._errors import CommandError, CommandTimeoutError, NotFoundError, ProtocolError
@@ -19,8 +19,11 @@ from .._models import (
     ArchiveResult,
     Change,
     ExecResult,
+    Exit,
     Image,
     Listing,
+    LogFrame,
+    LogOutput,
     OutputChunk,
     ProcessInfo,
     SandboxRecord,
@@ -227,6 +230,55 @@ class AsyncSandbox:
         server's cache (a running sandbox is paused meanwhile)."""
         reply = await self._http.call("POST", self._path("/commit"), what=f"commit {self.id}", json={"name": name})
         return Image.from_json(reply)
+
+    async def logs(self, *, since: int = 0, tail: Optional[int] = None) -> LogOutput:
+        """The output of the sandbox's main command (a create's ``cmd``) that
+        is still held: from offset ``since``, or only its last ``tail``
+        bytes. Also after the command ended and the sandbox stopped."""
+        out: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        lost = end = 0
+        async for frame in self._log_frames(since, tail, follow=False):
+            if frame.type in out:
+                out[frame.type].append(frame.data)
+            elif frame.type == "gap":
+                lost += frame.lost
+            elif frame.type == "end":
+                end = frame.offset
+        return LogOutput(stdout="".join(out["stdout"]), stderr="".join(out["stderr"]), lost=lost, end=end)
+
+    async def follow_logs(self, *, since: int = 0, tail: Optional[int] = None) -> AsyncIterator[LogFrame]:
+        """Yield the main command's output as it comes (stdout, stderr and
+        gap frames) until the command has ended for good, as ``sbx logs
+        -f`` does. Resume after a disconnect with ``since=`` the offset
+        after the last frame's data."""
+        async for frame in self._log_frames(since, tail, follow=True):
+            if frame.type != "end":
+                yield frame
+
+    async def _log_frames(self, since: int, tail: Optional[int], follow: bool) -> AsyncIterator[LogFrame]:
+        params: dict[str, Any] = {"since": since}
+        if tail is not None:
+            params["tail"] = tail
+        if follow:
+            params["follow"] = "1"
+        what = f"logs of {self.id}"
+        async with self._http.stream("GET", self._path("/logs"), what=what, params=params, timeout=None) as resp:
+            async for raw in ndjson(resp, what):
+                frame = LogFrame.from_json(raw)
+                yield frame
+                if frame.type == "end":
+                    return
+        raise ProtocolError(f"{what}: the stream was cut before its end")
+
+    async def wait(self) -> Exit:
+        """Wait until the sandbox's main command has ended for good and say
+        how (also after the sandbox stopped, from any client)."""
+        return Exit.from_json(await self._http.call("POST", self._path("/wait"), what=f"wait for {self.id}", timeout=None))
+
+    async def signal(self, signal: str = "SIGTERM") -> None:
+        """Send ``signal`` (a name such as "SIGTERM") to the sandbox's main
+        command."""
+        await self._http.call("POST", self._path("/signal"), what=f"signal {self.id}", json={"signal": signal})
 
     async def rename(self, name: str) -> SandboxRecord:
         """Give the sandbox the new unique name ``name`` ("" drops its name);

@@ -12,7 +12,7 @@ import os
 from contextlib import ExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generator, Mapping, Optional, Union
+from typing import Any, Generator, Iterator, Mapping, Optional, Union
 
 from .. import _sio, _tar
 from .._errors import CommandError, CommandTimeoutError, NotFoundError, ProtocolError
@@ -20,8 +20,11 @@ from .._models import (
     ArchiveResult,
     Change,
     ExecResult,
+    Exit,
     Image,
     Listing,
+    LogFrame,
+    LogOutput,
     OutputChunk,
     ProcessInfo,
     SandboxRecord,
@@ -228,6 +231,55 @@ class Sandbox:
         server's cache (a running sandbox is paused meanwhile)."""
         reply = self._http.call("POST", self._path("/commit"), what=f"commit {self.id}", json={"name": name})
         return Image.from_json(reply)
+
+    def logs(self, *, since: int = 0, tail: Optional[int] = None) -> LogOutput:
+        """The output of the sandbox's main command (a create's ``cmd``) that
+        is still held: from offset ``since``, or only its last ``tail``
+        bytes. Also after the command ended and the sandbox stopped."""
+        out: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        lost = end = 0
+        for frame in self._log_frames(since, tail, follow=False):
+            if frame.type in out:
+                out[frame.type].append(frame.data)
+            elif frame.type == "gap":
+                lost += frame.lost
+            elif frame.type == "end":
+                end = frame.offset
+        return LogOutput(stdout="".join(out["stdout"]), stderr="".join(out["stderr"]), lost=lost, end=end)
+
+    def follow_logs(self, *, since: int = 0, tail: Optional[int] = None) -> Iterator[LogFrame]:
+        """Yield the main command's output as it comes (stdout, stderr and
+        gap frames) until the command has ended for good, as ``sbx logs
+        -f`` does. Resume after a disconnect with ``since=`` the offset
+        after the last frame's data."""
+        for frame in self._log_frames(since, tail, follow=True):
+            if frame.type != "end":
+                yield frame
+
+    def _log_frames(self, since: int, tail: Optional[int], follow: bool) -> Iterator[LogFrame]:
+        params: dict[str, Any] = {"since": since}
+        if tail is not None:
+            params["tail"] = tail
+        if follow:
+            params["follow"] = "1"
+        what = f"logs of {self.id}"
+        with self._http.stream("GET", self._path("/logs"), what=what, params=params, timeout=None) as resp:
+            for raw in ndjson(resp, what):
+                frame = LogFrame.from_json(raw)
+                yield frame
+                if frame.type == "end":
+                    return
+        raise ProtocolError(f"{what}: the stream was cut before its end")
+
+    def wait(self) -> Exit:
+        """Wait until the sandbox's main command has ended for good and say
+        how (also after the sandbox stopped, from any client)."""
+        return Exit.from_json(self._http.call("POST", self._path("/wait"), what=f"wait for {self.id}", timeout=None))
+
+    def signal(self, signal: str = "SIGTERM") -> None:
+        """Send ``signal`` (a name such as "SIGTERM") to the sandbox's main
+        command."""
+        self._http.call("POST", self._path("/signal"), what=f"signal {self.id}", json={"signal": signal})
 
     def rename(self, name: str) -> SandboxRecord:
         """Give the sandbox the new unique name ``name`` ("" drops its name);
