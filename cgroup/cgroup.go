@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	cg "github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -256,6 +257,25 @@ func RemoveParentIfEmpty() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RemoveParentWhenEmpty is RemoveParentIfEmpty for a process that owns its
+// parent (a test binary's private one): a cgroup v2 parent stays busy for a
+// moment after its last sandbox was killed, while the dying tasks leave it,
+// so it tries again until the parent is gone or wait has passed.
+func RemoveParentWhenEmpty(wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		err := RemoveParentIfEmpty()
+		left, _ := filepath.Glob(filepath.Join(Root, "*", Parent()))
+		if _, statErr := os.Stat(filepath.Join(Root, Parent())); statErr == nil {
+			left = append(left, filepath.Join(Root, Parent()))
+		}
+		if err != nil || len(left) == 0 || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func isBusy(err error) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if owner && os.Geteuid() == 0 {
-		_ = cgroup.RemoveParentIfEmpty()
+		_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
 	}
 	os.Exit(code)
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
@@ -56,7 +57,7 @@ func TestMain(m *testing.M) {
 	os.RemoveAll(runRoot)
 	// The parent cgroup goes when no sandbox is left in it.
 	if ownParent {
-		_ = cgroup.RemoveParentIfEmpty()
+		_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
 	}
 	os.Exit(code)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/sandbox"
@@ -27,6 +28,6 @@ func TestMain(m *testing.M) {
 	// it, so nothing of another sbx user is touched or counted.
 	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-oh-%d", os.Getpid()))
 	code := m.Run()
-	_ = cgroup.RemoveParentIfEmpty()
+	_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
 	os.Exit(code)
 }
