@@ -17,9 +17,13 @@ import (
 // the host.
 //
 // The runnable examples find a busybox root file system in
-// $SBX_EXAMPLE_ROOTFS.
+// $SBX_EXAMPLE_ROOTFS. With SBX_HELPER_FILL=1 the binary is
+// TestPoolFillKilled's helper instead of running tests.
 func TestMain(m *testing.M) {
 	Init()
+	if os.Getenv("SBX_HELPER_FILL") == "1" {
+		helperFill()
+	}
 	// Helper processes (this binary re-run by a test) keep their parent's.
 	owner := os.Getenv(cgroup.ParentEnv) == ""
 	if owner {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -467,7 +468,7 @@ func TestPoolFillKilled(t *testing.T) {
 	if _, err := h.CreatePool(ctx, sbx.PoolSpec{Name: "crash", Size: 1, Options: busybox(t)}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperFill$")
+	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), "SBX_HELPER_FILL=1", "SBX_TEST_CRASH_AT="+stepReady,
 		"SBX_ROOT="+h.cfg.Root, "SBX_RUN_ROOT="+h.cfg.RunRoot)
 	out, err := cmd.CombinedOutput()
@@ -494,14 +495,15 @@ func TestPoolFillKilled(t *testing.T) {
 	markSeen(h, fill.Started[0])
 }
 
-func TestHelperFill(t *testing.T) {
-	if os.Getenv("SBX_HELPER_FILL") != "1" {
-		t.Skip("helper process for TestPoolFillKilled")
-	}
+// helperFill is this test binary re-run by TestPoolFillKilled (see
+// TestMain): it fills the pool and is killed at the crash point.
+func helperFill() {
 	h, err := Open(HostConfig{Root: os.Getenv("SBX_ROOT"), RunRoot: os.Getenv("SBX_RUN_ROOT")})
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "helper fill: open:", err)
+		os.Exit(1)
 	}
 	_, err = h.FillPool(context.Background(), "crash")
-	t.Fatalf("fill returned (%v) instead of being killed", err)
+	fmt.Fprintf(os.Stderr, "fill returned (%v) instead of being killed\n", err)
+	os.Exit(1)
 }
