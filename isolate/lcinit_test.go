@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -19,6 +21,14 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
 		Init()
+	}
+	// The test's container gets a private parent cgroup, removed at the
+	// end, instead of leaving the host's default parent behind.
+	if os.Getenv(cgroup.ParentEnv) == "" {
+		os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
+		code := m.Run()
+		_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
+		os.Exit(code)
 	}
 	os.Exit(m.Run())
 }
