@@ -81,6 +81,9 @@ func gcCmd(a *app) *cobra.Command {
 				for _, id := range rep.Pooled {
 					fmt.Fprintln(w, "removed pool member", id)
 				}
+				for _, id := range rep.AutoRemoved {
+					fmt.Fprintln(w, "removed (--rm, its command ended)", id)
+				}
 			}
 			return sbxError(err)
 		},
