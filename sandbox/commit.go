@@ -69,7 +69,7 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 	if err != nil {
 		return nil, fmt.Errorf("base image %s: %w", sb.Image.Digest, err)
 	}
-	write := func(w io.Writer) error { return pack.Write(w, upper, layerExcludes) }
+	write := func(w io.Writer) error { return pack.Write(w, upper, sbxOwnPath) }
 	if sb.Options.UserNS == sbx.UserNSPrivate {
 		// What the sandbox wrote is stored with its host ids: the layer
 		// gets the ids the sandbox saw.
@@ -77,7 +77,7 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 		if err != nil {
 			return nil, err
 		}
-		write = func(w io.Writer) error { return pack.WriteShifted(w, upper, layerExcludes, rng.HostID, rng.Size) }
+		write = func(w io.Writer) error { return pack.WriteShifted(w, upper, sbxOwnPath, rng.HostID, rng.Size) }
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(write(pw)) }()

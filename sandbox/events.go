@@ -107,6 +107,15 @@ func (h *Host) Events(ctx context.Context, since uint64, fn func(sbx.Event) erro
 	}
 }
 
+// LastEventSeq returns the sequence number of the host's latest event
+// (0 before the first). A stream that resumes after it with Events misses
+// nothing published from now on: a server resolves "from now" with it before
+// it answers, so that a client that acts once the stream is open sees the
+// events of what it did.
+func (h *Host) LastEventSeq() uint64 {
+	return h.events.bus.last()
+}
+
 // StartBackground re-adopts the sandboxes a previous process left running
 // (Recover) and starts the host's background work until Close: the
 // watcher that reports changes made elsewhere, the expiry watcher, and the

@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"path"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -49,22 +46,14 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 	if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
 		return fmt.Errorf("%w: the root of sandbox %s is not mounted (run sbx gc if it crashed)", sbx.ErrState, sb.ShortID())
 	}
-	if err := pack.Write(w, sb.RootPath, exportSkips(sb.RootPath)); err != nil {
+	if err := pack.Write(w, sb.RootPath, exportSkip); err != nil {
 		return fmt.Errorf("export sandbox %s: %w", sb.ShortID(), err)
 	}
 	return nil
 }
 
-// exportSkips are the paths of root that sbx put there for itself.
-func exportSkips(root string) map[string]bool {
-	skip := map[string]bool{".sbx": true}
-	for _, dir := range []string{"tmp", "dev/shm", "run", "var/tmp"} {
-		entries, _ := os.ReadDir(path.Join(root, dir))
-		for _, e := range entries {
-			if rel := dir + "/" + e.Name(); strings.HasPrefix(e.Name(), ".sbx-executor-") && sbxOwnPath(rel) {
-				skip[rel] = true
-			}
-		}
-	}
-	return skip
+// exportSkip reports whether rel is a path sbx put into a sandbox's root
+// for itself: its .sbx directory and the executor's scratch directory.
+func exportSkip(rel string) bool {
+	return rel == ".sbx" || (sbxOwnPath(rel) && !layerExcludes[rel])
 }

@@ -30,6 +30,15 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			since = sbx.EventsBuffered
 		}
 	}
+	// A live stream starts at the backend's latest event, resolved before
+	// the response begins: a client that creates a sandbox as soon as the
+	// stream is open sees its events, even if the subscription below is
+	// made after the headers went out.
+	if since == 0 {
+		if b, ok := s.b.(interface{ LastEventSeq() uint64 }); ok {
+			since = b.LastEventSeq()
+		}
+	}
 	ctx, cancel := s.untilShutdown(r.Context())
 	defer cancel()
 	// The backend calls deliver from its own goroutine; the handler

@@ -38,7 +38,8 @@ type Config struct {
 	// Backend runs the sandboxes and holds the images. Required. If it
 	// also has StartBackground(ctx) error, Start calls it; if it has
 	// StatusCounts() (map[sbx.Status]int, uint64), the metrics report
-	// sandboxes by state and OOM kills from it.
+	// sandboxes by state and OOM kills from it; if it has
+	// LastEventSeq() uint64, a new event stream starts after that event.
 	Backend Backend
 	// Token is the bearer token every route but /healthz requires. Empty
 	// turns auth off: only for a unix socket with mode 0600, or when the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -457,6 +458,76 @@ func (b *streamBackend) Events(ctx context.Context, since uint64, fn func(sbx.Ev
 		}
 	}
 	return sandbox.ErrEventsLagged
+}
+
+// LastEventSeq hides the Host's: since 0 means all of streamBackend's events.
+func (b *streamBackend) LastEventSeq() uint64 { return 0 }
+
+// lateBackend subscribes only after a delay, as a loaded host may, and
+// delivers the events after since: "from now" (since 0) is what it holds
+// when it subscribes.
+type lateBackend struct {
+	*sandbox.Host
+	mu     sync.Mutex
+	events []sbx.Event
+}
+
+func (b *lateBackend) add(typ string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.events = append(b.events, sbx.Event{Seq: uint64(len(b.events) + 1), Type: typ})
+}
+
+func (b *lateBackend) LastEventSeq() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return uint64(len(b.events))
+}
+
+func (b *lateBackend) Events(ctx context.Context, since uint64, fn func(sbx.Event) error) error {
+	time.Sleep(300 * time.Millisecond)
+	b.mu.Lock()
+	if since == 0 {
+		since = uint64(len(b.events))
+	}
+	evs := append([]sbx.Event(nil), b.events[since:]...)
+	b.mu.Unlock()
+	for _, e := range evs {
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestEventsStreamStartsWhenOpen: an event published after the stream's
+// headers reached the client is delivered, however late the backend
+// subscribes.
+func TestEventsStreamStartsWhenOpen(t *testing.T) {
+	b := &lateBackend{}
+	b.add(sbx.EventCreated) // before the stream: not delivered
+	_, hs, _ := newTestServerHost(t, nil, func(h *sandbox.Host) Backend { b.Host = h; return b })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL+"/v1/events", nil)
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b.add(sbx.EventRemoved) // once the stream is open
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "id: ") {
+			if sc.Text() != "id: 2" {
+				t.Fatalf("first event %q, want id: 2", sc.Text())
+			}
+			return
+		}
+	}
+	t.Fatalf("the stream ended without the event published once it was open: %v", sc.Err())
 }
 
 func TestEventsStream(t *testing.T) {

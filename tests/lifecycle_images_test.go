@@ -49,6 +49,11 @@ func TestLifecycleCommit(t *testing.T) {
 	if out != "ready\nonly\nfresh\n" {
 		t.Fatalf("sandbox from the committed image sees %q", out)
 	}
+	// The first sandbox's executor scratch directory was not committed:
+	// /tmp holds only this sandbox's own.
+	if out := h.must(t, "exec", id, "--", "sh", "-c", "ls -a /tmp | grep -c '^.sbx-executor-'"); out != "1\n" {
+		t.Fatalf("executor scratch directories in /tmp of the committed image's sandbox: %q, want 1", out)
+	}
 	// sbx run takes the committed image like any other.
 	if out := h.must(t, "run", "lc-new:1", "sh", "-c", "cat /opt/state; ls /home; test -e /bin/vi && echo vi-back; true"); out != "ready\nonly\n" {
 		t.Fatalf("sbx run of the committed image sees %q", out)

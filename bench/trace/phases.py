@@ -47,7 +47,7 @@ def marks(run):
     cmd = None
     for t, pid, e in ev:
         k = e[0]
-        if pid == sbx and k in ("main.main", "Runner.Run", "rootfs.Prepare", "isolate.Start", "lc.Create",
+        if pid == sbx and k in ("main.main", "Host.Run", "rootfs.Prepare", "isolate.Start", "lc.Create",
                                 "lc.Run", "lc.CloneSelfExe", "lc.initProcess.start", "cg.Apply", "cg.Set",
                                 "lc.exec", "isolate.Wait", "isolate.Destroy"):
             m.setdefault("sbx." + k, t)
@@ -80,8 +80,8 @@ def marks(run):
 
 PHASES = [
     ("sbx: exec, Go runtime and package init", None, "sbx.main.main"),
-    ("sbx: flags, image lookup, helper install", "sbx.main.main", "sbx.Runner.Run"),
-    ("sbx: run directory, pipes, overlay", "sbx.Runner.Run", "sbx.isolate.Start"),
+    ("sbx: flags, image lookup, helper install", "sbx.main.main", "sbx.Host.Run"),
+    ("sbx: run directory, pipes, overlay", "sbx.Host.Run", "sbx.isolate.Start"),
     ("sbx: libcontainer config and Create", "sbx.isolate.Start", "sbx.lc.Run"),
     ("sbx: sealed binary clone, fork+exec of the init stage", "sbx.lc.Run", "stage0.exec"),
     ("init stage: exec of the program, hand-over to sbx-lcinit", "stage0.exec", "stage0.nsexec"),

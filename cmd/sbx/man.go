@@ -5,11 +5,12 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/cobra/doc"
+
+	"github.com/sbxrun/sbx/internal/manpage"
 )
 
 // manCmd writes the man pages of every command, generated from the
-// commands themselves (cobra/doc): sbx.1, sbx-run.1, sbx-image-ls.1, ...
+// commands themselves (internal/manpage): sbx.1, sbx-run.1, sbx-image-ls.1, ...
 func manCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "man DIR",
@@ -22,10 +23,8 @@ Install them with: sbx man /usr/local/share/man/man1 && mandb`,
 			if err := os.MkdirAll(args[0], 0o755); err != nil {
 				return exitErr("%v", err)
 			}
-			root := cmd.Root()
-			root.DisableAutoGenTag = true // pages stay the same from build to build
-			header := &doc.GenManHeader{Title: "SBX", Section: "1", Source: "sbx", Manual: "sbx manual"}
-			if err := doc.GenManTree(root, header, args[0]); err != nil {
+			header := manpage.Header{Title: "SBX", Section: "1", Source: "sbx", Manual: "sbx manual"}
+			if err := manpage.WriteTree(cmd.Root(), header, args[0]); err != nil {
 				return exitErr("write the man pages: %v", err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), args[0])

@@ -18,7 +18,7 @@ func TestManPages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{".TH \"SBX\" \"1\"", "sbx-logs - Print", "--follow", "main command"} {
+	for _, want := range []string{".TH \"SBX\" \"1\"", "sbx\\-logs \\- Print", "\\-\\-follow", "main command", ".SH SEE ALSO"} {
 		if !strings.Contains(string(page), want) {
 			t.Errorf("sbx-logs.1 lacks %q:\n%s", want, page)
 		}

@@ -20,12 +20,13 @@ import (
 // Write writes dir, a layer in overlayfs form (a sandbox's writable layer,
 // or a layer of the store), to w as an uncompressed OCI layer tar:
 // whiteouts (0:0 character devices) become .wh.<name> entries and opaque
-// directories get a .wh..wh..opq entry. Paths in skip (relative, such as
-// "etc/hosts") are left out, directories with all below them. dir may be
+// directories get a .wh..wh..opq entry. Paths for which skip (if not nil)
+// is true, given relative with slashes (such as "etc/hosts"), are left out,
+// directories with all below them. dir may be
 // written by a sandbox and is hostile: nothing is followed, files are
 // opened with O_NOFOLLOW, and only regular files, directories, symbolic
 // links and hard links are kept.
-func Write(w io.Writer, dir string, skip map[string]bool) error {
+func Write(w io.Writer, dir string, skip func(rel string) bool) error {
 	return write(w, dir, skip, func(id uint32) int { return int(id) })
 }
 
@@ -33,7 +34,7 @@ func Write(w io.Writer, dir string, skip map[string]bool) error {
 // namespace whose ids 0..size-1 are host ids hostID..: owners are written
 // as the sandbox saw them, and an owner outside the range as 65534
 // (nobody).
-func WriteShifted(w io.Writer, dir string, skip map[string]bool, hostID, size uint32) error {
+func WriteShifted(w io.Writer, dir string, skip func(rel string) bool, hostID, size uint32) error {
 	return write(w, dir, skip, func(id uint32) int {
 		if id >= hostID && id-hostID < size {
 			return int(id - hostID)
@@ -42,7 +43,7 @@ func WriteShifted(w io.Writer, dir string, skip map[string]bool, hostID, size ui
 	})
 }
 
-func write(w io.Writer, dir string, skip map[string]bool, owner func(uint32) int) error {
+func write(w io.Writer, dir string, skip func(rel string) bool, owner func(uint32) int) error {
 	tw := tar.NewWriter(w)
 	links := map[[2]uint64]string{} // (dev, ino) -> first name, for hard links
 	err := filepath.WalkDir(dir, func(full string, d fs.DirEntry, err error) error {
@@ -54,7 +55,7 @@ func write(w io.Writer, dir string, skip map[string]bool, owner func(uint32) int
 			return err
 		}
 		rel = filepath.ToSlash(rel)
-		if skip[rel] {
+		if skip != nil && skip(rel) {
 			if d.IsDir() {
 				return fs.SkipDir
 			}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -36,6 +37,10 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// The server's sandboxes live under this test binary's own parent
+	// cgroup, removed at the end, never under the host's default one.
+	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-client-%d", os.Getpid()))
+	defer func() { _ = cgroup.RemoveParentWhenEmpty(10 * time.Second) }()
 	sock := filepath.Join(dir, "sbx.sock")
 	srv := exec.Command(bin, "--root", filepath.Join(dir, "root"), "--run-root", filepath.Join(dir, "run"),
 		"serve", "--unix", sock, "--allow-host-dir", filepath.Dir(root))

@@ -317,13 +317,17 @@ func testOHUp(t *testing.T, e *ohEnv) {
 			t.Errorf("sbx rm -f canvas: %v\n%s", err, out)
 		}
 	}()
+	// The first command starts the Agent Server's bash session, which
+	// took over a minute on a loaded 2-core machine: allow it three.
+	hc := *e.hc
+	hc.Timeout = 3 * time.Minute
 	call := func(key string) (int, string) {
 		req, _ := http.NewRequest("POST", res.URL+"/api/bash/execute_bash_command", strings.NewReader(`{"command":"pwd; echo up"}`))
 		req.Header.Set("Content-Type", "application/json")
 		if key != "" {
 			req.Header.Set("X-Session-API-Key", key)
 		}
-		resp, err := e.hc.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			t.Fatalf("the published Agent Server: %v", err)
 		}
