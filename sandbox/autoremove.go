@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
+	execapi "github.com/sbxrun/sbx/executor/api"
 )
 
 // RemoveWhenDone is docker run --rm for a long-lived sandbox: it waits
@@ -37,10 +38,19 @@ func (h *Host) RemoveWhenDone(ctx context.Context, ref string) error {
 			}
 			return fmt.Errorf("auto-remove sandbox %s: wait for its command: %w", sb.ShortID(), err)
 		}
-		err := h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
+		err := h.removeIfDone(ctx, sb.ID, autoRemoveProbe)
 		switch {
 		case err == nil, errors.Is(err, sbx.ErrNotFound):
 			return nil
+		case errors.Is(err, errNotDone):
+			// Started again since (sbx restart), or stopped a moment ago
+			// and maybe about to be: look again after a while.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(restartGrace / 4):
+			}
+			continue
 		case errors.Is(err, sbx.ErrBusy):
 			// Another process holds it (a remove under way): look again.
 			select {
@@ -52,6 +62,59 @@ func (h *Host) RemoveWhenDone(ctx context.Context, ref string) error {
 			return fmt.Errorf("auto-remove sandbox %s: %w", sb.ShortID(), err)
 		}
 	}
+}
+
+// errNotDone: the sandbox's main command has not ended, or it could not
+// be asked.
+var errNotDone = errors.New("its main command has not ended")
+
+// restartGrace is how long a stopped sandbox is kept from removal: sbx
+// restart is a stop and then a start, and docker keeps a --rm container
+// through a restart.
+const restartGrace = time.Second
+
+// autoRemoveProbe bounds how long one question to a running sandbox's
+// executor, whether its main command has ended, may take.
+const autoRemoveProbe = 2 * time.Second
+
+// removeIfDone removes the sandbox id if, under its lock, it is stopped or
+// its main command has ended for good; otherwise it returns errNotDone and
+// changes nothing. The check and the removal are one step, so a sandbox
+// that was stopped and started again (sbx restart) in between is kept; one
+// stopped less than restartGrace ago is not done yet either.
+// The executor is asked without waiting, for at most probe.
+func (h *Host) removeIfDone(ctx context.Context, id string, probe time.Duration) error {
+	l, sb, err := h.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer l.Unlock()
+	if sb.Status == sbx.StatusUnreadable {
+		return fmt.Errorf("%w: %s", sbx.ErrState, sb.Problem)
+	}
+	h.refresh(l, sb)
+	switch sb.Status {
+	case sbx.StatusStopped:
+		if sb.Stopped != nil && time.Since(*sb.Stopped) < restartGrace {
+			return errNotDone
+		}
+	case sbx.StatusRunning:
+		c, _ := h.executor(sb)
+		pctx, cancel := context.WithTimeout(ctx, probe)
+		st, err := c.Service(pctx)
+		cancel()
+		c.Close()
+		if err != nil || st.State != execapi.ServiceExited {
+			return errNotDone
+		}
+	default:
+		return errNotDone
+	}
+	h.noteOOMKills(sb)
+	if err := h.destroy(ctx, l, sb); err != nil {
+		return fmt.Errorf("remove sandbox %s: %w", sb.ShortID(), err)
+	}
+	return nil
 }
 
 // autoRemoveCandidate reports whether a background watcher should run

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox/state"
@@ -205,10 +204,6 @@ func (h *Host) ownsRunDir(id string) bool {
 	return err == nil && string(data) == h.store.Root()
 }
 
-// autoRemoveProbe bounds how long gc asks a running sandbox's executor
-// whether its main command has ended.
-const autoRemoveProbe = 300 * time.Millisecond
-
 // gcAutoRemove removes the sandboxes created with AutoRemove whose
 // command has ended (or that stopped) but that are still here: the
 // process that was to remove them died.
@@ -222,15 +217,12 @@ func (h *Host) gcAutoRemove(ctx context.Context, rep *sbx.GCReport) error {
 		if !autoRemoveCandidate(sb) {
 			continue
 		}
-		if sb.Status != sbx.StatusStopped {
-			probe, cancel := context.WithTimeout(ctx, autoRemoveProbe)
-			_, err := h.Wait(probe, sb.ID)
-			cancel()
-			if err != nil {
-				continue // still running (or not answering): its remover may be alive
-			}
-		}
-		if err := h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil && !errors.Is(err, sbx.ErrNotFound) {
+		err := h.removeIfDone(ctx, sb.ID, autoRemoveProbe)
+		switch {
+		case errors.Is(err, errNotDone):
+			continue // still running (or not answering): its remover may be alive
+		case errors.Is(err, sbx.ErrNotFound):
+		case err != nil:
 			errs = append(errs, fmt.Errorf("auto-remove sandbox %s: %w", sb.ShortID(), err))
 			continue
 		}

@@ -11,7 +11,8 @@ import (
 )
 
 // TestDockerRunDetachedRm: sbx run -d --rm (and create --rm) works as docker's: the sandbox
-// is removed once its command ends, or once it is stopped, by a background
+// is removed once its command ends, or once it is stopped (but not when it is
+// restarted), by a background
 // sbx process (there is no daemon) that then exits; a sandbox whose
 // remover died is removed by sbx gc once its command ended.
 func TestDockerRunDetachedRm(t *testing.T) {
@@ -33,6 +34,22 @@ func TestDockerRunDetachedRm(t *testing.T) {
 		t.Fatalf("run -d --rm: auto_remove %v, status %s", sb.Options.AutoRemove, sb.Status)
 	}
 	h.must(t, "stop", "-t", "1", "rm-stop")
+	h.waitGone(t, id)
+	h.assertNoLeaksOf(t, id)
+	waitNoRemover(t, id)
+
+	// docker restart keeps a --rm container: it runs on, and a stop
+	// after it still removes it.
+	id = strings.TrimSpace(h.must(t, "run", "-d", "--rm", "--name", "rm-restart", "busybox", "sleep", "9123"))
+	h.saw(id)
+	for range 3 {
+		h.must(t, "restart", "-t", "1", "rm-restart")
+	}
+	time.Sleep(2 * time.Second) // past restartGrace: a remover would have acted
+	if sb := h.inspect(t, "rm-restart"); sb.Status != "running" {
+		t.Fatalf("after restart: %s", sb.Status)
+	}
+	h.must(t, "stop", "-t", "1", "rm-restart")
 	h.waitGone(t, id)
 	h.assertNoLeaksOf(t, id)
 	waitNoRemover(t, id)
