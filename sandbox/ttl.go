@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -121,4 +124,28 @@ func (h *Host) ExpiryWatcherRunning() bool {
 	}
 	unlock()
 	return false
+}
+
+// StartExpiryWatcher starts argv, a program that calls RunExpiryWatcher
+// on this host's state (sbx: "sbx --root R --run-root RR expiry-watcher"),
+// in the background, in a session of its own with stdio on /dev/null so
+// that it outlives the caller and its terminal, unless a watcher already
+// runs. It reports whether one runs now.
+func (h *Host) StartExpiryWatcher(argv []string) bool {
+	if h.ExpiryWatcherRunning() {
+		return true
+	}
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return false
+	}
+	defer devnull.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return false
+	}
+	_ = cmd.Process.Release()
+	return true
 }

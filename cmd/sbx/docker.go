@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/internal/copyout"
 	"github.com/sbxrun/sbx/render"
 )
 
@@ -56,7 +56,7 @@ registry's. With -o the file appears only once the archive is complete.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			if output == "" {
-				if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				if console.IsTerminal(out) {
 					return exitErr("refusing to write an archive to a terminal: give -o FILE or redirect stdout")
 				}
 			}
@@ -64,33 +64,12 @@ registry's. With -o the file appears only once the archive is complete.`,
 				if output == "" {
 					return b.SaveImage(ctx, args, out)
 				}
-				return writeFileAtomic(output, func(w io.Writer) error { return b.SaveImage(ctx, args, w) })
+				return copyout.WriteFile(output, func(w io.Writer) error { return b.SaveImage(ctx, args, w) })
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	return cmd
-}
-
-// writeFileAtomic writes path through a temporary file in its directory,
-// renamed over path only when write succeeded.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 func loadCmd(a *app) *cobra.Command {
@@ -111,7 +90,7 @@ several images of an archive, and names a root filesystem.`,
 			}
 			if input == "" {
 				in := cmd.InOrStdin()
-				if fh, ok := in.(*os.File); ok && term.IsTerminal(int(fh.Fd())) {
+				if console.IsTerminal(in) {
 					return exitErr("no archive on stdin: give -i FILE or redirect stdin (sbx load < image.tar)")
 				}
 				o.Archive = in
@@ -240,13 +219,10 @@ func systemCmd(a *app) *cobra.Command {
 				if o.All {
 					what = "all stopped sandboxes, every image no sandbox uses, and their layers"
 				}
-				in, ok := cmd.InOrStdin().(*os.File)
-				if !ok || !term.IsTerminal(int(in.Fd())) {
+				if !console.IsTerminal(cmd.InOrStdin()) {
 					return exitErr("sbx system prune removes %s: confirm with -f", what)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "This removes %s. Continue? [y/N] ", what)
-				var answer string
-				if _, _ = fmt.Fscanln(in, &answer); answer != "y" && answer != "Y" {
+				if !console.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), "This removes "+what+". Continue?") {
 					return exitWith(1)
 				}
 			}
@@ -277,14 +253,14 @@ Volumes and tmpfs mounts are not part of the root.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
-			if f, ok := out.(*os.File); ok && output == "" && term.IsTerminal(int(f.Fd())) {
+			if output == "" && console.IsTerminal(out) {
 				return exitErr("refusing to write a tar to a terminal: give -o FILE or redirect stdout")
 			}
 			return a.withBackend(func(ctx context.Context, b backend) error {
 				if output == "" {
 					return b.Export(ctx, args[0], out)
 				}
-				return writeFileAtomic(output, func(w io.Writer) error { return b.Export(ctx, args[0], w) })
+				return copyout.WriteFile(output, func(w io.Writer) error { return b.Export(ctx, args[0], w) })
 			})
 		},
 	}

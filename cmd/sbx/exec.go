@@ -3,15 +3,15 @@ package main
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/dockerargs"
+	"github.com/sbxrun/sbx/render"
 )
 
 type execOptions struct {
@@ -72,18 +72,7 @@ func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []stri
 	if o.interactive || o.tty {
 		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.tty}, o.interactive)
 	}
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	res, err := b.Exec(ctx, ref, req, func(f sbx.ExecFrame) error {
-		switch f.Type {
-		case sbx.FrameStdout:
-			_, err := io.WriteString(stdout, f.Data)
-			return err
-		case sbx.FrameStderr:
-			_, err := io.WriteString(stderr, f.Data)
-			return err
-		}
-		return nil
-	})
+	res, err := b.Exec(ctx, ref, req, render.ExecFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
 	if err != nil {
 		return sbxError(err)
 	}
@@ -101,15 +90,8 @@ func attach(ctx context.Context, cmd *cobra.Command, b backend, ref string, o sb
 		o.Stdin = cmd.InOrStdin()
 	}
 	if o.Tty {
-		if t := os.Getenv("TERM"); t != "" {
-			if o.Env == nil {
-				o.Env = map[string]string{}
-			}
-			if _, ok := o.Env["TERM"]; !ok {
-				o.Env["TERM"] = t
-			}
-		}
-		restore, size, resize := setupTerminal(interactive)
+		o.Env = console.WithTERM(o.Env)
+		restore, size, resize := console.Setup(interactive)
 		defer restore()
 		o.Size, o.Resize = size, resize
 	}
@@ -141,7 +123,7 @@ func shellCmd(a *app) *cobra.Command {
 			argv := []string{"/bin/sh", "-c", `if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi`}
 			return attach(ctx, cmd, b, args[0], sbx.AttachOptions{
 				ExecRequest: sbx.ExecRequest{Argv: argv, Cwd: workdir, User: user},
-				Tty:         term.IsTerminal(int(os.Stdin.Fd())),
+				Tty:         console.IsTerminal(os.Stdin),
 			}, true)
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -21,7 +22,7 @@ func pullCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, stop := signalContext()
+			ctx, stop := console.SignalContext()
 			defer stop()
 			prog := render.NewProgress(cmd.ErrOrStderr(), f.quiet)
 			img, err := b.PullImage(ctx, args[0], prog.Update)
@@ -76,7 +77,7 @@ func importImage(a *app, cmd *cobra.Command, f *imageFlags, o sbx.ImportOptions,
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext()
+	ctx, stop := console.SignalContext()
 	defer stop()
 	prog := render.NewProgress(cmd.ErrOrStderr(), f.quiet)
 	o.Progress = prog.Update

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -27,7 +28,7 @@ func poolCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts, err := o.options(args[1:], a.host == "")
+			opts, err := o.Options(args[1:], a.host == "")
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -66,7 +67,7 @@ func (a *app) withPools(cfg sandbox.HostConfig, fn func(context.Context, sbx.Poo
 	if !ok {
 		return exitErr("this backend has no warm pools")
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := console.SignalContext()
 	defer cancel()
 	return sbxError(fn(ctx, p))
 }

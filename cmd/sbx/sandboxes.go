@@ -6,28 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 	"text/template"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/dockerargs"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
 type createOptions struct {
-	sandboxFlags
-	images  imageFlags
-	name    string
-	volumes []string
-	tmpfs   []string
-	labels  []string
-	ttl     time.Duration
+	dockerargs.CreateFlags
+	images imageFlags
 }
 
 func createCmd(a *app) *cobra.Command {
@@ -52,16 +45,8 @@ sbx exec --timeout.`,
 			if err != nil {
 				return err
 			}
-			var cmdArgs []string
-			if o.rootfs != "" && cmd.Flags().ArgsLenAtDash() == 0 {
-				args, cmdArgs = nil, args // --rootfs DIR -- CMD...
-			} else if len(args) > 1 {
-				args, cmdArgs = args[:1], args[1:]
-			}
-			if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
-				cmdArgs = cmdArgs[1:]
-			}
-			opts, err := o.options(args, a.host == "")
+			args, cmdArgs := dockerargs.SplitCreateArgs(args, o.Rootfs != "", cmd.Flags().ArgsLenAtDash())
+			opts, err := o.Options(args, a.host == "")
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -69,7 +54,7 @@ sbx exec --timeout.`,
 			if err != nil {
 				return sbxError(err)
 			}
-			ctx, cancel := signalContext()
+			ctx, cancel := console.SignalContext()
 			defer cancel()
 			opts.Cmd = cmdArgs
 			if opts.Image != "" && len(cmdArgs) > 0 {
@@ -91,9 +76,9 @@ sbx exec --timeout.`,
 	o.registerStart(cmd)
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.StringVar(&o.name, "name", "", "a unique name for the sandbox")
-	f.StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE")
-	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	f.StringVar(&o.Name, "name", "", "a unique name for the sandbox")
+	f.StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE")
+	f.DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
 	return cmd
 }
 
@@ -102,79 +87,11 @@ sbx exec --timeout.`,
 // (sbx create and sbx pool create).
 func (o *createOptions) registerStart(cmd *cobra.Command) {
 	f := cmd.Flags()
-	o.register(f)
-	f.StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
-	f.StringArrayVar(&o.tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
+	registerSandboxFlags(f, &o.SandboxFlags)
+	f.StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	f.StringArrayVar(&o.Tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	o.images.register(cmd)
-	f.StringVar(&o.pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
-}
-
-// options turns the flags into sbx.Options; local as in
-// sandboxFlags.options.
-func (o *createOptions) options(args []string, local bool) (sbx.Options, error) {
-	if o.timeout != 0 {
-		return sbx.Options{}, errors.New("--timeout applies to sbx run and sbx exec; a sandbox's lifetime is --ttl")
-	}
-	switch {
-	case len(args) == 1 && o.rootfs != "":
-		return sbx.Options{}, errors.New("give either an image or --rootfs, not both")
-	case len(args) == 0 && o.rootfs == "":
-		return sbx.Options{}, errors.New("give an image or --rootfs DIR")
-	}
-	opts, err := o.sandboxFlags.options(local)
-	if err != nil {
-		return opts, err
-	}
-	if len(args) == 1 {
-		opts.Image = args[0]
-	}
-	if o.ttl < 0 {
-		return opts, fmt.Errorf("invalid --ttl %v: must be positive", o.ttl)
-	}
-	opts.Name, opts.TTL = o.name, o.ttl
-	if err := addMounts(&opts, o.volumes, o.tmpfs, local); err != nil {
-		return opts, err
-	}
-	opts.Labels, err = dockerargs.ParseLabels(o.labels)
-	return opts, err
-}
-
-// addMounts adds --volume and --tmpfs mounts to opts; local as in
-// parseVolume.
-func addMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
-	for _, v := range volumes {
-		vol, err := parseVolume(v, local)
-		if err != nil {
-			return err
-		}
-		opts.Volumes = append(opts.Volumes, vol)
-	}
-	for _, t := range tmpfs {
-		tm, err := sbx.ParseTmpfs(t)
-		if err != nil {
-			return fmt.Errorf("invalid --tmpfs %q: %w", t, err)
-		}
-		opts.Tmpfs = append(opts.Tmpfs, tm)
-	}
-	return nil
-}
-
-// parseVolume parses HOST:CONTAINER[:ro|rw]. On this host the host
-// directory must exist (with --host it is on the server).
-func parseVolume(s string, local bool) (sbx.Volume, error) {
-	v, err := sbx.ParseVolume(s)
-	if err != nil {
-		return v, fmt.Errorf("invalid --volume %q: %w", s, err)
-	}
-	if local {
-		if v.HostPath, err = filepath.Abs(v.HostPath); err == nil {
-			_, err = os.Stat(v.HostPath)
-		}
-		if err != nil {
-			return v, fmt.Errorf("invalid --volume %q: %w", s, err)
-		}
-	}
-	return v, nil
+	f.StringVar(&o.Pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
 }
 
 func listCmd(a *app, name string) *cobra.Command {
@@ -439,17 +356,11 @@ The sandbox flags of sbx create apply to the build sandbox (--network host
 lets the script download packages).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (script == "") == (scriptFile == "") {
-				return exitErr("give the setup script with exactly one of -c SCRIPT and --script FILE")
+			script, err := dockerargs.ReadScript(script, scriptFile)
+			if err != nil {
+				return exitErr("%v", err)
 			}
-			if scriptFile != "" {
-				data, err := os.ReadFile(scriptFile)
-				if err != nil {
-					return exitErr("read --script: %v", err)
-				}
-				script = string(data)
-			}
-			opts, err := o.options(args, a.host == "")
+			opts, err := o.Options(args, a.host == "")
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -478,7 +389,7 @@ lets the script download packages).`,
 		},
 	}
 	f := cmd.Flags()
-	o.register(f)
+	registerSandboxFlags(f, &o.SandboxFlags)
 	f.StringVarP(&script, "command", "c", "", "the setup script, run with /bin/sh -c")
 	f.StringVar(&scriptFile, "script", "", "a file holding the setup script")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the script's output")
@@ -498,7 +409,7 @@ func expiryWatcherCmd(a *app) *cobra.Command {
 			if err != nil {
 				return sbxError(err)
 			}
-			ctx, cancel := signalContext()
+			ctx, cancel := console.SignalContext()
 			defer cancel()
 			_, err = h.RunExpiryWatcher(ctx)
 			if ctx.Err() != nil {
@@ -509,25 +420,10 @@ func expiryWatcherCmd(a *app) *cobra.Command {
 	}
 }
 
-// startExpiryWatcher starts `sbx expiry-watcher` in the background,
-// detached from this process and its terminal, unless one already runs.
+// startExpiryWatcher starts `sbx expiry-watcher` in the background
+// unless one already runs (sandbox.Host.StartExpiryWatcher).
 func startExpiryWatcher(a *app) {
-	if a.local.ExpiryWatcherRunning() {
-		return
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		return
-	}
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return
-	}
-	defer devnull.Close()
-	cmd := exec.Command(exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel, "expiry-watcher")
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err == nil {
-		_ = cmd.Process.Release()
+	if exe, err := os.Executable(); err == nil {
+		a.local.StartExpiryWatcher([]string{exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel, "expiry-watcher"})
 	}
 }

@@ -1,0 +1,53 @@
+package render
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/sbxrun/sbx"
+)
+
+// LogFrames is a Logs callback (sbx.TailLogs) writing a main command's
+// output as sbx logs does: stdout and stderr to theirs, a gap in the held
+// window as a note on stderr.
+func LogFrames(stdout, stderr io.Writer) func(sbx.LogFrame) error {
+	return func(f sbx.LogFrame) error {
+		var err error
+		switch f.Type {
+		case sbx.LogStdout:
+			_, err = io.WriteString(stdout, f.Data)
+		case sbx.LogStderr:
+			_, err = io.WriteString(stderr, f.Data)
+		case sbx.LogGap:
+			_, err = fmt.Fprintf(stderr, "sbx: %d bytes of output before this were dropped (the sandbox keeps a bounded window)\n", f.Lost)
+		}
+		return err
+	}
+}
+
+// ExecFrames is an Exec callback writing the command's stdout and stderr
+// to theirs as they come.
+func ExecFrames(stdout, stderr io.Writer) func(sbx.ExecFrame) error {
+	return func(f sbx.ExecFrame) error {
+		var err error
+		switch f.Type {
+		case sbx.FrameStdout:
+			_, err = io.WriteString(stdout, f.Data)
+		case sbx.FrameStderr:
+			_, err = io.WriteString(stderr, f.Data)
+		}
+		return err
+	}
+}
+
+// Exit writes how a main command ended as sbx wait does: its exit code on
+// stdout; an OOM kill and an error as notes naming ref on stderr.
+func Exit(stdout, stderr io.Writer, ref string, exit *sbx.Exit) {
+	fmt.Fprintln(stdout, exit.ExitCode)
+	if exit.OOMKilled {
+		fmt.Fprintf(stderr, "sbx: %s: the command was killed for lack of memory (OOM)\n", ref)
+	}
+	if exit.Error != "" {
+		fmt.Fprintf(stderr, "sbx: %s: %s\n", ref, exit.Error)
+	}
+}
