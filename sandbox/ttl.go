@@ -126,26 +126,22 @@ func (h *Host) ExpiryWatcherRunning() bool {
 	return false
 }
 
-// StartExpiryWatcher starts argv, a program that calls RunExpiryWatcher
-// on this host's state (sbx: "sbx --root R --run-root RR expiry-watcher"),
-// in the background, in a session of its own with stdio on /dev/null so
-// that it outlives the caller and its terminal, unless a watcher already
-// runs. It reports whether one runs now.
-func (h *Host) StartExpiryWatcher(argv []string) bool {
-	if h.ExpiryWatcherRunning() {
-		return true
-	}
+// SpawnDetached starts argv in the background, in a session of its own
+// with stdio on /dev/null, so that it outlives the caller and its
+// terminal: how sbx starts the programs that finish its work after it
+// exits (sbx expiry-watcher, which runs RunExpiryWatcher, and sbx
+// auto-remove).
+func SpawnDetached(argv []string) error {
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return false
+		return err
 	}
 	defer devnull.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		return false
+		return err
 	}
-	_ = cmd.Process.Release()
-	return true
+	return cmd.Process.Release()
 }
