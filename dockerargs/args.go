@@ -230,3 +230,68 @@ func withPrefix(names []string, prefix string) []string {
 	}
 	return kept
 }
+
+// PsFlags are docker ps's selection flags: -a, -n N, -l, --filter, and
+// sbx's --pooled.
+type PsFlags struct {
+	All, Latest, Pooled bool
+	Last                int
+	Filters             []string
+}
+
+// Filter is what the flags ask List for; keep is how many of the newest
+// to show (0: all; Newest). Without -a, -n, -l or a status filter only
+// running sandboxes are listed.
+func (p *PsFlags) Filter() (f sbx.Filter, keep int, err error) {
+	if err := ParseFilters(&f, p.Filters); err != nil {
+		return f, 0, err
+	}
+	keep = p.Last
+	if p.Latest {
+		keep = 1
+	}
+	if keep < 0 {
+		return f, 0, fmt.Errorf("invalid -n %d: a number of sandboxes", keep)
+	}
+	f.Running = !p.All && f.Status == "" && keep == 0
+	f.Pooled = p.Pooled
+	return f, keep, nil
+}
+
+// Newest keeps the last keep sandboxes of list (oldest first); 0 keeps all.
+func Newest(list []*sbx.Sandbox, keep int) []*sbx.Sandbox {
+	if keep > 0 && len(list) > keep {
+		return list[len(list)-keep:]
+	}
+	return list
+}
+
+// SplitRunArgs splits docker run's arguments: IMAGE [--] CMD..., or with
+// a root directory (rootfs) or in host mode (everything after "--", dashAt
+// 0) the whole command, which must then be given.
+func SplitRunArgs(args []string, rootfs bool, dashAt int) (image string, cmd []string, err error) {
+	if rootfs || dashAt == 0 {
+		if len(args) == 0 {
+			return "", nil, errors.New("no command given: sbx run --rootfs DIR CMD..., or sbx run -- CMD... in host mode")
+		}
+		return "", args, nil
+	}
+	if err := CheckImageArg(args[0]); err != nil {
+		return "", nil, err
+	}
+	cmd = args[1:]
+	if len(cmd) > 0 && cmd[0] == "--" {
+		cmd = cmd[1:]
+	}
+	return args[0], cmd, nil
+}
+
+// Restart is docker restart: the sandbox stopped as o says, then started
+// again on its kept root.
+func Restart(ctx context.Context, s sbx.Sandboxes, ref string, o sbx.StopOptions) error {
+	if _, err := s.Stop(ctx, ref, o); err != nil {
+		return err
+	}
+	_, err := s.Start(ctx, ref)
+	return err
+}

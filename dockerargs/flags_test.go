@@ -184,3 +184,64 @@ func TestKillAndCompletion(t *testing.T) {
 		t.Errorf("sandboxes b: %q", got)
 	}
 }
+
+func TestSplitRunArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		rootfs    bool
+		dashAt    int
+		img, argv string
+		err       string
+	}{
+		{[]string{"busybox"}, false, -1, "busybox", "", ""},
+		{[]string{"busybox", "--", "ls"}, false, -1, "busybox", "ls", ""},
+		{[]string{"busybox", "--", "ls"}, false, 1, "busybox", "ls", ""},
+		{[]string{"ls", "-l"}, false, 0, "", "ls -l", ""},
+		{[]string{"true"}, true, -1, "", "true", ""},
+		{nil, true, -1, "", "", "no command given"},
+		{[]string{"/bin/ls"}, false, -1, "", "", "is a path, not an image"},
+	} {
+		img, argv, err := SplitRunArgs(tc.args, tc.rootfs, tc.dashAt)
+		if img != tc.img || strings.Join(argv, " ") != tc.argv || (tc.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("SplitRunArgs(%q, %v, %d) = %q, %q, %v", tc.args, tc.rootfs, tc.dashAt, img, argv, err)
+		}
+	}
+}
+
+func TestPsFlags(t *testing.T) {
+	f, keep, err := (&PsFlags{}).Filter()
+	if err != nil || !f.Running || keep != 0 {
+		t.Errorf("default: %+v %d %v", f, keep, err)
+	}
+	if f, keep, _ = (&PsFlags{Latest: true, Pooled: true}).Filter(); f.Running || keep != 1 || !f.Pooled {
+		t.Errorf("-l: %+v %d", f, keep)
+	}
+	if f, _, _ = (&PsFlags{Filters: []string{"status=stopped"}}).Filter(); f.Running || f.Status != sbx.StatusStopped {
+		t.Errorf("status filter: %+v", f)
+	}
+	if f, _, _ = (&PsFlags{All: true}).Filter(); f.Running {
+		t.Errorf("-a: %+v", f)
+	}
+	if _, _, err = (&PsFlags{Last: -1}).Filter(); err == nil || !strings.Contains(err.Error(), "invalid -n -1") {
+		t.Errorf("-n -1: %v", err)
+	}
+	list := []*sbx.Sandbox{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+	if got := Newest(list, 2); len(got) != 2 || got[0].ID != "b" {
+		t.Errorf("Newest 2: %v", got)
+	}
+	if got := Newest(list, 0); len(got) != 3 {
+		t.Errorf("Newest 0: %v", got)
+	}
+}
+
+func (s *sandboxes) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	s.did = append(s.did, "start")
+	return nil, nil
+}
+
+func TestRestart(t *testing.T) {
+	s := &sandboxes{}
+	if err := Restart(context.Background(), s, "x", sbx.StopOptions{Signal: "SIGINT", Timeout: time.Second}); err != nil || strings.Join(s.did, ",") != "stop SIGINT 1s,start" {
+		t.Errorf("restart: %v %v", err, s.did)
+	}
+}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 
@@ -50,4 +51,33 @@ func Exit(stdout, stderr io.Writer, ref string, exit *sbx.Exit) {
 	if exit.Error != "" {
 		fmt.Fprintf(stderr, "sbx: %s: %s\n", ref, exit.Error)
 	}
+}
+
+// Events is an Events callback writing each event as a line of text
+// (Event.String) or, with format "json", as one JSON object a line.
+func Events(w io.Writer, format string) func(sbx.Event) error {
+	return func(e sbx.Event) error {
+		if format == "json" {
+			return json.NewEncoder(w).Encode(e)
+		}
+		_, err := fmt.Fprintln(w, e)
+		return err
+	}
+}
+
+// Changes writes a sandbox's changes as sbx diff does: "KIND PATH" lines,
+// or with format "json" an array ([] for none).
+func Changes(w io.Writer, changes []sbx.Change, format string) error {
+	if format == "json" {
+		if changes == nil {
+			changes = []sbx.Change{}
+		}
+		return JSON(w, changes)
+	}
+	for _, c := range changes {
+		if _, err := fmt.Fprintf(w, "%s %s\n", c.Kind, c.Path); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -58,3 +58,33 @@ func TestPorts(t *testing.T) {
 		t.Errorf("no network: %v", err)
 	}
 }
+
+func TestEventsChangesFormats(t *testing.T) {
+	var b bytes.Buffer
+	e := sbx.Event{Seq: 3, Type: "sandbox.created", Sandbox: "abc"}
+	_ = Events(&b, "json")(e)
+	if !strings.HasPrefix(b.String(), `{"seq":3,`) || !strings.HasSuffix(b.String(), "}\n") {
+		t.Errorf("json event: %q", b.String())
+	}
+	b.Reset()
+	_ = Events(&b, "text")(e)
+	if b.String() != e.String()+"\n" {
+		t.Errorf("text event: %q", b.String())
+	}
+	b.Reset()
+	_ = Changes(&b, []sbx.Change{{Kind: "A", Path: "/x"}, {Kind: "D", Path: "/y"}}, "text")
+	if b.String() != "A /x\nD /y\n" {
+		t.Errorf("changes: %q", b.String())
+	}
+	b.Reset()
+	_ = Changes(&b, nil, "json")
+	if b.String() != "[]\n" {
+		t.Errorf("no changes as json: %q", b.String())
+	}
+	if CheckFormat("json", "table", "json") != nil {
+		t.Error("json refused")
+	}
+	if err := CheckFormat("yaml", "text", "json"); err == nil || err.Error() != `invalid --format "yaml": use text or json` {
+		t.Errorf("yaml: %v", err)
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/sbxrun/sbx/dockerargs"
 )
 
 // ListenConfig says where a server listens, as sbx serve's flags say it.
@@ -115,4 +117,21 @@ func (s *Server) ServeWith(ctx context.Context, listeners []net.Listener, grace 
 	stop()
 	wg.Wait()
 	return err
+}
+
+// ParseSizes sets MaxBodyBytes, MaxUploadBytes and MaxReplyBytes from
+// sizes in docker's forms ("1m", "1g"), as sbx serve's --max-body-size,
+// --max-upload-size and --max-reply-size give them.
+func (c *Config) ParseSizes(body, upload, reply string) error {
+	for _, s := range []struct {
+		flag, v string
+		to      *int64
+	}{{"max-body-size", body, &c.MaxBodyBytes}, {"max-upload-size", upload, &c.MaxUploadBytes}, {"max-reply-size", reply, &c.MaxReplyBytes}} {
+		n, err := dockerargs.ParseSize(s.flag, s.v)
+		if err != nil {
+			return err
+		}
+		*s.to = n
+	}
+	return nil
 }

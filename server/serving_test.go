@@ -89,3 +89,13 @@ func TestServeWithStopsTogether(t *testing.T) {
 	}
 	<-ok.served
 }
+
+func TestParseSizes(t *testing.T) {
+	var c Config
+	if err := c.ParseSizes("1m", "1g", "2k"); err != nil || c.MaxBodyBytes != 1<<20 || c.MaxUploadBytes != 1<<30 || c.MaxReplyBytes != 2<<10 {
+		t.Errorf("sizes: %+v %v", c, err)
+	}
+	if err := c.ParseSizes("1m", "lots", "1m"); err == nil || !strings.Contains(err.Error(), "invalid --max-upload-size") {
+		t.Errorf("bad upload size: %v", err)
+	}
+}

@@ -115,16 +115,13 @@ func shellCmd(a *app) *cobra.Command {
 		Short: "Open an interactive shell in a running sandbox (bash if present, else sh)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
 			argv := []string{"/bin/sh", "-c", `if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi`}
-			return attach(ctx, cmd, b, args[0], sbx.AttachOptions{
-				ExecRequest: sbx.ExecRequest{Argv: argv, Cwd: workdir, User: user},
-				Tty:         console.IsTerminal(os.Stdin),
-			}, true)
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				return attach(ctx, cmd, b, args[0], sbx.AttachOptions{
+					ExecRequest: sbx.ExecRequest{Argv: argv, Cwd: workdir, User: user},
+					Tty:         console.IsTerminal(os.Stdin),
+				}, true)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&user, "user", "u", "", "user to run as: name, UID or UID:GID")
@@ -148,17 +145,12 @@ otherwise DST is created with SRC's content.`,
 			if srcIn == dstIn {
 				return exitErr("give ID:PATH on exactly one side of sbx cp")
 			}
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
-			if srcIn {
-				err = b.CopyFrom(ctx, srcRef, srcPath, args[1])
-			} else {
-				err = b.CopyTo(ctx, dstRef, args[0], dstPath)
-			}
-			return sbxError(err)
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				if srcIn {
+					return b.CopyFrom(ctx, srcRef, srcPath, args[1])
+				}
+				return b.CopyTo(ctx, dstRef, args[0], dstPath)
+			})
 		},
 	}
 }

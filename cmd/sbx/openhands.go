@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/openhands"
@@ -48,7 +48,7 @@ func (f *openhandsFlags) registerServe(fs *pflag.FlagSet) {
 // startOpenHands opens the Runtime API listeners the flags ask for over
 // host, held to the API's policy (Settings.Policy); the caller serves
 // them (Listener.Serve).
-func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) ([]*openhands.Listener, error) {
+func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) (openhands.Listeners, error) {
 	f.StateRoot, f.Logger = filepath.Join(root, "openhands"), log
 	cfg, err := f.Config()
 	if err != nil || !f.Enabled() {
@@ -126,9 +126,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return render.JSON(out, res)
 			}
 			fmt.Fprintf(out, "Agent Server URL: %s\nSession API key:  %s\nSandbox:          %s (sbx rm -f %s removes it)\n", res.URL, res.Key, res.Name, res.Name)
 			return nil

@@ -92,21 +92,11 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	if err := dockerargs.AddMounts(&opts, o.volumes, o.tmpf, local); err != nil {
 		return exitErr("%v", err)
 	}
-	hostMode := cmd.Flags().ArgsLenAtDash() == 0
-	image := o.Rootfs == "" && !hostMode
-	cmdArgs := args
-	if image {
-		if err := dockerargs.CheckImageArg(args[0]); err != nil {
-			return exitErr("%v", err)
-		}
-		opts.Image, cmdArgs = args[0], args[1:]
-		if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
-			cmdArgs = cmdArgs[1:]
-		}
+	var cmdArgs []string
+	if opts.Image, cmdArgs, err = dockerargs.SplitRunArgs(args, o.Rootfs != "", cmd.Flags().ArgsLenAtDash()); err != nil {
+		return exitErr("%v", err)
 	}
-	if !image && len(cmdArgs) == 0 {
-		return exitErr("no command given: sbx run --rootfs DIR CMD..., or sbx run -- CMD... in host mode")
-	}
+	image := opts.Image != ""
 	if o.detach {
 		return runDetached(a, cmd, o, cfg, opts, cmdArgs)
 	}
@@ -190,20 +180,5 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 			return sbxError(dockerargs.WithImageHint(err, opts.Image))
 		}
 	}
-	sb, err := b.Create(ctx, opts)
-	if err != nil {
-		return sbxError(err)
-	}
-	if a.local != nil && sb.ExpiresAt != nil {
-		startExpiryWatcher(a)
-	}
-	if a.local != nil && o.rm {
-		// No daemon: a process of its own removes it (a server does that
-		// for the sandboxes it serves; sbx gc for those found stopped).
-		if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
-			return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
-		}
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
-	return nil
+	return createSandbox(ctx, a, cmd, b, opts)
 }

@@ -62,15 +62,7 @@ sbx exec --timeout.`,
 					return sbxError(err)
 				}
 			}
-			sb, err := b.Create(ctx, opts)
-			if err != nil {
-				return sbxError(err)
-			}
-			if a.local != nil && sb.ExpiresAt != nil {
-				startExpiryWatcher(a) // a server watches its own
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
-			return nil
+			return createSandbox(ctx, a, cmd, b, opts)
 		},
 	}
 	o.registerStart(cmd)
@@ -95,10 +87,9 @@ func (o *createOptions) registerStart(cmd *cobra.Command) {
 }
 
 func listCmd(a *app, name string) *cobra.Command {
-	var all, quiet, noTrunc, latest, pooled bool
-	var last int
+	var ps dockerargs.PsFlags
+	var quiet, noTrunc bool
 	var format string
-	var filters []string
 	cmd := &cobra.Command{
 		Use:   name + " [-a] [-q] [-n N | -l] [--no-trunc] [--pooled] [--format table|json|TEMPLATE] [--filter label=K=V|status=S|name=N]",
 		Short: "List sandboxes (running ones; -a for all)",
@@ -109,18 +100,10 @@ template run for each sandbox over its record, as docker's does, e.g.
 a field as JSON).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var f sbx.Filter
-			if err := dockerargs.ParseFilters(&f, filters); err != nil {
+			f, keep, err := ps.Filter()
+			if err != nil {
 				return exitErr("%v", err)
 			}
-			if latest {
-				last = 1
-			}
-			if last < 0 {
-				return exitErr("invalid -n %d: a number of sandboxes", last)
-			}
-			f.Running = !all && f.Status == "" && last == 0
-			f.Pooled = pooled
 			tmpl, err := render.ParseFormat(format)
 			if err != nil {
 				return exitErr("%v", err)
@@ -133,20 +116,17 @@ a field as JSON).`,
 			if err != nil {
 				return sbxError(err)
 			}
-			if last > 0 && len(list) > last {
-				list = list[len(list)-last:]
-			}
-			return render.Sandboxes(cmd.OutOrStdout(), list, render.ListOptions{Quiet: quiet, NoTrunc: noTrunc, Format: format, Template: tmpl})
+			return render.Sandboxes(cmd.OutOrStdout(), dockerargs.Newest(list, keep), render.ListOptions{Quiet: quiet, NoTrunc: noTrunc, Format: format, Template: tmpl})
 		},
 	}
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "show all sandboxes, also stopped ones")
+	cmd.Flags().BoolVarP(&ps.All, "all", "a", false, "show all sandboxes, also stopped ones")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only IDs")
 	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print full IDs")
-	cmd.Flags().IntVarP(&last, "last", "n", 0, "show the N sandboxes created last (of all)")
-	cmd.Flags().BoolVarP(&latest, "latest", "l", false, "show the sandbox created last (of all)")
-	cmd.Flags().BoolVar(&pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
+	cmd.Flags().IntVarP(&ps.Last, "last", "n", 0, "show the N sandboxes created last (of all)")
+	cmd.Flags().BoolVarP(&ps.Latest, "latest", "l", false, "show the sandbox created last (of all)")
+	cmd.Flags().BoolVar(&ps.Pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json, or a Go template per sandbox")
-	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
+	cmd.Flags().StringArrayVarP(&ps.Filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
 	return cmd
 }
 
@@ -197,41 +177,18 @@ func statsCmd(a *app) *cobra.Command {
 		Short: "Show a sandbox's CPU, memory, peak memory, pids and OOM kills",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "table" && format != "json" {
-				return exitErr("invalid --format %q: use table or json", format)
+			if err := render.CheckFormat(format, "table", "json"); err != nil {
+				return exitErr("%v", err)
 			}
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
 			w := cmd.OutOrStdout()
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for first := true; ; first = false {
-				u, err := b.Stats(ctx, args[0])
-				if err != nil {
-					if !first && ctx.Err() != nil {
-						return nil
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				return sbx.WatchStats(ctx, b, args[0], time.Second, noStream, func(u *sbx.Usage, first bool) error {
+					if format == "json" {
+						return json.NewEncoder(w).Encode(u)
 					}
-					return sbxError(err)
-				}
-				if format == "json" {
-					if err := json.NewEncoder(w).Encode(u); err != nil {
-						return err
-					}
-				} else {
-					_ = render.Stats(w, u, first || !noStream)
-				}
-				if noStream {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-tick.C:
-				}
-			}
+					return render.Stats(w, u, first || !noStream)
+				})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print once and exit")
@@ -323,17 +280,13 @@ sbx run NAME) start with that state at once. A running sandbox is paused
 while its layer is read.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
-			img, err := b.Commit(ctx, args[0], args[1])
-			if err != nil {
-				return sbxError(err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
-			return nil
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				img, err := b.Commit(ctx, args[0], args[1])
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
+				}
+				return err
+			})
 		},
 	}
 }
@@ -367,25 +320,22 @@ lets the script download packages).`,
 			if a.host != "" && !cmd.Flags().Changed("seccomp") {
 				opts.Seccomp = "" // the server's default
 			}
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
 			po := sbx.PrepareOptions{Base: args[0], Script: script, Sandbox: opts}
 			po.Sandbox.Image = ""
 			if !quiet {
 				po.Output = cmd.ErrOrStderr()
 			}
-			res, err := b.Prepare(ctx, po)
-			if err != nil {
-				return sbxError(err)
-			}
-			if res.Cached && !quiet {
-				fmt.Fprintln(cmd.ErrOrStderr(), "sbx: prepared image found in the cache")
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), sbx.FamiliarName(res.Image.Name))
-			return nil
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				res, err := b.Prepare(ctx, po)
+				if err != nil {
+					return err
+				}
+				if res.Cached && !quiet {
+					fmt.Fprintln(cmd.ErrOrStderr(), "sbx: prepared image found in the cache")
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), sbx.FamiliarName(res.Image.Name))
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -404,6 +354,28 @@ func expiryWatcherCmd(a *app) *cobra.Command {
 			_, err := h.RunExpiryWatcher(ctx)
 			return err
 		})
+}
+
+// createSandbox creates opts and prints the sandbox's ID. On this host it
+// starts what outlives sbx (a server does both for its own sandboxes):
+// the expiry watcher for a TTL, the remover of an AutoRemove sandbox.
+func createSandbox(ctx context.Context, a *app, cmd *cobra.Command, b backend, opts sbx.Options) error {
+	sb, err := b.Create(ctx, opts)
+	if err != nil {
+		return sbxError(err)
+	}
+	if a.local != nil && sb.ExpiresAt != nil {
+		startExpiryWatcher(a)
+	}
+	if a.local != nil && opts.AutoRemove {
+		// No daemon: a process of its own removes it (sbx gc those whose
+		// remover died).
+		if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
+			return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
+		}
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
+	return nil
 }
 
 // startExpiryWatcher starts `sbx expiry-watcher` in the background,

@@ -111,13 +111,9 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	if err := lc.Check(); err != nil {
 		return err
 	}
-	var sizes [3]int64
-	for i, fl := range []struct{ name, v string }{{"max-body-size", o.maxBody}, {"max-upload-size", o.maxUpload}, {"max-reply-size", o.maxReply}} {
-		n, err := dockerargs.ParseSize(fl.name, fl.v)
-		if err != nil {
-			return err
-		}
-		sizes[i] = n
+	scfg := server.Config{Token: lc.Token, ProxyTimeout: o.proxyTimeout, MaxConcurrentCreates: o.maxCreates, Logger: log}
+	if err := scfg.ParseSizes(o.maxBody, o.maxUpload, o.maxReply); err != nil {
+		return err
 	}
 	if o.maxSandboxes < 0 {
 		return fmt.Errorf("invalid --max-sandboxes %d", o.maxSandboxes)
@@ -160,22 +156,12 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	}
 	served := false // once served, each Listener closes itself
 	defer func() {
-		for _, l := range ohs {
-			if !served {
-				l.Close()
-			}
+		if !served {
+			ohs.Close()
 		}
 	}()
-	srv, err := server.New(server.Config{
-		Backend:              host,
-		Token:                lc.Token,
-		MaxBodyBytes:         sizes[0],
-		MaxUploadBytes:       sizes[1],
-		MaxReplyBytes:        sizes[2],
-		ProxyTimeout:         o.proxyTimeout,
-		MaxConcurrentCreates: o.maxCreates,
-		Logger:               log,
-	})
+	scfg.Backend = host
+	srv, err := server.New(scfg)
 	if err != nil {
 		return err
 	}
@@ -200,9 +186,5 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	// The Runtime API's listeners stop with the REST API's, at the same
 	// deadline (its data plane holds WebSockets for hours).
 	served = true
-	companions := make([]server.Companion, len(ohs))
-	for i, l := range ohs {
-		companions[i] = l
-	}
-	return srv.ServeWith(ctx, listeners, o.shutdownTimeout, companions...)
+	return srv.ServeWith(ctx, listeners, o.shutdownTimeout, ohs.Companions()...)
 }

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -100,11 +98,7 @@ func restartCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Timeout = time.Duration(grace)
 			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
-				if _, err := b.Stop(ctx, ref, o); err != nil {
-					return err
-				}
-				_, err := b.Start(ctx, ref)
-				return err
+				return dockerargs.Restart(ctx, b, ref, o)
 			})
 		},
 	}
@@ -148,18 +142,11 @@ by any sbx process are seen. --since SEQ first replays the events after SEQ
 that are still held (a server holds the last 4096).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return exitErr("invalid --format %q: use text or json", format)
+			if err := render.CheckFormat(format, "text", "json"); err != nil {
+				return exitErr("%v", err)
 			}
-			w := cmd.OutOrStdout()
 			return a.withBackend(func(ctx context.Context, b backend) error {
-				err := b.Events(ctx, since, func(e sbx.Event) error {
-					if format == "json" {
-						return json.NewEncoder(w).Encode(e)
-					}
-					_, err := fmt.Fprintln(w, e)
-					return err
-				})
+				err := b.Events(ctx, since, render.Events(cmd.OutOrStdout(), format))
 				if ctx.Err() != nil {
 					return nil // interrupted: the normal end
 				}

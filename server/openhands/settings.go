@@ -139,12 +139,12 @@ func (o *ServeOptions) Config() (Config, error) {
 // ListenAll opens the listeners o asks for over be with cfg (Config), the
 // state of each under StateRoot; the caller serves them (Listener.Serve).
 // On error none is left open.
-func ListenAll(be Backend, cfg Config, o *ServeOptions) ([]*Listener, error) {
+func ListenAll(be Backend, cfg Config, o *ServeOptions) (Listeners, error) {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	var out []*Listener
+	var out Listeners
 	for _, l := range []struct {
 		addr, mode string
 	}{{o.Listen, "path"}, {o.PortListen, "port"}} {
@@ -154,15 +154,33 @@ func ListenAll(be Backend, cfg Config, o *ServeOptions) ([]*Listener, error) {
 		cfg.StateDir = filepath.Join(o.StateRoot, l.mode)
 		ln, err := Listen(be, cfg, ListenOptions{Addr: l.addr, PublicHost: o.PublicHost, PortMode: l.mode == "port"})
 		if err != nil {
-			for _, o := range out {
-				o.Close()
-			}
+			out.Close()
 			return nil, err
 		}
 		out = append(out, ln)
 		log.Info("sbx serve: OpenHands Runtime API", "addr", ln.Addr().String(), "urls", l.mode, "public", ln.PublicURL())
 	}
 	return out, nil
+}
+
+// Listeners are the Runtime APIs ListenAll opened.
+type Listeners []*Listener
+
+// Companions are the listeners for server.ServeWith, which serves them
+// beside the REST API (each closes itself once served).
+func (ls Listeners) Companions() []server.Companion {
+	out := make([]server.Companion, len(ls))
+	for i, l := range ls {
+		out[i] = l
+	}
+	return out
+}
+
+// Close closes listeners that are not served.
+func (ls Listeners) Close() {
+	for _, l := range ls {
+		l.Close()
+	}
 }
 
 // ParseUser parses sbx openhands up's --user UID[:GID] into a request.
