@@ -295,3 +295,40 @@ func Restart(ctx context.Context, s sbx.Sandboxes, ref string, o sbx.StopOptions
 	_, err := s.Start(ctx, ref)
 	return err
 }
+
+// RemoveImage is docker rmi of one reference: the image removed from the
+// cache, and its familiar name (ref when it cannot be read) for the
+// "Untagged:" line.
+func RemoveImage(ctx context.Context, im sbx.Images, ref string) (name string, err error) {
+	name = ref
+	if img, err := im.InspectImage(ctx, ref); err == nil {
+		name = sbx.FamiliarName(img.Name)
+	}
+	return name, im.RemoveImage(ctx, ref)
+}
+
+// ExecFlags are docker exec's flags.
+type ExecFlags struct {
+	Interactive, Tty, Detach bool
+	Env                      []string // KEY=VALUE
+	Workdir, User            string
+	Timeout                  time.Duration
+}
+
+// Request is the exec request the flags ask for to run argv; -d does not
+// go with -i or -t.
+func (f *ExecFlags) Request(argv []string) (sbx.ExecRequest, error) {
+	req := sbx.ExecRequest{Argv: argv, Cwd: f.Workdir, User: f.User, TimeoutS: f.Timeout.Seconds(), Detach: f.Detach}
+	env, err := ParseEnv(f.Env)
+	if err != nil {
+		return req, err
+	}
+	req.Env = env
+	if f.Timeout < 0 {
+		return req, errors.New("invalid --timeout: must be positive")
+	}
+	if f.Detach && (f.Interactive || f.Tty) {
+		return req, errors.New("-d does not go with -i or -t: a detached command has no input or terminal")
+	}
+	return req, nil
+}

@@ -245,3 +245,24 @@ func TestRestart(t *testing.T) {
 		t.Errorf("restart: %v %v", err, s.did)
 	}
 }
+
+func TestExecFlagsRequest(t *testing.T) {
+	f := ExecFlags{Env: []string{"A=1"}, Workdir: "/w", User: "1000", Timeout: 1500 * time.Millisecond, Detach: true}
+	req, err := f.Request([]string{"ls"})
+	if err != nil || req.Argv[0] != "ls" || req.Env["A"] != "1" || req.Cwd != "/w" || req.User != "1000" || req.TimeoutS != 1.5 || !req.Detach {
+		t.Errorf("request: %+v %v", req, err)
+	}
+	for _, tc := range []struct {
+		f    ExecFlags
+		want string
+	}{
+		{ExecFlags{Env: []string{"A"}}, "invalid --env"},
+		{ExecFlags{Timeout: -time.Second}, "invalid --timeout"},
+		{ExecFlags{Detach: true, Tty: true}, "-d does not go with -i or -t"},
+		{ExecFlags{Detach: true, Interactive: true}, "-d does not go with -i or -t"},
+	} {
+		if _, err := tc.f.Request([]string{"ls"}); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.f, err, tc.want)
+		}
+	}
+}

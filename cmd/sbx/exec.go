@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,23 +14,21 @@ import (
 	"github.com/sbxrun/sbx/render"
 )
 
-type execOptions struct {
-	interactive, tty bool
-	env              []string
-	workdir, user    string
-	timeout          time.Duration
-}
+type execOptions = dockerargs.ExecFlags
 
 func execCmd(a *app) *cobra.Command {
 	o := &execOptions{}
 	cmd := &cobra.Command{
-		Use:   "exec [-i] [-t] [-e K=V] [-w DIR] [-u USER] [--timeout D] ID -- CMD [ARG...]",
+		Use:   "exec [-d] [-i] [-t] [-e K=V] [-w DIR] [-u USER] [--timeout D] ID -- CMD [ARG...]",
 		Short: "Run a command in a running sandbox",
 		Long: `Run a command in a running sandbox. Output is streamed as it is produced and
 the command's exit code becomes sbx's (124 when --timeout fired, 125 when sbx
 itself failed). The sandbox's executor starts it, as a child of the
 sandbox's PID 1 under its seccomp filter; with -i (keep stdin open) or -t (a
-terminal that follows window resizes) through its attach endpoint.`,
+terminal that follows window resizes) through its attach endpoint.
+With -d the command starts in the background and exec returns at once,
+printing nothing (as docker exec -d): it runs on, with no input or output,
+until it ends, --timeout passes or the sandbox stops.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]
@@ -45,32 +43,39 @@ terminal that follows window resizes) through its attach endpoint.`,
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
-	f.BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
-	f.StringArrayVarP(&o.env, "env", "e", nil, "set an environment variable: KEY=VALUE")
-	f.StringVarP(&o.workdir, "workdir", "w", "", "working directory inside the sandbox")
-	f.StringVarP(&o.user, "user", "u", "", "user to run as: name, UID or UID:GID")
-	f.DurationVar(&o.timeout, "timeout", 0, "kill the command after this long (e.g. 30s)")
+	f.BoolVarP(&o.Detach, "detach", "d", false, "start the command in the background and return at once")
+	f.BoolVarP(&o.Interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
+	f.BoolVarP(&o.Tty, "tty", "t", false, "allocate a terminal for the command")
+	f.StringArrayVarP(&o.Env, "env", "e", nil, "set an environment variable: KEY=VALUE")
+	f.StringVarP(&o.Workdir, "workdir", "w", "", "working directory inside the sandbox")
+	f.StringVarP(&o.User, "user", "u", "", "user to run as: name, UID or UID:GID")
+	f.DurationVar(&o.Timeout, "timeout", 0, "kill the command after this long (e.g. 30s)")
 	return cmd
 }
 
 func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []string) error {
-	req := sbx.ExecRequest{Argv: argv, Cwd: o.workdir, User: o.user, TimeoutS: o.timeout.Seconds()}
-	env, err := dockerargs.ParseEnv(o.env)
+	req, err := o.Request(argv)
 	if err != nil {
 		return exitErr("%v", err)
-	}
-	req.Env = env
-	if o.timeout < 0 {
-		return exitErr("invalid --timeout: must be positive")
 	}
 	ctx, b, cancel, err := a.backendCtx()
 	if err != nil {
 		return sbxError(err)
 	}
 	defer cancel()
-	if o.interactive || o.tty {
-		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.tty}, o.interactive)
+	if o.Detach {
+		res, err := b.Exec(ctx, ref, req, nil)
+		if err != nil {
+			return sbxError(err)
+		}
+		if res.Pid == 0 { // it did not start
+			fmt.Fprint(cmd.ErrOrStderr(), res.Stderr)
+			return exitWith(res.ExitCode)
+		}
+		return nil
+	}
+	if o.Interactive || o.Tty {
+		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.Tty}, o.Interactive)
 	}
 	res, err := b.Exec(ctx, ref, req, render.ExecFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/dockerargs"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -142,11 +143,8 @@ func rmiCmd(a *app, use string) *cobra.Command {
 			}
 			var failed error
 			for _, ref := range args {
-				name := ref
-				if img, err := b.InspectImage(cmd.Context(), ref); err == nil {
-					name = sbx.FamiliarName(img.Name)
-				}
-				if err := b.RemoveImage(cmd.Context(), ref); err != nil {
+				name, err := dockerargs.RemoveImage(cmd.Context(), b, ref)
+				if err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", err)
 					failed = exitWith(sbx.ExitSbxFailed)
 					continue

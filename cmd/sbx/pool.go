@@ -81,25 +81,9 @@ func poolOpCmd(a *app, name, short string, op func(sbx.Pools, context.Context, s
 				if len(names) == 0 && name != "fill" {
 					return exitErr("sbx pool %s: name a pool", name)
 				}
-				if len(names) == 0 {
-					list, err := p.ListPools(ctx)
-					if err != nil {
-						return err
-					}
-					for _, pl := range list {
-						names = append(names, pl.Name)
-					}
-				}
-				for _, n := range names {
-					rep, err := op(p, ctx, n)
-					if rep != nil {
-						fmt.Fprintf(cmd.OutOrStdout(), "%s: started %d, removed %d\n", n, len(rep.Started), len(rep.Removed))
-					}
-					if err != nil {
-						return fmt.Errorf("pool %s: %w", n, err)
-					}
-				}
-				return nil
+				return sbx.EachPool(ctx, p, names, op, func(n string, rep *sbx.PoolReport) {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: started %d, removed %d\n", n, len(rep.Started), len(rep.Removed))
+				})
 			})
 		}}
 }
