@@ -25,6 +25,7 @@ type createOptions struct {
 
 func createCmd(a *app) *cobra.Command {
 	o := &createOptions{}
+	var rm bool
 	cmd := &cobra.Command{
 		Use:   "create [flags] (IMAGE [CMD...] | --rootfs DIR [-- CMD...])",
 		Short: "Create a long-lived sandbox and print its ID once it is ready",
@@ -35,6 +36,7 @@ remove it with sbx rm (or let --ttl remove it).
 With CMD the sandbox gets a main command, started once it is ready: the
 image's Entrypoint followed by CMD (with --rootfs DIR -- CMD, the whole command), as
 docker create IMAGE CMD does; sbx logs, sbx wait and sbx kill act on it.
+With --rm the sandbox is removed once that command ended or it was stopped.
 
 Every flag of sbx run applies, plus --name, --volume, --tmpfs, --label and
 --ttl. --timeout does not: a sandbox's lifetime is --ttl, a command's is
@@ -56,7 +58,7 @@ sbx exec --timeout.`,
 			}
 			ctx, cancel := console.SignalContext()
 			defer cancel()
-			opts.Cmd = cmdArgs
+			opts.Cmd, opts.AutoRemove = cmdArgs, rm
 			if opts.Image != "" && len(cmdArgs) > 0 {
 				if opts.Cmd, err = dockerargs.ImageCommand(ctx, b, opts.Image, opts.Pull, nil, cmdArgs, nil); err != nil {
 					return sbxError(err)
@@ -71,6 +73,7 @@ sbx exec --timeout.`,
 	f.StringVar(&o.Name, "name", "", "a unique name for the sandbox")
 	f.StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE")
 	f.DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	f.BoolVar(&rm, "rm", false, "remove the sandbox once its main command (CMD) ended or it was stopped")
 	return cmd
 }
 
@@ -358,7 +361,8 @@ func expiryWatcherCmd(a *app) *cobra.Command {
 
 // createSandbox creates opts and prints the sandbox's ID. On this host it
 // starts what outlives sbx (a server does both for its own sandboxes):
-// the expiry watcher for a TTL, the remover of an AutoRemove sandbox.
+// the expiry watcher for a TTL, the remover of an AutoRemove sandbox
+// (startAutoRemover).
 func createSandbox(ctx context.Context, a *app, cmd *cobra.Command, b backend, opts sbx.Options) error {
 	sb, err := b.Create(ctx, opts)
 	if err != nil {
@@ -367,12 +371,8 @@ func createSandbox(ctx context.Context, a *app, cmd *cobra.Command, b backend, o
 	if a.local != nil && sb.ExpiresAt != nil {
 		startExpiryWatcher(a)
 	}
-	if a.local != nil && opts.AutoRemove {
-		// No daemon: a process of its own removes it (sbx gc those whose
-		// remover died).
-		if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
-			return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
-		}
+	if err := startAutoRemover(a, sb); err != nil {
+		return err
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 	return nil
@@ -384,6 +384,20 @@ func startExpiryWatcher(a *app) {
 	if !a.local.ExpiryWatcherRunning() {
 		_ = spawnDetached(a, "expiry-watcher")
 	}
+}
+
+// startAutoRemover starts, for a local sandbox created with AutoRemove,
+// the background process that removes it once its command ended (no
+// daemon does; a server does it for the sandboxes it serves, sbx gc for
+// those whose remover died).
+func startAutoRemover(a *app, sb *sbx.Sandbox) error {
+	if a.local == nil || !sb.Options.AutoRemove {
+		return nil
+	}
+	if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
+		return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
+	}
+	return nil
 }
 
 // autoRemoverCmd is the background process that removes a sandbox of
