@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sbxrun/sbx/executor/api"
@@ -305,7 +306,13 @@ func (c *Client) execDetached(ctx context.Context, req api.ExecRequest) (api.Exe
 	case res.Pid < 0 || res.Pid > maxPid || (res.Pid > 0 && (res.ExitCode != 0 || res.Stderr != "")):
 		return api.ExecResult{}, fmt.Errorf("executor: the reply to a detached exec has pid %d, exit code %d", res.Pid, res.ExitCode)
 	}
-	return api.ExecResult{Pid: res.Pid, ExitCode: res.ExitCode, Stderr: termsafe.String(res.Stderr, 4096)}, nil
+	// The reason is one sanitised line, its newline kept out of the
+	// sanitiser (which would show it as '?').
+	reason := termsafe.String(strings.TrimRight(res.Stderr, "\n"), 4095)
+	if reason != "" {
+		reason += "\n"
+	}
+	return api.ExecResult{Pid: res.Pid, ExitCode: res.ExitCode, Stderr: reason}, nil
 }
 
 // checked keeps a result the executor sent within what a process can

@@ -47,6 +47,12 @@ func TestExecDetachedHostileReplies(t *testing.T) {
 	if err != nil || res.Pid != 0 || res.ExitCode != 127 || strings.ContainsRune(res.Stderr, 0x1b) || len(res.Stderr) > 4096 || res.DurationS != 0 {
 		t.Fatalf("failed start: %+v %v", res, err)
 	}
+	ex = detachClient(t, func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"exit_code":127,"stderr":"nosuch: not found in PATH\n"}`)
+	})
+	if res, err := ex.Exec(context.Background(), api.ExecRequest{Argv: []string{"x"}, Detach: true}); err != nil || res.Stderr != "nosuch: not found in PATH\n" {
+		t.Fatalf("failed start's reason: %q %v", res.Stderr, err)
+	}
 	ex = detachClient(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"pid":4242}`) })
 	if res, err := ex.Exec(context.Background(), api.ExecRequest{Argv: []string{"x"}, Detach: true}); err != nil || res.Pid != 4242 {
 		t.Fatalf("good reply: %+v %v", res, err)
