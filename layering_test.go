@@ -59,7 +59,7 @@ var stdlibOnly = []string{module}
 
 // cgoFree are the packages a remote controller links: no cgo anywhere in
 // their dependencies.
-var cgoFree = []string{module, module + "/server/client", module + "/server/api", module + "/executor/api", module + "/executor/client"}
+var cgoFree = []string{module, module + "/render", module + "/dockerargs", module + "/server/client", module + "/server/api", module + "/executor/api", module + "/executor/client"}
 
 func matches(pattern, path string) bool {
 	if strings.HasSuffix(pattern, "/") {

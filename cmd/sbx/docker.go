@@ -6,13 +6,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/render"
 )
 
 // withBackend runs fn with the backend and a context that SIGINT and
@@ -143,7 +142,7 @@ func historyCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printHistory(cmd.OutOrStdout(), steps, format, noTrunc, quiet)
+				return render.History(cmd.OutOrStdout(), steps, render.HistoryOptions{Format: format, NoTrunc: noTrunc, Quiet: quiet})
 			})
 		},
 	}
@@ -151,52 +150,6 @@ func historyCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "do not shorten commands and layer digests")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the layers' diffIDs")
 	return cmd
-}
-
-func printHistory(w io.Writer, steps []sbx.ImageHistoryEntry, format string, noTrunc, quiet bool) error {
-	switch {
-	case format == "json":
-		if steps == nil {
-			steps = []sbx.ImageHistoryEntry{}
-		}
-		return writeJSON(w, steps)
-	case quiet:
-		for _, s := range steps {
-			if s.DiffID != "" {
-				fmt.Fprintln(w, s.DiffID)
-			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "LAYER\tCREATED\tCREATED BY\tSIZE\tCOMMENT")
-	for _, s := range steps {
-		layer, by := "<missing>", strings.Join(strings.Fields(s.CreatedBy), " ")
-		if s.DiffID != "" {
-			layer = s.DiffID
-			if !noTrunc {
-				layer = shortID(s.DiffID)
-			}
-		}
-		if !noTrunc {
-			by = truncate(by, 45)
-		}
-		created := "-"
-		if !s.Created.IsZero() {
-			created = humanAge(s.Created)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", layer, created, by, humanBytes(s.SizeBytes), s.Comment)
-	}
-	return tw.Flush()
-}
-
-// truncate shortens s to n runes, ending with "…" when it cut.
-func truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n-1]) + "…"
 }
 
 func diffCmd(a *app) *cobra.Command {
@@ -222,7 +175,7 @@ out. Volumes and tmpfs mounts are not part of the root and never listed.`,
 					if changes == nil {
 						changes = []sbx.Change{}
 					}
-					return writeJSON(cmd.OutOrStdout(), changes)
+					return render.JSON(cmd.OutOrStdout(), changes)
 				}
 				for _, c := range changes {
 					fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", c.Kind, c.Path)
@@ -268,13 +221,9 @@ func systemCmd(a *app) *cobra.Command {
 					return err
 				}
 				if format == "json" {
-					return writeJSON(cmd.OutOrStdout(), du)
+					return render.JSON(cmd.OutOrStdout(), du)
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-				fmt.Fprintln(tw, "TYPE\tTOTAL\tACTIVE\tSIZE\tRECLAIMABLE")
-				fmt.Fprintf(tw, "Images\t%d\t%d\t%s\t%s\n", du.Images, du.ImagesInUse, humanBytes(du.LayersBytes), humanBytes(du.ReclaimableBytes))
-				fmt.Fprintf(tw, "Sandboxes (writable layers, in memory)\t%d\t%d\t%s\t%s\n", du.Sandboxes, du.SandboxesRunning, humanBytes(du.WritableBytes), humanBytes(du.StoppedWritableBytes))
-				return tw.Flush()
+				return render.DiskUsage(cmd.OutOrStdout(), du)
 			})
 		},
 	}
@@ -304,14 +253,7 @@ func systemCmd(a *app) *cobra.Command {
 			return a.withBackend(func(ctx context.Context, b backend) error {
 				rep, err := b.Prune(ctx, o)
 				if rep != nil {
-					w := cmd.OutOrStdout()
-					for _, id := range rep.Sandboxes {
-						fmt.Fprintln(w, "removed sandbox", id)
-					}
-					for _, name := range rep.Images {
-						fmt.Fprintln(w, "removed image", sbx.FamiliarName(name))
-					}
-					fmt.Fprintf(w, "removed %d layers, freed %s\n", len(rep.Layers.RemovedLayers), humanBytes(rep.Layers.FreedBytes))
+					render.PruneReport(cmd.OutOrStdout(), rep)
 				}
 				return err
 			})

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
 )
 
 type execOptions struct {
@@ -56,16 +56,11 @@ terminal that follows window resizes) through its attach endpoint.`,
 
 func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []string) error {
 	req := sbx.ExecRequest{Argv: argv, Cwd: o.workdir, User: o.user, TimeoutS: o.timeout.Seconds()}
-	for _, e := range o.env {
-		k, v, ok := strings.Cut(e, "=")
-		if !ok || k == "" {
-			return exitErr("invalid --env %q: use KEY=VALUE", e)
-		}
-		if req.Env == nil {
-			req.Env = map[string]string{}
-		}
-		req.Env[k] = v
+	env, err := dockerargs.ParseEnv(o.env)
+	if err != nil {
+		return exitErr("%v", err)
 	}
+	req.Env = env
 	if o.timeout < 0 {
 		return exitErr("invalid --timeout: must be positive")
 	}
@@ -166,8 +161,8 @@ Like docker cp: copying onto an existing directory puts SRC inside it,
 otherwise DST is created with SRC's content.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			srcRef, srcPath, srcIn := splitSandboxPath(args[0])
-			dstRef, dstPath, dstIn := splitSandboxPath(args[1])
+			srcRef, srcPath, srcIn := dockerargs.SplitCopyPath(args[0])
+			dstRef, dstPath, dstIn := dockerargs.SplitCopyPath(args[1])
 			if srcIn == dstIn {
 				return exitErr("give ID:PATH on exactly one side of sbx cp")
 			}
@@ -184,14 +179,4 @@ otherwise DST is created with SRC's content.`,
 			return sbxError(err)
 		},
 	}
-}
-
-// splitSandboxPath splits "ID:path", as docker cp does: a ':' with no '/'
-// before it marks a sandbox path (write ./a:b for a host file named a:b).
-func splitSandboxPath(s string) (ref, path string, ok bool) {
-	ref, path, ok = strings.Cut(s, ":")
-	if !ok || ref == "" || strings.Contains(ref, "/") || path == "" {
-		return "", "", false
-	}
-	return ref, path, true
 }

@@ -4,11 +4,11 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx/internal/version"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -29,19 +29,9 @@ func infoCmd(a *app) *cobra.Command {
 				return sbxError(err)
 			}
 			if format == "json" {
-				return writeJSON(cmd.OutOrStdout(), info)
+				return render.JSON(cmd.OutOrStdout(), info)
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "sbx:          %s\nkernel:       %s\ncgroups:      %s (%s)\ncgroup parent: /%s\nswap limit:   %v\nseccomp:      %v %s\noverlayfs:    %v\nuser ns:      %v\nroot:         %s\nrun root:     %s\n",
-				info.Version, info.Kernel, info.CgroupMode, strings.Join(info.CgroupControllers, ","), strings.TrimPrefix(info.CgroupParent, "/"),
-				info.SwapLimit, info.Seccomp, info.LibseccompVersion, info.Overlayfs, info.UserNamespaces, info.Root, info.RunRoot)
-			fmt.Fprintln(w, "uses:")
-			for _, u := range info.Uses {
-				fmt.Fprintln(w, "  -", u)
-			}
-			for _, warn := range info.Warnings {
-				fmt.Fprintln(w, "warning:", warn)
-			}
+			render.Info(cmd.OutOrStdout(), info)
 			return nil
 		},
 	}
@@ -62,25 +52,7 @@ func gcCmd(a *app) *cobra.Command {
 			defer cancel()
 			rep, err := b.GC(ctx)
 			if rep != nil {
-				w := cmd.OutOrStdout()
-				for _, id := range rep.Runs {
-					fmt.Fprintln(w, "removed", id)
-				}
-				for _, id := range rep.Expired {
-					fmt.Fprintln(w, "removed expired", id)
-				}
-				for _, id := range rep.Interrupted {
-					fmt.Fprintln(w, "removed interrupted", id)
-				}
-				for _, id := range rep.Stopped {
-					fmt.Fprintln(w, "marked stopped", id)
-				}
-				for _, o := range rep.Orphans {
-					fmt.Fprintln(w, "removed orphan", o)
-				}
-				for _, id := range rep.Pooled {
-					fmt.Fprintln(w, "removed pool member", id)
-				}
+				render.GCReport(cmd.OutOrStdout(), rep)
 			}
 			return sbxError(err)
 		},

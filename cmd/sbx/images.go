@@ -2,17 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
-	"os"
-	"strings"
-	"text/tabwriter"
-	"time"
 
-	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -29,9 +23,9 @@ func pullCmd(a *app) *cobra.Command {
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			prog := newImageProgress(cmd.ErrOrStderr(), f.quiet)
-			img, err := b.PullImage(ctx, args[0], prog.update)
-			prog.finish()
+			prog := render.NewProgress(cmd.ErrOrStderr(), f.quiet)
+			img, err := b.PullImage(ctx, args[0], prog.Update)
+			prog.Finish()
 			if err != nil {
 				return err
 			}
@@ -84,25 +78,15 @@ func importImage(a *app, cmd *cobra.Command, f *imageFlags, o sbx.ImportOptions,
 	}
 	ctx, stop := signalContext()
 	defer stop()
-	prog := newImageProgress(cmd.ErrOrStderr(), f.quiet)
-	o.Progress = prog.update
+	prog := render.NewProgress(cmd.ErrOrStderr(), f.quiet)
+	o.Progress = prog.Update
 	img, err := b.ImportImage(ctx, o)
-	prog.finish()
+	prog.Finish()
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%s%s %s\n", prefix, sbx.FamiliarName(img.Name), img.Digest)
 	return nil
-}
-
-// imageSummary is one line of sbx images --format json.
-type imageSummary struct {
-	Name      string    `json:"name"`
-	Digest    string    `json:"digest"`
-	SizeBytes int64     `json:"size_bytes"`
-	Created   time.Time `json:"created"`
-	Platform  string    `json:"platform"`
-	Layers    int       `json:"layers"`
 }
 
 func imagesCmd(a *app, use string) *cobra.Command {
@@ -121,38 +105,12 @@ func imagesCmd(a *app, use string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			list := make([]imageSummary, 0, len(imgs))
-			for _, img := range imgs {
-				list = append(list, imageSummary{img.Name, img.Digest, img.SizeBytes, img.Created, img.Platform, len(img.DiffIDs)})
-			}
-			return printImages(cmd.OutOrStdout(), list, format, quiet)
+			return render.Images(cmd.OutOrStdout(), render.Summaries(imgs), format, quiet)
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only digests")
 	return cmd
-}
-
-// printImages writes images as sbx images shows them: a table, IDs only
-// (quiet) or JSON.
-func printImages(out io.Writer, list []imageSummary, format string, quiet bool) error {
-	switch {
-	case format == "json":
-		return writeJSON(out, list)
-	case format != "table" && format != "":
-		return exitErr("invalid --format %q: use table or json", format)
-	case quiet:
-		for _, img := range list {
-			fmt.Fprintln(out, shortID(img.Digest))
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tCREATED")
-	for _, img := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sbx.FamiliarName(img.Name), shortID(img.Digest), humanBytes(img.SizeBytes), humanAge(img.Created))
-	}
-	return tw.Flush()
 }
 
 func imageInspectCmd(a *app) *cobra.Command {
@@ -169,7 +127,7 @@ func imageInspectCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeJSON(cmd.OutOrStdout(), img)
+			return render.JSON(cmd.OutOrStdout(), img)
 		},
 	}
 }
@@ -216,10 +174,7 @@ func imageGCCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "removed %d layers, freed %s\n", len(rep.RemovedLayers), humanBytes(rep.FreedBytes))
-			if n := len(rep.KeptInUse); n > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "kept %d unused layers that a mount still uses\n", n)
-			}
+			render.ImageGCReport(cmd.OutOrStdout(), rep)
 			return nil
 		},
 	}
@@ -235,121 +190,4 @@ func imageCmd(a *app) *cobra.Command {
 	cmd.AddCommand(imagesCmd(a, "ls"), imageInspectCmd(a), rmiCmd(a, "rm"), imageGCCmd(a), pullCmd(a), importCmd(a),
 		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a))
 	return cmd
-}
-
-func shortID(digest string) string {
-	h := strings.TrimPrefix(digest, "sha256:")
-	if len(h) > 12 {
-		h = h[:12]
-	}
-	return h
-}
-
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
-}
-
-func humanAge(t time.Time) string {
-	if t.IsZero() {
-		return "unknown"
-	}
-	return units.HumanDuration(time.Since(t)) + " ago"
-}
-
-// imageProgress renders pull and import progress: a bar per layer on a
-// terminal, a line per finished layer otherwise, nothing with --quiet.
-type imageProgress struct {
-	w      io.Writer
-	quiet  bool
-	tty    bool
-	layers []sbx.PullProgress
-	start  []time.Time
-	drawn  int
-	last   time.Time
-}
-
-func newImageProgress(w io.Writer, quiet bool) *imageProgress {
-	p := &imageProgress{w: w, quiet: quiet}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		p.tty = true
-	}
-	return p
-}
-
-func (p *imageProgress) update(u sbx.PullProgress) {
-	if p.quiet {
-		return
-	}
-	for len(p.layers) < u.Count {
-		p.layers = append(p.layers, sbx.PullProgress{})
-		p.start = append(p.start, time.Time{})
-	}
-	if u.Index >= len(p.layers) {
-		return
-	}
-	prev := p.layers[u.Index].Phase
-	p.layers[u.Index] = u
-	if u.Phase == "downloading" && p.start[u.Index].IsZero() {
-		p.start[u.Index] = time.Now()
-	}
-	if !p.tty {
-		if u.Phase != prev && (u.Phase == "done" || u.Phase == "cached") {
-			fmt.Fprintf(p.w, "layer %d/%d %s: %s %s\n", u.Index+1, u.Count, shortID(u.Layer), u.Phase, humanBytes(u.TotalBytes))
-		}
-		return
-	}
-	if time.Since(p.last) < 100*time.Millisecond && u.Phase == prev {
-		return
-	}
-	p.redraw()
-}
-
-func (p *imageProgress) redraw() {
-	p.last = time.Now()
-	var b strings.Builder
-	if p.drawn > 0 {
-		fmt.Fprintf(&b, "\x1b[%dA", p.drawn)
-	}
-	for i, l := range p.layers {
-		fmt.Fprintf(&b, "\x1b[2K%s %-11s %s\n", shortID(l.Layer), l.Phase, p.bar(i, l))
-	}
-	p.drawn = len(p.layers)
-	io.WriteString(p.w, b.String())
-}
-
-func (p *imageProgress) bar(i int, l sbx.PullProgress) string {
-	switch l.Phase {
-	case "downloading", "unpacking":
-	case "done", "cached":
-		return humanBytes(l.TotalBytes)
-	default:
-		return ""
-	}
-	const width = 30
-	fill := 0
-	if l.TotalBytes > 0 {
-		fill = int(min(width, l.CurrentBytes*width/l.TotalBytes))
-	}
-	// The rate is the download's: while unpacking the bytes no longer
-	// flow, and a rate over the whole time would only decay.
-	rate := ""
-	if el := time.Since(p.start[i]).Seconds(); el > 0 && l.Phase == "downloading" {
-		rate = humanBytes(int64(float64(l.CurrentBytes)/el)) + "/s"
-	}
-	return fmt.Sprintf("[%s%s] %s/%s %s", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), humanBytes(l.CurrentBytes), humanBytes(l.TotalBytes), rate)
-}
-
-func (p *imageProgress) finish() {
-	if p.tty && !p.quiet && len(p.layers) > 0 {
-		p.redraw()
-	}
 }

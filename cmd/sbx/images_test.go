@@ -8,9 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -40,7 +40,7 @@ func TestImagesCLI(t *testing.T) {
 		t.Fatalf("second pull: %d %q", code, out)
 	}
 	code, out, _ = runSbx(t, r, "images", "--format=json")
-	var list []imageSummary
+	var list []render.ImageSummary
 	if code != 0 || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].Layers != 1 || list[0].SizeBytes == 0 {
 		t.Fatalf("images --format json: %d %q", code, out)
 	}
@@ -96,17 +96,5 @@ func TestImagesCLI(t *testing.T) {
 	}
 	if code, _, errs = runSbx(t, r, "images", "--format=yaml"); code != sbx.ExitSbxFailed || !strings.Contains(errs, "invalid --format") {
 		t.Fatalf("bad format: %d %q", code, errs)
-	}
-}
-
-// TestProgressRate checks that a rate is shown while downloading only: an
-// unpacking layer's bytes no longer flow.
-func TestProgressRate(t *testing.T) {
-	p := &imageProgress{start: []time.Time{time.Now().Add(-2 * time.Second)}}
-	if bar := p.bar(0, sbx.PullProgress{Phase: "downloading", CurrentBytes: 2000, TotalBytes: 4000}); !strings.HasSuffix(bar, "/s") {
-		t.Errorf("downloading bar without a rate: %q", bar)
-	}
-	if bar := p.bar(0, sbx.PullProgress{Phase: "unpacking", CurrentBytes: 4000, TotalBytes: 4000}); strings.Contains(bar, "/s") {
-		t.Errorf("unpacking bar with a rate measured from the download's start: %q", bar)
 	}
 }

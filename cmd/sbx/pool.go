@@ -3,11 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -46,12 +46,7 @@ func poolCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 3, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tIMAGE\tSIZE\tREADY\tSTARTING\tKEY")
-				for _, p := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.12s\n", p.Name, imageOf(&p.Options), p.Size, len(p.Ready), p.Starting, p.Key)
-				}
-				return tw.Flush()
+				return render.Pools(cmd.OutOrStdout(), list)
 			})
 		}}
 	pool.AddCommand(create, ls,

@@ -2,22 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
-	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -99,8 +95,8 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	image := o.rootfs == "" && !hostMode
 	cmdArgs := args
 	if image {
-		if err := checkImageArg(args[0]); err != nil {
-			return err
+		if err := dockerargs.CheckImageArg(args[0]); err != nil {
+			return exitErr("%v", err)
 		}
 		opts.Image, cmdArgs = args[0], args[1:]
 		if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
@@ -129,9 +125,9 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 				ro.Entrypoint = []string{o.entrypoint}
 			}
 		}
-		prog := newImageProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
-		defer prog.finish()
-		ro.PullProgress = prog.update
+		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
+		defer prog.Finish()
+		ro.PullProgress = prog.Update
 	}
 	if o.interactive {
 		ro.Stdin = cmd.InOrStdin()
@@ -146,10 +142,15 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	ro.Signals = forwardSignals(ctx, cancel)
 	rep, err := b.Run(ctx, ro)
 	if err != nil {
-		return exitErr("%v", withImageHint(err, opts.Image))
+		return exitErr("%v", dockerargs.WithImageHint(err, opts.Image))
 	}
-	if err := writeReport(o.report, o.stats, rep, cmd.ErrOrStderr()); err != nil {
-		return exitErr("%v", err)
+	if o.report != "" {
+		if err := render.WriteReportFile(o.report, rep); err != nil {
+			return exitErr("%v", err)
+		}
+	}
+	if o.stats {
+		render.Report(cmd.ErrOrStderr(), rep)
 	}
 	if rep.Status == sbx.RunError && rep.Error != "" {
 		fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", rep.Error)
@@ -172,7 +173,7 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	if o.ttl < 0 {
 		return exitErr("invalid --ttl %v: must be positive", o.ttl)
 	}
-	labels, err := parseLabels(o.labels)
+	labels, err := dockerargs.ParseLabels(o.labels)
 	if err != nil {
 		return exitErr("%v", err)
 	}
@@ -192,11 +193,11 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	}
 	opts.Cmd = cmdArgs
 	if opts.Image != "" {
-		prog := newImageProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
-		opts.Cmd, err = imageCommand(ctx, b, opts.Image, opts.Pull, entrypoint, cmdArgs, prog.update)
-		prog.finish()
+		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
+		opts.Cmd, err = dockerargs.ImageCommand(ctx, b, opts.Image, opts.Pull, entrypoint, cmdArgs, prog.Update)
+		prog.Finish()
 		if err != nil {
-			return sbxError(withImageHint(err, opts.Image))
+			return sbxError(dockerargs.WithImageHint(err, opts.Image))
 		}
 	}
 	sb, err := b.Create(ctx, opts)
@@ -208,49 +209,6 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 	return nil
-}
-
-// imageCommand is the argv docker runs for image with CMD args
-// (ImageConfig.Process), the image pulled first as pull says.
-func imageCommand(ctx context.Context, b backend, image, pull string, entrypoint, args []string, progress func(sbx.PullProgress)) ([]string, error) {
-	img, err := b.InspectImage(ctx, image)
-	if pull == "always" || (err != nil && errors.Is(err, sbx.ErrImageNotFound) && pull != "never") {
-		if _, err = b.PullImage(ctx, image, progress); err == nil {
-			img, err = b.InspectImage(ctx, image)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	var cfg sbx.ImageConfig
-	if img.Config != nil {
-		cfg = *img.Config
-	}
-	p, err := cfg.Process(entrypoint, args, nil, "", "")
-	return p.Args, err
-}
-
-// checkImageArg refuses a first argument that cannot be an image, saying
-// what to write instead.
-func checkImageArg(ref string) error {
-	if strings.HasPrefix(ref, "/") || strings.HasPrefix(ref, ".") {
-		return exitErr("%q is a path, not an image: to run a host command in a sandbox write sbx run -- %s ..., or give --rootfs DIR", ref, ref)
-	}
-	return nil
-}
-
-// withImageHint adds to a failure to find or pull image that a bare word
-// may have been meant as a host command.
-func withImageHint(err error, image string) error {
-	if image == "" || strings.ContainsAny(image, ":/@") {
-		return err
-	}
-	for _, e := range []error{sbx.ErrImageNotFound, sbx.ErrRegistryUnreachable, sbx.ErrRegistryAuth} {
-		if errors.Is(err, e) {
-			return fmt.Errorf("%w; %q was taken as an image (not cached, not pulled): to run the host command %s in a sandbox, write sbx run -- %s", err, image, image, image)
-		}
-	}
-	return err
 }
 
 // setupTerminal puts the user's terminal in raw mode (with -i) and follows
@@ -320,37 +278,6 @@ func forwardSignals(ctx context.Context, kill context.CancelFunc) <-chan os.Sign
 		}
 	}()
 	return out
-}
-
-// writeReport writes the JSON report to path and the human one to w.
-func writeReport(path string, human bool, rep *sbx.Report, w io.Writer) error {
-	if path != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
-			return fmt.Errorf("write --report: %w", err)
-		}
-	}
-	if human {
-		pids := "n/a"
-		if rep.PidsPeak != nil {
-			pids = fmt.Sprint(*rep.PidsPeak)
-		}
-		fmt.Fprintf(w, "status: %s  exit: %d  signal: %d\nwall: %.3fs  cpu: %.3fs (user %.3fs, sys %.3fs)\npeak memory: %s  oom killed: %v  timed out: %v  peak pids: %s\n",
-			rep.Status, rep.ExitCode, signalNumber(rep.Signal), rep.WallTimeS, rep.CPUTimeS, rep.UserTimeS, rep.SysTimeS,
-			units.BytesSize(float64(rep.MemoryPeakBytes)), rep.OOMKilled, rep.TimedOut, pids)
-	}
-	return nil
-}
-
-// signalNumber is the number of a signal name, 0 for none.
-func signalNumber(name string) int {
-	if name == "" {
-		return 0
-	}
-	return int(unix.SignalNum(name))
 }
 
 // signalContext is cancelled by SIGINT or SIGTERM.

@@ -1,27 +1,22 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
-	"strconv"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"text/template"
 	"time"
 
-	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -78,7 +73,7 @@ sbx exec --timeout.`,
 			defer cancel()
 			opts.Cmd = cmdArgs
 			if opts.Image != "" && len(cmdArgs) > 0 {
-				if opts.Cmd, err = imageCommand(ctx, b, opts.Image, opts.Pull, nil, cmdArgs, nil); err != nil {
+				if opts.Cmd, err = dockerargs.ImageCommand(ctx, b, opts.Image, opts.Pull, nil, cmdArgs, nil); err != nil {
 					return sbxError(err)
 				}
 			}
@@ -140,7 +135,7 @@ func (o *createOptions) options(args []string, local bool) (sbx.Options, error) 
 	if err := addMounts(&opts, o.volumes, o.tmpfs, local); err != nil {
 		return opts, err
 	}
-	opts.Labels, err = parseLabels(o.labels)
+	opts.Labels, err = dockerargs.ParseLabels(o.labels)
 	return opts, err
 }
 
@@ -162,22 +157,6 @@ func addMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
 		opts.Tmpfs = append(opts.Tmpfs, tm)
 	}
 	return nil
-}
-
-// parseLabels parses KEY=VALUE labels; none is nil.
-func parseLabels(labels []string) (map[string]string, error) {
-	var out map[string]string
-	for _, l := range labels {
-		k, v, ok := strings.Cut(l, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("invalid --label %q: use KEY=VALUE", l)
-		}
-		if out == nil {
-			out = map[string]string{}
-		}
-		out[k] = v
-	}
-	return out, nil
 }
 
 // parseVolume parses HOST:CONTAINER[:ro|rw]. On this host the host
@@ -214,20 +193,8 @@ a field as JSON).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var f sbx.Filter
-			for _, fl := range filters {
-				k, v, _ := strings.Cut(fl, "=")
-				switch k {
-				case "label":
-					if err := f.ParseLabel(v); err != nil {
-						return sbxError(err)
-					}
-				case "status":
-					f.Status = sbx.Status(v)
-				case "name":
-					f.Name = v
-				default:
-					return exitErr("invalid --filter %q: use label=KEY=VALUE, status=STATUS or name=NAME", fl)
-				}
+			if err := dockerargs.ParseFilters(&f, filters); err != nil {
+				return exitErr("%v", err)
 			}
 			if latest {
 				last = 1
@@ -237,7 +204,7 @@ a field as JSON).`,
 			}
 			f.Running = !all && f.Status == "" && last == 0
 			f.Pooled = pooled
-			tmpl, err := parseFormat(format)
+			tmpl, err := render.ParseFormat(format)
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -252,7 +219,7 @@ a field as JSON).`,
 			if last > 0 && len(list) > last {
 				list = list[len(list)-last:]
 			}
-			return printList(cmd.OutOrStdout(), list, quiet, noTrunc, format, tmpl)
+			return render.Sandboxes(cmd.OutOrStdout(), list, render.ListOptions{Quiet: quiet, NoTrunc: noTrunc, Format: format, Template: tmpl})
 		},
 	}
 	cmd.Flags().BoolVarP(&all, "all", "a", false, "show all sandboxes, also stopped ones")
@@ -264,108 +231,6 @@ a field as JSON).`,
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json, or a Go template per sandbox")
 	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
 	return cmd
-}
-
-// parseFormat parses a --format that is a Go template (nil for table and
-// json); {{json .X}} prints a value as JSON.
-func parseFormat(format string) (*template.Template, error) {
-	if format == "table" || format == "json" {
-		return nil, nil
-	}
-	if !strings.Contains(format, "{{") {
-		return nil, fmt.Errorf("invalid --format %q: use table, json, or a Go template like '{{.ID}} {{.Status}}'", format)
-	}
-	t, err := template.New("format").Funcs(template.FuncMap{"json": func(v any) (string, error) {
-		data, err := json.Marshal(v)
-		return string(data), err
-	}}).Parse(strings.TrimPrefix(format, "table "))
-	if err != nil {
-		return nil, fmt.Errorf("invalid --format: %w", err)
-	}
-	return t, nil
-}
-
-// printTemplate runs t for each value, one line each.
-func printTemplate[T any](w io.Writer, t *template.Template, values []T) error {
-	for _, v := range values {
-		var buf bytes.Buffer
-		if err := t.Execute(&buf, v); err != nil {
-			return exitErr("--format: %v", err)
-		}
-		buf.WriteByte('\n')
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func printList(w io.Writer, list []*sbx.Sandbox, quiet, noTrunc bool, format string, tmpl *template.Template) error {
-	id := func(sb *sbx.Sandbox) string {
-		if noTrunc {
-			return sb.ID
-		}
-		return sb.ShortID()
-	}
-	switch {
-	case quiet: // full IDs, as sbx always printed them
-		for _, sb := range list {
-			fmt.Fprintln(w, sb.ID)
-		}
-		return nil
-	case tmpl != nil:
-		return printTemplate(w, tmpl, list)
-	case format == "json":
-		if list == nil {
-			list = []*sbx.Sandbox{}
-		}
-		return writeJSON(w, list)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	fmt.Fprintln(tw, "SANDBOX ID\tIMAGE\tCOMMAND\tSTATUS\tCREATED\tNAME\tLABELS")
-	for _, sb := range list {
-		img := imageOf(&sb.Options)
-		created := "-"
-		if !sb.Created.IsZero() {
-			created = units.HumanDuration(time.Since(sb.Created)) + " ago"
-		}
-		command := strings.Join(sb.Options.Cmd, " ")
-		if !noTrunc {
-			command = truncate(command, 20)
-		}
-		if command != "" {
-			command = strconv.Quote(command)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id(sb), img, command, sb.Status, created, sb.Name, labelString(sb.Options.Labels))
-	}
-	return tw.Flush()
-}
-
-// imageOf is what listings show as a sandbox's image: the reference, or
-// the root directory.
-func imageOf(o *sbx.Options) string {
-	if o.Image != "" {
-		return o.Image
-	}
-	return o.Rootfs
-}
-
-func labelString(l map[string]string) string {
-	keys := make([]string, 0, len(l))
-	for k := range l {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for i, k := range keys {
-		keys[i] = k + "=" + l[k]
-	}
-	return strings.Join(keys, ",")
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }
 
 func inspectCmd(a *app) *cobra.Command {
@@ -381,7 +246,7 @@ each over its record, as docker inspect -f does: -f '{{.Status}}',
 			var tmpl *template.Template
 			if format != "" {
 				var err error
-				if tmpl, err = parseFormat(format); err != nil || tmpl == nil {
+				if tmpl, err = render.ParseFormat(format); err != nil || tmpl == nil {
 					return exitErr("invalid --format %q: give a Go template like '{{.Status}}'", format)
 				}
 			}
@@ -398,9 +263,9 @@ each over its record, as docker inspect -f does: -f '{{.Status}}',
 				out = append(out, sb)
 			}
 			if tmpl != nil {
-				return printTemplate(cmd.OutOrStdout(), tmpl, out)
+				return render.Each(cmd.OutOrStdout(), tmpl, out)
 			}
-			return writeJSON(cmd.OutOrStdout(), out)
+			return render.JSON(cmd.OutOrStdout(), out)
 		},
 	}
 	cmd.Flags().StringVarP(&format, "format", "f", "", "a Go template run for each sandbox's record")
@@ -439,7 +304,7 @@ func statsCmd(a *app) *cobra.Command {
 						return err
 					}
 				} else {
-					printStats(w, u, first || !noStream)
+					_ = render.Stats(w, u, first || !noStream)
 				}
 				if noStream {
 					return nil
@@ -455,21 +320,6 @@ func statsCmd(a *app) *cobra.Command {
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print once and exit")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json (one object per line)")
 	return cmd
-}
-
-func printStats(w io.Writer, u *sbx.Usage, header bool) {
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	if header {
-		fmt.Fprintln(tw, "CPU TIME\tMEMORY\tPEAK MEMORY\tLIMIT\tPIDS\tOOM KILLS")
-	}
-	limit := "-"
-	if u.MemoryLimitBytes > 0 {
-		limit = units.BytesSize(float64(u.MemoryLimitBytes))
-	}
-	cpu := time.Duration(u.CPUTimeS * float64(time.Second)).Round(time.Millisecond)
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", cpu, units.BytesSize(float64(u.MemoryCurrentBytes)),
-		units.BytesSize(float64(u.MemoryPeakBytes)), limit, u.Pids, u.OOMKills)
-	_ = tw.Flush()
 }
 
 // eachCmd is a command that runs op for every sandbox argument, printing
@@ -512,7 +362,7 @@ func each(a *app, cmd *cobra.Command, args []string, op func(context.Context, ba
 
 func stopCmd(a *app) *cobra.Command {
 	var o sbx.StopOptions
-	grace := seconds(sbx.DefaultStopTimeout)
+	grace := dockerargs.Seconds(sbx.DefaultStopTimeout)
 	cmd := &cobra.Command{
 		Use:   "stop [-t SECONDS] [--signal SIG] ID...",
 		Short: "Stop sandboxes: SIGTERM to PID 1, then SIGKILL after -t",

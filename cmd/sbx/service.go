@@ -6,15 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
-	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
+	"github.com/sbxrun/sbx/render"
 )
 
 // The commands of a sandbox's main command (sbx run -d, sbx create IMAGE
@@ -51,11 +49,10 @@ command has ended for good.`,
 	return cmd
 }
 
-// printLogs writes the main command's output: what is held (its last
-// tail lines when tail >= 0), then with follow what comes, resuming at the
-// offset where the first read ended.
+// printLogs writes the main command's output (sbx.TailLogs): stdout and
+// stderr to theirs, a gap as a note on stderr.
 func printLogs(ctx context.Context, b backend, ref string, follow bool, tail int, stdout, stderr io.Writer) error {
-	write := func(f sbx.LogFrame) error {
+	return sbx.TailLogs(ctx, b, ref, tail, follow, func(f sbx.LogFrame) error {
 		var err error
 		switch f.Type {
 		case sbx.LogStdout:
@@ -66,37 +63,6 @@ func printLogs(ctx context.Context, b backend, ref string, follow bool, tail int
 			_, err = fmt.Fprintf(stderr, "sbx: %d bytes of output before this were dropped (the sandbox keeps a bounded window)\n", f.Lost)
 		}
 		return err
-	}
-	var since int64
-	if tail >= 0 {
-		var held []sbx.LogFrame
-		err := b.Logs(ctx, ref, sbx.LogOptions{}, func(f sbx.LogFrame) error {
-			if f.Type == sbx.LogEnd {
-				since = f.Offset
-				return nil
-			}
-			if f.Type == sbx.LogStdout || f.Type == sbx.LogStderr {
-				held = append(held, f)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, f := range sbx.LastLines(held, tail) {
-			if err := write(f); err != nil {
-				return err
-			}
-		}
-		if !follow {
-			return nil
-		}
-	}
-	return b.Logs(ctx, ref, sbx.LogOptions{Since: since, Follow: follow}, func(f sbx.LogFrame) error {
-		if f.Type == sbx.LogEnd {
-			return nil
-		}
-		return write(f)
 	})
 }
 
@@ -136,7 +102,7 @@ CMD). A sandbox without a main command is stopped at once by SIGKILL (to
 stop one gracefully, use sbx stop).`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := signalName(sig)
+			name, err := dockerargs.ParseSignal(sig)
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -159,27 +125,9 @@ func noMainCommand(ctx context.Context, b backend, ref string) bool {
 	return err == nil && len(sb.Options.Cmd) == 0
 }
 
-// signalName turns KILL, SIGKILL, kill or 9 into "SIGKILL".
-func signalName(s string) (string, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		if name := unix.SignalName(unix.Signal(n)); name != "" {
-			return name, nil
-		}
-		return "", fmt.Errorf("invalid signal %q: no such signal number", s)
-	}
-	name := strings.ToUpper(s)
-	if !strings.HasPrefix(name, "SIG") {
-		name = "SIG" + name
-	}
-	if unix.SignalNum(name) == 0 {
-		return "", fmt.Errorf("invalid signal %q: use a name like SIGTERM or KILL, or a number", s)
-	}
-	return name, nil
-}
-
 func restartCmd(a *app) *cobra.Command {
 	var o sbx.StopOptions
-	var grace seconds
+	var grace dockerargs.Seconds
 	cmd := &cobra.Command{
 		Use:   "restart [-t SECONDS] SANDBOX...",
 		Short: "Stop sandboxes (SIGTERM, SIGKILL after -t) and start them again on their kept root",
@@ -195,28 +143,10 @@ func restartCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	grace = seconds(sbx.DefaultStopTimeout)
+	grace = dockerargs.Seconds(sbx.DefaultStopTimeout)
 	cmd.Flags().VarP(&grace, "time", "t", "grace period before SIGKILL: seconds (5) or a duration (500ms)")
 	cmd.Flags().StringVarP(&o.Signal, "signal", "s", "", "first signal to send (default SIGTERM)")
 	return cmd
-}
-
-// seconds is a duration flag that also takes a plain number of seconds,
-// as docker's stop -t does.
-type seconds time.Duration
-
-func (s *seconds) String() string { return time.Duration(*s).String() }
-func (s *seconds) Type() string   { return "seconds" }
-func (s *seconds) Set(v string) error {
-	d, err := time.ParseDuration(v)
-	if n, nerr := strconv.ParseFloat(v, 64); nerr == nil {
-		d, err = time.Duration(n*float64(time.Second)), nil
-	}
-	if err != nil || d < 0 {
-		return fmt.Errorf("use seconds (5) or a duration (500ms)")
-	}
-	*s = seconds(d)
-	return nil
 }
 
 func portCmd(a *app) *cobra.Command {
@@ -236,10 +166,10 @@ func portCmd(a *app) *cobra.Command {
 				}
 				found := false
 				for _, p := range ports {
-					switch ctr := fmt.Sprintf("%d/%s", p.ContainerPort, p.Proto); {
+					switch {
 					case len(args) == 1:
 						fmt.Fprintln(cmd.OutOrStdout(), p)
-					case args[1] == ctr || (args[1] == strconv.Itoa(int(p.ContainerPort)) && p.Proto == "tcp"):
+					case dockerargs.MatchPort(p, args[1]):
 						fmt.Fprintln(cmd.OutOrStdout(), p.HostAddr())
 						found = true
 					}
@@ -303,15 +233,9 @@ func topCmd(a *app) *cobra.Command {
 					return err
 				}
 				if format == "json" {
-					return writeJSON(cmd.OutOrStdout(), ps)
+					return render.JSON(cmd.OutOrStdout(), ps)
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "PID\tPPID\tHOST PID\tUID\tSTATE\tTIME\tRSS\tCOMMAND")
-				for _, p := range ps {
-					fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.PID, p.PPID, p.HostPID, p.UID, p.State,
-						time.Duration(p.CPUTimeS*float64(time.Second)).Round(10*time.Millisecond), humanBytes(p.RSSBytes), p.Command)
-				}
-				return tw.Flush()
+				return render.Processes(cmd.OutOrStdout(), ps)
 			})
 		},
 	}

@@ -1,0 +1,134 @@
+package render
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"text/template"
+	"time"
+
+	units "github.com/docker/go-units"
+
+	"github.com/sbxrun/sbx"
+)
+
+// ListOptions say how Sandboxes shows a list.
+type ListOptions struct {
+	// Quiet prints only the full IDs, one a line.
+	Quiet bool
+	// NoTrunc prints full IDs and commands.
+	NoTrunc bool
+	// Format is "table" or "json"; Template, when set, is run per sandbox
+	// instead (ParseFormat).
+	Format   string
+	Template *template.Template
+}
+
+// Sandboxes writes list as sbx ps shows it: a table, IDs, JSON (an array,
+// [] for none) or a template per sandbox.
+func Sandboxes(w io.Writer, list []*sbx.Sandbox, o ListOptions) error {
+	switch {
+	case o.Quiet: // full IDs, as sbx always printed them
+		for _, sb := range list {
+			fmt.Fprintln(w, sb.ID)
+		}
+		return nil
+	case o.Template != nil:
+		return Each(w, o.Template, list)
+	case o.Format == "json":
+		if list == nil {
+			list = []*sbx.Sandbox{}
+		}
+		return JSON(w, list)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "SANDBOX ID\tIMAGE\tCOMMAND\tSTATUS\tCREATED\tNAME\tLABELS")
+	for _, sb := range list {
+		id := sb.ShortID()
+		if o.NoTrunc {
+			id = sb.ID
+		}
+		created := "-"
+		if !sb.Created.IsZero() {
+			created = Age(sb.Created)
+		}
+		command := strings.Join(sb.Options.Cmd, " ")
+		if !o.NoTrunc {
+			command = Truncate(command, 20)
+		}
+		if command != "" {
+			command = strconv.Quote(command)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, ImageOf(&sb.Options), command, sb.Status, created, sb.Name, Labels(sb.Options.Labels))
+	}
+	return tw.Flush()
+}
+
+// Stats writes one line of sbx stats' table, after its header when header
+// is set.
+func Stats(w io.Writer, u *sbx.Usage, header bool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	if header {
+		fmt.Fprintln(tw, "CPU TIME\tMEMORY\tPEAK MEMORY\tLIMIT\tPIDS\tOOM KILLS")
+	}
+	limit := "-"
+	if u.MemoryLimitBytes > 0 {
+		limit = units.BytesSize(float64(u.MemoryLimitBytes))
+	}
+	cpu := time.Duration(u.CPUTimeS * float64(time.Second)).Round(time.Millisecond)
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", cpu, units.BytesSize(float64(u.MemoryCurrentBytes)),
+		units.BytesSize(float64(u.MemoryPeakBytes)), limit, u.Pids, u.OOMKills)
+	return tw.Flush()
+}
+
+// Processes writes a sandbox's processes as sbx top's table.
+func Processes(w io.Writer, ps []sbx.ProcessInfo) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PID\tPPID\tHOST PID\tUID\tSTATE\tTIME\tRSS\tCOMMAND")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", p.PID, p.PPID, p.HostPID, p.UID, p.State,
+			time.Duration(p.CPUTimeS*float64(time.Second)).Round(10*time.Millisecond), Bytes(p.RSSBytes), p.Command)
+	}
+	return tw.Flush()
+}
+
+// Pools writes warm pools as sbx pool ls's table.
+func Pools(w io.Writer, list []*sbx.Pool) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tIMAGE\tSIZE\tREADY\tSTARTING\tKEY")
+	for _, p := range list {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.12s\n", p.Name, ImageOf(&p.Options), p.Size, len(p.Ready), p.Starting, p.Key)
+	}
+	return tw.Flush()
+}
+
+// GCReport writes what sbx gc did, one line per sandbox or orphan.
+func GCReport(w io.Writer, rep *sbx.GCReport) {
+	for _, done := range []struct {
+		what string
+		ids  []string
+	}{
+		{"removed", rep.Runs}, {"removed expired", rep.Expired}, {"removed interrupted", rep.Interrupted},
+		{"marked stopped", rep.Stopped}, {"removed orphan", rep.Orphans}, {"removed pool member", rep.Pooled},
+	} {
+		for _, id := range done.ids {
+			fmt.Fprintln(w, done.what, id)
+		}
+	}
+}
+
+// Info writes the host facts as sbx info's text.
+func Info(w io.Writer, info *sbx.HostInfo) {
+	fmt.Fprintf(w, "sbx:          %s\nkernel:       %s\ncgroups:      %s (%s)\ncgroup parent: /%s\nswap limit:   %v\nseccomp:      %v %s\noverlayfs:    %v\nuser ns:      %v\nroot:         %s\nrun root:     %s\n",
+		info.Version, info.Kernel, info.CgroupMode, strings.Join(info.CgroupControllers, ","), strings.TrimPrefix(info.CgroupParent, "/"),
+		info.SwapLimit, info.Seccomp, info.LibseccompVersion, info.Overlayfs, info.UserNamespaces, info.Root, info.RunRoot)
+	fmt.Fprintln(w, "uses:")
+	for _, u := range info.Uses {
+		fmt.Fprintln(w, "  -", u)
+	}
+	for _, warn := range info.Warnings {
+		fmt.Fprintln(w, "warning:", warn)
+	}
+}
