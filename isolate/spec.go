@@ -231,8 +231,8 @@ func (s *Spec) kernelMounts() []specs.Mount {
 // name=systemd, net_cls, perf_event, the controller-less unified
 // hierarchy of hybrid hosts...) still apply to the sandbox (libcontainer
 // joins every hierarchy; the devices cgroup still denies device access)
-// but are not shown: each bind costs libcontainer 1.5's init about 150
-// syscalls of path checks, about 0.3 ms of a start.
+// but are not shown: each bind costs libcontainer 1.5's init about 90
+// syscalls of path checks (BENCHMARKS.md, "A quiet cold start").
 var viewedControllers = map[string]bool{"cpu": true, "cpuacct": true, "cpuset": true, "memory": true, "pids": true}
 
 // viewed reports whether the v1 hierarchy mounted at mp holds one of
