@@ -39,6 +39,12 @@ type Options struct {
 	// Logs, its end reported by Wait and sent signals by Signal (see
 	// Sandbox.Cmd); empty starts nothing.
 	Cmd []string `json:"cmd,omitempty"`
+	// AutoRemove removes the sandbox once its main command (Cmd) has
+	// ended for good, or the sandbox was stopped, as docker run --rm
+	// does. The host process that holds the sandbox's events (sbx serve)
+	// does it, or the CLI's background `sbx auto-remove` process; sbx gc
+	// removes those it finds stopped. It needs Cmd.
+	AutoRemove bool `json:"auto_remove,omitempty"`
 	// Env is KEY=VALUE pairs added to the image's environment for every
 	// command run in the sandbox.
 	Env []string `json:"env,omitempty"`
@@ -299,6 +305,9 @@ func (o *Options) Validate() error {
 	}
 	if o.TTL < 0 {
 		bad("ttl must not be negative")
+	}
+	if o.AutoRemove && len(o.Cmd) == 0 {
+		bad("auto_remove needs a main command (cmd): the sandbox is removed when it ends")
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalid, errors.Join(errs...))

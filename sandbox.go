@@ -356,6 +356,9 @@ type GCReport struct {
 	// Pooled are idle warm-pool members removed: their PID 1 died, or
 	// their pool is gone.
 	Pooled []string `json:"pooled,omitempty"`
+	// AutoRemoved are sandboxes created with AutoRemove found stopped or
+	// with their command ended (their remover died), removed.
+	AutoRemoved []string `json:"auto_removed,omitempty"`
 }
 
 // HostInfo is what a host offers and what sbx uses there, as `sbx info`

@@ -176,8 +176,8 @@ func TestReports(t *testing.T) {
 		t.Errorf("report into a missing directory: %v", err)
 	}
 	b.Reset()
-	GCReport(&b, &sbx.GCReport{Runs: []string{"a"}, Expired: []string{"b"}, Orphans: []string{"/x"}, Pooled: []string{"p"}})
-	if b.String() != "removed a\nremoved expired b\nremoved orphan /x\nremoved pool member p\n" {
+	GCReport(&b, &sbx.GCReport{Runs: []string{"a"}, Expired: []string{"b"}, Orphans: []string{"/x"}, Pooled: []string{"p"}, AutoRemoved: []string{"r"}})
+	if b.String() != "removed a\nremoved expired b\nremoved orphan /x\nremoved pool member p\nremoved (--rm, its command ended) r\n" {
 		t.Errorf("gc report: %q", b.String())
 	}
 	b.Reset()

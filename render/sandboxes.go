@@ -112,6 +112,7 @@ func GCReport(w io.Writer, rep *sbx.GCReport) {
 	}{
 		{"removed", rep.Runs}, {"removed expired", rep.Expired}, {"removed interrupted", rep.Interrupted},
 		{"marked stopped", rep.Stopped}, {"removed orphan", rep.Orphans}, {"removed pool member", rep.Pooled},
+		{"removed (--rm, its command ended)", rep.AutoRemoved},
 	} {
 		for _, id := range done.ids {
 			fmt.Fprintln(w, done.what, id)

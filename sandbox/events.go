@@ -33,7 +33,12 @@ type events struct {
 	refill  chan struct{} // a bridged create took a pooled namespace
 	// poolRefill: a create claimed a warm pool's member
 	poolRefill chan struct{}
-	wg         sync.WaitGroup
+	// autoRemoves: this host removes the sandboxes created with
+	// AutoRemove once their command ended (StartBackground).
+	autoRemoves bool
+	removingMu  sync.Mutex
+	removing    map[string]bool // sandboxes with a RemoveWhenDone running
+	wg          sync.WaitGroup
 }
 
 func newEvents(h *Host) *events {
@@ -118,9 +123,10 @@ func (h *Host) LastEventSeq() uint64 {
 
 // StartBackground re-adopts the sandboxes a previous process left running
 // (Recover) and starts the host's background work until Close: the
-// watcher that reports changes made elsewhere, the expiry watcher, and the
-// network pool (HostConfig.NetworkPool). A server calls it; a CLI need
-// not.
+// watcher that reports changes made elsewhere, the expiry watcher, the
+// removal of sandboxes created with AutoRemove once their command ended
+// (RemoveWhenDone), and the network pool (HostConfig.NetworkPool). A
+// server calls it; a CLI need not.
 func (h *Host) StartBackground(ctx context.Context) error {
 	h.events.start(ctx, true)
 	return nil
@@ -148,8 +154,13 @@ func (e *events) start(ctx context.Context, full bool) {
 			h.log.Warn("recover sandboxes", "err", err)
 		}
 		h.log.Info("re-adopted running sandboxes", "count", len(live))
+		e.autoRemoves = true
 	}
-	e.tracker.seed(e.listAll(ctx))
+	all := e.listAll(ctx)
+	e.tracker.seed(all)
+	if e.autoRemoves {
+		e.autoRemove(all)
+	}
 	e.wg.Add(2)
 	go e.watch()
 	go e.watchExpiry()
@@ -266,6 +277,9 @@ func (e *events) reconcile(ctx context.Context) {
 		e.tracker.oomKills(sb, u.OOMKills)
 	}
 	e.tracker.sync(list, listedAt)
+	if e.autoRemoves { // set before the watcher started
+		e.autoRemove(list)
+	}
 }
 
 // anyDead reports whether the PID 1 of a sandbox recorded as running or

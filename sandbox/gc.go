@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox/state"
@@ -139,6 +140,7 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 	_, err = h.recover(ctx, rep)
 	errs = append(errs, err)
 	errs = append(errs, h.gcPools(ctx, rep))
+	errs = append(errs, h.gcAutoRemove(ctx, rep))
 	exists := func(id string) bool {
 		_, err := os.Stat(h.store.Dir(id))
 		return err == nil
@@ -201,4 +203,38 @@ const rootOwnerFile = "root"
 func (h *Host) ownsRunDir(id string) bool {
 	data, err := os.ReadFile(filepath.Join(h.store.RunDir(id), rootOwnerFile))
 	return err == nil && string(data) == h.store.Root()
+}
+
+// autoRemoveProbe bounds how long gc asks a running sandbox's executor
+// whether its main command has ended.
+const autoRemoveProbe = 300 * time.Millisecond
+
+// gcAutoRemove removes the sandboxes created with AutoRemove whose
+// command has ended (or that stopped) but that are still here: the
+// process that was to remove them died.
+func (h *Host) gcAutoRemove(ctx context.Context, rep *sbx.GCReport) error {
+	list, err := h.List(ctx, sbx.Filter{})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, sb := range list {
+		if !autoRemoveCandidate(sb) {
+			continue
+		}
+		if sb.Status != sbx.StatusStopped {
+			probe, cancel := context.WithTimeout(ctx, autoRemoveProbe)
+			_, err := h.Wait(probe, sb.ID)
+			cancel()
+			if err != nil {
+				continue // still running (or not answering): its remover may be alive
+			}
+		}
+		if err := h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil && !errors.Is(err, sbx.ErrNotFound) {
+			errs = append(errs, fmt.Errorf("auto-remove sandbox %s: %w", sb.ShortID(), err))
+			continue
+		}
+		rep.AutoRemoved = append(rep.AutoRemoved, sb.ID)
+	}
+	return errors.Join(errs...)
 }

@@ -50,6 +50,9 @@ With -d the command starts as the main command of a long-lived sandbox (what
 sbx create IMAGE CMD does) and run prints the sandbox's ID: follow its output
 with sbx logs -f, wait for it with sbx wait, stop it with sbx stop or sbx
 kill, remove it with sbx rm. --name, --label and --ttl name such a sandbox.
+With -d --rm the sandbox is removed once its command ended or it was
+stopped, as docker's is: by a background sbx process (sbx serve does it for
+the sandboxes it serves; sbx gc removes those it finds stopped).
 
 Exit codes: the command's own; 128+N when killed by signal N; 137 on an OOM
 kill; 124 when --timeout fired; 126 when the command cannot be executed; 127
@@ -69,7 +72,7 @@ when it is not found; 125 when sbx itself failed.`,
 	cmd.Flags().StringVar(&o.report, "report", "", "write a JSON resource report to this file")
 	cmd.Flags().BoolVar(&o.stats, "stats", false, "print a resource report on stderr")
 	cmd.Flags().BoolVarP(&o.detach, "detach", "d", false, "start the command in a long-lived sandbox, print its ID and return")
-	cmd.Flags().BoolVar(&o.rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d)")
+	cmd.Flags().BoolVar(&o.rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d; with -d a background process does it)")
 	cmd.Flags().StringVar(&o.name, "name", "", "a unique name for the sandbox (with -d)")
 	cmd.Flags().StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
 	cmd.Flags().StringArrayVar(&o.tmpf, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
@@ -162,7 +165,7 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 // image's entrypoint with CMD (or the image's Cmd), or CMD with --rootfs
 // and in host mode; it prints the sandbox's ID.
 func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConfig, opts sbx.Options, cmdArgs []string) error {
-	for _, bad := range []string{"interactive", "tty", "report", "stats", "rm"} {
+	for _, bad := range []string{"interactive", "tty", "report", "stats"} {
 		if cmd.Flags().Changed(bad) {
 			return exitErr("--%s does not go with -d: the command runs on in the background (follow it with sbx logs -f, wait with sbx wait, remove with sbx rm or --ttl)", bad)
 		}
@@ -177,7 +180,7 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	if err != nil {
 		return exitErr("%v", err)
 	}
-	opts.Name, opts.TTL, opts.Labels = o.name, o.ttl, labels
+	opts.Name, opts.TTL, opts.Labels, opts.AutoRemove = o.name, o.ttl, labels, o.rm
 	b, err := a.open(cfg)
 	if err != nil {
 		return sbxError(err)
@@ -206,6 +209,13 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	}
 	if a.local != nil && sb.ExpiresAt != nil {
 		startExpiryWatcher(a)
+	}
+	if a.local != nil && o.rm {
+		// No daemon: a process of its own removes it (a server does that
+		// for the sandboxes it serves; sbx gc for those found stopped).
+		if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
+			return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
+		}
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 	return nil

@@ -488,11 +488,35 @@ lets the script download packages).`,
 // expiryWatcherCmd is the background process that removes sandboxes as
 // their --ttl passes; sbx create starts it.
 func expiryWatcherCmd(a *app) *cobra.Command {
+	return backgroundCmd(a, "expiry-watcher", "Remove sandboxes as their --ttl passes; exits when none has one (started by sbx create)", cobra.NoArgs,
+		func(ctx context.Context, h *sandbox.Host, _ []string) error {
+			_, err := h.RunExpiryWatcher(ctx)
+			return err
+		})
+}
+
+// startExpiryWatcher starts `sbx expiry-watcher` in the background,
+// detached from this process and its terminal, unless one already runs.
+func startExpiryWatcher(a *app) {
+	if !a.local.ExpiryWatcherRunning() {
+		_ = spawnDetached(a, "expiry-watcher")
+	}
+}
+
+// autoRemoverCmd is the background process that removes a sandbox of
+// sbx run -d --rm once its command ended; run -d starts it.
+func autoRemoverCmd(a *app) *cobra.Command {
+	return backgroundCmd(a, "auto-remove ID", "Remove a sandbox once its main command ended (started by sbx run -d --rm)", cobra.ExactArgs(1),
+		func(ctx context.Context, h *sandbox.Host, args []string) error {
+			return h.RemoveWhenDone(ctx, args[0])
+		})
+}
+
+// backgroundCmd is a hidden command that runs work on the local host
+// until it returns or a signal ends it (then it exits 0).
+func backgroundCmd(a *app, use, short string, args cobra.PositionalArgs, work func(context.Context, *sandbox.Host, []string) error) *cobra.Command {
 	return &cobra.Command{
-		Use:    "expiry-watcher",
-		Short:  "Remove sandboxes as their --ttl passes; exits when none has one (started by sbx create)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use: use, Short: short, Hidden: true, Args: args,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			h, err := a.localHost(cmd, sandbox.HostConfig{})
 			if err != nil {
@@ -500,34 +524,31 @@ func expiryWatcherCmd(a *app) *cobra.Command {
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			_, err = h.RunExpiryWatcher(ctx)
-			if ctx.Err() != nil {
-				return nil
+			if err := work(ctx, h, args); err != nil && ctx.Err() == nil {
+				return sbxError(err)
 			}
-			return sbxError(err)
+			return nil
 		},
 	}
 }
 
-// startExpiryWatcher starts `sbx expiry-watcher` in the background,
-// detached from this process and its terminal, unless one already runs.
-func startExpiryWatcher(a *app) {
-	if a.local.ExpiryWatcherRunning() {
-		return
-	}
+// spawnDetached starts sbx with args on this command's state in the
+// background, detached from this process and its terminal.
+func spawnDetached(a *app, args ...string) error {
 	exe, err := os.Executable()
 	if err != nil {
-		return
+		return err
 	}
 	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return
+		return err
 	}
 	defer devnull.Close()
-	cmd := exec.Command(exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel, "expiry-watcher")
+	cmd := exec.Command(exe, append([]string{"--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel}, args...)...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err == nil {
-		_ = cmd.Process.Release()
+	if err := cmd.Start(); err != nil {
+		return err
 	}
+	return cmd.Process.Release()
 }

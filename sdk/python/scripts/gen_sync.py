@@ -27,6 +27,7 @@ RENAMES = {
     "AsyncSandboxes": "Sandboxes",
     "AsyncSandbox": "Sandbox",
     "AsyncImages": "Images",
+    "AsyncPools": "Pools",
     "AsyncFiles": "Files",
     "AsyncSession": "Session",
     "AsyncExecStream": "ExecStream",

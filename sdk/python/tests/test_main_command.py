@@ -3,6 +3,10 @@ wait and signal, against a real server."""
 
 from __future__ import annotations
 
+import time
+
+import pytest
+
 import sbx
 from conftest import Server
 
@@ -39,3 +43,35 @@ def test_signal_and_no_main_command(client: sbx.Client, server: Server) -> None:
             assert err.status in (409, 422), err
         else:
             raise AssertionError("logs of a sandbox without a main command did not fail")
+
+
+def test_auto_remove(client: sbx.Client, server: Server) -> None:
+    """``auto_remove``: the server removes the sandbox once its command
+    ended, or once it was stopped (``docker run -d --rm``)."""
+
+    def gone(sb: sbx.Sandbox) -> bool:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                sb.refresh()
+            except sbx.NotFoundError:
+                return True
+            time.sleep(0.05)
+        return False
+
+    ended = client.sandboxes.create("busybox", cmd=["sh", "-c", "sleep 0.2"], auto_remove=True)
+    server.seen.add(ended.id)
+    assert ended.record.spec.get("auto_remove") is True
+    assert gone(ended), "the sandbox whose command ended is still there"
+    stopped = client.sandboxes.create("busybox", cmd=["sleep", "9131"], auto_remove=True)
+    server.seen.add(stopped.id)
+    stopped.stop(timeout="1s")
+    assert gone(stopped), "the stopped sandbox is still there"
+    with pytest.raises(ValueError):
+        client.sandboxes.create("busybox", auto_remove=True)
+    kept = client.sandboxes.create("busybox", cmd=["true"])
+    server.seen.add(kept.id)
+    kept.wait()
+    time.sleep(0.5)  # five of the server's watch intervals
+    assert kept.refresh().status == "running"
+    kept.remove()

@@ -13,7 +13,7 @@ coroutines (asyncio or trio, through anyio). Errors are the exceptions in
 this module, named after the server's error codes; see docs/python.md.
 """
 
-from ._async.client import AsyncClient, AsyncEventStream, AsyncImages, AsyncSandboxes
+from ._async.client import AsyncClient, AsyncEventStream, AsyncImages, AsyncPools, AsyncSandboxes
 from ._async.sandbox import AsyncExecStream, AsyncFiles, AsyncSandbox, AsyncSession
 from ._errors import (
     APIError,
@@ -58,6 +58,7 @@ from ._models import (
     DiskUsage,
     Event,
     ExecResult,
+    ExecutorInfo,
     Exit,
     FileEntry,
     GCReport,
@@ -71,6 +72,8 @@ from ._models import (
     LogFrame,
     LogOutput,
     OutputChunk,
+    Pool,
+    PoolReport,
     PreparedImage,
     ProcessInfo,
     PruneReport,
@@ -83,7 +86,7 @@ from ._models import (
     Tmpfs,
     Volume,
 )
-from ._sync.client import Client, EventStream, Images, Sandboxes
+from ._sync.client import Client, EventStream, Images, Pools, Sandboxes
 from ._sync.sandbox import ExecStream, Files, Sandbox, Session
 from ._units import duration_seconds, go_duration, parse_size
 from ._version import __version__
@@ -105,6 +108,8 @@ __all__ = [
     "AsyncExecStream",
     "Images",
     "AsyncImages",
+    "Pools",
+    "AsyncPools",
     "EventStream",
     "AsyncEventStream",
     "parse_size",

@@ -48,6 +48,9 @@ __all__ = [
     "Health",
     "HostInfo",
     "GCReport",
+    "Pool",
+    "PoolReport",
+    "ExecutorInfo",
 ]
 
 Json = Mapping[str, Any]
@@ -382,6 +385,13 @@ class Image(_Decoded):
     platform: str
     size_bytes: int = json_names("size_bytes", "size")
 
+    @property
+    def familiar_name(self) -> str:
+        """The name as docker prints it: ``busybox:latest`` for
+        ``index.docker.io/library/busybox:latest`` (``name`` is the
+        canonical form the server records)."""
+        return familiar_name(self.name)
+
 
 @dataclass(frozen=True)
 class ImageDetail(_Decoded):
@@ -397,6 +407,26 @@ class ImageDetail(_Decoded):
     config: dict[str, Any] = json_names("config")
     layer_dirs: list[str] = json_names("layer_dirs", "layerDirs")
     diff_ids: list[str] = json_names("diff_ids", "diffIDs")
+
+    @property
+    def familiar_name(self) -> str:
+        """The name as docker prints it (see :attr:`Image.familiar_name`)."""
+        return familiar_name(self.name)
+
+
+#: The registry of image names that give none.
+DEFAULT_REGISTRY = "index.docker.io"
+
+
+def familiar_name(name: str) -> str:
+    """Shorten a canonical image name the way docker prints it:
+    ``index.docker.io/library/busybox:latest`` becomes ``busybox:latest``,
+    ``index.docker.io/me/app:1`` becomes ``me/app:1``; other registries'
+    names stay as they are."""
+    for prefix in (DEFAULT_REGISTRY + "/library/", DEFAULT_REGISTRY + "/"):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
 
 
 @dataclass(frozen=True)
@@ -588,10 +618,56 @@ class HostInfo(_Decoded):
 @dataclass(frozen=True)
 class GCReport(_Decoded):
     """What the server's garbage collection removed: expired sandboxes,
-    interrupted creates and removes, stopped sandboxes cleaned up, and
-    orphaned runtime state."""
+    interrupted creates and removes, stopped sandboxes cleaned up,
+    orphaned runtime state, idle pool members whose pool or PID 1 is gone,
+    and ``auto_remove`` sandboxes whose command had ended."""
 
     expired: list[str]
     interrupted: list[str]
     stopped: list[str]
     orphans: list[str]
+    pooled: list[str] = field(default_factory=list)
+    auto_removed: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Pool(_Decoded):
+    """A warm pool (:attr:`Client.pools`): its ``name``, the ``size`` of idle
+    members it keeps, the ``options`` they start with (the server's object
+    as sent), the ``key`` a create must match to claim one, the ids of the
+    ``ready`` members, how many are ``starting``, and when it was
+    ``created``."""
+
+    name: str = json_names("name", required=True)
+    size: int = 0
+    options: dict[str, Any] = field(default_factory=dict)
+    key: str = ""
+    ready: list[str] = field(default_factory=list)
+    starting: int = 0
+    created: Optional[datetime] = None
+
+
+@dataclass(frozen=True)
+class PoolReport(_Decoded):
+    """What a pool operation did: the members it ``started`` (fill) and
+    ``removed`` (drain, remove, members that no longer matched)."""
+
+    removed: list[str] = field(default_factory=list)
+    started: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ExecutorInfo(_Decoded):
+    """CPU, memory, disk and pids as seen inside a sandbox
+    (:meth:`Sandbox.info`), each the server's object as sent: ``cpu``
+    (count, load1, usage_s, limit_cpus), ``memory`` (total_bytes,
+    available_bytes, used_bytes, limit_bytes), ``disk`` (path,
+    total_bytes, used_bytes, free_bytes), ``pids`` (current, limit).
+    The sandbox's own code can change these answers: do not base
+    decisions of the host on them."""
+
+    cpu: dict[str, Any] = field(default_factory=dict)
+    memory: dict[str, Any] = field(default_factory=dict)
+    disk: dict[str, Any] = field(default_factory=dict)
+    pids: dict[str, Any] = field(default_factory=dict)
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)

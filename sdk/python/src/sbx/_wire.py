@@ -98,6 +98,13 @@ def image_path(ref: str) -> str:
     return "/v1/images/" + quote(ref, safe="")
 
 
+def pool_path(name: str, suffix: str = "") -> str:
+    """The path of a warm pool's route: ``/v1/pools/{name}{suffix}``."""
+    if not name:
+        raise ValueError("pool name is empty")
+    return "/v1/pools/" + quote(name, safe="") + suffix
+
+
 def env_list(env: Optional[Env], what: str = "env") -> Optional[list[str]]:
     if env is None:
         return None
@@ -175,6 +182,10 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
     }
     if o.get("readonly_rootfs"):
         body["readonly_rootfs"] = True
+    if o.get("auto_remove"):
+        if "cmd" not in o:
+            raise ValueError("auto_remove needs a cmd: the sandbox is removed when that command ends")
+        body["auto_remove"] = True
     if "cmd" in o:
         cmd = o["cmd"]
         body["cmd"] = _argv([cmd] if isinstance(cmd, str) else cmd, "cmd")

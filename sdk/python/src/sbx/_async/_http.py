@@ -7,12 +7,15 @@ sdk/python/scripts/gen_sync.py.
 
 from __future__ import annotations
 
+import os
+import tempfile
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, AsyncGenerator, AsyncIterator, Mapping, Optional, TypeVar
+from typing import IO, Any, AsyncGenerator, AsyncIterator, Mapping, Optional, TypeVar, Union
 
 import httpx
 
+from .. import _aio
 from .._errors import ProtocolError
 from .._transport import DEFAULT, Timeout, client_options, http_timeout, translated
 from .._wire import MAX_JSON_BYTES, MAX_LINE_BYTES, Frame, api_error, decode_frame, decode_json, endpoint
@@ -121,3 +124,31 @@ async def ndjson(resp: httpx.Response, what: str) -> AsyncGenerator[Frame, None]
     if buf.strip():
         yield decode_frame(bytes(buf), what)
 
+
+
+async def download_to(
+    http: AsyncHTTP, dest: Union[str, os.PathLike[str], IO[bytes]], method: str, path: str, **kw: Any
+) -> None:
+    """Stream the body of a request (the arguments of :meth:`AsyncHTTP.stream`)
+    into ``dest``: a local path, which appears only once the body is
+    complete (a failure leaves nothing), or a binary file object."""
+    if not isinstance(dest, (str, os.PathLike)):
+        await _copy_body(http, dest, method, path, **kw)
+        return
+    target = os.fspath(dest)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(target)), prefix=".sbx-download-")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            await _copy_body(http, f, method, path, **kw)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+async def _copy_body(http: AsyncHTTP, out: IO[bytes], method: str, path: str, **kw: Any) -> None:
+    async with http.stream(method, path, timeout=None, **kw) as resp:
+        with translated(http.where, kw["what"]):
+            async for chunk in resp.aiter_bytes():
+                await _aio.run_sync(out.write, chunk)

@@ -11,7 +11,7 @@ import os
 from contextlib import AsyncExitStack
 from pathlib import Path
 from types import TracebackType
-from typing import Any, AsyncGenerator, AsyncIterator, Mapping, Optional, Union
+from typing import IO, Any, AsyncGenerator, AsyncIterator, Mapping, Optional, Union
 
 from .. import _aio, _tar
 from .._errors import CommandError, CommandTimeoutError, NotFoundError, ProtocolError
@@ -19,6 +19,7 @@ from .._models import (
     ArchiveResult,
     Change,
     ExecResult,
+    ExecutorInfo,
     Exit,
     Image,
     Listing,
@@ -43,7 +44,7 @@ from .._wire import (
     sandbox_path,
     session_run_body,
 )
-from ._http import AsyncClosing, AsyncHTTP, ndjson
+from ._http import AsyncClosing, AsyncHTTP, download_to, ndjson
 
 #: What files.read and files.read_bytes accept by default, in bytes.
 MAX_READ_BYTES = 128 << 20
@@ -302,6 +303,19 @@ class AsyncSandbox:
         if not isinstance(items, list):
             raise ProtocolError(f"diff of {self.id}: the server sent no list")
         return [Change.from_json(c) for c in items]
+
+    async def export(self, dest: Union[str, os.PathLike[str], IO[bytes]]) -> None:
+        """Write the sandbox's root file system (its image with its changes)
+        as one tar to ``dest``, as ``docker export`` does: a local path,
+        which appears only once the tar is complete, or a binary file
+        object. A running sandbox is paused meanwhile; volumes and tmpfs
+        mounts are not in it."""
+        await download_to(self._http, dest, "GET", self._path("/export"), what=f"export {self.id}")
+
+    async def info(self) -> ExecutorInfo:
+        """CPU, memory, disk and pids as the sandbox's executor sees them
+        inside (for the host's own figures see :meth:`stats`)."""
+        return ExecutorInfo.from_json(await self._http.call("GET", self._path("/info"), what=f"info of {self.id}"))
 
     async def remove(self, force: bool = True) -> None:
         """Remove the sandbox and everything it created on the host. A
