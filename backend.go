@@ -35,7 +35,8 @@ type Sandboxes interface {
 	Remove(ctx context.Context, ref string, o RemoveOptions) error
 
 	// Logs calls fn with the output of the sandbox's main command
-	// (Options.Cmd) as o selects, ending with a LogEnd frame.
+	// (Options.Cmd) as o selects, ending with a LogEnd frame. An error
+	// from fn ends the stream and is returned as it is.
 	Logs(ctx context.Context, ref string, o LogOptions, fn func(LogFrame) error) error
 	// Wait waits until the main command has ended for good and says how;
 	// it works from any process, also after the executor is gone.

@@ -17,6 +17,12 @@ type ExecRequest struct {
 	TimeoutS float64 `json:"timeout_s,omitempty"`
 	// MaxOutputBytes caps the output kept of each stream.
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
+	// Detach starts the command and returns at once, as docker exec -d:
+	// the result has only its Pid (inside the sandbox), or the exit code
+	// 127/126 and the reason on Stderr when it cannot start. The command
+	// gets no input or output and runs on after the caller goes, until it
+	// ends, TimeoutS passes or the sandbox stops. Stdin is refused.
+	Detach bool `json:"detach,omitempty"`
 }
 
 // ExecResult is how a command ended. Signal names the signal that ended it
@@ -40,6 +46,8 @@ type ExecResult struct {
 	UserTimeS       float64 `json:"user_time_s"`
 	SysTimeS        float64 `json:"sys_time_s"`
 	MemoryPeakBytes uint64  `json:"memory_peak_bytes"`
+	// Pid is a detached command's pid inside the sandbox (Detach).
+	Pid int `json:"pid,omitempty"`
 }
 
 // Frame types of a streamed exec.

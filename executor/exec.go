@@ -47,6 +47,15 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, api.CodeLimit, fmt.Sprintf("%d commands already run; retry later", cap(s.execs)))
 		return
 	}
+	if req.Detach {
+		res, err := s.startDetached(req)
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, res)
+		return
+	}
 	if r.URL.Query().Get("stream") == "1" || r.URL.Query().Get("stream") == "true" {
 		s.execStream(w, r, req)
 		return
@@ -115,17 +124,9 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	if s.isStopping() {
 		return api.ExecResult{}, errStopping
 	}
-	argv := req.Argv
-	switch {
-	case len(argv) > 0 && req.Command != "":
-		return api.ExecResult{}, badRequest("give either argv or command, not both")
-	case req.Command != "":
-		argv = []string{"/bin/sh", "-c", req.Command}
-	case len(argv) == 0:
-		return api.ExecResult{}, badRequest("argv or command is required")
-	}
-	if req.TimeoutS < 0 {
-		return api.ExecResult{}, badRequest("timeout_s must not be negative")
+	argv, err := execArgv(req)
+	if err != nil {
+		return api.ExecResult{}, err
 	}
 	ra, err := s.resolveRun(req.User, req.Cwd)
 	if err != nil {

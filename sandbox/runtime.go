@@ -23,14 +23,12 @@ import (
 	"github.com/sbxrun/sbx/rootfs"
 )
 
-// Paths inside a sandbox's runtime directory, and where the socket
-// directory appears inside the sandbox.
+// Paths inside a sandbox's runtime directory.
 const (
 	rootfsDir     = "rootfs"         // the root's directory (provision)
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1
-	SocketDirPath = "/.sbx/run"      // the socket directory inside the sandbox, read-only
 	healthPath    = "/v1/health"     // the executor's readiness endpoint
 	maxHealthBody = 64 << 10         // cap on the executor's health reply
 	killWait      = 10 * time.Second // how long to wait for a killed PID 1 to go
@@ -48,9 +46,13 @@ const (
 // a new namespace on its leased range when uns is nil (Start).
 func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs.Mount, uns *usernsHandle) error {
 	run := h.store.RunDir(sb.ID)
+	// The socket stays on the host side: the executor serves on the
+	// listening descriptor it inherits (--listen-fd), so the sandbox never
+	// sees the socket's directory, and no mount is made for it (every
+	// mount on the host is copied into each new sandbox's mount namespace,
+	// so per-sandbox host mounts make every create slower).
 	sockDir := filepath.Join(run, socketDir)
-	// Its own tmpfs: its bind mount in the sandbox names no host path.
-	if err := rootfs.PrivateDir(sockDir, 64<<10); err != nil {
+	if err := os.Mkdir(sockDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create socket directory: %w", err)
 	}
 	sockPath := filepath.Join(sockDir, socketName)
@@ -76,10 +78,7 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 	if err != nil {
 		return err
 	}
-	binds := []specs.Mount{
-		readOnlyBind(executor, isolate.ExecutorPath),
-		readOnlyBind(sockDir, SocketDirPath, "noexec"),
-	}
+	binds := []specs.Mount{readOnlyBind(executor, isolate.ExecutorPath)}
 	env := sb.Options.Env
 	if sb.Image != nil {
 		env = sbx.MergeEnv(sb.Image.Env, sb.Options.Env)
@@ -94,13 +93,6 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 			return err
 		}
 		defer p.closeUserNS()
-	}
-	if p.uns != nil {
-		// The socket directory (a tmpfs of its own) must be the sandbox
-		// root's: the executor binds and serves on it.
-		if err := os.Lchown(sockDir, int(p.uns.rng.HostID), int(p.uns.rng.HostID)); err != nil {
-			return fmt.Errorf("give the socket directory to the sandbox's root: %w", err)
-		}
 	}
 	spec := containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds)
 	// The commands' environment goes through a memfd, not the command

@@ -94,9 +94,16 @@ func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(s
 		if o.Tail > 0 {
 			lo.TailBytes = o.Tail
 		}
+		// fnErr is the caller's own error: it ends the stream as it is,
+		// and says nothing about the executor.
+		var fnErr error
 		end, err := c.ServiceLogs(ctx, lo, func(f execapi.LogFrame) error {
-			return fn(sbx.LogFrame{Type: f.Type, Offset: f.Offset, Data: f.Data, Time: f.Time, Lost: f.Lost})
+			fnErr = fn(sbx.LogFrame{Type: f.Type, Offset: f.Offset, Data: f.Data, Time: f.Time, Lost: f.Lost})
+			return fnErr
 		})
+		if fnErr != nil {
+			return fnErr
+		}
 		if err == nil {
 			if end.Service != nil && end.Service.State == execapi.ServiceExited {
 				h.saveService(ctx, sb, c, end.Service)

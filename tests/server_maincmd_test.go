@@ -122,6 +122,14 @@ func TestServerMainCommand(t *testing.T) {
 				out, _, _, _ := logsOf(ctx, t, b.b, sb.ID, sbx.LogOptions{})
 				return out == "ready\n"
 			})
+			// An error of the caller's own fn ends the stream as it is,
+			// while the command runs on: it says nothing about the
+			// executor (it was once taken for a gone executor, and the
+			// caller got "not recorded" instead).
+			errStop := errors.New("the reader went away")
+			if err := b.b.Logs(ctx, sb.ID, sbx.LogOptions{Follow: true}, func(sbx.LogFrame) error { return errStop }); !errors.Is(err, errStop) {
+				t.Fatalf("logs whose fn fails: %v, want fn's error", err)
+			}
 			if err := b.b.Signal(ctx, sb.ID, "SIGUSR1"); err != nil {
 				t.Fatal(err)
 			}

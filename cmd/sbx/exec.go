@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 type execOptions struct {
 	interactive, tty bool
+	detach           bool
 	env              []string
 	workdir, user    string
 	timeout          time.Duration
@@ -24,13 +26,16 @@ type execOptions struct {
 func execCmd(a *app) *cobra.Command {
 	o := &execOptions{}
 	cmd := &cobra.Command{
-		Use:   "exec [-i] [-t] [-e K=V] [-w DIR] [-u USER] [--timeout D] ID -- CMD [ARG...]",
+		Use:   "exec [-d] [-i] [-t] [-e K=V] [-w DIR] [-u USER] [--timeout D] ID -- CMD [ARG...]",
 		Short: "Run a command in a running sandbox",
 		Long: `Run a command in a running sandbox. Output is streamed as it is produced and
 the command's exit code becomes sbx's (124 when --timeout fired, 125 when sbx
 itself failed). The sandbox's executor starts it, as a child of the
 sandbox's PID 1 under its seccomp filter; with -i (keep stdin open) or -t (a
-terminal that follows window resizes) through its attach endpoint.`,
+terminal that follows window resizes) through its attach endpoint.
+With -d the command starts in the background and exec returns at once,
+printing nothing (as docker exec -d): it runs on, with no input or output,
+until it ends, --timeout passes or the sandbox stops.`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			argv := args[1:]
@@ -45,6 +50,7 @@ terminal that follows window resizes) through its attach endpoint.`,
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
+	f.BoolVarP(&o.detach, "detach", "d", false, "start the command in the background and return at once")
 	f.BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
 	f.BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
 	f.StringArrayVarP(&o.env, "env", "e", nil, "set an environment variable: KEY=VALUE")
@@ -69,6 +75,21 @@ func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []stri
 		return sbxError(err)
 	}
 	defer cancel()
+	if o.detach {
+		if o.interactive || o.tty {
+			return exitErr("-d does not go with -i or -t: a detached command has no input or terminal")
+		}
+		req.Detach = true
+		res, err := b.Exec(ctx, ref, req, nil)
+		if err != nil {
+			return sbxError(err)
+		}
+		if res.Pid == 0 { // it did not start
+			fmt.Fprint(cmd.ErrOrStderr(), res.Stderr)
+			return exitWith(res.ExitCode)
+		}
+		return nil
+	}
 	if o.interactive || o.tty {
 		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.tty}, o.interactive)
 	}

@@ -273,12 +273,39 @@ func (c *Client) execBudget(req api.ExecRequest) (time.Duration, int64) {
 	return d, 2*6*out + 64<<10
 }
 
-// Exec runs one command to its end.
+// Exec runs one command to its end; with req.Detach it starts the command
+// and returns at once (see execDetached).
 func (c *Client) Exec(ctx context.Context, req api.ExecRequest) (api.ExecResult, error) {
+	if req.Detach {
+		return c.execDetached(ctx, req)
+	}
 	d, maxBytes := c.execBudget(req)
 	var res api.ExecResult
 	err := c.call(ctx, d, http.MethodPost, api.PathExec, req, &res, maxBytes)
 	return checked(res), err
+}
+
+// maxPid bounds a pid the executor reports: the kernel's PID_MAX_LIMIT.
+const maxPid = 1 << 22
+
+// execDetached starts a detached command (docker exec -d). The reply is
+// small and held to what a detached start can say: a pid the kernel could
+// hand out, or a failed start's exit code (126, 127) with a short reason;
+// no output, nothing else.
+func (c *Client) execDetached(ctx context.Context, req api.ExecRequest) (api.ExecResult, error) {
+	var res api.ExecResult
+	if err := c.call(ctx, c.opts.Timeout, http.MethodPost, api.PathExec, req, &res, 64<<10); err != nil {
+		return api.ExecResult{}, err
+	}
+	switch {
+	case res.Stdout != "" || res.TimedOut || res.Truncated:
+		return api.ExecResult{}, errors.New("executor: the reply to a detached exec carries output")
+	case res.Pid == 0 && res.ExitCode != 126 && res.ExitCode != 127:
+		return api.ExecResult{}, fmt.Errorf("executor: the reply to a detached exec has no pid (exit code %d)", res.ExitCode)
+	case res.Pid < 0 || res.Pid > maxPid || (res.Pid > 0 && (res.ExitCode != 0 || res.Stderr != "")):
+		return api.ExecResult{}, fmt.Errorf("executor: the reply to a detached exec has pid %d, exit code %d", res.Pid, res.ExitCode)
+	}
+	return api.ExecResult{Pid: res.Pid, ExitCode: res.ExitCode, Stderr: termsafe.String(res.Stderr, 4096)}, nil
 }
 
 // checked keeps a result the executor sent within what a process can
@@ -299,6 +326,9 @@ func checked(res api.ExecResult) api.ExecResult {
 // frame as it is produced; it returns the final result. An error from
 // onOutput ends the call (and the executor kills the command).
 func (c *Client) ExecStream(ctx context.Context, req api.ExecRequest, onOutput func(api.ExecFrame) error) (api.ExecResult, error) {
+	if req.Detach {
+		return c.execDetached(ctx, req) // nothing to stream
+	}
 	d, _ := c.execBudget(req)
 	ctx, cancel := withDeadline(ctx, d)
 	defer cancel()

@@ -87,6 +87,28 @@ func New(ctx context.Context, logger hclog.Logger) *Driver {
 	}
 }
 
+// Detach lets go of every task without touching it, for a plugin whose
+// client died: each handle is cancelled, so its log forwarding stops
+// between two chunks of output (the saved offset is exact), and Detach
+// waits up to timeout for that. The tasks run on; the next plugin
+// recovers them.
+func (d *Driver) Detach(timeout time.Duration) {
+	hs := d.tasks.all()
+	for _, h := range hs {
+		h.cancel()
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for _, h := range hs {
+		select {
+		case <-h.logsDone:
+		case <-deadline.C:
+			d.logger.Warn("log forwarding did not stop in time", "timeout", timeout)
+			return
+		}
+	}
+}
+
 // PluginInfo describes the plugin to Nomad.
 func (d *Driver) PluginInfo() (*base.PluginInfoResponse, error) { return pluginInfo, nil }
 

@@ -4,16 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/nomad/client/lib/fifo"
 	"github.com/hashicorp/nomad/plugins/drivers"
 	"golang.org/x/sys/unix"
 
@@ -44,6 +38,8 @@ type taskHandle struct {
 	cancel context.CancelFunc
 	// done is closed once exit is set.
 	done chan struct{}
+	// logsDone is closed when the log forwarding has returned.
+	logsDone chan struct{}
 
 	mu          sync.Mutex
 	completedAt time.Time
@@ -62,6 +58,7 @@ func newTaskHandle(parent context.Context, sbxs sbx.Sandboxes, cfg *drivers.Task
 		ctx:       ctx,
 		cancel:    cancel,
 		done:      make(chan struct{}),
+		logsDone:  make(chan struct{}),
 	}
 }
 
@@ -69,9 +66,8 @@ func newTaskHandle(parent context.Context, sbxs sbx.Sandboxes, cfg *drivers.Task
 // the command has ended (and its output is in the FIFOs) or the handle is
 // cancelled.
 func (h *taskHandle) run() {
-	logsDone := make(chan struct{})
 	go func() {
-		defer close(logsDone)
+		defer close(h.logsDone)
 		h.forwardLogs()
 	}()
 	exit, err := h.wait()
@@ -85,7 +81,7 @@ func (h *taskHandle) run() {
 	// FIFOs before Nomad learns the task ended (bounded: the FIFOs' reader
 	// may be gone).
 	select {
-	case <-logsDone:
+	case <-h.logsDone:
 	case <-time.After(10 * time.Second):
 		h.logger.Warn("log forwarding did not finish 10s after the task ended")
 	}
@@ -133,103 +129,6 @@ func exitResult(exit *sbx.Exit, err error) *drivers.ExitResult {
 	return res
 }
 
-// forwardLogs copies the main command's output into the task's stdout and
-// stderr FIFOs, from the offset saved by the previous forwarder (a
-// restarted plugin resumes where the old one stopped), until the command
-// has ended for good. When a write fails (the FIFOs' reader, Nomad's
-// logmon, was replaced: a restarted client reattaches to the old one and
-// then starts a new one), the FIFOs are opened again and the output
-// resumes from the last offset written.
-func (h *taskHandle) forwardLogs() {
-	if h.cfg.StdoutPath == "" || h.cfg.StderrPath == "" {
-		return
-	}
-	off := newOffsetFile(filepath.Join(h.cfg.TaskDir().Dir, ".sbx-log-offset"))
-	since := off.load()
-	defer off.save(true)
-	for attempt := 0; ; attempt++ {
-		err := h.forwardOnce(&since, off)
-		if err == nil || h.ctx.Err() != nil || errors.Is(err, sbx.ErrNotFound) || errors.Is(err, sbx.ErrState) {
-			return
-		}
-		h.logger.Debug("log forwarding interrupted; resuming", "offset", since, "error", err)
-		select {
-		case <-h.ctx.Done():
-			return
-		case <-time.After(time.Duration(min(attempt+1, 5)) * time.Second):
-		}
-	}
-}
-
-// forwardOnce opens the FIFOs (waiting for their reader) and forwards the
-// output from *since until the command has ended for good or a write or
-// the stream fails.
-func (h *taskHandle) forwardOnce(since *int64, off *offsetFile) error {
-	stdout, err := openFIFO(h.ctx, h.cfg.StdoutPath)
-	if err != nil {
-		return fmt.Errorf("open the stdout log fifo: %w", err)
-	}
-	defer stdout.Close()
-	stderr, err := openFIFO(h.ctx, h.cfg.StderrPath)
-	if err != nil {
-		return fmt.Errorf("open the stderr log fifo: %w", err)
-	}
-	defer stderr.Close()
-	return h.sbxs.Logs(h.ctx, h.sandboxID, sbx.LogOptions{Since: *since, Follow: true}, func(f sbx.LogFrame) error {
-		var w io.Writer
-		switch f.Type {
-		case sbx.LogStdout:
-			w = stdout
-		case sbx.LogStderr:
-			w = stderr
-		case sbx.LogGap:
-			fmt.Fprintf(stderr, "[sbx: %d bytes of output were lost: the sandbox keeps only the latest]\n", f.Lost)
-			*since = f.Offset + f.Lost
-			off.set(*since)
-			return nil
-		case sbx.LogEnd:
-			*since = f.Offset
-			off.set(*since)
-			return nil
-		default:
-			return nil
-		}
-		if _, err := io.WriteString(w, f.Data); err != nil {
-			return fmt.Errorf("write to the log fifo: %w", err)
-		}
-		*since = f.Offset + int64(len(f.Data))
-		off.set(*since)
-		return nil
-	})
-}
-
-// openFIFO opens a log FIFO for writing; it blocks until the reader (the
-// client's logmon) has it open, so ctx bounds it.
-func openFIFO(ctx context.Context, path string) (io.WriteCloser, error) {
-	type result struct {
-		w   io.WriteCloser
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		w, err := fifo.OpenWriter(path)
-		ch <- result{w, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.w, r.err
-	case <-ctx.Done():
-		// Unblock the open by being a reader ourselves, then close both.
-		if rf, err := os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0); err == nil {
-			if r := <-ch; r.w != nil {
-				r.w.Close()
-			}
-			rf.Close()
-		}
-		return nil, ctx.Err()
-	}
-}
-
 // isRunning reports whether the main command has not ended yet.
 func (h *taskHandle) isRunning() bool {
 	select {
@@ -267,48 +166,6 @@ func (h *taskHandle) exitResult() *drivers.ExitResult {
 	return h.exit.Copy()
 }
 
-// offsetFile keeps the log offset forwarded so far in the task directory
-// (Nomad's, not visible in the sandbox), written at most once a second.
-type offsetFile struct {
-	path    string
-	cur     int64
-	written int64
-	last    time.Time
-}
-
-func newOffsetFile(path string) *offsetFile { return &offsetFile{path: path, written: -1} }
-
-func (o *offsetFile) load() int64 {
-	b, err := os.ReadFile(o.path)
-	if err != nil {
-		return 0
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	if err != nil || n < 0 {
-		return 0
-	}
-	o.cur, o.written = n, n
-	return n
-}
-
-func (o *offsetFile) set(n int64) {
-	o.cur = n
-	o.save(false)
-}
-
-func (o *offsetFile) save(force bool) {
-	if o.cur == o.written || (!force && time.Since(o.last) < time.Second) {
-		return
-	}
-	tmp := o.path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(strconv.FormatInt(o.cur, 10)), 0o600); err != nil {
-		return
-	}
-	if os.Rename(tmp, o.path) == nil {
-		o.written, o.last = o.cur, time.Now()
-	}
-}
-
 // taskStore holds the handles of the tasks this plugin process follows.
 type taskStore struct {
 	mu    sync.RWMutex
@@ -340,4 +197,15 @@ func (s *taskStore) remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.tasks, id)
+}
+
+// all returns every handle.
+func (s *taskStore) all() []*taskHandle {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	hs := make([]*taskHandle, 0, len(s.tasks))
+	for _, h := range s.tasks {
+		hs = append(hs, h)
+	}
+	return hs
 }

@@ -31,6 +31,7 @@ RENAMES = {
     "AsyncFiles": "Files",
     "AsyncSession": "Session",
     "AsyncExecStream": "ExecStream",
+    "AsyncPortConnection": "PortConnection",
     "AsyncEventStream": "EventStream",
     "AsyncHTTP": "HTTP",
     "AsyncClosing": "Closing",

@@ -122,3 +122,22 @@ async def test_cancellation_kills_the_command(server: Server) -> None:
                 assert await gone(sb, "sleep 9123")
             # The sandbox still serves after all of it.
             assert (await sb.exec(["echo", "ok"])).stdout == "ok\n"
+
+
+async def test_exec_detached_and_connect_port_async(server: Server) -> None:
+    async with sbx.AsyncClient(server.unix, token=TOKEN) as c:
+        async with await c.sandboxes.create("busybox") as sb:
+            server.seen.add(sb.id)
+            await sb.files.write("/www/index.html", "async tunnel\n")
+            pid = await sb.exec_detached(["httpd", "-f", "-p", "127.0.0.1:8083", "-h", "/www"])
+            assert pid > 1
+            deadline = time.monotonic() + 30
+            while "8083" not in (await sb.exec(["netstat", "-ltn"])).stdout:
+                assert time.monotonic() < deadline, "httpd did not listen"
+                await anyio.sleep(0.05)
+            async with await sb.connect_port(8083) as conn:
+                await conn.send(b"GET /index.html HTTP/1.0\r\n\r\n")
+                reply = b""
+                while chunk := await conn.receive():
+                    reply += chunk
+            assert reply.endswith(b"async tunnel\n"), reply[:200]

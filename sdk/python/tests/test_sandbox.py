@@ -229,3 +229,47 @@ def test_diff_and_rename(client: sbx.Client) -> None:
             other.rename("sdk-renamed")
         with pytest.raises(sbx.InvalidError):
             other.rename("bad name!")
+
+
+def test_exec_detached(busybox: sbx.Sandbox) -> None:
+    """``exec_detached`` returns the pid at once; the command runs on and
+    ``timeout`` still ends it (``docker exec -d``)."""
+    pid = busybox.exec_detached("while [ ! -e /tmp/go ]; do sleep 0.05; done; echo $X > /tmp/done", env={"X": "ran"})
+    assert isinstance(pid, int) and pid > 1
+    assert busybox.exec(["test", "-d", f"/proc/{pid}"]).ok
+    busybox.exec(["touch", "/tmp/go"])
+    deadline = time.monotonic() + 30
+    while busybox.exec(["cat", "/tmp/done"]).stdout != "ran\n":
+        assert time.monotonic() < deadline, "the detached command did not finish"
+        time.sleep(0.05)
+    pid = busybox.exec_detached(["sleep", "9151"], timeout=0.3)
+    deadline = time.monotonic() + 30
+    while busybox.exec(["test", "-d", f"/proc/{pid}"]).ok:
+        assert time.monotonic() < deadline, "timeout did not end the detached command"
+        time.sleep(0.05)
+    with pytest.raises(sbx.CommandError) as err:
+        busybox.exec_detached(["no-such-command"])
+    assert err.value.result.exit_code == 127 and "no-such-command" in err.value.result.stderr
+
+
+def test_connect_port(busybox: sbx.Sandbox) -> None:
+    """``connect_port``: a TCP connection to a server on the sandbox's
+    loopback, through the server's tunnel (no published port)."""
+    busybox.files.write("/www/index.html", "hello through the tunnel\n")
+    busybox.exec_detached(["httpd", "-f", "-p", "127.0.0.1:8081", "-h", "/www"])
+    deadline = time.monotonic() + 30
+    while "8081" not in busybox.exec(["netstat", "-ltn"]).stdout:
+        assert time.monotonic() < deadline, "httpd did not listen"
+        time.sleep(0.05)
+    with busybox.connect_port(8081) as conn:
+        assert isinstance(conn, sbx.PortConnection)
+        conn.send(b"GET /index.html HTTP/1.0\r\n\r\n")
+        reply = b""
+        while chunk := conn.receive():
+            reply += chunk
+            assert len(reply) < 1 << 20
+    assert reply.startswith(b"HTTP/1.") and reply.endswith(b"hello through the tunnel\n"), reply[:200]
+    with pytest.raises(sbx.BadGatewayError):
+        busybox.connect_port(8082)
+    with pytest.raises(ValueError):
+        busybox.connect_port(0)

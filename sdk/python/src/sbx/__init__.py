@@ -14,7 +14,7 @@ this module, named after the server's error codes; see docs/python.md.
 """
 
 from ._async.client import AsyncClient, AsyncEventStream, AsyncImages, AsyncPools, AsyncSandboxes
-from ._async.sandbox import AsyncExecStream, AsyncFiles, AsyncSandbox, AsyncSession
+from ._async.sandbox import AsyncExecStream, AsyncFiles, AsyncPortConnection, AsyncSandbox, AsyncSession
 from ._errors import (
     APIError,
     BadGatewayError,
@@ -87,7 +87,7 @@ from ._models import (
     Volume,
 )
 from ._sync.client import Client, EventStream, Images, Pools, Sandboxes
-from ._sync.sandbox import ExecStream, Files, Sandbox, Session
+from ._sync.sandbox import ExecStream, Files, PortConnection, Sandbox, Session
 from ._units import duration_seconds, go_duration, parse_size
 from ._version import __version__
 from . import _errors, _models  # noqa: E402  (their __all__ below)
@@ -106,6 +106,8 @@ __all__ = [
     "AsyncFiles",
     "ExecStream",
     "AsyncExecStream",
+    "PortConnection",
+    "AsyncPortConnection",
     "Images",
     "AsyncImages",
     "Pools",

@@ -189,6 +189,8 @@ class ExecResult:
     truncated: bool
     duration_s: float
     report: Report
+    #: A detached command's pid inside the sandbox (:meth:`Sandbox.exec_detached`).
+    pid: int = 0
 
     @property
     def ok(self) -> bool:

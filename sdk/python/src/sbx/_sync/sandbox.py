@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import IO, Any, Generator, Iterator, Mapping, Optional, Union
 
 from .. import _sio, _tar
+from .._transport import translated
 from .._errors import CommandError, CommandTimeoutError, NotFoundError, ProtocolError
 from .._models import (
     ArchiveResult,
@@ -164,6 +165,31 @@ class Sandbox:
         raises CommandTimeoutError at the end of the stream."""
         call = exec_call(locals())
         return ExecStream(self._http, self._path("/exec"), call, check, f"exec in {self.id}")
+
+    def exec_detached(
+        self,
+        cmd: Command,
+        *,
+        env: Optional[Env] = None,
+        cwd: Optional[str] = None,
+        user: Optional[str] = None,
+        timeout: Optional[Duration] = None,
+    ) -> int:
+        """Start a command in the background and return its pid inside the
+        sandbox at once, as ``docker exec -d`` does. It gets no input or
+        output and runs on until it ends, ``timeout`` passes (its process
+        group is killed) or the sandbox stops. Takes the arguments of
+        :meth:`exec`; a command that cannot start raises CommandError with
+        exit code 127 (not found) or 126 (not executable)."""
+        call = exec_call(locals())
+        body = {**call.body, "detach": True}
+        reply = self._http.call("POST", self._path("/exec"), what=f"exec -d in {self.id}", json=body)
+        res = ExecResult.from_json(reply)
+        if res.pid > 0:
+            return res.pid
+        if res.exit_code in (126, 127):
+            raise CommandError(res, call.label)
+        raise ProtocolError(f"exec -d in {self.id}: the server sent neither a pid nor a failed start")
 
     def session(
         self,
@@ -318,6 +344,35 @@ class Sandbox:
         inside (for the host's own figures see :meth:`stats`)."""
         return ExecutorInfo.from_json(self._http.call("GET", self._path("/info"), what=f"info of {self.id}"))
 
+    def connect_port(self, port: int) -> PortConnection:
+        """A TCP connection to ``port`` on the sandbox's loopback, tunnelled
+        through the server as a port-forward (no published port needed;
+        any network mode). ``send`` and ``receive`` bytes on it; close it,
+        or leave its ``with`` block, when done. Nothing listening there
+        raises BadGatewayError."""
+        if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+            raise ValueError(f"port {port!r}: want an integer from 1 to 65535")
+        what = f"connect to port {port} of {self.id}"
+        stack = ExitStack()
+        try:
+            resp = stack.enter_context(
+                self._http.stream(
+                    "GET",
+                    self._path(f"/ports/{port}/connect"),
+                    what=what,
+                    headers={"Connection": "Upgrade", "Upgrade": "sbx-port"},
+                    timeout=None,
+                )
+            )
+            stream = resp.extensions.get("network_stream")
+            if resp.status_code != 101 or stream is None:
+                raise ProtocolError(f"{what}: the server answered {resp.status_code}, not 101 Switching Protocols")
+        except BaseException:
+            with _sio.shielded():
+                stack.close()
+            raise
+        return PortConnection(self._http.where, what, stream, stack)
+
     def remove(self, force: bool = True) -> None:
         """Remove the sandbox and everything it created on the host. A
         running sandbox is killed unless ``force`` is False (then a running
@@ -337,6 +392,32 @@ class Sandbox:
             self.remove()
         except NotFoundError:
             pass
+
+
+class PortConnection(Closing):
+    """A TCP connection into a sandbox; see :meth:`Sandbox.connect_port`."""
+
+    def __init__(self, where: str, what: str, stream: Any, stack: ExitStack) -> None:
+        self._where, self._what, self._stream, self._stack = where, what, stream, stack
+
+    def send(self, data: bytes) -> None:
+        """Send all of ``data``."""
+        with translated(self._where, self._what):
+            self._stream.write(bytes(data))
+
+    def receive(self, max_bytes: int = 65536) -> bytes:
+        """Up to ``max_bytes`` bytes as soon as some arrive; b"" once the
+        other side closed the connection."""
+        with translated(self._where, self._what):
+            data: bytes = self._stream.read(max_bytes)
+            return data
+
+    def close(self) -> None:
+        """Close the connection."""
+        try:
+            self._stream.close()
+        finally:
+            self._stack.close()
 
 
 class ExecStream(Closing):

@@ -1,0 +1,92 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/executor/internal/proc"
+)
+
+// startDetached is exec with detach (docker exec -d): it starts the
+// command in a session of its own with no input or output and returns at
+// once with its pid. The command runs on after the caller goes, until it
+// ends (the supervisor reaps it), timeout_s passes (its process group is
+// killed) or the sandbox stops. A command that cannot start gets exit
+// code 127 or 126 and the reason on stderr, as exec does, and no pid.
+func (s *Server) startDetached(req api.ExecRequest) (api.ExecResult, error) {
+	if s.isStopping() {
+		return api.ExecResult{}, errStopping
+	}
+	argv, err := execArgv(req)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	if req.Stdin != "" {
+		return api.ExecResult{}, badRequest("stdin does not go with detach: the command runs with no input")
+	}
+	ra, err := s.resolveRun(req.User, req.Cwd)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	env := proc.BuildEnv(s.env(), req.Env, ra.id)
+	start := time.Now()
+	failed := func(code int, err error) api.ExecResult {
+		return api.ExecResult{ExitCode: code, Stderr: fmt.Sprintf("sbx: %v\n", err), DurationS: time.Since(start).Seconds()}
+	}
+	path, err := proc.LookPath(argv[0], env, ra.dir)
+	if err != nil {
+		return failed(127, err), nil
+	}
+	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		return api.ExecResult{}, fmt.Errorf("open %s: %w", os.DevNull, err)
+	}
+	p, err := s.sup.Start(path, argv, &os.ProcAttr{
+		Dir:   ra.dir,
+		Env:   env,
+		Files: []*os.File{s.devNull, out, out},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Credential: ra.cred},
+	})
+	out.Close()
+	if err != nil {
+		code := 126
+		if errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		return failed(code, err), nil
+	}
+	if req.TimeoutS > 0 {
+		go func() {
+			t := time.NewTimer(proc.Seconds(req.TimeoutS))
+			defer t.Stop()
+			select {
+			case <-p.Done():
+			case <-t.C:
+				_ = p.SignalGroup(unix.SIGKILL)
+			}
+		}()
+	}
+	return api.ExecResult{Pid: p.Pid, DurationS: time.Since(start).Seconds()}, nil
+}
+
+// execArgv is the argv of an exec request (argv, or command run with
+// /bin/sh -c), its timeout checked.
+func execArgv(req api.ExecRequest) ([]string, error) {
+	switch {
+	case len(req.Argv) > 0 && req.Command != "":
+		return nil, badRequest("give either argv or command, not both")
+	case req.TimeoutS < 0:
+		return nil, badRequest("timeout_s must not be negative")
+	case req.Command != "":
+		return []string{"/bin/sh", "-c", req.Command}, nil
+	case len(req.Argv) == 0:
+		return nil, badRequest("argv or command is required")
+	}
+	return req.Argv, nil
+}
