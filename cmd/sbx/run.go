@@ -210,12 +210,8 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	if a.local != nil && sb.ExpiresAt != nil {
 		startExpiryWatcher(a)
 	}
-	if a.local != nil && o.rm {
-		// No daemon: a process of its own removes it (a server does that
-		// for the sandboxes it serves; sbx gc for those found stopped).
-		if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
-			return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
-		}
+	if err := startAutoRemover(a, sb); err != nil {
+		return err
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 	return nil

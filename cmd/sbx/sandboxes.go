@@ -32,6 +32,7 @@ type createOptions struct {
 
 func createCmd(a *app) *cobra.Command {
 	o := &createOptions{}
+	var rm bool
 	cmd := &cobra.Command{
 		Use:   "create [flags] (IMAGE [CMD...] | --rootfs DIR [-- CMD...])",
 		Short: "Create a long-lived sandbox and print its ID once it is ready",
@@ -42,6 +43,7 @@ remove it with sbx rm (or let --ttl remove it).
 With CMD the sandbox gets a main command, started once it is ready: the
 image's Entrypoint followed by CMD (with --rootfs DIR -- CMD, the whole command), as
 docker create IMAGE CMD does; sbx logs, sbx wait and sbx kill act on it.
+With --rm the sandbox is removed once that command ended or it was stopped.
 
 Every flag of sbx run applies, plus --name, --volume, --tmpfs, --label and
 --ttl. --timeout does not: a sandbox's lifetime is --ttl, a command's is
@@ -71,7 +73,7 @@ sbx exec --timeout.`,
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			opts.Cmd = cmdArgs
+			opts.Cmd, opts.AutoRemove = cmdArgs, rm
 			if opts.Image != "" && len(cmdArgs) > 0 {
 				if opts.Cmd, err = dockerargs.ImageCommand(ctx, b, opts.Image, opts.Pull, nil, cmdArgs, nil); err != nil {
 					return sbxError(err)
@@ -84,6 +86,9 @@ sbx exec --timeout.`,
 			if a.local != nil && sb.ExpiresAt != nil {
 				startExpiryWatcher(a) // a server watches its own
 			}
+			if err := startAutoRemover(a, sb); err != nil {
+				return err
+			}
 			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 			return nil
 		},
@@ -94,6 +99,7 @@ sbx exec --timeout.`,
 	f.StringVar(&o.name, "name", "", "a unique name for the sandbox")
 	f.StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE")
 	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	f.BoolVar(&rm, "rm", false, "remove the sandbox once its main command (CMD) ended or it was stopped")
 	return cmd
 }
 
@@ -501,6 +507,20 @@ func startExpiryWatcher(a *app) {
 	if !a.local.ExpiryWatcherRunning() {
 		_ = spawnDetached(a, "expiry-watcher")
 	}
+}
+
+// startAutoRemover starts, for a local sandbox created with AutoRemove,
+// the background process that removes it once its command ended (no
+// daemon does; a server does it for the sandboxes it serves, sbx gc for
+// those whose remover died).
+func startAutoRemover(a *app, sb *sbx.Sandbox) error {
+	if a.local == nil || !sb.Options.AutoRemove {
+		return nil
+	}
+	if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
+		return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
+	}
+	return nil
 }
 
 // autoRemoverCmd is the background process that removes a sandbox of

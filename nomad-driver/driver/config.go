@@ -3,11 +3,14 @@ package driver
 import (
 	"fmt"
 	"path"
+	"sort"
 	"strings"
 	"time"
 
 	units "github.com/docker/go-units"
 	"github.com/hashicorp/nomad/plugins/shared/hclspec"
+
+	"github.com/sbxrun/sbx"
 )
 
 // PluginConfig is the agent's `plugin "nomad-driver-sbx" { config { ... } }`
@@ -162,6 +165,11 @@ type TaskConfig struct {
 	// CPUHardLimit caps CPU time at the task's cpu share of the node
 	// (default true); false leaves only the relative weight.
 	CPUHardLimit *bool `codec:"cpu_hard_limit"`
+	// Pool names a warm pool of the node's sbx root: the task's sandbox
+	// is one of its idle members when one is ready (a cold start with the
+	// same options otherwise). What a sandbox fixes at start comes from
+	// the pool, so the task sets none of it (see poolFixedFields).
+	Pool string `codec:"pool"`
 }
 
 // taskConfigSpec is the HCL schema of TaskConfig.
@@ -187,6 +195,7 @@ var taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"labels":         hclspec.NewAttr("labels", "map(string)", false),
 	"pids_limit":     hclspec.NewAttr("pids_limit", "number", false),
 	"cpu_hard_limit": hclspec.NewAttr("cpu_hard_limit", "bool", false),
+	"pool":           hclspec.NewAttr("pool", "string", false),
 })
 
 // Volume is one parsed entry of TaskConfig.Volumes.
@@ -220,7 +229,7 @@ func (tc *TaskConfig) validate() error {
 	default:
 		bad("network %q: use none, host or bridge", tc.Network)
 	}
-	if len(tc.Ports) > 0 && tc.Network != "bridge" {
+	if len(tc.Ports) > 0 && tc.Network != "bridge" && tc.Pool == "" {
 		bad("ports need network = \"bridge\" (with %q the sandbox has no ports of its own)", tc.networkOrNone())
 	}
 	if tc.Egress != "" && tc.Network != "bridge" {
@@ -243,10 +252,42 @@ func (tc *TaskConfig) validate() error {
 			bad("env: name %q is not valid", k)
 		}
 	}
+	if tc.Pool != "" {
+		if err := sbx.ValidPoolName(tc.Pool); err != nil {
+			bad("pool: %v", err)
+		}
+		for _, f := range tc.poolFixedFields() {
+			bad("%s: a pool's sandboxes are started before the task exists, so the pool %q fixes it (set it in the pool's options)", f, tc.Pool)
+		}
+	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sbx task config: %s", strings.Join(errs, "; "))
 	}
 	return nil
+}
+
+// poolFixedFields names the fields set in the task config that a sandbox
+// fixes when it starts, and so a pool fixes for its members.
+func (tc *TaskConfig) poolFixedFields() []string {
+	var set []string
+	for name, isSet := range map[string]bool{
+		"image_path": tc.ImagePath != "",
+		"user":       tc.User != "",
+		"network":    tc.Network != "" && tc.Network != "none",
+		"egress":     tc.Egress != "",
+		"seccomp":    tc.Seccomp != "",
+		"cap_add":    len(tc.CapAdd) > 0,
+		"cap_drop":   len(tc.CapDrop) > 0,
+		"read_only":  tc.ReadOnly,
+		"volumes":    len(tc.Volumes) > 0,
+		"tmpfs":      len(tc.Tmpfs) > 0,
+	} {
+		if isSet {
+			set = append(set, name)
+		}
+	}
+	sort.Strings(set)
+	return set
 }
 
 func (tc *TaskConfig) networkOrNone() string {

@@ -56,6 +56,19 @@ func TestTaskConfigDecodesEveryField(t *testing.T) {
 	if n, _ := tc.diskBytes(); n != 256<<20 {
 		t.Errorf("disk %d", n)
 	}
+	// pool goes with the fields a claim applies only.
+	var pc TaskConfig
+	hclutils.NewConfigParser(taskConfigSpec).ParseJson(t, `{"Config": {"image": "busybox:1", "pool": "warm", "command": "/bin/sh", "ports": ["http"], "env": {"A": "1"}}}`, &pc)
+	if pc.Pool != "warm" {
+		t.Fatalf("decoded %+v", pc)
+	}
+	if err := pc.validate(); err != nil {
+		t.Fatal(err)
+	}
+	tc.Pool = "warm"
+	if err := tc.validate(); err == nil || !strings.Contains(err.Error(), "cap_add") || !strings.Contains(err.Error(), "image_path") {
+		t.Errorf("pool with fields it fixes: %v", err)
+	}
 }
 
 func TestTaskConfigDefaults(t *testing.T) {

@@ -121,6 +121,19 @@ func logs(t *testing.T, cfg *drivers.TaskConfig, stream string) string {
 	return string(b)
 }
 
+// waitLog waits up to 10 s for Nomad's log collector to hold want for a
+// task's stream.
+func waitLog(t *testing.T, cfg *drivers.TaskConfig, stream, want string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for logs(t, cfg, stream) != want && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := logs(t, cfg, stream); got != want {
+		t.Errorf("%s log %q, want %q", stream, got, want)
+	}
+}
+
 func TestTaskRunsAndExits(t *testing.T) {
 	e := newTaskEnv(t)
 	cfg := e.task(t, "hello", TaskConfig{Command: "/bin/sh", Args: []string{"-c", "echo out; echo err >&2; test -d /alloc/logs && test -d /local && exit 7"}}, 64)
@@ -132,13 +145,7 @@ func TestTaskRunsAndExits(t *testing.T) {
 	if res.ExitCode != 7 || res.Signal != 0 || res.OOMKilled || res.Err != nil {
 		t.Errorf("exit %+v; want code 7", res)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for logs(t, cfg, "stdout") != "out\n" && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	if got := logs(t, cfg, "stdout"); got != "out\n" {
-		t.Errorf("stdout log %q", got)
-	}
+	waitLog(t, cfg, "stdout", "out\n")
 	if got := logs(t, cfg, "stderr"); got != "err\n" {
 		t.Errorf("stderr log %q", got)
 	}
@@ -283,5 +290,70 @@ func TestStartTaskRefusesWhatPolicyForbids(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: StartTask: %v; want a refusal naming %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// TestTaskFromWarmPool: a task naming a pool claims an idle member (its
+// environment and command applied at the claim), the plugin refills the
+// pool, and a task that sets what the pool fixes is refused.
+func TestTaskFromWarmPool(t *testing.T) {
+	e := newTaskEnv(t)
+	host, err := e.d.sbxHost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err := host.CreatePool(ctx, sbx.PoolSpec{Name: "unit", Size: 1, Options: sbx.Options{Image: e.image}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if _, err := host.RemovePool(context.Background(), "unit"); err != nil {
+			t.Errorf("remove the pool: %v", err)
+		}
+	}()
+	if _, err := host.FillPool(ctx, "unit"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.task(t, "pooled", TaskConfig{Pool: "unit", Env: map[string]string{"GREETING": "from-the-claim"},
+		Command: "/bin/sh", Args: []string{"-c", "echo $GREETING; test -e /alloc && exit 1; exit 3"}}, 32)
+	if _, _, err := e.h.StartTask(cfg); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.h.InspectTask(cfg.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := host.Get(ctx, st.DriverAttributes["sandbox_id"])
+	if err != nil || sb.FromPool != "unit" {
+		t.Fatalf("the task's sandbox was not claimed from the pool: %+v %v", sb, err)
+	}
+	if res := e.wait(t, cfg.ID, time.Minute); res.ExitCode != 3 {
+		t.Errorf("exit %+v; want 3 (no Nomad directories in a pooled sandbox)", res)
+	}
+	waitLog(t, cfg, "stdout", "from-the-claim\n")
+	if err := e.h.DestroyTask(cfg.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	// The plugin refills the pool after the claim.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p, err := host.GetPool(ctx, "unit")
+		if err == nil && len(p.Ready) == 1 && p.Starting == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pool was not refilled: %+v %v", p, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// What a pool fixes cannot come from the task.
+	bad := e.task(t, "badpool", TaskConfig{Pool: "unit", Command: "/bin/true", Volumes: []string{"/srv:/srv"}, CapDrop: []string{"NET_RAW"}}, 32)
+	if _, _, err := e.h.StartTask(bad); err == nil || !strings.Contains(err.Error(), "volumes") || !strings.Contains(err.Error(), "cap_drop") {
+		t.Errorf("StartTask with volumes and cap_drop in a pool task: %v; want a refusal naming both", err)
+	}
+	other := e.task(t, "nopool", TaskConfig{Pool: "no-such-pool", Command: "/bin/true"}, 32)
+	if _, _, err := e.h.StartTask(other); err == nil || !strings.Contains(err.Error(), "no-such-pool") {
+		t.Errorf("StartTask naming a missing pool: %v", err)
 	}
 }

@@ -82,9 +82,22 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		return nil, nil, err
 	}
 	opts.Name = sandboxName(cfg)
+	if tc.Pool != "" {
+		if opts, err = poolOptions(ctx, host, jobView, cfg, &tc, opts, img); err != nil {
+			return nil, nil, err
+		}
+	}
 	sb, err := view.Create(ctx, opts)
 	if err != nil {
 		return nil, nil, fmt.Errorf("sbx: create the task's sandbox: %w", err)
+	}
+	if tc.Pool != "" {
+		if sb.FromPool != "" {
+			d.emit(cfg, fmt.Sprintf("Claimed an idle member of warm pool %s", tc.Pool))
+		} else {
+			d.emit(cfg, fmt.Sprintf("Warm pool %s had no idle member: started cold", tc.Pool))
+		}
+		go d.refillPool(host, tc.Pool)
 	}
 
 	st := taskState{SandboxID: sb.ID, StartedAt: time.Now().Round(time.Millisecond)}
