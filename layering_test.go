@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -176,5 +178,32 @@ func TestLayeringCatchesBadImports(t *testing.T) {
 		if strings.Contains(got, allowed) {
 			t.Errorf("an allowed import was reported: %q", allowed)
 		}
+	}
+}
+
+// maxCLILines bounds cmd/sbx's non-test Go lines (issue 11): the CLI holds
+// command definitions, flag wiring and calls; what a command does beyond
+// that goes to a library (docs/contributing.md, "Where a command's code
+// goes").
+const maxCLILines = 2500
+
+func TestCLIIsThin(t *testing.T) {
+	files, err := filepath.Glob("cmd/sbx/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines += bytes.Count(data, []byte("\n"))
+	}
+	if lines >= maxCLILines {
+		t.Errorf("cmd/sbx has %d non-test lines (bound: under %d): move what is not command definitions, flags and calls into a library package (docs/contributing.md)", lines, maxCLILines)
 	}
 }

@@ -107,3 +107,28 @@ func (p *PoolSpec) Validate() error {
 	}
 	return o.Validate()
 }
+
+// EachPool calls op (FillPool, DrainPool, RemovePool) on each named pool,
+// or with no names on every pool, and report with each pool's report;
+// it stops at the first error, naming the pool.
+func EachPool(ctx context.Context, p Pools, names []string, op func(Pools, context.Context, string) (*PoolReport, error), report func(name string, rep *PoolReport)) error {
+	if len(names) == 0 {
+		list, err := p.ListPools(ctx)
+		if err != nil {
+			return err
+		}
+		for _, pl := range list {
+			names = append(names, pl.Name)
+		}
+	}
+	for _, n := range names {
+		rep, err := op(p, ctx, n)
+		if rep != nil {
+			report(n, rep)
+		}
+		if err != nil {
+			return fmt.Errorf("pool %s: %w", n, err)
+		}
+	}
+	return nil
+}

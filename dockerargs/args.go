@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
+	"time"
+
+	units "github.com/docker/go-units"
 
 	"github.com/sbxrun/sbx"
 )
@@ -118,4 +122,213 @@ func ImageCommand(ctx context.Context, im sbx.Images, image, pull string, entryp
 	}
 	p, err := cfg.Process(entrypoint, args, nil, "", "")
 	return p.Args, err
+}
+
+// Kill is docker kill: sig to the sandbox's main command; SIGKILL to a
+// sandbox without one (or a backend that cannot signal) stops the sandbox
+// at once instead.
+func Kill(ctx context.Context, s sbx.Sandboxes, ref, sig string) error {
+	err := s.Signal(ctx, ref, sig)
+	if sig == "SIGKILL" && (errors.Is(err, sbx.ErrUnsupported) || noMainCommand(ctx, s, ref)) {
+		_, err = s.Stop(ctx, ref, sbx.StopOptions{Signal: sig, Timeout: time.Second})
+	}
+	return err
+}
+
+// noMainCommand reports whether the sandbox has no main command.
+func noMainCommand(ctx context.Context, s sbx.Sandboxes, ref string) bool {
+	sb, err := s.Get(ctx, ref)
+	return err == nil && len(sb.Options.Cmd) == 0
+}
+
+// Entrypoint is docker's --entrypoint: nil when the flag was not given
+// (the image's), none for an empty value, else the one program.
+func Entrypoint(given bool, value string) []string {
+	switch {
+	case !given:
+		return nil
+	case value == "":
+		return []string{}
+	}
+	return []string{value}
+}
+
+// SplitCreateArgs splits docker create's arguments into the image (none
+// with a root directory) and the command: IMAGE [--] CMD..., or with
+// rootfs set and the arguments after "--" (dashAt 0), all of them the
+// command.
+func SplitCreateArgs(args []string, rootfs bool, dashAt int) (image, cmd []string) {
+	image = args
+	if rootfs && dashAt == 0 {
+		image, cmd = nil, args // --rootfs DIR -- CMD...
+	} else if len(args) > 1 {
+		image, cmd = args[:1], args[1:]
+	}
+	if len(cmd) > 0 && cmd[0] == "--" {
+		cmd = cmd[1:]
+	}
+	return image, cmd
+}
+
+// ReadScript is a setup script given as exactly one of its text (-c) and
+// a file holding it (--script).
+func ReadScript(text, file string) (string, error) {
+	if (text == "") == (file == "") {
+		return "", errors.New("give the setup script with exactly one of -c SCRIPT and --script FILE")
+	}
+	if file == "" {
+		return text, nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("read --script: %w", err)
+	}
+	return string(data), nil
+}
+
+// ParseSize parses a size flag in docker's forms ("16m", "1g"); flag
+// names it in the error.
+func ParseSize(flag, v string) (int64, error) {
+	n, err := units.RAMInBytes(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("invalid --%s %q: want a size like 16m", flag, v)
+	}
+	return n, nil
+}
+
+// CompleteSandboxes are the names and short IDs of s's sandboxes that
+// start with prefix, for shell completion.
+func CompleteSandboxes(ctx context.Context, s sbx.Sandboxes, prefix string) []string {
+	var out []string
+	list, _ := s.List(ctx, sbx.Filter{})
+	for _, sb := range list {
+		if sb.Name != "" {
+			out = append(out, sb.Name)
+		}
+		out = append(out, sb.ShortID())
+	}
+	return withPrefix(out, prefix)
+}
+
+// CompleteImages are the familiar names of im's images that start with
+// prefix, for shell completion.
+func CompleteImages(ctx context.Context, im sbx.Images, prefix string) []string {
+	var out []string
+	imgs, _ := im.ListImages(ctx)
+	for _, img := range imgs {
+		out = append(out, sbx.FamiliarName(img.Name))
+	}
+	return withPrefix(out, prefix)
+}
+
+func withPrefix(names []string, prefix string) []string {
+	kept := names[:0]
+	for _, s := range names {
+		if strings.HasPrefix(s, prefix) {
+			kept = append(kept, s)
+		}
+	}
+	return kept
+}
+
+// PsFlags are docker ps's selection flags: -a, -n N, -l, --filter, and
+// sbx's --pooled.
+type PsFlags struct {
+	All, Latest, Pooled bool
+	Last                int
+	Filters             []string
+}
+
+// Filter is what the flags ask List for; keep is how many of the newest
+// to show (0: all; Newest). Without -a, -n, -l or a status filter only
+// running sandboxes are listed.
+func (p *PsFlags) Filter() (f sbx.Filter, keep int, err error) {
+	if err := ParseFilters(&f, p.Filters); err != nil {
+		return f, 0, err
+	}
+	keep = p.Last
+	if p.Latest {
+		keep = 1
+	}
+	if keep < 0 {
+		return f, 0, fmt.Errorf("invalid -n %d: a number of sandboxes", keep)
+	}
+	f.Running = !p.All && f.Status == "" && keep == 0
+	f.Pooled = p.Pooled
+	return f, keep, nil
+}
+
+// Newest keeps the last keep sandboxes of list (oldest first); 0 keeps all.
+func Newest(list []*sbx.Sandbox, keep int) []*sbx.Sandbox {
+	if keep > 0 && len(list) > keep {
+		return list[len(list)-keep:]
+	}
+	return list
+}
+
+// SplitRunArgs splits docker run's arguments: IMAGE [--] CMD..., or with
+// a root directory (rootfs) or in host mode (everything after "--", dashAt
+// 0) the whole command, which must then be given.
+func SplitRunArgs(args []string, rootfs bool, dashAt int) (image string, cmd []string, err error) {
+	if rootfs || dashAt == 0 {
+		if len(args) == 0 {
+			return "", nil, errors.New("no command given: sbx run --rootfs DIR CMD..., or sbx run -- CMD... in host mode")
+		}
+		return "", args, nil
+	}
+	if err := CheckImageArg(args[0]); err != nil {
+		return "", nil, err
+	}
+	cmd = args[1:]
+	if len(cmd) > 0 && cmd[0] == "--" {
+		cmd = cmd[1:]
+	}
+	return args[0], cmd, nil
+}
+
+// Restart is docker restart: the sandbox stopped as o says, then started
+// again on its kept root.
+func Restart(ctx context.Context, s sbx.Sandboxes, ref string, o sbx.StopOptions) error {
+	if _, err := s.Stop(ctx, ref, o); err != nil {
+		return err
+	}
+	_, err := s.Start(ctx, ref)
+	return err
+}
+
+// RemoveImage is docker rmi of one reference: the image removed from the
+// cache, and its familiar name (ref when it cannot be read) for the
+// "Untagged:" line.
+func RemoveImage(ctx context.Context, im sbx.Images, ref string) (name string, err error) {
+	name = ref
+	if img, err := im.InspectImage(ctx, ref); err == nil {
+		name = sbx.FamiliarName(img.Name)
+	}
+	return name, im.RemoveImage(ctx, ref)
+}
+
+// ExecFlags are docker exec's flags.
+type ExecFlags struct {
+	Interactive, Tty, Detach bool
+	Env                      []string // KEY=VALUE
+	Workdir, User            string
+	Timeout                  time.Duration
+}
+
+// Request is the exec request the flags ask for to run argv; -d does not
+// go with -i or -t.
+func (f *ExecFlags) Request(argv []string) (sbx.ExecRequest, error) {
+	req := sbx.ExecRequest{Argv: argv, Cwd: f.Workdir, User: f.User, TimeoutS: f.Timeout.Seconds(), Detach: f.Detach}
+	env, err := ParseEnv(f.Env)
+	if err != nil {
+		return req, err
+	}
+	req.Env = env
+	if f.Timeout < 0 {
+		return req, errors.New("invalid --timeout: must be positive")
+	}
+	if f.Detach && (f.Interactive || f.Tty) {
+		return req, errors.New("-d does not go with -i or -t: a detached command has no input or terminal")
+	}
+	return req, nil
 }

@@ -151,3 +151,21 @@ func TestImageCommand(t *testing.T) {
 		t.Errorf("always, entrypoint cleared: %q, %d pulls", argv, im.pulls)
 	}
 }
+
+func (im *images) RemoveImage(ctx context.Context, ref string) error {
+	if !im.have {
+		return fmt.Errorf("image %s: %w", ref, sbx.ErrImageNotFound)
+	}
+	im.have = false
+	return nil
+}
+
+func TestRemoveImage(t *testing.T) {
+	im := &images{have: true}
+	if name, err := RemoveImage(context.Background(), im, "docker.io/library/x:1"); err != nil || name != sbx.FamiliarName("docker.io/library/x:1") || im.have {
+		t.Errorf("remove: %q %v", name, err)
+	}
+	if name, err := RemoveImage(context.Background(), im, "gone"); !errors.Is(err, sbx.ErrImageNotFound) || name != "gone" {
+		t.Errorf("remove of a missing image: %q %v", name, err)
+	}
+}

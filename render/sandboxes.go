@@ -12,6 +12,7 @@ import (
 	units "github.com/docker/go-units"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
 )
 
 // ListOptions say how Sandboxes shows a list.
@@ -132,4 +133,29 @@ func Info(w io.Writer, info *sbx.HostInfo) {
 	for _, warn := range info.Warnings {
 		fmt.Fprintln(w, "warning:", warn)
 	}
+}
+
+// Ports writes a sandbox's published ports as docker port does: every
+// mapping ("80/tcp -> 0.0.0.0:8080"), or with a query ("80", "53/udp":
+// dockerargs.MatchPort) the host address of each mapping it matches; a
+// query that matches none is sbx.ErrNotFound, naming the sandbox as ref.
+func Ports(w io.Writer, ref string, sb *sbx.Sandbox, query string) error {
+	var ports []sbx.PortMapping
+	if sb.Network != nil {
+		ports = sb.Network.Ports
+	}
+	found := false
+	for _, p := range ports {
+		switch {
+		case query == "":
+			fmt.Fprintln(w, p)
+		case dockerargs.MatchPort(p, query):
+			fmt.Fprintln(w, p.HostAddr())
+			found = true
+		}
+	}
+	if query != "" && !found {
+		return fmt.Errorf("%w: sandbox %s publishes no port %s", sbx.ErrNotFound, ref, query)
+	}
+	return nil
 }

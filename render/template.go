@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/template"
 )
@@ -44,4 +45,13 @@ func Each[T any](w io.Writer, t *template.Template, values []T) error {
 		}
 	}
 	return nil
+}
+
+// CheckFormat refuses a --format that is not one of allowed: "invalid
+// --format "x": use table or json".
+func CheckFormat(format string, allowed ...string) error {
+	if slices.Contains(allowed, format) {
+		return nil
+	}
+	return fmt.Errorf("invalid --format %q: use %s", format, strings.Join(allowed, " or "))
 }

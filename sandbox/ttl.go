@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -121,4 +124,24 @@ func (h *Host) ExpiryWatcherRunning() bool {
 	}
 	unlock()
 	return false
+}
+
+// SpawnDetached starts argv in the background, in a session of its own
+// with stdio on /dev/null, so that it outlives the caller and its
+// terminal: how sbx starts the programs that finish its work after it
+// exits (sbx expiry-watcher, which runs RunExpiryWatcher, and sbx
+// auto-remove).
+func SpawnDetached(argv []string) error {
+	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer devnull.Close()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	return cmd.Process.Release()
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestDockerRunDetachedRm: sbx run -d --rm works as docker's: the sandbox
+// TestDockerRunDetachedRm: sbx run -d --rm (and create --rm) works as docker's: the sandbox
 // is removed once its command ends, or once it is stopped, by a background
 // sbx process (there is no daemon) that then exits; a sandbox whose
 // remover died is removed by sbx gc once its command ended.
@@ -52,6 +52,16 @@ func TestDockerRunDetachedRm(t *testing.T) {
 	h.must(t, "kill", id)
 	waitUntil(t, 30*time.Second, "sbx gc removes the --rm sandbox whose command was killed", func() bool { return h.gcRemoved(t, id) })
 	h.assertNoLeaksOf(t, id)
+
+	// create --rm IMAGE CMD (docker create --rm) too; without CMD there is
+	// nothing to wait for.
+	id = strings.TrimSpace(h.must(t, "create", "--rm", "busybox", "sh", "-c", "sleep 0.2"))
+	h.saw(id)
+	h.waitGone(t, id)
+	waitNoRemover(t, id)
+	if r := h.sbx(t, "", "create", "--rm", "busybox"); r.code == 0 || !strings.Contains(r.stderr, "auto_remove needs a main command") {
+		t.Fatalf("create --rm without CMD: %d %q", r.code, r.stderr)
+	}
 
 	// A --rm without a command to wait for is refused, and so is --rm with -i.
 	if r := h.sbx(t, "", "run", "-d", "--rm", "-i", "busybox", "true"); r.code != 125 || !strings.Contains(r.stderr, "--interactive") {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -64,27 +64,9 @@ func completer(a *app, kind argKind) func(*cobra.Command, []string, string) ([]s
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		var out []string
 		if kind == sandboxArgs || kind == firstSandboxArg {
-			list, _ := b.List(ctx, sbx.Filter{})
-			for _, sb := range list {
-				if sb.Name != "" {
-					out = append(out, sb.Name)
-				}
-				out = append(out, sb.ShortID())
-			}
-		} else {
-			imgs, _ := b.ListImages(ctx)
-			for _, img := range imgs {
-				out = append(out, sbx.FamiliarName(img.Name))
-			}
+			return dockerargs.CompleteSandboxes(ctx, b, toComplete), cobra.ShellCompDirectiveNoFileComp
 		}
-		kept := out[:0]
-		for _, s := range out {
-			if strings.HasPrefix(s, toComplete) {
-				kept = append(kept, s)
-			}
-		}
-		return kept, cobra.ShellCompDirectiveNoFileComp
+		return dockerargs.CompleteImages(ctx, b, toComplete), cobra.ShellCompDirectiveNoFileComp
 	}
 }

@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/internal/copyout"
 	"github.com/sbxrun/sbx/render"
 )
 
@@ -54,43 +53,13 @@ unpacked cache: their contents are the image's, their digests differ from the
 registry's. With -o the file appears only once the archive is complete.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			if output == "" {
-				if f, ok := out.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-					return exitErr("refusing to write an archive to a terminal: give -o FILE or redirect stdout")
-				}
-			}
-			return a.withBackend(func(ctx context.Context, b backend) error {
-				if output == "" {
-					return b.SaveImage(ctx, args, out)
-				}
-				return writeFileAtomic(output, func(w io.Writer) error { return b.SaveImage(ctx, args, w) })
+			return writeOut(a, cmd, output, "an archive", func(ctx context.Context, b backend, w io.Writer) error {
+				return b.SaveImage(ctx, args, w)
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	return cmd
-}
-
-// writeFileAtomic writes path through a temporary file in its directory,
-// renamed over path only when write succeeded.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	err = write(f)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 func loadCmd(a *app) *cobra.Command {
@@ -111,7 +80,7 @@ several images of an archive, and names a root filesystem.`,
 			}
 			if input == "" {
 				in := cmd.InOrStdin()
-				if fh, ok := in.(*os.File); ok && term.IsTerminal(int(fh.Fd())) {
+				if console.IsTerminal(in) {
 					return exitErr("no archive on stdin: give -i FILE or redirect stdin (sbx load < image.tar)")
 				}
 				o.Archive = in
@@ -134,8 +103,8 @@ func historyCmd(a *app) *cobra.Command {
 		Short: "Show how an image was built, newest step first",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "table" && format != "json" {
-				return exitErr("invalid --format %q: use table or json", format)
+			if err := render.CheckFormat(format, "table", "json"); err != nil {
+				return exitErr("%v", err)
 			}
 			return a.withBackend(func(ctx context.Context, b backend) error {
 				steps, err := b.ImageHistory(ctx, args[0])
@@ -163,24 +132,15 @@ into every sandbox (/etc/hosts, /etc/hostname, /etc/resolv.conf) are left
 out. Volumes and tmpfs mounts are not part of the root and never listed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return exitErr("invalid --format %q: use text or json", format)
+			if err := render.CheckFormat(format, "text", "json"); err != nil {
+				return exitErr("%v", err)
 			}
 			return a.withBackend(func(ctx context.Context, b backend) error {
 				changes, err := b.Diff(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				if format == "json" {
-					if changes == nil {
-						changes = []sbx.Change{}
-					}
-					return render.JSON(cmd.OutOrStdout(), changes)
-				}
-				for _, c := range changes {
-					fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", c.Kind, c.Path)
-				}
-				return nil
+				return render.Changes(cmd.OutOrStdout(), changes, format)
 			})
 		},
 	}
@@ -240,13 +200,10 @@ func systemCmd(a *app) *cobra.Command {
 				if o.All {
 					what = "all stopped sandboxes, every image no sandbox uses, and their layers"
 				}
-				in, ok := cmd.InOrStdin().(*os.File)
-				if !ok || !term.IsTerminal(int(in.Fd())) {
+				if !console.IsTerminal(cmd.InOrStdin()) {
 					return exitErr("sbx system prune removes %s: confirm with -f", what)
 				}
-				fmt.Fprintf(cmd.ErrOrStderr(), "This removes %s. Continue? [y/N] ", what)
-				var answer string
-				if _, _ = fmt.Fscanln(in, &answer); answer != "y" && answer != "Y" {
+				if !console.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), "This removes "+what+". Continue?") {
 					return exitWith(1)
 				}
 			}
@@ -276,18 +233,27 @@ once the tar is complete. A running sandbox is paused while it is read.
 Volumes and tmpfs mounts are not part of the root.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			if f, ok := out.(*os.File); ok && output == "" && term.IsTerminal(int(f.Fd())) {
-				return exitErr("refusing to write a tar to a terminal: give -o FILE or redirect stdout")
-			}
-			return a.withBackend(func(ctx context.Context, b backend) error {
-				if output == "" {
-					return b.Export(ctx, args[0], out)
-				}
-				return writeFileAtomic(output, func(w io.Writer) error { return b.Export(ctx, args[0], w) })
+			return writeOut(a, cmd, output, "a tar", func(ctx context.Context, b backend, w io.Writer) error {
+				return b.Export(ctx, args[0], w)
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
 	return cmd
+}
+
+// writeOut calls write with stdout (refused when it is a terminal: what
+// names the stream), or with -o FILE, which appears only once write
+// succeeded (copyout.WriteFile).
+func writeOut(a *app, cmd *cobra.Command, output, what string, write func(context.Context, backend, io.Writer) error) error {
+	out := cmd.OutOrStdout()
+	if output == "" && console.IsTerminal(out) {
+		return exitErr("refusing to write %s to a terminal: give -o FILE or redirect stdout", what)
+	}
+	return a.withBackend(func(ctx context.Context, b backend) error {
+		if output == "" {
+			return write(ctx, b, out)
+		}
+		return copyout.WriteFile(output, func(w io.Writer) error { return write(ctx, b, w) })
+	})
 }

@@ -4,24 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/dockerargs"
+	"github.com/sbxrun/sbx/render"
 )
 
-type execOptions struct {
-	interactive, tty bool
-	detach           bool
-	env              []string
-	workdir, user    string
-	timeout          time.Duration
-}
+type execOptions = dockerargs.ExecFlags
 
 func execCmd(a *app) *cobra.Command {
 	o := &execOptions{}
@@ -50,36 +43,27 @@ until it ends, --timeout passes or the sandbox stops.`,
 	}
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.BoolVarP(&o.detach, "detach", "d", false, "start the command in the background and return at once")
-	f.BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
-	f.BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
-	f.StringArrayVarP(&o.env, "env", "e", nil, "set an environment variable: KEY=VALUE")
-	f.StringVarP(&o.workdir, "workdir", "w", "", "working directory inside the sandbox")
-	f.StringVarP(&o.user, "user", "u", "", "user to run as: name, UID or UID:GID")
-	f.DurationVar(&o.timeout, "timeout", 0, "kill the command after this long (e.g. 30s)")
+	f.BoolVarP(&o.Detach, "detach", "d", false, "start the command in the background and return at once")
+	f.BoolVarP(&o.Interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
+	f.BoolVarP(&o.Tty, "tty", "t", false, "allocate a terminal for the command")
+	f.StringArrayVarP(&o.Env, "env", "e", nil, "set an environment variable: KEY=VALUE")
+	f.StringVarP(&o.Workdir, "workdir", "w", "", "working directory inside the sandbox")
+	f.StringVarP(&o.User, "user", "u", "", "user to run as: name, UID or UID:GID")
+	f.DurationVar(&o.Timeout, "timeout", 0, "kill the command after this long (e.g. 30s)")
 	return cmd
 }
 
 func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []string) error {
-	req := sbx.ExecRequest{Argv: argv, Cwd: o.workdir, User: o.user, TimeoutS: o.timeout.Seconds()}
-	env, err := dockerargs.ParseEnv(o.env)
+	req, err := o.Request(argv)
 	if err != nil {
 		return exitErr("%v", err)
-	}
-	req.Env = env
-	if o.timeout < 0 {
-		return exitErr("invalid --timeout: must be positive")
 	}
 	ctx, b, cancel, err := a.backendCtx()
 	if err != nil {
 		return sbxError(err)
 	}
 	defer cancel()
-	if o.detach {
-		if o.interactive || o.tty {
-			return exitErr("-d does not go with -i or -t: a detached command has no input or terminal")
-		}
-		req.Detach = true
+	if o.Detach {
 		res, err := b.Exec(ctx, ref, req, nil)
 		if err != nil {
 			return sbxError(err)
@@ -90,21 +74,10 @@ func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []stri
 		}
 		return nil
 	}
-	if o.interactive || o.tty {
-		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.tty}, o.interactive)
+	if o.Interactive || o.Tty {
+		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.Tty}, o.Interactive)
 	}
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	res, err := b.Exec(ctx, ref, req, func(f sbx.ExecFrame) error {
-		switch f.Type {
-		case sbx.FrameStdout:
-			_, err := io.WriteString(stdout, f.Data)
-			return err
-		case sbx.FrameStderr:
-			_, err := io.WriteString(stderr, f.Data)
-			return err
-		}
-		return nil
-	})
+	res, err := b.Exec(ctx, ref, req, render.ExecFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
 	if err != nil {
 		return sbxError(err)
 	}
@@ -122,15 +95,8 @@ func attach(ctx context.Context, cmd *cobra.Command, b backend, ref string, o sb
 		o.Stdin = cmd.InOrStdin()
 	}
 	if o.Tty {
-		if t := os.Getenv("TERM"); t != "" {
-			if o.Env == nil {
-				o.Env = map[string]string{}
-			}
-			if _, ok := o.Env["TERM"]; !ok {
-				o.Env["TERM"] = t
-			}
-		}
-		restore, size, resize := setupTerminal(interactive)
+		o.Env = console.WithTERM(o.Env)
+		restore, size, resize := console.Setup(interactive)
 		defer restore()
 		o.Size, o.Resize = size, resize
 	}
@@ -154,16 +120,13 @@ func shellCmd(a *app) *cobra.Command {
 		Short: "Open an interactive shell in a running sandbox (bash if present, else sh)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
 			argv := []string{"/bin/sh", "-c", `if [ -x /bin/bash ]; then exec /bin/bash -l; else exec /bin/sh -l; fi`}
-			return attach(ctx, cmd, b, args[0], sbx.AttachOptions{
-				ExecRequest: sbx.ExecRequest{Argv: argv, Cwd: workdir, User: user},
-				Tty:         term.IsTerminal(int(os.Stdin.Fd())),
-			}, true)
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				return attach(ctx, cmd, b, args[0], sbx.AttachOptions{
+					ExecRequest: sbx.ExecRequest{Argv: argv, Cwd: workdir, User: user},
+					Tty:         console.IsTerminal(os.Stdin),
+				}, true)
+			})
 		},
 	}
 	cmd.Flags().StringVarP(&user, "user", "u", "", "user to run as: name, UID or UID:GID")
@@ -187,17 +150,12 @@ otherwise DST is created with SRC's content.`,
 			if srcIn == dstIn {
 				return exitErr("give ID:PATH on exactly one side of sbx cp")
 			}
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
-			if srcIn {
-				err = b.CopyFrom(ctx, srcRef, srcPath, args[1])
-			} else {
-				err = b.CopyTo(ctx, dstRef, args[0], dstPath)
-			}
-			return sbxError(err)
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				if srcIn {
+					return b.CopyFrom(ctx, srcRef, srcPath, args[1])
+				}
+				return b.CopyTo(ctx, dstRef, args[0], dstPath)
+			})
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -19,20 +20,17 @@ func infoCmd(a *app) *cobra.Command {
 		Short: "Show what this host offers and what sbx will use",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
-			info, err := b.Info(ctx)
-			if err != nil {
-				return sbxError(err)
-			}
-			if format == "json" {
-				return render.JSON(cmd.OutOrStdout(), info)
-			}
-			render.Info(cmd.OutOrStdout(), info)
-			return nil
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				info, err := b.Info(ctx)
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return render.JSON(cmd.OutOrStdout(), info)
+				}
+				render.Info(cmd.OutOrStdout(), info)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
@@ -45,16 +43,13 @@ func gcCmd(a *app) *cobra.Command {
 		Short: "Remove what crashed sandboxes left behind (mounts, cgroups, directories)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
-			rep, err := b.GC(ctx)
-			if rep != nil {
-				render.GCReport(cmd.OutOrStdout(), rep)
-			}
-			return sbxError(err)
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				rep, err := b.GC(ctx)
+				if rep != nil {
+					render.GCReport(cmd.OutOrStdout(), rep)
+				}
+				return err
+			})
 		},
 	}
 }

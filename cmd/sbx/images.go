@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/dockerargs"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -17,20 +20,9 @@ func pullCmd(a *app) *cobra.Command {
 		Short: "Pull an image from a registry into the image cache",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			b, err := f.open(a, cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext()
-			defer stop()
-			prog := render.NewProgress(cmd.ErrOrStderr(), f.quiet)
-			img, err := b.PullImage(ctx, args[0], prog.Update)
-			prog.Finish()
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
-			return nil
+			return fetchImage(a, cmd, &f, "", func(ctx context.Context, b backend, progress func(sbx.PullProgress)) (*sbx.Image, error) {
+				return b.PullImage(ctx, args[0], progress)
+			})
 		},
 	}
 	f.register(cmd)
@@ -69,18 +61,25 @@ archive is uploaded to the server (a layout directory tarred on the fly).`,
 	return cmd
 }
 
-// importImage imports o with the image flags f, showing progress, and
-// prints the image's name and digest after prefix.
+// importImage imports o with the image flags f (fetchImage).
 func importImage(a *app, cmd *cobra.Command, f *imageFlags, o sbx.ImportOptions, prefix string) error {
+	return fetchImage(a, cmd, f, prefix, func(ctx context.Context, b backend, progress func(sbx.PullProgress)) (*sbx.Image, error) {
+		o.Progress = progress
+		return b.ImportImage(ctx, o)
+	})
+}
+
+// fetchImage pulls or imports an image with the image flags f, showing
+// progress, and prints its name and digest after prefix.
+func fetchImage(a *app, cmd *cobra.Command, f *imageFlags, prefix string, fetch func(context.Context, backend, func(sbx.PullProgress)) (*sbx.Image, error)) error {
 	b, err := f.open(a, cmd)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signalContext()
+	ctx, stop := console.SignalContext()
 	defer stop()
 	prog := render.NewProgress(cmd.ErrOrStderr(), f.quiet)
-	o.Progress = prog.Update
-	img, err := b.ImportImage(ctx, o)
+	img, err := fetch(ctx, b, prog.Update)
 	prog.Finish()
 	if err != nil {
 		return err
@@ -144,11 +143,8 @@ func rmiCmd(a *app, use string) *cobra.Command {
 			}
 			var failed error
 			for _, ref := range args {
-				name := ref
-				if img, err := b.InspectImage(cmd.Context(), ref); err == nil {
-					name = sbx.FamiliarName(img.Name)
-				}
-				if err := b.RemoveImage(cmd.Context(), ref); err != nil {
+				name, err := dockerargs.RemoveImage(cmd.Context(), b, ref)
+				if err != nil {
 					fmt.Fprintln(cmd.ErrOrStderr(), "sbx:", err)
 					failed = exitWith(sbx.ExitSbxFailed)
 					continue

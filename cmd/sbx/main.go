@@ -19,6 +19,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/client"
 )
@@ -85,7 +86,7 @@ func (a *app) open(cfg sandbox.HostConfig) (backend, error) {
 		return a.backend, nil
 	}
 	if a.host != "" {
-		c, err := remoteClient(a.host)
+		c, err := client.NewFromEnv(a.host)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +121,7 @@ func (a *app) backendCtx() (context.Context, backend, context.CancelFunc, error)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := console.SignalContext()
 	return ctx, b, cancel, nil
 }
 
@@ -134,20 +135,6 @@ func (a *app) localHost(cmd *cobra.Command, cfg sandbox.HostConfig) (*sandbox.Ho
 		return nil, err
 	}
 	return a.local, nil
-}
-
-// remoteClient connects to host with the token of SBX_TOKEN or the file
-// SBX_TOKEN_FILE.
-func remoteClient(host string) (*client.Client, error) {
-	token := os.Getenv("SBX_TOKEN")
-	if f := os.Getenv("SBX_TOKEN_FILE"); token == "" && f != "" {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("read SBX_TOKEN_FILE: %w", err)
-		}
-		token = strings.TrimSpace(string(data))
-	}
-	return client.New(host, client.Options{Token: token})
 }
 
 // newRootCmd builds the command tree of one invocation.

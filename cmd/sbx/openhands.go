@@ -1,19 +1,16 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/openhands"
@@ -22,128 +19,46 @@ import (
 // openhandsFlags configure the OpenHands Runtime API of sbx serve and the
 // Agent Server of sbx openhands up (docs/openhands.md).
 type openhandsFlags struct {
-	listen, portListen, keyFile, publicHost string
-	aliases, treeImages, env                []string
-	agentTree, memory, egress               string
-	cpus                                    float64
-	pids                                    int64
-	rotateKey                               bool
+	openhands.ServeOptions
 }
 
 // registerCommon registers the flags sbx serve and sbx openhands up share,
 // with prefix ("openhands-" for serve).
 func (f *openhandsFlags) registerCommon(fs *pflag.FlagSet, prefix string) {
-	fs.StringArrayVar(&f.aliases, prefix+"alias", nil, "map images before they are pulled: PATTERN=IMAGE, * matches anything (repeatable; e.g. 'ghcr.io/openhands/agent-server:*=agent:local')")
-	fs.StringVar(&f.agentTree, prefix+"agent-tree", "", "host directory with a self-contained Agent Server tree, mounted read-only at /agent-server in images matching --"+prefix+"tree-image")
-	fs.StringArrayVar(&f.treeImages, prefix+"tree-image", nil, "image PATTERN that gets the Agent Server tree (repeatable)")
-	fs.StringVar(&f.memory, prefix+"memory", "4g", "memory limit of a runtime (times resource_factor)")
-	fs.Float64Var(&f.cpus, prefix+"cpus", 0, "CPU quota of a runtime (times resource_factor; 0: none)")
-	fs.Int64Var(&f.pids, prefix+"pids-limit", 4096, "process limit of a runtime (times resource_factor)")
-	fs.StringVar(&f.egress, prefix+"egress", "", "egress of the runtimes' bridge network: CIDR[,CIDR...] or none (default: the internet, no private ranges)")
-	fs.StringArrayVar(&f.env, prefix+"env", nil, "KEY=VALUE added to every Agent Server's environment (repeatable)")
+	fs.StringArrayVar(&f.Aliases, prefix+"alias", nil, "map images before they are pulled: PATTERN=IMAGE, * matches anything (repeatable; e.g. 'ghcr.io/openhands/agent-server:*=agent:local')")
+	fs.StringVar(&f.AgentTree, prefix+"agent-tree", "", "host directory with a self-contained Agent Server tree, mounted read-only at /agent-server in images matching --"+prefix+"tree-image")
+	fs.StringArrayVar(&f.TreeImages, prefix+"tree-image", nil, "image PATTERN that gets the Agent Server tree (repeatable)")
+	fs.StringVar(&f.Memory, prefix+"memory", "4g", "memory limit of a runtime (times resource_factor)")
+	fs.Float64Var(&f.CPUs, prefix+"cpus", 0, "CPU quota of a runtime (times resource_factor; 0: none)")
+	fs.Int64Var(&f.Pids, prefix+"pids-limit", 4096, "process limit of a runtime (times resource_factor)")
+	fs.StringVar(&f.Egress, prefix+"egress", "", "egress of the runtimes' bridge network: CIDR[,CIDR...] or none (default: the internet, no private ranges)")
+	fs.StringArrayVar(&f.Env, prefix+"env", nil, "KEY=VALUE added to every Agent Server's environment (repeatable)")
 }
 
 // registerServe registers sbx serve's --openhands-* flags.
 func (f *openhandsFlags) registerServe(fs *pflag.FlagSet) {
-	fs.StringVar(&f.listen, "openhands-listen", "", "serve the OpenHands Runtime API on this TCP address (runtime URLs <public>/<runtime_id>: for the app server)")
-	fs.StringVar(&f.portListen, "openhands-port-listen", "", "serve the OpenHands Runtime API on this TCP address with a port of its own per runtime on the same host address (for the SDK's APIRemoteWorkspace)")
-	fs.StringVar(&f.keyFile, "openhands-key-file", "", "file holding the key Runtime API clients send as X-API-Key (required with --openhands-listen)")
-	fs.StringVar(&f.publicHost, "openhands-public-host", "", "host name or address clients reach the Runtime API at, for runtime URLs (default: the listen address)")
-	fs.BoolVar(&f.rotateKey, "openhands-rotate-key-on-resume", false, "give a resumed runtime a new session key")
+	fs.StringVar(&f.Listen, "openhands-listen", "", "serve the OpenHands Runtime API on this TCP address (runtime URLs <public>/<runtime_id>: for the app server)")
+	fs.StringVar(&f.PortListen, "openhands-port-listen", "", "serve the OpenHands Runtime API on this TCP address with a port of its own per runtime on the same host address (for the SDK's APIRemoteWorkspace)")
+	fs.StringVar(&f.KeyFile, "openhands-key-file", "", "file holding the key Runtime API clients send as X-API-Key (required with --openhands-listen)")
+	fs.StringVar(&f.PublicHost, "openhands-public-host", "", "host name or address clients reach the Runtime API at, for runtime URLs (default: the listen address)")
+	fs.BoolVar(&f.RotateKeyOnResume, "openhands-rotate-key-on-resume", false, "give a resumed runtime a new session key")
 	f.registerCommon(fs, "openhands-")
 }
 
-func (f *openhandsFlags) enabled() bool { return f.listen != "" || f.portListen != "" }
-
-// parsed returns the settings both front-ends take from the flags.
-func (f *openhandsFlags) parsed(prefix string) (aliases []openhands.Alias, limits sbx.Limits, env map[string]string, err error) {
-	for _, a := range f.aliases {
-		pattern, image, ok := strings.Cut(a, "=")
-		if !ok || pattern == "" || image == "" {
-			return nil, limits, nil, fmt.Errorf("invalid --%salias %q: want PATTERN=IMAGE", prefix, a)
-		}
-		aliases = append(aliases, openhands.Alias{Pattern: pattern, Image: image})
-	}
-	if f.memory != "" {
-		if limits.MemoryBytes, err = parseSizeFlag(prefix+"memory", f.memory); err != nil {
-			return nil, limits, nil, err
-		}
-	}
-	if f.cpus < 0 || f.pids < 0 {
-		return nil, limits, nil, fmt.Errorf("invalid --%scpus or --%spids-limit: want a positive number", prefix, prefix)
-	}
-	limits.CPUs, limits.Pids = f.cpus, f.pids
-	env = map[string]string{}
-	for _, kv := range f.env {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return nil, limits, nil, fmt.Errorf("invalid --%senv %q: want KEY=VALUE", prefix, kv)
-		}
-		env[k] = v
-	}
-	if f.agentTree != "" && !filepath.IsAbs(f.agentTree) {
-		return nil, limits, nil, fmt.Errorf("--%sagent-tree %q must be an absolute path", prefix, f.agentTree)
-	}
-	return aliases, limits, env, nil
-}
-
-// backend is the Runtime API's view of host: the tree is the only host
-// path its sandboxes mount, and nothing else is allowed.
-func (f *openhandsFlags) backend(host *sandbox.Host) (*sandbox.PolicyView, error) {
-	p := &sbx.Policy{}
-	if f.agentTree != "" {
-		p.AllowedHostDirs = []string{f.agentTree}
-	}
-	return host.WithPolicy(p)
-}
-
 // startOpenHands opens the Runtime API listeners the flags ask for over
-// host; the caller serves them (Listener.Serve).
-func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) ([]*openhands.Listener, error) {
-	if !f.enabled() {
-		if f.keyFile != "" || f.publicHost != "" {
-			return nil, errors.New("--openhands-key-file and --openhands-public-host need --openhands-listen or --openhands-port-listen")
-		}
-		return nil, nil
+// host, held to the API's policy (Settings.Policy); the caller serves
+// them (Listener.Serve).
+func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) (openhands.Listeners, error) {
+	f.StateRoot, f.Logger = filepath.Join(root, "openhands"), log
+	cfg, err := f.Config()
+	if err != nil || !f.Enabled() {
+		return nil, err
 	}
-	if f.keyFile == "" {
-		return nil, errors.New("the OpenHands Runtime API needs a key: --openhands-key-file F (clients send it as X-API-Key)")
-	}
-	key, err := server.ReadToken(f.keyFile)
-	if err != nil {
-		return nil, fmt.Errorf("--openhands-key-file: %w", err)
-	}
-	aliases, limits, env, err := f.parsed("openhands-")
+	be, err := host.WithPolicy(f.Policy())
 	if err != nil {
 		return nil, err
 	}
-	be, err := f.backend(host)
-	if err != nil {
-		return nil, err
-	}
-	cfg := openhands.Config{
-		APIKey: key, Aliases: aliases, AgentTree: f.agentTree, TreeImages: f.treeImages, BaseLimits: limits,
-		Egress: f.egress, Environment: env, RotateKeyOnResume: f.rotateKey, Logger: log,
-	}
-	var out []*openhands.Listener
-	for _, l := range []struct {
-		addr, mode string
-	}{{f.listen, "path"}, {f.portListen, "port"}} {
-		if l.addr == "" {
-			continue
-		}
-		cfg.StateDir = filepath.Join(root, "openhands", l.mode)
-		ln, err := openhands.Listen(be, cfg, openhands.ListenOptions{Addr: l.addr, PublicHost: f.publicHost, PortMode: l.mode == "port"})
-		if err != nil {
-			for _, o := range out {
-				o.Close()
-			}
-			return nil, err
-		}
-		out = append(out, ln)
-		log.Info("sbx serve: OpenHands Runtime API", "addr", ln.Addr().String(), "urls", l.mode, "public", ln.PublicURL())
-	}
-	return out, nil
+	return openhands.ListenAll(be, cfg, &f.ServeOptions)
 }
 
 // openhandsCmd is sbx openhands: OpenHands' helpers.
@@ -181,7 +96,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			if err != nil {
 				return err
 			}
-			aliases, limits, env, err := f.parsed("")
+			p, err := f.Parse("")
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -192,40 +107,26 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 				}
 			}
 			req := openhands.StartRequest{Image: image, WorkingDir: workdir, ImagePullPolicy: pull}
-			if user != "" {
-				u, g, hasGroup := strings.Cut(user, ":")
-				uid, err := strconv.Atoi(u)
-				if err != nil || uid < 0 {
-					return exitErr("invalid --user %q: want UID or UID:GID", user)
-				}
-				req.RunAsUser = &uid
-				if hasGroup {
-					gid, err := strconv.Atoi(g)
-					if err != nil || gid < 0 {
-						return exitErr("invalid --user %q: want UID or UID:GID", user)
-					}
-					req.RunAsGroup = &gid
-				}
+			if err := req.ParseUser(user); err != nil {
+				return exitErr("%v", err)
 			}
-			be, err := f.backend(host)
+			be, err := host.WithPolicy(f.Policy())
 			if err != nil {
 				return exitErr("%v", err)
 			}
-			ctx, cancel := signalContext()
+			ctx, cancel := console.SignalContext()
 			defer cancel()
 			res, err := openhands.Up(ctx, be, openhands.UpOptions{
 				Request: req, Name: name, Address: address, Port: port, Key: key,
-				Aliases: aliases, AgentTree: f.agentTree, TreeImages: f.treeImages, BaseLimits: limits,
-				Egress: f.egress, Environment: env, ReadyTimeout: timeout, Logger: slog.Default(),
+				Aliases: p.Aliases, AgentTree: f.AgentTree, TreeImages: f.TreeImages, BaseLimits: p.BaseLimits,
+				Egress: f.Egress, Environment: p.Environment, ReadyTimeout: timeout, Logger: slog.Default(),
 			})
 			if err != nil {
 				return sbxError(err)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
+				return render.JSON(out, res)
 			}
 			fmt.Fprintf(out, "Agent Server URL: %s\nSession API key:  %s\nSandbox:          %s (sbx rm -f %s removes it)\n", res.URL, res.Key, res.Name, res.Name)
 			return nil

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -27,7 +28,7 @@ func poolCmd(a *app) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			opts, err := o.options(args[1:], a.host == "")
+			opts, err := o.Options(args[1:], a.host == "")
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -66,7 +67,7 @@ func (a *app) withPools(cfg sandbox.HostConfig, fn func(context.Context, sbx.Poo
 	if !ok {
 		return exitErr("this backend has no warm pools")
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := console.SignalContext()
 	defer cancel()
 	return sbxError(fn(ctx, p))
 }
@@ -80,25 +81,9 @@ func poolOpCmd(a *app, name, short string, op func(sbx.Pools, context.Context, s
 				if len(names) == 0 && name != "fill" {
 					return exitErr("sbx pool %s: name a pool", name)
 				}
-				if len(names) == 0 {
-					list, err := p.ListPools(ctx)
-					if err != nil {
-						return err
-					}
-					for _, pl := range list {
-						names = append(names, pl.Name)
-					}
-				}
-				for _, n := range names {
-					rep, err := op(p, ctx, n)
-					if rep != nil {
-						fmt.Fprintf(cmd.OutOrStdout(), "%s: started %d, removed %d\n", n, len(rep.Started), len(rep.Removed))
-					}
-					if err != nil {
-						return fmt.Errorf("pool %s: %w", n, err)
-					}
-				}
-				return nil
+				return sbx.EachPool(ctx, p, names, op, func(n string, rep *sbx.PoolReport) {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: started %d, removed %d\n", n, len(rep.Started), len(rep.Removed))
+				})
 			})
 		}}
 }

@@ -4,21 +4,19 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/dockerargs"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
 type runOptions struct {
-	sandboxFlags
+	dockerargs.SandboxFlags
 	images      imageFlags
 	entrypoint  string
 	interactive bool
@@ -63,9 +61,9 @@ when it is not found; 125 when sbx itself failed.`,
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
-	o.register(cmd.Flags())
+	registerSandboxFlags(cmd.Flags(), &o.SandboxFlags)
 	o.images.register(cmd)
-	cmd.Flags().StringVar(&o.pull, "pull", "missing", "pull the image: missing, always or never")
+	cmd.Flags().StringVar(&o.Pull, "pull", "missing", "pull the image: missing, always or never")
 	cmd.Flags().StringVar(&o.entrypoint, "entrypoint", "", "replace the image's entrypoint (and drop its Cmd)")
 	cmd.Flags().BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
@@ -87,28 +85,18 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 		return err
 	}
 	local := a.host == ""
-	opts, err := o.options(local)
+	opts, err := o.Options(local)
 	if err != nil {
 		return exitErr("%v", err)
 	}
-	if err := addMounts(&opts, o.volumes, o.tmpf, local); err != nil {
+	if err := dockerargs.AddMounts(&opts, o.volumes, o.tmpf, local); err != nil {
 		return exitErr("%v", err)
 	}
-	hostMode := cmd.Flags().ArgsLenAtDash() == 0
-	image := o.rootfs == "" && !hostMode
-	cmdArgs := args
-	if image {
-		if err := dockerargs.CheckImageArg(args[0]); err != nil {
-			return exitErr("%v", err)
-		}
-		opts.Image, cmdArgs = args[0], args[1:]
-		if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
-			cmdArgs = cmdArgs[1:]
-		}
+	var cmdArgs []string
+	if opts.Image, cmdArgs, err = dockerargs.SplitRunArgs(args, o.Rootfs != "", cmd.Flags().ArgsLenAtDash()); err != nil {
+		return exitErr("%v", err)
 	}
-	if !image && len(cmdArgs) == 0 {
-		return exitErr("no command given: sbx run --rootfs DIR CMD..., or sbx run -- CMD... in host mode")
-	}
+	image := opts.Image != ""
 	if o.detach {
 		return runDetached(a, cmd, o, cfg, opts, cmdArgs)
 	}
@@ -119,16 +107,11 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return exitErr("%v", err)
 	}
-	ro := sbx.RunOptions{Options: opts, Timeout: o.timeout, Tty: o.tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	ro := sbx.RunOptions{Options: opts, Timeout: o.Timeout, Tty: o.tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
 	ro.Cmd = cmdArgs
 	if image {
-		if cmd.Flags().Changed("entrypoint") {
-			ro.Entrypoint = []string{}
-			if o.entrypoint != "" {
-				ro.Entrypoint = []string{o.entrypoint}
-			}
-		}
-		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
+		ro.Entrypoint = dockerargs.Entrypoint(cmd.Flags().Changed("entrypoint"), o.entrypoint)
+		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !console.IsTerminal(os.Stderr))
 		defer prog.Finish()
 		ro.PullProgress = prog.Update
 	}
@@ -136,13 +119,13 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 		ro.Stdin = cmd.InOrStdin()
 	}
 	if o.tty {
-		restore, size, resize := setupTerminal(o.interactive)
+		restore, size, resize := console.Setup(o.interactive)
 		defer restore()
 		ro.ConsoleSize, ro.Resize = size, resize
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ro.Signals = forwardSignals(ctx, cancel)
+	ro.Signals = console.ForwardSignals(ctx, cancel)
 	rep, err := b.Run(ctx, ro)
 	if err != nil {
 		return exitErr("%v", dockerargs.WithImageHint(err, opts.Image))
@@ -170,7 +153,7 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 			return exitErr("--%s does not go with -d: the command runs on in the background (follow it with sbx logs -f, wait with sbx wait, remove with sbx rm or --ttl)", bad)
 		}
 	}
-	if o.timeout != 0 {
+	if o.Timeout != 0 {
 		return exitErr("--timeout does not go with -d: a detached sandbox's lifetime is --ttl")
 	}
 	if o.ttl < 0 {
@@ -185,112 +168,17 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	if err != nil {
 		return sbxError(err)
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := console.SignalContext()
 	defer cancel()
-	var entrypoint []string
-	if cmd.Flags().Changed("entrypoint") {
-		entrypoint = []string{}
-		if o.entrypoint != "" {
-			entrypoint = []string{o.entrypoint}
-		}
-	}
+	entrypoint := dockerargs.Entrypoint(cmd.Flags().Changed("entrypoint"), o.entrypoint)
 	opts.Cmd = cmdArgs
 	if opts.Image != "" {
-		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !term.IsTerminal(int(os.Stderr.Fd())))
+		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !console.IsTerminal(os.Stderr))
 		opts.Cmd, err = dockerargs.ImageCommand(ctx, b, opts.Image, opts.Pull, entrypoint, cmdArgs, prog.Update)
 		prog.Finish()
 		if err != nil {
 			return sbxError(dockerargs.WithImageHint(err, opts.Image))
 		}
 	}
-	sb, err := b.Create(ctx, opts)
-	if err != nil {
-		return sbxError(err)
-	}
-	if a.local != nil && sb.ExpiresAt != nil {
-		startExpiryWatcher(a)
-	}
-	if a.local != nil && o.rm {
-		// No daemon: a process of its own removes it (a server does that
-		// for the sandboxes it serves; sbx gc for those found stopped).
-		if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
-			return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
-		}
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
-	return nil
-}
-
-// setupTerminal puts the user's terminal in raw mode (with -i) and follows
-// its size.
-func setupTerminal(interactive bool) (restore func(), size [2]uint16, resize chan [2]uint16) {
-	restore = func() {}
-	fd := int(os.Stdin.Fd())
-	if !term.IsTerminal(fd) {
-		return restore, [2]uint16{80, 24}, nil
-	}
-	if w, h, err := term.GetSize(fd); err == nil {
-		size = [2]uint16{uint16(w), uint16(h)}
-	}
-	if interactive {
-		if st, err := term.MakeRaw(fd); err == nil {
-			restore = func() { _ = term.Restore(fd, st) }
-		}
-	}
-	resize = make(chan [2]uint16, 1)
-	winch := make(chan os.Signal, 1)
-	signal.Notify(winch, syscall.SIGWINCH)
-	go func() {
-		for range winch {
-			if w, h, err := term.GetSize(fd); err == nil {
-				select {
-				case resize <- [2]uint16{uint16(w), uint16(h)}:
-				default:
-				}
-			}
-		}
-	}()
-	return restore, size, resize
-}
-
-// forwardSignals passes the signals sbx receives on to the sandbox. A
-// second SIGINT or SIGTERM, or 10 seconds without the command exiting,
-// kills the sandbox so that nothing is left behind.
-func forwardSignals(ctx context.Context, kill context.CancelFunc) <-chan os.Signal {
-	in := make(chan os.Signal, 8)
-	out := make(chan os.Signal, 8)
-	signal.Notify(in, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
-	go func() {
-		defer signal.Stop(in)
-		var grace <-chan time.Time
-		terminating := false
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-grace:
-				kill()
-				return
-			case s := <-in:
-				if s == syscall.SIGINT || s == syscall.SIGTERM {
-					if terminating {
-						kill()
-						return
-					}
-					terminating = true
-					grace = time.After(10 * time.Second)
-				}
-				select {
-				case out <- s:
-				default:
-				}
-			}
-		}
-	}()
-	return out
-}
-
-// signalContext is cancelled by SIGINT or SIGTERM.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	return createSandbox(ctx, a, cmd, b, opts)
 }

@@ -6,32 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"syscall"
 	"text/template"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/dockerargs"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
 type createOptions struct {
-	sandboxFlags
-	images  imageFlags
-	name    string
-	volumes []string
-	tmpfs   []string
-	labels  []string
-	ttl     time.Duration
+	dockerargs.CreateFlags
+	images imageFlags
 }
 
 func createCmd(a *app) *cobra.Command {
 	o := &createOptions{}
+	var rm bool
 	cmd := &cobra.Command{
 		Use:   "create [flags] (IMAGE [CMD...] | --rootfs DIR [-- CMD...])",
 		Short: "Create a long-lived sandbox and print its ID once it is ready",
@@ -42,6 +36,7 @@ remove it with sbx rm (or let --ttl remove it).
 With CMD the sandbox gets a main command, started once it is ready: the
 image's Entrypoint followed by CMD (with --rootfs DIR -- CMD, the whole command), as
 docker create IMAGE CMD does; sbx logs, sbx wait and sbx kill act on it.
+With --rm the sandbox is removed once that command ended or it was stopped.
 
 Every flag of sbx run applies, plus --name, --volume, --tmpfs, --label and
 --ttl. --timeout does not: a sandbox's lifetime is --ttl, a command's is
@@ -52,16 +47,8 @@ sbx exec --timeout.`,
 			if err != nil {
 				return err
 			}
-			var cmdArgs []string
-			if o.rootfs != "" && cmd.Flags().ArgsLenAtDash() == 0 {
-				args, cmdArgs = nil, args // --rootfs DIR -- CMD...
-			} else if len(args) > 1 {
-				args, cmdArgs = args[:1], args[1:]
-			}
-			if len(cmdArgs) > 0 && cmdArgs[0] == "--" {
-				cmdArgs = cmdArgs[1:]
-			}
-			opts, err := o.options(args, a.host == "")
+			args, cmdArgs := dockerargs.SplitCreateArgs(args, o.Rootfs != "", cmd.Flags().ArgsLenAtDash())
+			opts, err := o.Options(args, a.host == "")
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -69,31 +56,24 @@ sbx exec --timeout.`,
 			if err != nil {
 				return sbxError(err)
 			}
-			ctx, cancel := signalContext()
+			ctx, cancel := console.SignalContext()
 			defer cancel()
-			opts.Cmd = cmdArgs
+			opts.Cmd, opts.AutoRemove = cmdArgs, rm
 			if opts.Image != "" && len(cmdArgs) > 0 {
 				if opts.Cmd, err = dockerargs.ImageCommand(ctx, b, opts.Image, opts.Pull, nil, cmdArgs, nil); err != nil {
 					return sbxError(err)
 				}
 			}
-			sb, err := b.Create(ctx, opts)
-			if err != nil {
-				return sbxError(err)
-			}
-			if a.local != nil && sb.ExpiresAt != nil {
-				startExpiryWatcher(a) // a server watches its own
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
-			return nil
+			return createSandbox(ctx, a, cmd, b, opts)
 		},
 	}
 	o.registerStart(cmd)
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.StringVar(&o.name, "name", "", "a unique name for the sandbox")
-	f.StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE")
-	f.DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	f.StringVar(&o.Name, "name", "", "a unique name for the sandbox")
+	f.StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE")
+	f.DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	f.BoolVar(&rm, "rm", false, "remove the sandbox once its main command (CMD) ended or it was stopped")
 	return cmd
 }
 
@@ -102,86 +82,17 @@ sbx exec --timeout.`,
 // (sbx create and sbx pool create).
 func (o *createOptions) registerStart(cmd *cobra.Command) {
 	f := cmd.Flags()
-	o.register(f)
-	f.StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
-	f.StringArrayVar(&o.tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
+	registerSandboxFlags(f, &o.SandboxFlags)
+	f.StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	f.StringArrayVar(&o.Tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	o.images.register(cmd)
-	f.StringVar(&o.pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
-}
-
-// options turns the flags into sbx.Options; local as in
-// sandboxFlags.options.
-func (o *createOptions) options(args []string, local bool) (sbx.Options, error) {
-	if o.timeout != 0 {
-		return sbx.Options{}, errors.New("--timeout applies to sbx run and sbx exec; a sandbox's lifetime is --ttl")
-	}
-	switch {
-	case len(args) == 1 && o.rootfs != "":
-		return sbx.Options{}, errors.New("give either an image or --rootfs, not both")
-	case len(args) == 0 && o.rootfs == "":
-		return sbx.Options{}, errors.New("give an image or --rootfs DIR")
-	}
-	opts, err := o.sandboxFlags.options(local)
-	if err != nil {
-		return opts, err
-	}
-	if len(args) == 1 {
-		opts.Image = args[0]
-	}
-	if o.ttl < 0 {
-		return opts, fmt.Errorf("invalid --ttl %v: must be positive", o.ttl)
-	}
-	opts.Name, opts.TTL = o.name, o.ttl
-	if err := addMounts(&opts, o.volumes, o.tmpfs, local); err != nil {
-		return opts, err
-	}
-	opts.Labels, err = dockerargs.ParseLabels(o.labels)
-	return opts, err
-}
-
-// addMounts adds --volume and --tmpfs mounts to opts; local as in
-// parseVolume.
-func addMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
-	for _, v := range volumes {
-		vol, err := parseVolume(v, local)
-		if err != nil {
-			return err
-		}
-		opts.Volumes = append(opts.Volumes, vol)
-	}
-	for _, t := range tmpfs {
-		tm, err := sbx.ParseTmpfs(t)
-		if err != nil {
-			return fmt.Errorf("invalid --tmpfs %q: %w", t, err)
-		}
-		opts.Tmpfs = append(opts.Tmpfs, tm)
-	}
-	return nil
-}
-
-// parseVolume parses HOST:CONTAINER[:ro|rw]. On this host the host
-// directory must exist (with --host it is on the server).
-func parseVolume(s string, local bool) (sbx.Volume, error) {
-	v, err := sbx.ParseVolume(s)
-	if err != nil {
-		return v, fmt.Errorf("invalid --volume %q: %w", s, err)
-	}
-	if local {
-		if v.HostPath, err = filepath.Abs(v.HostPath); err == nil {
-			_, err = os.Stat(v.HostPath)
-		}
-		if err != nil {
-			return v, fmt.Errorf("invalid --volume %q: %w", s, err)
-		}
-	}
-	return v, nil
+	f.StringVar(&o.Pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
 }
 
 func listCmd(a *app, name string) *cobra.Command {
-	var all, quiet, noTrunc, latest, pooled bool
-	var last int
+	var ps dockerargs.PsFlags
+	var quiet, noTrunc bool
 	var format string
-	var filters []string
 	cmd := &cobra.Command{
 		Use:   name + " [-a] [-q] [-n N | -l] [--no-trunc] [--pooled] [--format table|json|TEMPLATE] [--filter label=K=V|status=S|name=N]",
 		Short: "List sandboxes (running ones; -a for all)",
@@ -192,18 +103,10 @@ template run for each sandbox over its record, as docker's does, e.g.
 a field as JSON).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var f sbx.Filter
-			if err := dockerargs.ParseFilters(&f, filters); err != nil {
+			f, keep, err := ps.Filter()
+			if err != nil {
 				return exitErr("%v", err)
 			}
-			if latest {
-				last = 1
-			}
-			if last < 0 {
-				return exitErr("invalid -n %d: a number of sandboxes", last)
-			}
-			f.Running = !all && f.Status == "" && last == 0
-			f.Pooled = pooled
 			tmpl, err := render.ParseFormat(format)
 			if err != nil {
 				return exitErr("%v", err)
@@ -216,20 +119,17 @@ a field as JSON).`,
 			if err != nil {
 				return sbxError(err)
 			}
-			if last > 0 && len(list) > last {
-				list = list[len(list)-last:]
-			}
-			return render.Sandboxes(cmd.OutOrStdout(), list, render.ListOptions{Quiet: quiet, NoTrunc: noTrunc, Format: format, Template: tmpl})
+			return render.Sandboxes(cmd.OutOrStdout(), dockerargs.Newest(list, keep), render.ListOptions{Quiet: quiet, NoTrunc: noTrunc, Format: format, Template: tmpl})
 		},
 	}
-	cmd.Flags().BoolVarP(&all, "all", "a", false, "show all sandboxes, also stopped ones")
+	cmd.Flags().BoolVarP(&ps.All, "all", "a", false, "show all sandboxes, also stopped ones")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only IDs")
 	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print full IDs")
-	cmd.Flags().IntVarP(&last, "last", "n", 0, "show the N sandboxes created last (of all)")
-	cmd.Flags().BoolVarP(&latest, "latest", "l", false, "show the sandbox created last (of all)")
-	cmd.Flags().BoolVar(&pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
+	cmd.Flags().IntVarP(&ps.Last, "last", "n", 0, "show the N sandboxes created last (of all)")
+	cmd.Flags().BoolVarP(&ps.Latest, "latest", "l", false, "show the sandbox created last (of all)")
+	cmd.Flags().BoolVar(&ps.Pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
 	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json, or a Go template per sandbox")
-	cmd.Flags().StringArrayVarP(&filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
+	cmd.Flags().StringArrayVarP(&ps.Filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
 	return cmd
 }
 
@@ -280,41 +180,18 @@ func statsCmd(a *app) *cobra.Command {
 		Short: "Show a sandbox's CPU, memory, peak memory, pids and OOM kills",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "table" && format != "json" {
-				return exitErr("invalid --format %q: use table or json", format)
+			if err := render.CheckFormat(format, "table", "json"); err != nil {
+				return exitErr("%v", err)
 			}
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
 			w := cmd.OutOrStdout()
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for first := true; ; first = false {
-				u, err := b.Stats(ctx, args[0])
-				if err != nil {
-					if !first && ctx.Err() != nil {
-						return nil
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				return sbx.WatchStats(ctx, b, args[0], time.Second, noStream, func(u *sbx.Usage, first bool) error {
+					if format == "json" {
+						return json.NewEncoder(w).Encode(u)
 					}
-					return sbxError(err)
-				}
-				if format == "json" {
-					if err := json.NewEncoder(w).Encode(u); err != nil {
-						return err
-					}
-				} else {
-					_ = render.Stats(w, u, first || !noStream)
-				}
-				if noStream {
-					return nil
-				}
-				select {
-				case <-ctx.Done():
-					return nil
-				case <-tick.C:
-				}
-			}
+					return render.Stats(w, u, first || !noStream)
+				})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print once and exit")
@@ -406,17 +283,13 @@ sbx run NAME) start with that state at once. A running sandbox is paused
 while its layer is read.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
-			img, err := b.Commit(ctx, args[0], args[1])
-			if err != nil {
-				return sbxError(err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
-			return nil
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				img, err := b.Commit(ctx, args[0], args[1])
+				if err == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", sbx.FamiliarName(img.Name), img.Digest)
+				}
+				return err
+			})
 		},
 	}
 }
@@ -439,46 +312,37 @@ The sandbox flags of sbx create apply to the build sandbox (--network host
 lets the script download packages).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if (script == "") == (scriptFile == "") {
-				return exitErr("give the setup script with exactly one of -c SCRIPT and --script FILE")
+			script, err := dockerargs.ReadScript(script, scriptFile)
+			if err != nil {
+				return exitErr("%v", err)
 			}
-			if scriptFile != "" {
-				data, err := os.ReadFile(scriptFile)
-				if err != nil {
-					return exitErr("read --script: %v", err)
-				}
-				script = string(data)
-			}
-			opts, err := o.options(args, a.host == "")
+			opts, err := o.Options(args, a.host == "")
 			if err != nil {
 				return exitErr("%v", err)
 			}
 			if a.host != "" && !cmd.Flags().Changed("seccomp") {
 				opts.Seccomp = "" // the server's default
 			}
-			ctx, b, cancel, err := a.backendCtx()
-			if err != nil {
-				return sbxError(err)
-			}
-			defer cancel()
 			po := sbx.PrepareOptions{Base: args[0], Script: script, Sandbox: opts}
 			po.Sandbox.Image = ""
 			if !quiet {
 				po.Output = cmd.ErrOrStderr()
 			}
-			res, err := b.Prepare(ctx, po)
-			if err != nil {
-				return sbxError(err)
-			}
-			if res.Cached && !quiet {
-				fmt.Fprintln(cmd.ErrOrStderr(), "sbx: prepared image found in the cache")
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), sbx.FamiliarName(res.Image.Name))
-			return nil
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				res, err := b.Prepare(ctx, po)
+				if err != nil {
+					return err
+				}
+				if res.Cached && !quiet {
+					fmt.Fprintln(cmd.ErrOrStderr(), "sbx: prepared image found in the cache")
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), sbx.FamiliarName(res.Image.Name))
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
-	o.register(f)
+	registerSandboxFlags(f, &o.SandboxFlags)
 	f.StringVarP(&script, "command", "c", "", "the setup script, run with /bin/sh -c")
 	f.StringVar(&scriptFile, "script", "", "a file holding the setup script")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the script's output")
@@ -495,12 +359,45 @@ func expiryWatcherCmd(a *app) *cobra.Command {
 		})
 }
 
+// createSandbox creates opts and prints the sandbox's ID. On this host it
+// starts what outlives sbx (a server does both for its own sandboxes):
+// the expiry watcher for a TTL, the remover of an AutoRemove sandbox
+// (startAutoRemover).
+func createSandbox(ctx context.Context, a *app, cmd *cobra.Command, b backend, opts sbx.Options) error {
+	sb, err := b.Create(ctx, opts)
+	if err != nil {
+		return sbxError(err)
+	}
+	if a.local != nil && sb.ExpiresAt != nil {
+		startExpiryWatcher(a)
+	}
+	if err := startAutoRemover(a, sb); err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
+	return nil
+}
+
 // startExpiryWatcher starts `sbx expiry-watcher` in the background,
 // detached from this process and its terminal, unless one already runs.
 func startExpiryWatcher(a *app) {
 	if !a.local.ExpiryWatcherRunning() {
 		_ = spawnDetached(a, "expiry-watcher")
 	}
+}
+
+// startAutoRemover starts, for a local sandbox created with AutoRemove,
+// the background process that removes it once its command ended (no
+// daemon does; a server does it for the sandboxes it serves, sbx gc for
+// those whose remover died).
+func startAutoRemover(a *app, sb *sbx.Sandbox) error {
+	if a.local == nil || !sb.Options.AutoRemove {
+		return nil
+	}
+	if err := spawnDetached(a, "auto-remove", sb.ID); err != nil {
+		return sbxError(fmt.Errorf("sandbox %s runs, but its remover did not start (remove it with sbx rm): %w", sb.ShortID(), err))
+	}
+	return nil
 }
 
 // autoRemoverCmd is the background process that removes a sandbox of
@@ -522,7 +419,7 @@ func backgroundCmd(a *app, use, short string, args cobra.PositionalArgs, work fu
 			if err != nil {
 				return sbxError(err)
 			}
-			ctx, cancel := signalContext()
+			ctx, cancel := console.SignalContext()
 			defer cancel()
 			if err := work(ctx, h, args); err != nil && ctx.Err() == nil {
 				return sbxError(err)
@@ -533,22 +430,12 @@ func backgroundCmd(a *app, use, short string, args cobra.PositionalArgs, work fu
 }
 
 // spawnDetached starts sbx with args on this command's state in the
-// background, detached from this process and its terminal.
+// background, detached from this process and its terminal
+// (sandbox.SpawnDetached).
 func spawnDetached(a *app, args ...string) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	devnull, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
-	if err != nil {
-		return err
-	}
-	defer devnull.Close()
-	cmd := exec.Command(exe, append([]string{"--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel}, args...)...)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = devnull, devnull, devnull
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	return cmd.Process.Release()
+	return sandbox.SpawnDetached(append([]string{exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel}, args...))
 }

@@ -2,21 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
-	"sync"
 	"syscall"
 	"time"
 
-	units "github.com/docker/go-units"
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server"
 )
@@ -98,53 +95,25 @@ OpenHands Remote Runtime API (docs/openhands.md), with its own key.`,
 	return cmd
 }
 
-func parseSizeFlag(name, v string) (int64, error) {
-	n, err := units.RAMInBytes(v)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("invalid --%s %q: want a size like 16m", name, v)
-	}
-	return n, nil
-}
-
-// listenerScheme is how --host names ln's kind of address.
-func listenerScheme(ln net.Listener, tls bool) string {
-	switch {
-	case ln.Addr().Network() == "unix":
-		return "unix://"
-	case tls:
-		return "https://"
-	}
-	return "http://"
-}
-
 func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	log := slog.Default()
-	token := ""
+	lc := server.ListenConfig{TCP: o.listen, Unix: o.unix, DefaultUnix: filepath.Join(a.runRoot, "sbx.sock"),
+		TLSCert: o.tlsCert, TLSKey: o.tlsKey, InsecureNoAuth: o.insecureNoAuth}
 	if o.tokenFile != "" {
 		var err error
-		if token, err = server.ReadToken(o.tokenFile); err != nil {
+		if lc.Token, err = server.ReadToken(o.tokenFile); err != nil {
 			return fmt.Errorf("--token-file: %w", err)
 		}
 	}
-	if o.listen != "" && token == "" && !o.insecureNoAuth {
-		return errors.New("a TCP listener needs a token (--token-file F); to serve without one, add --insecure-no-auth")
+	if err := lc.Check(); err != nil {
+		return err
 	}
-	if (o.tlsCert == "") != (o.tlsKey == "") {
-		return errors.New("give both --tls-cert and --tls-key, or neither")
-	}
-	if o.tlsCert != "" && o.listen == "" {
-		return errors.New("--tls-cert applies to the TCP listener: add --listen ADDR")
-	}
-	var sizes [3]int64
-	for i, fl := range []struct{ name, v string }{{"max-body-size", o.maxBody}, {"max-upload-size", o.maxUpload}, {"max-reply-size", o.maxReply}} {
-		n, err := parseSizeFlag(fl.name, fl.v)
-		if err != nil {
-			return err
-		}
-		sizes[i] = n
+	scfg := server.Config{Token: lc.Token, ProxyTimeout: o.proxyTimeout, MaxConcurrentCreates: o.maxCreates, Logger: log}
+	if err := scfg.ParseSizes(o.maxBody, o.maxUpload, o.maxReply); err != nil {
+		return err
 	}
 	if o.maxSandboxes < 0 {
 		return fmt.Errorf("invalid --max-sandboxes %d", o.maxSandboxes)
@@ -167,7 +136,7 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		hcfg.Subnet = subnet
 	}
 	if o.memoryBudget != "" {
-		n, err := parseSizeFlag("memory-budget", o.memoryBudget)
+		n, err := dockerargs.ParseSize("memory-budget", o.memoryBudget)
 		if err != nil {
 			return err
 		}
@@ -187,57 +156,23 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 	}
 	served := false // once served, each Listener closes itself
 	defer func() {
-		for _, l := range ohs {
-			if !served {
-				l.Close()
-			}
+		if !served {
+			ohs.Close()
 		}
 	}()
-	srv, err := server.New(server.Config{
-		Backend:              host,
-		Token:                token,
-		MaxBodyBytes:         sizes[0],
-		MaxUploadBytes:       sizes[1],
-		MaxReplyBytes:        sizes[2],
-		ProxyTimeout:         o.proxyTimeout,
-		MaxConcurrentCreates: o.maxCreates,
-		Logger:               log,
-	})
+	scfg.Backend = host
+	srv, err := server.New(scfg)
 	if err != nil {
 		return err
 	}
-
-	var listeners []net.Listener
-	closeAll := func() {
-		for _, l := range listeners {
-			_ = l.Close()
-		}
+	listeners, closeListeners, err := lc.Listen()
+	if err != nil {
+		return err
 	}
-	if o.listen != "" {
-		ln, err := server.ListenTCP(o.listen, o.tlsCert, o.tlsKey)
-		if err != nil {
-			return err
-		}
-		listeners = append(listeners, ln)
-	}
-	sock := o.unix
-	if sock == "" && o.listen == "" {
-		sock = filepath.Join(a.runRoot, "sbx.sock")
-	}
-	if sock != "" {
-		ln, err := server.ListenUnix(sock)
-		if err != nil {
-			closeAll()
-			return err
-		}
-		listeners = append(listeners, ln)
-		defer os.Remove(sock)
-	}
-
+	defer closeListeners()
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := srv.Start(ctx); err != nil {
-		closeAll()
 		return err
 	}
 	for _, ln := range listeners {
@@ -245,23 +180,11 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		if !log.Enabled(ctx, slog.LevelInfo) {
 			// Said at any log level: where to connect is what a user
 			// starting a server needs first.
-			fmt.Fprintf(os.Stderr, "sbx serve: listening on %s%s\n", listenerScheme(ln, o.tlsCert != ""), ln.Addr())
+			fmt.Fprintf(os.Stderr, "sbx serve: listening on %s\n", server.URL(ln, o.tlsCert != ""))
 		}
 	}
 	// The Runtime API's listeners stop with the REST API's, at the same
 	// deadline (its data plane holds WebSockets for hours).
-	var ohWait sync.WaitGroup
 	served = true
-	for _, l := range ohs {
-		ohWait.Go(func() {
-			if err := l.Serve(ctx, o.shutdownTimeout); err != nil {
-				log.Error("sbx serve: the OpenHands Runtime API stopped", "addr", l.Addr().String(), "err", err)
-				stop()
-			}
-		})
-	}
-	err = srv.Serve(ctx, listeners, o.shutdownTimeout)
-	stop()
-	ohWait.Wait()
-	return err
+	return srv.ServeWith(ctx, listeners, o.shutdownTimeout, ohs.Companions()...)
 }

@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,7 +32,7 @@ command has ended for good.`,
 				return exitErr("invalid --tail %d: a number of lines, or -1 for all", tail)
 			}
 			return a.withBackend(func(ctx context.Context, b backend) error {
-				err := printLogs(ctx, b, args[0], follow, tail, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				err := sbx.TailLogs(ctx, b, args[0], tail, follow, render.LogFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
 				if follow && ctx.Err() != nil {
 					return nil // interrupted: how following ends
 				}
@@ -47,23 +43,6 @@ command has ended for good.`,
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the command has ended")
 	cmd.Flags().IntVarP(&tail, "tail", "n", -1, "print only the last N lines of what is held (-1: all)")
 	return cmd
-}
-
-// printLogs writes the main command's output (sbx.TailLogs): stdout and
-// stderr to theirs, a gap as a note on stderr.
-func printLogs(ctx context.Context, b backend, ref string, follow bool, tail int, stdout, stderr io.Writer) error {
-	return sbx.TailLogs(ctx, b, ref, tail, follow, func(f sbx.LogFrame) error {
-		var err error
-		switch f.Type {
-		case sbx.LogStdout:
-			_, err = io.WriteString(stdout, f.Data)
-		case sbx.LogStderr:
-			_, err = io.WriteString(stderr, f.Data)
-		case sbx.LogGap:
-			_, err = fmt.Fprintf(stderr, "sbx: %d bytes of output before this were dropped (the sandbox keeps a bounded window)\n", f.Lost)
-		}
-		return err
-	})
 }
 
 func waitCmd(a *app) *cobra.Command {
@@ -78,13 +57,7 @@ func waitCmd(a *app) *cobra.Command {
 					if err != nil {
 						return err
 					}
-					fmt.Fprintln(cmd.OutOrStdout(), exit.ExitCode)
-					if exit.OOMKilled {
-						fmt.Fprintf(cmd.ErrOrStderr(), "sbx: %s: the command was killed for lack of memory (OOM)\n", ref)
-					}
-					if exit.Error != "" {
-						fmt.Fprintf(cmd.ErrOrStderr(), "sbx: %s: %s\n", ref, exit.Error)
-					}
+					render.Exit(cmd.OutOrStdout(), cmd.ErrOrStderr(), ref, exit)
 				}
 				return nil
 			})
@@ -107,22 +80,12 @@ stop one gracefully, use sbx stop).`,
 				return exitErr("%v", err)
 			}
 			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
-				err := b.Signal(ctx, ref, name)
-				if name == "SIGKILL" && (errors.Is(err, sbx.ErrUnsupported) || noMainCommand(ctx, b, ref)) {
-					_, err = b.Stop(ctx, ref, sbx.StopOptions{Signal: name, Timeout: time.Second})
-				}
-				return err
+				return dockerargs.Kill(ctx, b, ref, name)
 			})
 		},
 	}
 	cmd.Flags().StringVarP(&sig, "signal", "s", "SIGKILL", "the signal: a name (KILL, SIGTERM) or number")
 	return cmd
-}
-
-// noMainCommand reports whether the sandbox has no main command.
-func noMainCommand(ctx context.Context, b backend, ref string) bool {
-	sb, err := b.Get(ctx, ref)
-	return err == nil && len(sb.Options.Cmd) == 0
 }
 
 func restartCmd(a *app) *cobra.Command {
@@ -135,11 +98,7 @@ func restartCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Timeout = time.Duration(grace)
 			return each(a, cmd, args, func(ctx context.Context, b backend, ref string) error {
-				if _, err := b.Stop(ctx, ref, o); err != nil {
-					return err
-				}
-				_, err := b.Start(ctx, ref)
-				return err
+				return dockerargs.Restart(ctx, b, ref, o)
 			})
 		},
 	}
@@ -160,24 +119,11 @@ func portCmd(a *app) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var ports []sbx.PortMapping
-				if sb.Network != nil {
-					ports = sb.Network.Ports
+				query := ""
+				if len(args) == 2 {
+					query = args[1]
 				}
-				found := false
-				for _, p := range ports {
-					switch {
-					case len(args) == 1:
-						fmt.Fprintln(cmd.OutOrStdout(), p)
-					case dockerargs.MatchPort(p, args[1]):
-						fmt.Fprintln(cmd.OutOrStdout(), p.HostAddr())
-						found = true
-					}
-				}
-				if len(args) == 2 && !found {
-					return fmt.Errorf("%w: sandbox %s publishes no port %s", sbx.ErrNotFound, args[0], args[1])
-				}
-				return nil
+				return render.Ports(cmd.OutOrStdout(), args[0], sb, query)
 			})
 		},
 	}
@@ -196,18 +142,11 @@ by any sbx process are seen. --since SEQ first replays the events after SEQ
 that are still held (a server holds the last 4096).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if format != "text" && format != "json" {
-				return exitErr("invalid --format %q: use text or json", format)
+			if err := render.CheckFormat(format, "text", "json"); err != nil {
+				return exitErr("%v", err)
 			}
-			w := cmd.OutOrStdout()
 			return a.withBackend(func(ctx context.Context, b backend) error {
-				err := b.Events(ctx, since, func(e sbx.Event) error {
-					if format == "json" {
-						return json.NewEncoder(w).Encode(e)
-					}
-					_, err := fmt.Fprintln(w, e)
-					return err
-				})
+				err := b.Events(ctx, since, render.Events(cmd.OutOrStdout(), format))
 				if ctx.Err() != nil {
 					return nil // interrupted: the normal end
 				}

@@ -1,0 +1,200 @@
+package dockerargs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	units "github.com/docker/go-units"
+
+	"github.com/sbxrun/sbx"
+)
+
+// SandboxFlags are the flags of docker run, create and podman's, as sbx
+// run, create and prepare take them, in their text forms; Options turns
+// them into sbx.Options.
+type SandboxFlags struct {
+	Memory, Disk            string // sizes: "256m", "1g"
+	CPUs                    float64
+	PidsLimit               int64 // 0 or -1: unlimited
+	Timeout                 time.Duration
+	Env, EnvFiles           []string // KEY=VALUE or KEY (from this environment); KEY=VALUE files
+	Workdir, User, Hostname string
+	ReadOnly                bool
+	Seccomp                 string
+	CapAdd, CapDrop         []string
+	Network, Egress         string
+	Publish, HostPorts, DNS []string
+	Rootfs                  string
+	Pull                    string
+	UserNS                  string
+}
+
+// Options turns the flags into sbx.Options. local is set when the sandbox
+// runs on this host: a Rootfs is then made absolute and must exist (for a
+// server it is a path on the server's host).
+func (f *SandboxFlags) Options(local bool) (sbx.Options, error) {
+	var o sbx.Options
+	if f.Memory != "" {
+		n, err := units.RAMInBytes(f.Memory)
+		if err != nil || n <= 0 {
+			return o, fmt.Errorf("invalid --memory %q: use a size like 256m or 1g", f.Memory)
+		}
+		o.Limits.MemoryBytes = n
+	}
+	if n := runtime.NumCPU(); f.CPUs > float64(n) || f.CPUs < 0 {
+		return o, fmt.Errorf("invalid --cpus %v: this host has %d CPUs", f.CPUs, n)
+	}
+	o.Limits.CPUs = f.CPUs
+	switch {
+	case f.PidsLimit == -1: // unlimited, as docker and podman take it
+	case f.PidsLimit < 0:
+		return o, fmt.Errorf("invalid --pids-limit %d: use a positive number, or -1 for no limit", f.PidsLimit)
+	default:
+		o.Limits.Pids = f.PidsLimit
+	}
+	if f.Timeout < 0 {
+		return o, fmt.Errorf("invalid --timeout %v: must be positive", f.Timeout)
+	}
+	if f.Disk != "" {
+		n, err := units.RAMInBytes(f.Disk)
+		if err != nil || n < 1<<20 {
+			return o, fmt.Errorf("invalid --disk %q: use a size of at least 1m, like 512m or 2g", f.Disk)
+		}
+		o.Limits.DiskBytes = n
+	}
+	if f.Workdir != "" && !filepath.IsAbs(f.Workdir) {
+		return o, fmt.Errorf("invalid --workdir %q: must be an absolute path", f.Workdir)
+	}
+	if f.Rootfs != "" && local {
+		abs, err := filepath.Abs(f.Rootfs)
+		if err != nil {
+			return o, err
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return o, fmt.Errorf("--rootfs %s is not a directory", f.Rootfs)
+		}
+		f.Rootfs = abs
+	}
+	env, err := f.Environ()
+	if err != nil {
+		return o, err
+	}
+	o.Rootfs, o.Env, o.Pull = f.Rootfs, env, f.Pull
+	o.Workdir, o.User, o.Hostname = f.Workdir, f.User, f.Hostname
+	o.ReadonlyRootfs, o.Seccomp, o.CapAdd, o.CapDrop = f.ReadOnly, f.Seccomp, f.CapAdd, f.CapDrop
+	o.UserNS = f.UserNS
+	o.Network, o.Publish, o.Egress, o.AllowHostPorts, o.DNS = f.Network, f.Publish, f.Egress, f.HostPorts, f.DNS
+	return o, nil
+}
+
+// Environ collects EnvFiles and Env, in that order (later wins); a bare
+// KEY takes its value from this process's environment.
+func (f *SandboxFlags) Environ() ([]string, error) {
+	var out []string
+	for _, path := range f.EnvFiles {
+		fh, err := os.Open(path)
+		if err != nil {
+			return nil, fmt.Errorf("read --env-file: %w", err)
+		}
+		vars, err := sbx.ReadEnvFile(fh, path, os.LookupEnv)
+		fh.Close()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vars...)
+	}
+	for _, e := range f.Env {
+		v, err := sbx.EnvEntry(e, os.LookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		if v != "" {
+			out = append(out, v)
+		}
+	}
+	return sbx.MergeEnv(nil, out), nil
+}
+
+// CreateFlags are the flags of docker create: those of run plus a name,
+// mounts, labels and sbx's --ttl.
+type CreateFlags struct {
+	SandboxFlags
+	Name           string
+	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw]; CONTAINER[:size=SIZE]
+	Labels         []string // KEY=VALUE
+	TTL            time.Duration
+}
+
+// Options turns the flags and args (the image, or none with Rootfs) into
+// sbx.Options; local as in SandboxFlags.Options. Timeout is refused: a
+// sandbox's lifetime is TTL.
+func (o *CreateFlags) Options(args []string, local bool) (sbx.Options, error) {
+	if o.Timeout != 0 {
+		return sbx.Options{}, errors.New("--timeout applies to sbx run and sbx exec; a sandbox's lifetime is --ttl")
+	}
+	switch {
+	case len(args) == 1 && o.Rootfs != "":
+		return sbx.Options{}, errors.New("give either an image or --rootfs, not both")
+	case len(args) == 0 && o.Rootfs == "":
+		return sbx.Options{}, errors.New("give an image or --rootfs DIR")
+	}
+	opts, err := o.SandboxFlags.Options(local)
+	if err != nil {
+		return opts, err
+	}
+	if len(args) == 1 {
+		opts.Image = args[0]
+	}
+	if o.TTL < 0 {
+		return opts, fmt.Errorf("invalid --ttl %v: must be positive", o.TTL)
+	}
+	opts.Name, opts.TTL = o.Name, o.TTL
+	if err := AddMounts(&opts, o.Volumes, o.Tmpfs, local); err != nil {
+		return opts, err
+	}
+	opts.Labels, err = ParseLabels(o.Labels)
+	return opts, err
+}
+
+// AddMounts adds --volume and --tmpfs mounts to opts; local as in
+// ParseVolume.
+func AddMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
+	for _, v := range volumes {
+		vol, err := ParseVolume(v, local)
+		if err != nil {
+			return err
+		}
+		opts.Volumes = append(opts.Volumes, vol)
+	}
+	for _, t := range tmpfs {
+		tm, err := sbx.ParseTmpfs(t)
+		if err != nil {
+			return fmt.Errorf("invalid --tmpfs %q: %w", t, err)
+		}
+		opts.Tmpfs = append(opts.Tmpfs, tm)
+	}
+	return nil
+}
+
+// ParseVolume parses HOST:CONTAINER[:ro|rw] (sbx.ParseVolume). When local
+// (the sandbox runs on this host) the host directory is made absolute and
+// must exist; for a server it is a path on the server's host.
+func ParseVolume(s string, local bool) (sbx.Volume, error) {
+	v, err := sbx.ParseVolume(s)
+	if err != nil {
+		return v, fmt.Errorf("invalid --volume %q: %w", s, err)
+	}
+	if local {
+		if v.HostPath, err = filepath.Abs(v.HostPath); err == nil {
+			_, err = os.Stat(v.HostPath)
+		}
+		if err != nil {
+			return v, fmt.Errorf("invalid --volume %q: %w", s, err)
+		}
+	}
+	return v, nil
+}

@@ -1,0 +1,83 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/sbxrun/sbx"
+)
+
+// LogFrames is a Logs callback (sbx.TailLogs) writing a main command's
+// output as sbx logs does: stdout and stderr to theirs, a gap in the held
+// window as a note on stderr.
+func LogFrames(stdout, stderr io.Writer) func(sbx.LogFrame) error {
+	return func(f sbx.LogFrame) error {
+		var err error
+		switch f.Type {
+		case sbx.LogStdout:
+			_, err = io.WriteString(stdout, f.Data)
+		case sbx.LogStderr:
+			_, err = io.WriteString(stderr, f.Data)
+		case sbx.LogGap:
+			_, err = fmt.Fprintf(stderr, "sbx: %d bytes of output before this were dropped (the sandbox keeps a bounded window)\n", f.Lost)
+		}
+		return err
+	}
+}
+
+// ExecFrames is an Exec callback writing the command's stdout and stderr
+// to theirs as they come.
+func ExecFrames(stdout, stderr io.Writer) func(sbx.ExecFrame) error {
+	return func(f sbx.ExecFrame) error {
+		var err error
+		switch f.Type {
+		case sbx.FrameStdout:
+			_, err = io.WriteString(stdout, f.Data)
+		case sbx.FrameStderr:
+			_, err = io.WriteString(stderr, f.Data)
+		}
+		return err
+	}
+}
+
+// Exit writes how a main command ended as sbx wait does: its exit code on
+// stdout; an OOM kill and an error as notes naming ref on stderr.
+func Exit(stdout, stderr io.Writer, ref string, exit *sbx.Exit) {
+	fmt.Fprintln(stdout, exit.ExitCode)
+	if exit.OOMKilled {
+		fmt.Fprintf(stderr, "sbx: %s: the command was killed for lack of memory (OOM)\n", ref)
+	}
+	if exit.Error != "" {
+		fmt.Fprintf(stderr, "sbx: %s: %s\n", ref, exit.Error)
+	}
+}
+
+// Events is an Events callback writing each event as a line of text
+// (Event.String) or, with format "json", as one JSON object a line.
+func Events(w io.Writer, format string) func(sbx.Event) error {
+	return func(e sbx.Event) error {
+		if format == "json" {
+			return json.NewEncoder(w).Encode(e)
+		}
+		_, err := fmt.Fprintln(w, e)
+		return err
+	}
+}
+
+// Changes writes a sandbox's changes as sbx diff does: "KIND PATH" lines,
+// or with format "json" an array ([] for none).
+func Changes(w io.Writer, changes []sbx.Change, format string) error {
+	if format == "json" {
+		if changes == nil {
+			changes = []sbx.Change{}
+		}
+		return JSON(w, changes)
+	}
+	for _, c := range changes {
+		if _, err := fmt.Fprintf(w, "%s %s\n", c.Kind, c.Path); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+package tests
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestDockerSmallThings: the small things issue 16 saw, as they are now:
+// exec -u of a user the sandbox lacks says so (exit 125, no "HTTP 200"),
+// with -d as well; bench --help shows --rootfs as a directory flag, not
+// "--rootfs true".
+func TestDockerSmallThings(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t)
+	for _, args := range [][]string{
+		{"exec", "-u", "nosuchuser", id, "--", "id"},
+		{"exec", "-d", "-u", "nosuchuser", id, "--", "id"},
+	} {
+		r := h.sbx(t, "", args...)
+		if r.code != 125 || !strings.Contains(r.stderr, `user "nosuchuser": no such user`) || strings.Contains(r.stderr, "HTTP 200") {
+			t.Errorf("sbx %s: %d %q", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	help := h.must(t, "bench", "--help")
+	if strings.Contains(help, "--rootfs true") || !strings.Contains(help, "--rootfs string") {
+		t.Errorf("bench --help shows --rootfs as:\n%s", help)
+	}
+}
