@@ -225,10 +225,31 @@ func (s *Spec) kernelMounts() []specs.Mount {
 	return m
 }
 
+// viewedControllers are the v1 hierarchies a sandbox sees at
+// /sys/fs/cgroup: those that hold its limits and usage (what runtimes,
+// JVMs and the executor read). The others (blkio, devices, freezer,
+// name=systemd, net_cls, perf_event, the controller-less unified
+// hierarchy of hybrid hosts...) still apply to the sandbox (libcontainer
+// joins every hierarchy; the devices cgroup still denies device access)
+// but are not shown: each bind costs libcontainer 1.5's init about 90
+// syscalls of path checks (BENCHMARKS.md, "A quiet cold start").
+var viewedControllers = map[string]bool{"cpu": true, "cpuacct": true, "cpuset": true, "memory": true, "pids": true}
+
+// viewed reports whether the v1 hierarchy mounted at mp holds one of
+// viewedControllers ("cpu,cpuacct" where they are mounted together).
+func viewed(mp string) bool {
+	for _, c := range strings.Split(filepath.Base(mp), ",") {
+		if viewedControllers[c] {
+			return true
+		}
+	}
+	return false
+}
+
 // cgroupMounts show the sandbox its own cgroups at /sys/fs/cgroup, read-only:
-// bind mounts of the sandbox's directory in each hierarchy (which exist
-// once libcontainer has applied the cgroup, before the root is set up).
-// Binds cost microseconds where mounting each v1 hierarchy anew costs
+// bind mounts of the sandbox's directory in each viewed hierarchy (which
+// exist once libcontainer has applied the cgroup, before the root is set
+// up). Binds cost microseconds where mounting each v1 hierarchy anew costs
 // about a millisecond apiece; with the cgroup namespace, /proc/self/cgroup
 // still shows "/".
 func cgroupMounts(id string, portable bool) []specs.Mount {
@@ -243,6 +264,9 @@ func cgroupMounts(id string, portable bool) []specs.Mount {
 	m := []specs.Mount{{Destination: cgroup.Root, Type: "tmpfs", Source: "tmpfs",
 		Options: []string{"nosuid", "nodev", "noexec", "mode=755", "size=4k", "nr_inodes=64"}}}
 	for mp, dir := range cgroup.SandboxDirs(id) {
+		if !viewed(mp) {
+			continue
+		}
 		m = append(m, specs.Mount{Destination: mp, Type: "bind", Source: dir, Options: bind})
 	}
 	sort.Slice(m[1:], func(i, j int) bool { return m[1+i].Destination < m[1+j].Destination })

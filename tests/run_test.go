@@ -481,6 +481,50 @@ func TestRunInfoAndVersion(t *testing.T) {
 	}
 }
 
+// TestRunCgroupView: a sandbox sees its own cgroups at /sys/fs/cgroup,
+// read-only, with its limits; on v1 and hybrid hosts only the hierarchies
+// that carry limits and usage are shown (cpu, cpuacct, cpuset, memory,
+// pids), and the hidden ones still apply: the devices cgroup denies a
+// device node the sandbox may create (CAP_MKNOD) but not open.
+func TestRunCgroupView(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	out := mustRun(t, "run", "--rootfs", root, "--memory", "64m", "--", "sh", "-c", `
+echo "view=$(ls /sys/fs/cgroup | tr '\n' ' ')"
+cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev/null | sed 's/^/limit=/'
+(echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes || echo 1 > /sys/fs/cgroup/memory.max) 2>/dev/null && echo write=allowed || echo write=denied
+mkdir /sys/fs/cgroup/x 2>/dev/null && echo mkdir=allowed || echo mkdir=denied
+mknod /tmp/sda b 8 0 2>/dev/null || echo mknod=denied
+head -c 1 /tmp/sda >/dev/null 2>&1 && echo device=readable || echo device=denied`)
+	for _, want := range []string{"limit=67108864\n", "write=denied\n", "mkdir=denied\n", "device=denied\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+	if cgroup.DetectMode() == cgroup.ModeV2 {
+		return
+	}
+	view := ""
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "view="); ok {
+			view = v
+		}
+	}
+	for _, c := range strings.Fields(view) {
+		ok := false
+		for _, part := range strings.Split(c, ",") {
+			ok = ok || map[string]bool{"cpu": true, "cpuacct": true, "cpuset": true, "memory": true, "pids": true}[part]
+		}
+		if !ok {
+			t.Errorf("the sandbox sees the %s hierarchy: view %q", c, view)
+		}
+	}
+	for _, want := range []string{"memory", "pids"} {
+		if !strings.Contains(" "+view, " "+want+" ") {
+			t.Errorf("the sandbox does not see its %s hierarchy: view %q", want, view)
+		}
+	}
+}
+
 func TestRunDevicesAndEtcFiles(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	out := mustRun(t, "run", "--rootfs", root, "--hostname", "devbox", "--", "sh", "-c", `

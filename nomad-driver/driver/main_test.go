@@ -15,5 +15,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "driver: the tests start real sandboxes and need root (run `make test` as root)")
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	// Nomad's driver harness leaves two empty temporary directories per
+	// allocation directory it makes (its cleanup removes only what is
+	// inside them): the tests' temporary files go under a directory of
+	// their own, removed at the end.
+	tmp, err := os.MkdirTemp("", "sbx-driver-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "driver:", err)
+		os.Exit(1)
+	}
+	os.Setenv("TMPDIR", tmp)
+	code := m.Run()
+	if err := os.RemoveAll(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, "driver: remove the tests' temporary directory:", err)
+		code = 1
+	}
+	os.Exit(code)
 }
