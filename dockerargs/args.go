@@ -105,8 +105,12 @@ func WithImageHint(err error, image string) error {
 // ImageCommand is the argv docker runs for image with CMD args: the
 // image's Entrypoint (or entrypoint when not nil) followed by args or the
 // image's Cmd (ImageConfig.Process). The image is pulled first as pull
-// says: "always", "never", or else when it is missing.
+// says: "always", "never", or else when it is missing; an empty pull is
+// $SBX_PULL's, as for the create that follows.
 func ImageCommand(ctx context.Context, im sbx.Images, image, pull string, entrypoint, args []string, progress func(sbx.PullProgress)) ([]string, error) {
+	if pull == "" {
+		pull = os.Getenv("SBX_PULL")
+	}
 	img, err := im.InspectImage(ctx, image)
 	if pull == "always" || (err != nil && errors.Is(err, sbx.ErrImageNotFound) && pull != "never") {
 		if _, err = im.PullImage(ctx, image, progress); err == nil {

@@ -31,6 +31,15 @@ func TestDockerHabitsRun(t *testing.T) {
 	if r.code != 125 || !strings.Contains(r.stderr, "sbx run -- nosuchthing") {
 		t.Fatalf("run of a name that is no image: %d %q", r.code, r.stderr)
 	}
+	// SBX_PULL=never is the default of --pull for run, run -d and
+	// create IMAGE CMD alike: a missing image is not pulled (the
+	// address answers nothing, so a pull would say "unreachable").
+	for _, args := range [][]string{{"run"}, {"run", "-d"}, {"create"}} {
+		args = append(args, "127.0.0.1:1/nosuch:1", "true")
+		if r := h.sbx(t, "", args...); r.code != 125 || !strings.Contains(r.stderr, "not found in cache") || strings.Contains(r.stderr, "unreachable") {
+			t.Fatalf("sbx %v with SBX_PULL=never: %d %q", args, r.code, r.stderr)
+		}
+	}
 	if r := h.sbx(t, "", "run", "./script.sh"); r.code != 125 || !strings.Contains(r.stderr, "sbx run -- ./script.sh") {
 		t.Fatalf("run of a path: %d %q", r.code, r.stderr)
 	}

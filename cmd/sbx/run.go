@@ -63,7 +63,7 @@ when it is not found; 125 when sbx itself failed.`,
 	cmd.Flags().SetInterspersed(false)
 	registerSandboxFlags(cmd.Flags(), &o.SandboxFlags)
 	o.images.register(cmd)
-	cmd.Flags().StringVar(&o.Pull, "pull", "missing", "pull the image: missing, always or never")
+	cmd.Flags().StringVar(&o.Pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
 	cmd.Flags().StringVar(&o.entrypoint, "entrypoint", "", "replace the image's entrypoint (and drop its Cmd)")
 	cmd.Flags().BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
