@@ -106,6 +106,11 @@ func (c *Client) roundTrip(ctx context.Context, method, pathQuery string, body [
 		req.Header.Set("Content-Type", contentType)
 	}
 	for attempt := 0; ; attempt++ {
+		if attempt > 0 && req.GetBody != nil {
+			if req.Body, err = req.GetBody(); err != nil { // the first write read it
+				return nil, fmt.Errorf("executor request: %w", err)
+			}
+		}
 		sc, reused, err := c.conn(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("executor %s %s: %w", method, pathQuery, err)
@@ -116,9 +121,12 @@ func (c *Client) roundTrip(ctx context.Context, method, pathQuery string, body [
 		}
 		sc.conn.Close()
 		// A kept-alive connection the executor closed as the request went
-		// out: nothing reached it, so the request is sent again, once, on a
-		// new connection.
-		if reused && !written && attempt == 0 && ctx.Err() == nil {
+		// out: the request is sent again, once, on a new connection when
+		// nothing of it reached the executor, or when it asks for nothing
+		// to be done (GET, HEAD) and the executor closed without a word,
+		// as http.Transport does.
+		retry := !written || (method == http.MethodGet || method == http.MethodHead) && closedEarly(err)
+		if reused && retry && attempt == 0 && ctx.Err() == nil {
 			continue
 		}
 		return nil, fmt.Errorf("executor %s %s: %w", method, pathQuery, withCtxErr(ctx, err))
@@ -171,6 +179,12 @@ func (c *Client) exchange(ctx context.Context, sc *syncConn, req *http.Request) 
 	sc.lim.off = true // the body is capped by the caller
 	resp.Body = &pooledBody{rc: resp.Body, sc: sc, pool: &c.pool, stop: stop, keep: !resp.Close}
 	return resp, true, nil
+}
+
+// closedEarly reports a reply cut before its status line: the executor
+// closed the connection without answering.
+func closedEarly(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // isClosedByPeer reports a write that failed because the executor had

@@ -98,7 +98,9 @@ func TestClientReusesConnections(t *testing.T) {
 // it asked to close) is not used again: the next call goes out on a new
 // connection and succeeds.
 func TestClientRedialsClosedConnections(t *testing.T) {
+	closed := make(chan struct{}, 10)
 	c, conns := rawExecutor(t, func(conn net.Conn, br *bufio.Reader) {
+		defer func() { closed <- struct{}{} }()
 		req, err := http.ReadRequest(br)
 		if err != nil {
 			return
@@ -106,26 +108,66 @@ func TestClientRedialsClosedConnections(t *testing.T) {
 		io.Copy(io.Discard, req.Body)
 		if req.URL.Query().Get("close") != "" {
 			reply(conn, healthReply, "Connection: close\r\n")
-			return
+		} else {
+			reply(conn, healthReply) // then closes without saying so
 		}
-		reply(conn, healthReply) // then closes without saying so
+		conn.Close()
 	})
 	ctx := context.Background()
-	for i := range 5 {
-		if _, err := c.Health(ctx); err != nil {
-			t.Fatalf("health %d: %v", i, err)
+	waitClosed := func() {
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the executor never closed the connection")
 		}
-		time.Sleep(20 * time.Millisecond) // the close reaches the client
+	}
+	for i := range 5 {
+		if res, err := c.Exec(ctx, api.ExecRequest{Argv: []string{"x"}}); err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %d: %+v %v", i, res, err)
+		}
+		waitClosed()
 	}
 	var h api.Health
 	if err := c.call(ctx, time.Second, http.MethodGet, api.PathHealth+"?close=1", nil, &h, 1<<10); err != nil || h.Status != "ok" {
 		t.Fatalf("health with Connection: close: %+v %v", h, err)
 	}
+	waitClosed()
 	if _, err := c.Health(ctx); err != nil {
 		t.Fatalf("health after Connection: close: %v", err)
 	}
 	if n := conns.Load(); n != 7 {
 		t.Fatalf("%d connections for 7 calls on connections closed after each", n)
+	}
+}
+
+// A GET whose kept-alive connection the executor closes without a reply
+// (as it does at its idle timeout) is sent again on a new connection; a
+// POST (an exec that may have started) is not.
+func TestClientRetriesOnlyGetsOnSilentClose(t *testing.T) {
+	c, conns := rawExecutor(t, func(conn net.Conn, br *bufio.Reader) {
+		for i := 0; ; i++ {
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			io.Copy(io.Discard, req.Body)
+			if i == 1 {
+				return // the second request on a connection: closed unanswered
+			}
+			reply(conn, healthReply)
+		}
+	})
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := c.Health(ctx); err != nil {
+			t.Fatalf("health %d: %v", i, err)
+		}
+	}
+	if n := conns.Load(); n != 2 {
+		t.Fatalf("%d connections, want 2 (one retried GET)", n)
+	}
+	if _, err := c.Exec(ctx, api.ExecRequest{Argv: []string{"x"}}); err == nil {
+		t.Fatal("an exec whose connection closed unanswered was sent again")
 	}
 }
 

@@ -186,21 +186,22 @@ func (s *Supervisor) reapOnExit(p *Process, pidfd int) {
 		unix.Close(pidfd)
 		return // SIGCHLD reaps it
 	}
-	defer f.Close()
 	rc, err := f.SyscallConn()
-	if err != nil {
-		return
+	if err == nil {
+		_ = rc.Read(func(fd uintptr) bool {
+			if p.Exited() {
+				return true
+			}
+			// A pidfd reads as ready once its process has exited.
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
+			return err != nil || n > 0
+		})
 	}
-	_ = rc.Read(func(fd uintptr) bool {
-		if p.Exited() {
-			return true
-		}
-		// A pidfd reads as ready once its process has exited.
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(pfd, 0)
-		return err != nil || n > 0
-	})
-	if !p.Exited() {
+	// Closed before the reaping that makes Done return: a caller that
+	// waited for Done has no descriptor of the process left open.
+	f.Close()
+	if err == nil && !p.Exited() {
 		s.reapAll()
 	}
 }
