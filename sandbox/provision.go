@@ -15,6 +15,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/internal/errkind"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
@@ -77,6 +78,11 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 	img, err := store.Ensure(ctx, o.Image, policy, pf)
 	if err != nil {
 		release()
+		if errors.Is(err, sbx.ErrImageNotFound) && policy == imagecache.PullNever {
+			// Nothing was pulled: say so once, without the cache's own hint.
+			return resolvedRoot{}, noop, errkind.Of(fmt.Sprintf("image %q is not in the cache and the pull policy is never: sbx pull %s or sbx import it", o.Image, o.Image),
+				sbx.ErrInvalid, sbx.ErrImageNotFound)
+		}
 		if errors.Is(err, sbx.ErrImageNotFound) {
 			return resolvedRoot{}, noop, fmt.Errorf("%w: image %q is not in the cache and could not be pulled: %w (sbx pull or sbx import it)", sbx.ErrInvalid, o.Image, err)
 		}
