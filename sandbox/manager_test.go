@@ -187,7 +187,10 @@ func TestCreateStopStartRemove(t *testing.T) {
 	if st.Status != sbx.StatusStopped {
 		t.Fatalf("after stop: %s", st.Status)
 	}
-	if _, err := os.Stat(filepath.Join(sb.RootPath, "bin/busybox")); err != nil {
+	if err := m.inMountNS(sb.ID, func() error {
+		_, err := os.Stat(filepath.Join(sb.RootPath, "bin/busybox"))
+		return err
+	}); err != nil {
 		t.Fatalf("root not kept after stop: %v", err)
 	}
 	st, err = m.Start(ctx, sb.ID)
