@@ -69,7 +69,7 @@ func (s *Server) fail(w http.ResponseWriter, err error) {
 	if status >= 500 {
 		s.log.Warn("request failed", "status", status, "err", err)
 	}
-	s.metrics.errors.WithLabelValues(code).Inc()
+	s.metrics.errors.Inc(code)
 	writeError(w, status, code, err.Error())
 }
 

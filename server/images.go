@@ -35,11 +35,11 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 	if !wantsNDJSON(r) {
 		img, err := s.b.PullImage(r.Context(), req.Ref, nil)
 		if err != nil {
-			s.metrics.pulls.WithLabelValues("error").Inc()
+			s.metrics.pulls.Inc("error")
 			s.fail(w, err)
 			return
 		}
-		s.metrics.pulls.WithLabelValues("ok").Inc()
+		s.metrics.pulls.Inc("ok")
 		writeJSON(w, http.StatusOK, img)
 		return
 	}
@@ -60,13 +60,13 @@ func (s *Server) pullImage(w http.ResponseWriter, r *http.Request) {
 		write(api.PullFrame{Type: api.FrameProgress, Progress: &p})
 	})
 	if err != nil {
-		s.metrics.pulls.WithLabelValues("error").Inc()
+		s.metrics.pulls.Inc("error")
 		_, code := statusOf(err)
-		s.metrics.errors.WithLabelValues(code).Inc()
+		s.metrics.errors.Inc(code)
 		write(api.PullFrame{Type: api.FrameError, Error: &api.ErrorBody{Code: code, Message: err.Error()}})
 		return
 	}
-	s.metrics.pulls.WithLabelValues("ok").Inc()
+	s.metrics.pulls.Inc("ok")
 	write(api.PullFrame{Type: api.FrameResult, Image: img})
 }
 

@@ -150,9 +150,9 @@ func (s *Server) proxyExecutor(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case rest == "/exec":
-		s.metrics.execs.WithLabelValues("exec").Inc()
+		s.metrics.execs.Inc("exec")
 	case strings.HasSuffix(rest, "/run"):
-		s.metrics.execs.WithLabelValues("session").Inc()
+		s.metrics.execs.Inc("session")
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ProxyTimeout)
 	defer cancel()

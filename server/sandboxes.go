@@ -29,12 +29,12 @@ func (s *Server) createSandbox(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	sb, err := s.b.Create(r.Context(), opts)
 	if err != nil {
-		s.metrics.creates.WithLabelValues("error").Inc()
+		s.metrics.creates.Inc("error")
 		s.fail(w, err)
 		return
 	}
 	s.metrics.createSeconds.Observe(time.Since(start).Seconds())
-	s.metrics.creates.WithLabelValues("ok").Inc()
+	s.metrics.creates.Inc("ok")
 	w.Header().Set("Location", "/v1/sandboxes/"+sb.ID)
 	writeJSON(w, http.StatusCreated, sb)
 }

@@ -224,7 +224,7 @@ func (s *Server) Handler() http.Handler { return s.handler }
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/healthz" && !s.authorized(r) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="sbx"`)
-		s.metrics.errors.WithLabelValues(api.CodeUnauthorized).Inc()
+		s.metrics.errors.Inc(api.CodeUnauthorized)
 		writeError(w, http.StatusUnauthorized, api.CodeUnauthorized, "missing or wrong bearer token: send Authorization: Bearer <token>")
 		return
 	}
