@@ -106,6 +106,9 @@ func assertNoLeaks(t testing.TB, m *Host) {
 	if len(runDirs) > 0 {
 		t.Errorf("leaked runtime directories: %v", runDirs)
 	}
+	if pins, _ := readDirNames(filepath.Join(m.store.RunRoot(), mountNSDir)); len(pins) > 0 {
+		t.Errorf("leaked mount namespace pins: %v", pins)
+	}
 	// Sandboxes created by helper processes are known from their records.
 	for _, id := range ids {
 		markSeen(m, id)
