@@ -30,7 +30,7 @@ const (
 	ProbeCgroupAttach = "cgroup: move a process in"
 	ProbeExec         = "sbx binary: fork, exec, Go start-up, exit"
 	ProbeLCInit       = "sbx-lcinit: fork, exec, Go start-up, exit"
-	ProbeInit         = "sbx-init: fork, exec, Go start-up, exit"
+	ProbeInit         = "sbx-init: fork, exec, start-up, exit"
 	ProbeExecutor     = "sbx-executor: fork, exec, Go start-up, exit"
 	ProbeSeccomp      = "seccomp: build Docker's filter with libseccomp"
 	ProbeExeseal      = "libcontainer: sealed clone of the binary for its init"
@@ -45,7 +45,7 @@ func componentProbes(w Workload) []Probe {
 		{Name: ProbeCgroupAttach, Note: "in libcontainer's start, every hierarchy; each move takes the kernel's cgroup_threadgroup_rwsem for writing, which waits for an RCU grace period unless a move happened within the last one", Once: cgroupProbe(true)},
 		{Name: ProbeExec, Note: "once per sbx run: the CLI itself", Once: execProbe(w.SbxBin, "version")},
 		{Name: ProbeLCInit, Note: "libcontainer's init stage of every start (see isolate)", Once: helperProbe(helperbin.LCInit)},
-		{Name: ProbeInit, Note: "PID 1 of one-shot runs", Once: helperProbe(helperbin.Init)},
+		{Name: ProbeInit, Note: "PID 1 of one-shot runs (a static C program)", Once: helperProbe(helperbin.Init)},
 		{Name: ProbeExeseal, Note: "libcontainer's guard against binary overwrites, in every start: an overlayfs mount, or a memfd copy of the whole binary", Once: exesealProbe},
 		{Name: ProbeSeccomp, Note: "what runc pays in every container's init; sbx loads a cached compiled filter instead", Once: seccompProbe(w)},
 	}...)

@@ -319,10 +319,8 @@ func (h *Host) noteOOMKills(sb *sbx.Sandbox) {
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return
 	}
-	if ctr, err := h.container(sb); err == nil {
-		if u, err := ctr.Usage(); err == nil {
-			h.events.tracker.oomKills(sb, u.OOMKills)
-		}
+	if n, err := cgroup.OOMKills(sb.ID); err == nil {
+		h.events.tracker.oomKills(sb, n)
 	}
 }
 

@@ -234,7 +234,7 @@ func releaseContainer(ctx context.Context, stateRoot, id string) error {
 			errs = append(errs, err)
 		}
 	}
-	if paths := cgroup.Leftovers()[id]; len(paths) > 0 {
+	if paths := cgroup.SandboxLeftovers(id); len(paths) > 0 {
 		if err := cgroup.KillAll(ctx, id, killWait); err != nil {
 			errs = append(errs, err)
 		}

@@ -1,7 +1,10 @@
-// Command sbx-init is the small init of one-shot sandboxes: the same code
-// as "sbx reaper", in a binary that links only the standard library and
-// x/sys, so that it starts in a fraction of the time of the full sbx
-// binary. sbx embeds it and mounts it at /.sbx/init in every one-shot run.
+// Command sbx-init is the small init of one-shot sandboxes in Go: the same
+// code as "sbx reaper", in a binary that links only the standard library
+// and x/sys. sbx embeds the C build of the same init (c/sbx-init.c, which
+// starts in a fraction of a Go program's time) and mounts it at /.sbx/init
+// in every one-shot run; this one is for a program that embeds sbx and
+// builds its helpers with the Go toolchain alone (HostConfig.Init), and
+// internal/helperbin's tests hold both to the same behaviour.
 package main
 
 import (

@@ -56,6 +56,7 @@ type Client struct {
 	dial func(ctx context.Context) (net.Conn, error)
 	hc   *http.Client
 	tr   *http.Transport
+	pool connPool // kept-alive connections of JSON calls
 	opts Options
 }
 
@@ -100,7 +101,10 @@ func NewWithDialer(dial func(ctx context.Context) (net.Conn, error), opts Option
 }
 
 // Close drops idle connections.
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+func (c *Client) Close() {
+	c.tr.CloseIdleConnections()
+	c.pool.close()
+}
 
 // Error is an error reply of the executor.
 type Error struct {
@@ -211,29 +215,36 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // call sends a JSON request (nil for none) and decodes a JSON reply into out.
+// It runs on a kept-alive connection of its own (see roundTrip).
 func (c *Client) call(ctx context.Context, timeout time.Duration, method, pathQuery string, in, out any, maxBytes int64) error {
 	ctx, cancel := withDeadline(ctx, timeout)
 	defer cancel()
-	var body io.Reader
+	var data []byte
 	ct := ""
 	if in != nil {
-		data, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(in); err != nil {
 			return fmt.Errorf("encode request: %w", err)
 		}
-		body, ct = bytes.NewReader(data), "application/json"
+		ct = "application/json"
 	}
-	resp, err := c.Do(ctx, method, pathQuery, body, ct, maxBytes)
+	resp, err := c.roundTrip(ctx, method, pathQuery, data, ct)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if out == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("executor %s %s: decode reply: %w", method, pathQuery, err)
+	body := &cappedBody{rc: resp.Body, left: maxBytes}
+	if out != nil {
+		if err := json.NewDecoder(body).Decode(out); err != nil {
+			return fmt.Errorf("executor %s %s: decode reply: %w", method, pathQuery, withCtxErr(ctx, err))
+		}
+	}
+	// The rest (a newline) is read so that the connection is kept.
+	if _, err := io.Copy(io.Discard, body); err != nil {
+		return fmt.Errorf("executor %s %s: %w", method, pathQuery, withCtxErr(ctx, err))
 	}
 	return nil
 }

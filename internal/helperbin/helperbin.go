@@ -1,19 +1,19 @@
 // Package helperbin carries the small binaries that start sandboxes,
-// sbx-init (cmd/sbx-init, PID 1 of one-shot runs), sbx-executor
+// sbx-init (cmd/sbx-init/c, in C: PID 1 of one-shot runs), sbx-executor
 // (cmd/sbx-executor, PID 1 of long-lived sandboxes) and sbx-lcinit
 // (cmd/sbx-lcinit, libcontainer's init stage; see package isolate), inside
 // every program that links sbx, and writes each out once under a state
 // directory, where sandboxes bind-mount it read-only. They are static and
-// small (the first two cgo-free), so they run in any image and start in
-// about a millisecond; a program that embeds sbx needs no sbx binary on the
-// machine.
+// small (sbx-executor cgo-free), so they run in any image and start in
+// about a millisecond or less; a program that embeds sbx needs no sbx
+// binary on the machine.
 //
 // The binaries are build products, not sources: `go generate
 // ./internal/helperbin` (run by `make build`) builds them into bin/ before
 // the program that embeds them is compiled.
 package helperbin
 
-//go:generate sh -c "CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-init ../../cmd/sbx-init && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-executor ../../cmd/sbx-executor && CGO_ENABLED=1 go build -trimpath -tags 'seccomp netgo osusergo' -ldflags='-s -w -extldflags -static' -o bin/sbx-lcinit ../../cmd/sbx-lcinit"
+//go:generate sh -c "cc -static -O2 -Wall -Wextra -s -o bin/sbx-init ../../cmd/sbx-init/c/sbx-init.c && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-executor ../../cmd/sbx-executor && CGO_ENABLED=1 go build -trimpath -tags 'seccomp netgo osusergo' -ldflags='-s -w -extldflags -static' -o bin/sbx-lcinit ../../cmd/sbx-lcinit"
 
 import (
 	"debug/elf"

@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,6 +30,7 @@ type Supervisor struct {
 	stop    chan struct{}
 	stopped sync.WaitGroup
 	oomAdj  []byte // oom_score_adj of started processes
+	pidfds  bool   // the kernel gives a pidfd of each child (CLONE_PIDFD)
 }
 
 // Process is a child started by a Supervisor. Its pid is also its process
@@ -53,11 +56,23 @@ func NewSupervisor() (*Supervisor, error) {
 		sigc:   make(chan os.Signal, 1),
 		stop:   make(chan struct{}),
 		oomAdj: []byte(strconv.Itoa(oomscore.Value())),
+		pidfds: pidfdWorks(),
 	}
 	signal.Notify(s.sigc, unix.SIGCHLD)
 	s.stopped.Add(1)
 	go s.loop()
 	return s, nil
+}
+
+// pidfdWorks reports whether this kernel has pidfds that can be polled
+// (Linux 5.3).
+func pidfdWorks() bool {
+	fd, err := unix.PidfdOpen(os.Getpid(), 0)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // Close stops reaping. Children started afterwards are never waited for.
@@ -120,20 +135,83 @@ func (s *Supervisor) reapAll() {
 
 // Start starts argv[0] (an absolute path) with attr and registers it for
 // reaping. The caller waits with Done.
+//
+// The process is reaped as soon as it exits: a pidfd of it, on Go's
+// poller, wakes a goroutine that reaps it, without waiting for SIGCHLD to
+// travel through the runtime's signal thread and os/signal (two thread
+// hand-offs more on the path of every command). SIGCHLD still reaps what
+// the pidfd does not (orphans, and kernels without CLONE_PIDFD).
 func (s *Supervisor) Start(path string, argv []string, attr *os.ProcAttr) (*Process, error) {
+	sys := &syscall.SysProcAttr{}
+	if attr.Sys != nil {
+		c := *attr.Sys
+		sys = &c
+	}
+	pidfd := -1
+	if s.pidfds {
+		sys.PidFD = &pidfd
+	}
+	env := attr.Env
+	if env == nil {
+		env = syscall.Environ()
+	}
+	files := make([]uintptr, len(attr.Files))
+	for i, f := range attr.Files {
+		files[i] = ^uintptr(0) // closed in the child
+		if f != nil {
+			files[i] = f.Fd()
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p, err := os.StartProcess(path, argv, attr)
+	pid, _, err := syscall.StartProcess(path, argv, &syscall.ProcAttr{Dir: attr.Dir, Env: env, Files: files, Sys: sys})
+	runtime.KeepAlive(attr) // its files stay open until the child has them
 	if err != nil {
-		return nil, err
+		return nil, &os.PathError{Op: "fork/exec", Path: path, Err: err}
 	}
-	proc := &Process{Pid: p.Pid, done: make(chan struct{})}
-	s.procs[p.Pid] = proc
-	s.raiseOOMScore(p.Pid) // under a small memory limit, the command goes first
-	// The supervisor waits with wait4; the os.Process handle (a pidfd) is
-	// not needed.
-	_ = p.Release()
+	proc := &Process{Pid: pid, done: make(chan struct{})}
+	s.procs[pid] = proc
+	s.raiseOOMScore(pid) // under a small memory limit, the command goes first
+	if pidfd >= 0 {
+		go s.reapOnExit(proc, pidfd)
+	}
 	return proc, nil
+}
+
+// reapOnExit waits on the poller until the process of pidfd has exited,
+// then reaps it (unless SIGCHLD's reaping came first), and closes pidfd.
+func (s *Supervisor) reapOnExit(p *Process, pidfd int) {
+	f := pollable(pidfd)
+	if f == nil {
+		unix.Close(pidfd)
+		return // SIGCHLD reaps it
+	}
+	rc, err := f.SyscallConn()
+	if err == nil {
+		_ = rc.Read(func(fd uintptr) bool {
+			if p.Exited() {
+				return true
+			}
+			// A pidfd reads as ready once its process has exited.
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(pfd, 0)
+			return err != nil || n > 0
+		})
+	}
+	// Closed before the reaping that makes Done return: a caller that
+	// waited for Done has no descriptor of the process left open.
+	f.Close()
+	if err == nil && !p.Exited() {
+		s.reapAll()
+	}
+}
+
+// pollable returns fd as a non-blocking file on Go's poller, or nil.
+func pollable(fd int) *os.File {
+	if err := unix.SetNonblock(fd, true); err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "pidfd")
 }
 
 // raiseOOMScore makes pid a likelier OOM victim than the executor, as
