@@ -621,7 +621,11 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
 		}
 	}
 	if ol.DiskBytes != nl.DiskBytes {
-		if err := rootfs.Resize(filepath.Join(h.store.RunDir(sb.ID), rootfsDir), nl.DiskBytes); err != nil {
+		// A remount: made in the namespace that holds the mount.
+		err := h.inMountNS(sb.ID, func() error {
+			return rootfs.Resize(filepath.Join(h.store.RunDir(sb.ID), rootfsDir), nl.DiskBytes)
+		})
+		if err != nil {
 			return err
 		}
 	}
