@@ -33,6 +33,7 @@ const (
 	maxHealthBody = 64 << 10         // cap on the executor's health reply
 	killWait      = 10 * time.Second // how long to wait for a killed PID 1 to go
 	containersDir = "containers"     // libcontainer's state root, below RunRoot
+	mountNSDir    = "mntns"          // sandboxes' mount namespaces, below RunRoot
 )
 
 // startExecutor starts the container whose PID 1 is the executor,
