@@ -118,6 +118,22 @@ func (n *Namespaces) Has(name string) bool {
 	return err == nil
 }
 
+// Names lists the names of the namespaces kept (or being made).
+func (n *Namespaces) Names() ([]string, error) {
+	entries, err := os.ReadDir(n.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the mount namespaces: %w", err)
+	}
+	names := make([]string, 0, len(entries))
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names, nil
+}
+
 // Remove lets go of the namespace kept under name: its mounts go once no
 // process is left in it or in a namespace copied from it. Removing a name
 // that is not kept is not an error.
@@ -173,8 +189,19 @@ func join(path string) error {
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare file system attributes: %w", err)
 	}
+	// setns moves the working directory to the namespace's root; the
+	// caller's relative paths (a --seccomp profile given as prof.json, read
+	// again when a stopped sandbox starts) must keep meaning what they did,
+	// so the thread goes back to the same path, which the namespace (a copy
+	// of the host's) has unless it was mounted on the host since. A
+	// descriptor of the host's directory would not do: getcwd fails where
+	// the directory is not below the namespace's root.
+	cwd, cwdErr := os.Getwd()
 	if err := unix.Setns(fd, unix.CLONE_NEWNS); err != nil {
 		return fmt.Errorf("join mount namespace %s: %w", path, err)
+	}
+	if cwdErr == nil {
+		_ = unix.Chdir(cwd) // else "/", where setns left it
 	}
 	return nil
 }
@@ -198,7 +225,19 @@ func onLockedThread(fn func() error) error {
 			runtime.UnlockOSThread()
 			return
 		}
-		errc <- fn()
+		// A panic or runtime.Goexit in fn ends this thread, not the
+		// process (a server serving other requests), and is fn's error.
+		sent := false
+		defer func() {
+			if r := recover(); r != nil {
+				errc <- fmt.Errorf("panic on a mount namespace thread: %v", r)
+			} else if !sent {
+				errc <- errors.New("a mount namespace thread exited early (runtime.Goexit)")
+			}
+		}()
+		err := fn()
+		sent = true
+		errc <- err
 	}
 	go start()
 	return <-errc

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,5 +143,44 @@ func TestNamespacesCreateFails(t *testing.T) {
 		if err := ns.Create(bad, func() error { return nil }); err == nil {
 			t.Errorf("Create(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestNamespacesEnterKeepsCallersView: fn in Enter resolves relative paths
+// from the caller's working directory (not the namespace's root), and a
+// panic or runtime.Goexit in fn comes back as an error instead of ending
+// the process or hanging the caller.
+func TestNamespacesEnterKeepsCallersView(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root (mount namespaces)")
+	}
+	base := t.TempDir()
+	ns := NewNamespaces(filepath.Join(base, "mntns"))
+	if err := ns.Create("w", func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ns.Remove("w") })
+	if err := os.WriteFile(filepath.Join(base, "prof.json"), []byte("{}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chdir(base); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chdir(old) })
+	if err := ns.Enter("w", func() error { _, err := os.Stat("prof.json"); return err }); err != nil {
+		t.Errorf("a relative path in Enter: %v", err)
+	}
+	if err := ns.Enter("w", func() error { panic("boom") }); err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Errorf("a panic in Enter's fn: %v", err)
+	}
+	if err := ns.Enter("w", func() error { runtime.Goexit(); return nil }); err == nil {
+		t.Error("runtime.Goexit in Enter's fn returned no error")
+	}
+	if err := ns.Enter("w", func() error { return nil }); err != nil {
+		t.Errorf("Enter after a panic: %v", err)
 	}
 }

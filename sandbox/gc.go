@@ -162,6 +162,25 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 		}
 		rep.Orphans = append(rep.Orphans, "rundir:"+id)
 	}
+	// Mount namespaces of no sandbox (its record and runtime directory
+	// were removed by hand): a record exists before its sandbox's
+	// namespace is pinned and goes after it is unpinned, so none of these
+	// is being made.
+	pins, err := h.mountNS.Names()
+	errs = append(errs, err)
+	for _, id := range pins {
+		if state.ValidID(id) != nil || exists(id) {
+			continue
+		}
+		if _, err := os.Stat(h.store.RunDir(id)); err == nil {
+			continue // the runtime directory's release above unpins it
+		}
+		if err := h.mountNS.Remove(id); err != nil {
+			errs = append(errs, fmt.Errorf("remove orphaned mount namespace %s: %w", id, err))
+			continue
+		}
+		rep.Orphans = append(rep.Orphans, "mntns:"+id)
+	}
 	// Names and expiry entries of no sandbox.
 	names, err := h.store.Names()
 	errs = append(errs, err)

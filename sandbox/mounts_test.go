@@ -3,12 +3,14 @@ package sandbox
 import (
 	"context"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // hostMountsUnder lists the mount points of this (the host's) mount
@@ -87,5 +89,28 @@ func TestSandboxHostMounts(t *testing.T) {
 	}
 	if pins, _ := os.ReadDir(m.store.RunRoot() + "/" + mountNSDir); len(pins) != 0 {
 		t.Errorf("mount namespace pins left after remove: %v", pins)
+	}
+}
+
+// TestGCRemovesOrphanedMountNamespace: a sandbox's pinned mount namespace
+// whose record and runtime directory were removed by hand is unpinned by
+// gc; a pin whose record exists is left to its sandbox.
+func TestGCRemovesOrphanedMountNamespace(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	ctx := context.Background()
+	orphan := state.NewID()
+	if err := h.mountNS.Create(orphan, func() error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = h.mountNS.Remove(orphan) })
+	rep, err := h.GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rep.Orphans, "mntns:"+orphan) {
+		t.Errorf("gc report %+v does not name the orphaned namespace", rep.Orphans)
+	}
+	if h.mountNS.Has(orphan) {
+		t.Error("the orphaned namespace is still pinned after gc")
 	}
 }

@@ -45,6 +45,11 @@ const (
 //
 // A sandbox in a private user namespace joins uns (made by provision), or
 // a new namespace on its leased range when uns is nil (Start).
+//
+// Its spec never sets ParentDeathSignal (only one-shot runs do): PID 1's
+// parent is the locked thread that started it in the sandbox's mount
+// namespace (rootfs.Namespaces), and that thread ends when the create or
+// start returns, which would deliver the signal at once.
 func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs.Mount, uns *usernsHandle) error {
 	run := h.store.RunDir(sb.ID)
 	// The socket stays on the host side: the executor serves on the
