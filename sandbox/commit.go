@@ -47,20 +47,11 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 	if sb.Image == nil || sb.Image.Digest == "" {
 		return nil, fmt.Errorf("%w: sandbox %s was not created from an image (--rootfs); commit needs a base image", sbx.ErrInvalid, sb.ShortID())
 	}
-	switch sb.Status {
-	case sbx.StatusRunning:
-		ctr, err := h.container(sb)
-		if err != nil {
-			return nil, err
-		}
-		if err := ctr.Pause(); err != nil {
-			return nil, fmt.Errorf("pause sandbox %s for commit: %w", sb.ShortID(), err)
-		}
-		defer func() { _ = ctr.Resume() }()
-	case sbx.StatusPaused, sbx.StatusStopped:
-	default:
-		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	resume, err := h.pauseToRead(sb, "commit")
+	if err != nil {
+		return nil, err
 	}
+	defer resume()
 	upper := filepath.Join(h.store.RunDir(sb.ID), rootfsDir, upperDir)
 	err = h.inMountNS(sb.ID, func() error {
 		_, err := os.Lstat(upper)

@@ -28,20 +28,11 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 	if sb.Image == nil && sb.Options.Rootfs == "" {
 		return fmt.Errorf("%w: sandbox %s runs in host mode: its root is the host's", sbx.ErrUnsupported, sb.ShortID())
 	}
-	switch sb.Status {
-	case sbx.StatusRunning:
-		ctr, err := h.container(sb)
-		if err != nil {
-			return err
-		}
-		if err := ctr.Pause(); err != nil {
-			return fmt.Errorf("pause sandbox %s for export: %w", sb.ShortID(), err)
-		}
-		defer func() { _ = ctr.Resume() }()
-	case sbx.StatusPaused, sbx.StatusStopped:
-	default:
-		return fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	resume, err := h.pauseToRead(sb, "export")
+	if err != nil {
+		return err
 	}
+	defer resume()
 	return h.inMountNS(sb.ID, func() error {
 		var st unix.Statfs_t
 		if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
@@ -58,4 +49,26 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 // for itself: its .sbx directory and the executor's scratch directory.
 func exportSkip(rel string) bool {
 	return rel == ".sbx" || (sbxOwnPath(rel) && !layerExcludes[rel])
+}
+
+// pauseToRead pauses a running sandbox while the host reads its root or
+// writable layer (for what: export, commit, diff), so that nothing in it
+// changes meanwhile and it cannot swap a directory for a symlink between
+// the walk's listing and its reading; a paused or stopped one stays as it
+// is. resume undoes the pause.
+func (h *Host) pauseToRead(sb *sbx.Sandbox, what string) (resume func(), err error) {
+	switch sb.Status {
+	case sbx.StatusRunning:
+		ctr, err := h.container(sb)
+		if err != nil {
+			return nil, err
+		}
+		if err := ctr.Pause(); err != nil {
+			return nil, fmt.Errorf("pause sandbox %s for %s: %w", sb.ShortID(), what, err)
+		}
+		return func() { _ = ctr.Resume() }, nil
+	case sbx.StatusPaused, sbx.StatusStopped:
+		return func() {}, nil
+	}
+	return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 }

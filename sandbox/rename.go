@@ -97,23 +97,11 @@ func (h *Host) Diff(ctx context.Context, ref string) ([]sbx.Change, error) {
 	default:
 		return nil, fmt.Errorf("%w: sandbox %s runs in host mode: its root is the host's, there is no image to compare with", sbx.ErrUnsupported, sb.ShortID())
 	}
-	switch sb.Status {
-	case sbx.StatusRunning:
-		// Paused while its layer is read, as export and commit do: a
-		// running sandbox could swap a directory for a symlink between
-		// its listing and its reading and have the walk list host names.
-		ctr, err := h.container(sb)
-		if err != nil {
-			return nil, err
-		}
-		if err := ctr.Pause(); err != nil {
-			return nil, fmt.Errorf("pause sandbox %s for diff: %w", sb.ShortID(), err)
-		}
-		defer func() { _ = ctr.Resume() }()
-	case sbx.StatusPaused, sbx.StatusStopped:
-	default:
-		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	resume, err := h.pauseToRead(sb, "diff")
+	if err != nil {
+		return nil, err
 	}
+	defer resume()
 	upper := rootfs.UpperDir(filepath.Join(h.store.RunDir(sb.ID), rootfsDir))
 	var changes []rootfs.Change
 	err = h.inMountNS(sb.ID, func() (err error) {
