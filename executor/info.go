@@ -37,7 +37,7 @@ func readInfo(workdir string) api.Info {
 
 	cg := cgroupPaths()
 	if dir, ok := cg[""]; ok { // cgroup v2
-		base := filepath.Join("/sys/fs/cgroup", dir)
+		base := filepath.Join(cgroupRoot, dir)
 		if v, ok := readUint(filepath.Join(base, "memory.current")); ok {
 			info.Memory.UsedBytes = v
 		}
@@ -64,7 +64,7 @@ func readInfo(workdir string) api.Info {
 		}
 	} else {
 		if dir, ok := cg["memory"]; ok {
-			base := filepath.Join("/sys/fs/cgroup/memory", dir)
+			base := filepath.Join(hierarchy("memory"), dir)
 			if v, ok := readUint(filepath.Join(base, "memory.usage_in_bytes")); ok {
 				info.Memory.UsedBytes = v
 			}
@@ -73,12 +73,12 @@ func readInfo(workdir string) api.Info {
 			}
 		}
 		if dir, ok := cg["cpuacct"]; ok {
-			if v, ok := readUint(filepath.Join("/sys/fs/cgroup/cpuacct", dir, "cpuacct.usage")); ok {
+			if v, ok := readUint(filepath.Join(hierarchy("cpuacct"), dir, "cpuacct.usage")); ok {
 				info.CPU.UsageS = float64(v) / 1e9
 			}
 		}
 		if dir, ok := cg["cpu"]; ok {
-			base := filepath.Join("/sys/fs/cgroup/cpu", dir)
+			base := filepath.Join(hierarchy("cpu"), dir)
 			q, okq := readInt(filepath.Join(base, "cpu.cfs_quota_us"))
 			p, okp := readInt(filepath.Join(base, "cpu.cfs_period_us"))
 			if okq && okp && q > 0 && p > 0 {
@@ -86,7 +86,7 @@ func readInfo(workdir string) api.Info {
 			}
 		}
 		if dir, ok := cg["pids"]; ok {
-			base := filepath.Join("/sys/fs/cgroup/pids", dir)
+			base := filepath.Join(hierarchy("pids"), dir)
 			if v, ok := readUint(filepath.Join(base, "pids.current")); ok {
 				info.Pids.Current = int(v)
 			}
@@ -111,11 +111,40 @@ func readInfo(workdir string) api.Info {
 	return info
 }
 
+// cgroupRoot is where the sandbox sees its cgroups (a variable for tests).
+var cgroupRoot = "/sys/fs/cgroup"
+
+// selfCgroup lists the sandbox's cgroups (a variable for tests).
+var selfCgroup = "/proc/self/cgroup"
+
+// hierarchy returns the directory of the cgroup v1 hierarchy that holds
+// controller ctrl: cgroupRoot/ctrl, or, where the host mounts controllers
+// together ("cpu,cpuacct") and the sandbox's view has no per-controller
+// link, the directory whose comma-separated name lists it.
+func hierarchy(ctrl string) string {
+	dir := filepath.Join(cgroupRoot, ctrl)
+	if _, err := os.Stat(dir); err == nil {
+		return dir
+	}
+	entries, err := os.ReadDir(cgroupRoot)
+	if err != nil {
+		return dir
+	}
+	for _, e := range entries {
+		for _, c := range strings.Split(e.Name(), ",") {
+			if c == ctrl {
+				return filepath.Join(cgroupRoot, e.Name())
+			}
+		}
+	}
+	return dir
+}
+
 // cgroupPaths maps controller names ("" for the v2 hierarchy) to this
 // process's cgroup path.
 func cgroupPaths() map[string]string {
 	out := map[string]string{}
-	data, err := os.ReadFile("/proc/self/cgroup")
+	data, err := os.ReadFile(selfCgroup)
 	if err != nil {
 		return out
 	}
@@ -126,7 +155,7 @@ func cgroupPaths() map[string]string {
 		}
 		if parts[0] == "0" && parts[1] == "" {
 			// Only a pure v2 host has nothing but this line.
-			if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+			if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
 				out[""] = parts[2]
 			}
 			continue

@@ -293,7 +293,7 @@ func (s *Store) find(idx *index, ref string) (*record, error) {
 			}
 		}
 	}
-	return nil, fmt.Errorf("image %q not found in cache; run sbx pull %s: %w", ref, ref, ErrNotFound)
+	return nil, errkind.New(fmt.Sprintf("image %q is not in the cache: sbx pull %s or sbx import it", ref, ref), ErrNotFound)
 }
 
 func (s *Store) image(rec *record) *Image {

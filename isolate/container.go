@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/opencontainers/cgroups/devices/config"
@@ -83,12 +85,25 @@ func Config(s *Spec) (*configs.Config, error) {
 // build makes the libcontainer configuration and, with HelperSeccomp, the
 // compiled filter (cached in cacheDir) that the helper will load.
 func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
-	cfg, err := libcontainerConfig(s)
+	key, memo := filterKey(s)
+	if memo && cacheDir != "" {
+		if prog := filters.get(key); prog != nil {
+			if err := checkHelperArgs(s); err != nil {
+				return nil, nil, err
+			}
+			// The filter this process compiled for the same profile and
+			// capabilities: the profile is neither built nor converted
+			// again (about half a millisecond of every start).
+			cfg, err := libcontainerConfig(s, false)
+			return cfg, prog, err
+		}
+	}
+	cfg, err := libcontainerConfig(s, true)
 	if err != nil || !s.HelperSeccomp || cfg.Seccomp == nil {
 		return cfg, nil, err
 	}
-	if len(s.Args) < 2 || (s.Args[0] != InitPath && s.Args[0] != ExecutorPath) {
-		return nil, nil, errors.New("isolate: HelperSeccomp needs sbx's init or executor as the command")
+	if err := checkHelperArgs(s); err != nil {
+		return nil, nil, err
 	}
 	var prog []byte
 	if cacheDir == "" {
@@ -99,12 +114,75 @@ func build(s *Spec, cacheDir string) (*configs.Config, []byte, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if memo && cacheDir != "" {
+		filters.put(key, prog)
+	}
 	cfg.Seccomp = nil
 	return cfg, prog, nil
 }
 
-func libcontainerConfig(s *Spec) (*configs.Config, error) {
-	oci, err := ociSpec(s, false)
+// checkHelperArgs checks that a HelperSeccomp spec runs a helper that
+// loads the filter.
+func checkHelperArgs(s *Spec) error {
+	if len(s.Args) < 2 || (s.Args[0] != InitPath && s.Args[0] != ExecutorPath) {
+		return errors.New("isolate: HelperSeccomp needs sbx's init or executor as the command")
+	}
+	return nil
+}
+
+// filters holds the compiled filters of the built-in profile by
+// filterKey, for the life of the process.
+var filters = filterMemo{m: map[string][]byte{}}
+
+type filterMemo struct {
+	sync.Mutex
+	m map[string][]byte
+}
+
+func (f *filterMemo) get(key string) []byte {
+	f.Lock()
+	defer f.Unlock()
+	return f.m[key]
+}
+
+func (f *filterMemo) put(key string, prog []byte) {
+	f.Lock()
+	defer f.Unlock()
+	if len(f.m) >= 64 { // a few capability sets in practice; bound it anyway
+		clear(f.m)
+	}
+	f.m[key] = prog
+}
+
+// filterKey is what the filter a helper loads depends on, and whether it
+// may be kept in memory: only the built-in default profile, which depends
+// on nothing but the capability set (and the kernel and architecture,
+// fixed for a process). A profile file may change between starts, so it is
+// read every time.
+func filterKey(s *Spec) (string, bool) {
+	if !s.HelperSeccomp || s.SeccompProfile != nil || (s.Seccomp != "" && s.Seccomp != seccomp.Default) {
+		return "", false
+	}
+	caps, err := Capabilities(s.CapAdd, s.CapDrop)
+	if err != nil {
+		return "", false
+	}
+	return seccomp.Default + "|" + strings.Join(caps, ","), true
+}
+
+// libcontainerConfig converts the spec; without withSeccomp it leaves the
+// seccomp profile out (the caller has the compiled filter already).
+func libcontainerConfig(s *Spec, withSeccomp bool) (*configs.Config, error) {
+	var oci *specs.Spec
+	var err error
+	if withSeccomp {
+		oci, err = ociSpec(s, false)
+	} else {
+		oci, err = s.oci(false)
+		if err == nil {
+			oci.Linux.Seccomp = nil
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

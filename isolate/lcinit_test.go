@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/runc/libcontainer"
 
@@ -24,13 +23,10 @@ func TestMain(m *testing.M) {
 	}
 	// The test's container gets a private parent cgroup, removed at the
 	// end, instead of leaving the host's default parent behind.
-	if os.Getenv(cgroup.ParentEnv) == "" {
-		os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
-		code := m.Run()
-		_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
+	release := cgroup.PrivateParent("sbx-test")
+	code := m.Run()
+	_ = release()
+	os.Exit(code)
 }
 
 // libcontainer re-executes this test binary as the container's init; the

@@ -273,38 +273,109 @@ func escapeOverlay(p string) string {
 // removes it. It is safe to call on a partial or already released root.
 func (r *Root) Release() error { return Cleanup(r.Dir) }
 
-// Cleanup unmounts every mount at or below dir (deepest first) and removes
-// dir. sbx gc uses it for directories a crash left behind.
+// Cleanup unmounts every mount at or below dir and removes dir. sbx gc
+// uses it for directories a crash left behind.
+//
+// The mounts are found by walking dir, not by reading the mount table:
+// /proc/self/mountinfo lists every mount of the host (two per running
+// sandbox), so reading it made each removal O(sandboxes on the host)
+// (BENCHMARKS.md, "Session 4, ready"). The walk never descends into a
+// mount: each one is detached (with everything mounted below it) before
+// its directory is looked into, and RemoveAll runs only once none is
+// left, so nothing is ever removed through a mount.
 func Cleanup(dir string) error {
 	if _, err := os.Lstat(dir); os.IsNotExist(err) {
 		return nil
 	}
-	var errs []error
-	for _, m := range mountsUnder(dir) {
-		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+	if err := unmountUnder(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("remove %s: %w", dir, err)
+	}
+	return nil
+}
+
+// maxStacked bounds the mounts detached from one path (mounts stacked on
+// the same directory) before Cleanup gives up.
+const maxStacked = 64
+
+// unmountUnder detaches every mount at or below path, the walk's way.
+func unmountUnder(path string) error {
+	for i := 0; ; i++ {
+		root, err := isMountRoot(path)
+		if errors.Is(err, errNoMountRootAttr) {
+			return unmountListed(path)
+		}
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return nil
+			}
+			return fmt.Errorf("unmount below %s: %w", path, err)
+		}
+		if !root {
+			break
+		}
+		if i == maxStacked {
+			return fmt.Errorf("unmount %s: still a mount point after %d unmounts", path, maxStacked)
+		}
+		if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmount %s: %w", path, err)
 		}
 	}
-	if len(errs) == 0 {
-		if err := os.RemoveAll(dir); err != nil {
-			errs = append(errs, fmt.Errorf("remove %s: %w", dir, err))
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.IsDir() {
+		return nil // gone, or a file (a file mount point was handled above)
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return fmt.Errorf("unmount below %s: %w", path, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Type()&os.ModeSymlink != 0 {
+			continue // never followed; nothing can be mounted on one
+		}
+		if err := unmountUnder(filepath.Join(path, e.Name())); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// mountsUnder lists mount points at or below dir, deepest first.
-func mountsUnder(dir string) []string {
+// errNoMountRootAttr says the kernel does not report STATX_ATTR_MOUNT_ROOT
+// (before Linux 5.8).
+var errNoMountRootAttr = errors.New("statx reports no mount roots")
+
+// isMountRoot reports whether path (not followed if a symlink) is the root
+// of a mount, i.e. a mount point.
+func isMountRoot(path string) (bool, error) {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_NO_AUTOMOUNT, 0, &st); err != nil {
+		return false, err
+	}
+	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, errNoMountRootAttr
+	}
+	return st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
+
+// unmountListed detaches the mounts at or below dir that the mount table
+// lists, deepest first: the way of kernels without STATX_ATTR_MOUNT_ROOT.
+func unmountListed(dir string) error {
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(filepath.Clean(dir)))
 	if err != nil {
-		return nil
+		return fmt.Errorf("list mounts below %s: %w", dir, err)
 	}
+	var errs []error
 	// Later mounts sit on top of earlier ones; deeper paths inside them.
-	out := make([]string, 0, len(mounts))
 	for i := len(mounts) - 1; i >= 0; i-- {
-		out = append(out, mounts[i].Mountpoint)
+		m := mounts[i].Mountpoint
+		if err := unix.Unmount(m, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
+		}
 	}
-	return out
+	return errors.Join(errs...)
 }
 
 // Resize changes the cap of the writable layer of the root prepared in dir

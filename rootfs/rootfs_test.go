@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestPrepareManyLayers mounts an overlay of more layers than fit in one
@@ -79,5 +81,72 @@ func TestPrepareErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Error("a failed Prepare left its directory")
+	}
+}
+
+// Cleanup finds every mount below the directory by walking it (not the
+// host's mount table): stacked mounts, a mount inside a mount, a file bind
+// mount, a mount below a plain directory, and never removes anything
+// through a mount or a symlink.
+func TestCleanupUnmountsEverythingBelow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test needs root: it mounts tmpfs and binds")
+	}
+	host := t.TempDir() // stands for host files a volume would expose
+	keep := filepath.Join(host, "keep")
+	if err := os.WriteFile(keep, []byte("host data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "sandbox")
+	mkdir := func(p string) string {
+		t.Helper()
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mount := func(src, dst, fstype string, flags uintptr) {
+		t.Helper()
+		if err := unix.Mount(src, dst, fstype, flags, ""); err != nil {
+			t.Fatalf("mount %s on %s: %v", src, dst, err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(dst, unix.MNT_DETACH) })
+	}
+	stacked := mkdir(filepath.Join(dir, "stacked"))
+	mount("tmpfs", stacked, "tmpfs", 0)
+	mount("tmpfs", stacked, "tmpfs", 0)
+	outer := mkdir(filepath.Join(dir, "outer"))
+	mount("tmpfs", outer, "tmpfs", 0)
+	inner := mkdir(filepath.Join(outer, "inner"))
+	mount(host, inner, "", unix.MS_BIND)
+	deep := mkdir(filepath.Join(dir, "a", "b", "volume"))
+	mount(host, deep, "", unix.MS_BIND)
+	file := filepath.Join(dir, "a", "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mount(keep, file, "", unix.MS_BIND)
+	if err := os.Symlink(host, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := Cleanup(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after Cleanup: %v", dir, err)
+	}
+	if data, err := os.ReadFile(keep); err != nil || string(data) != "host data" {
+		t.Fatalf("host file behind the mounts: %q, %v", data, err)
+	}
+	info, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(info), dir) {
+		t.Fatalf("mounts left below %s:\n%s", dir, info)
+	}
+	if err := Cleanup(dir); err != nil {
+		t.Fatalf("second Cleanup: %v", err)
 	}
 }

@@ -62,7 +62,11 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
 	upper := filepath.Join(h.store.RunDir(sb.ID), rootfsDir, upperDir)
-	if _, err := os.Lstat(upper); err != nil {
+	err = h.inMountNS(sb.ID, func() error {
+		_, err := os.Lstat(upper)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("writable layer of sandbox %s: %w", sb.ShortID(), err)
 	}
 	base, err := store.Resolve(sb.Image.Digest)
@@ -80,7 +84,7 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 		write = func(w io.Writer) error { return pack.WriteShifted(w, upper, sbxOwnPath, rng.HostID, rng.Size) }
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(write(pw)) }()
+	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return write(pw) })) }()
 	img, err := store.Commit(ctx, base, name, pr, nil)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {

@@ -321,16 +321,36 @@ func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) erro
 	}
 	defer p.closeUserNS()
 	h.crashPoint(stepNetwork)
-	if err := h.provision(ctx, p, h.crashPoint); err != nil {
+	if err := h.attachNetwork(ctx, p); err != nil {
 		return err
 	}
 	sb.Network = networkInfo(p.net)
 	if sb.Options.Network != sbx.NetworkBridge {
 		sb.Network = nil
 	}
-	sb.RootPath = p.root.Path
-	sb.CreateTimings.NetworkS, sb.CreateTimings.FromPool, sb.CreateTimings.RootfsS = p.networkS, p.fromPool, p.rootfsS
-	return h.startExecutor(ctx, sb, p.root.Mounts, p.uns)
+	// The root is mounted, and the container started, in the sandbox's
+	// own mount namespace: the host's mount table stays the same size
+	// however many sandboxes run (see rootfs.Namespaces).
+	cgroup.OpenRootHandle()
+	return h.mountNS.Create(sb.ID, func() error {
+		if err := h.prepareRoot(p, h.crashPoint); err != nil {
+			return err
+		}
+		sb.RootPath = p.root.Path
+		sb.CreateTimings.NetworkS, sb.CreateTimings.FromPool, sb.CreateTimings.RootfsS = p.networkS, p.fromPool, p.rootfsS
+		return h.startExecutor(ctx, sb, p.root.Mounts, p.uns)
+	})
+}
+
+// inMountNS runs fn where sandbox id's mounts are: on a thread in its
+// own mount namespace, or on the host for a sandbox created by an sbx
+// that mounted there. fn must resolve its paths itself (its goroutines run
+// on the host).
+func (h *Host) inMountNS(id string, fn func() error) error {
+	if !h.mountNS.Has(id) {
+		return fn()
+	}
+	return h.mountNS.Enter(id, fn)
 }
 
 // destroy releases every resource of sb, newest first, and then forgets
@@ -367,9 +387,16 @@ func (h *Host) release(ctx context.Context, sb *sbx.Sandbox) error {
 
 func (h *Host) releaseResource(ctx context.Context, r sbx.Resource) error {
 	switch r.Kind {
-	case sbx.ResourceRunDir, sbx.ResourceRootfs:
-		// Unmounting first matters: removing through a still-mounted
-		// volume would delete host files.
+	case sbx.ResourceRootfs:
+		// The sandbox's mount namespace goes first (its mounts with it,
+		// once its processes are gone); then whatever an older sbx
+		// mounted on the host. Unmounting first matters: removing
+		// through a still-mounted volume would delete host files.
+		if err := h.mountNS.Remove(filepath.Base(filepath.Dir(r.Path))); err != nil {
+			return err
+		}
+		return cleanupDir(r.Path)
+	case sbx.ResourceRunDir:
 		return cleanupDir(r.Path)
 	case sbx.ResourceContainer:
 		return releaseContainer(ctx, r.Path, r.ID)

@@ -42,14 +42,16 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 	default:
 		return fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
-		return fmt.Errorf("%w: the root of sandbox %s is not mounted (run sbx gc if it crashed)", sbx.ErrState, sb.ShortID())
-	}
-	if err := pack.Write(w, sb.RootPath, exportSkip); err != nil {
-		return fmt.Errorf("export sandbox %s: %w", sb.ShortID(), err)
-	}
-	return nil
+	return h.inMountNS(sb.ID, func() error {
+		var st unix.Statfs_t
+		if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
+			return fmt.Errorf("%w: the root of sandbox %s is not mounted (run sbx gc if it crashed)", sbx.ErrState, sb.ShortID())
+		}
+		if err := pack.Write(w, sb.RootPath, exportSkip); err != nil {
+			return fmt.Errorf("export sandbox %s: %w", sb.ShortID(), err)
+		}
+		return nil
+	})
 }
 
 // exportSkip reports whether rel is a path sbx put into a sandbox's root

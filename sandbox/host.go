@@ -17,6 +17,7 @@ import (
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/netns"
+	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -157,6 +158,11 @@ type Host struct {
 
 	execBin, initBin helperBinary
 
+	// mountNS keeps each long-lived sandbox's mounts (its writable layer
+	// and overlay root) in a mount namespace of its own, off the host's
+	// mount table, which every container start copies.
+	mountNS *rootfs.Namespaces
+
 	events *events
 
 	// crashAt names a create step at which the process kills itself with
@@ -214,6 +220,7 @@ func Open(cfg HostConfig) (*Host, error) {
 		log:     cfg.Logger,
 		now:     time.Now,
 		crashAt: os.Getenv("SBX_TEST_CRASH_AT"),
+		mountNS: rootfs.NewNamespaces(filepath.Join(st.RunRoot(), mountNSDir)),
 	}
 	h.events = newEvents(h)
 	return h, nil

@@ -232,6 +232,26 @@ func TestStatsAfterOOM(t *testing.T) {
 	if u.MemoryPeakBytes < before.MemoryPeakBytes {
 		t.Fatalf("peak memory fell: %d -> %d", before.MemoryPeakBytes, u.MemoryPeakBytes)
 	}
+	// Remove reads the count one last time from the one file (not the
+	// whole statistics), and leaves no cgroup directory behind.
+	if n, err := cgroup.OOMKills(sb.ID); err != nil || n != u.OOMKills {
+		t.Fatalf("cgroup.OOMKills = %d, %v; stats say %d", n, err, u.OOMKills)
+	}
+	if dirs := cgroup.SandboxLeftovers(sb.ID); len(dirs) < 1 {
+		t.Fatalf("a running sandbox has no cgroup directories: %v", dirs)
+	}
+	if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, oom := m.events.tracker.counts(); oom < 1 {
+		t.Fatalf("OOM kills counted by the host after remove: %d, want at least 1", oom)
+	}
+	if dirs := cgroup.SandboxLeftovers(sb.ID); len(dirs) != 0 {
+		t.Fatalf("cgroup directories left after remove: %v", dirs)
+	}
+	if n, err := cgroup.OOMKills(sb.ID); err == nil {
+		t.Fatalf("cgroup.OOMKills of a removed sandbox = %d, want an error", n)
+	}
 }
 
 // A second Manager on the same state (a restarted server) re-adopts a

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/tests/fixture"
@@ -25,10 +24,7 @@ func TestMain(m *testing.M) {
 		helperFill()
 	}
 	// Helper processes (this binary re-run by a test) keep their parent's.
-	owner := os.Getenv(cgroup.ParentEnv) == ""
-	if owner {
-		os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
-	}
+	releaseParent := cgroup.PrivateParent("sbx-test")
 	if os.Geteuid() == 0 {
 		root, err := fixture.BusyboxRootfsDir()
 		if err != nil {
@@ -38,8 +34,6 @@ func TestMain(m *testing.M) {
 		os.Setenv("SBX_EXAMPLE_ROOTFS", root)
 	}
 	code := m.Run()
-	if owner && os.Geteuid() == 0 {
-		_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
-	}
+	_ = releaseParent()
 	os.Exit(code)
 }

@@ -106,6 +106,9 @@ func assertNoLeaks(t testing.TB, m *Host) {
 	if len(runDirs) > 0 {
 		t.Errorf("leaked runtime directories: %v", runDirs)
 	}
+	if pins, _ := readDirNames(filepath.Join(m.store.RunRoot(), mountNSDir)); len(pins) > 0 {
+		t.Errorf("leaked mount namespace pins: %v", pins)
+	}
 	// Sandboxes created by helper processes are known from their records.
 	for _, id := range ids {
 		markSeen(m, id)
@@ -187,7 +190,10 @@ func TestCreateStopStartRemove(t *testing.T) {
 	if st.Status != sbx.StatusStopped {
 		t.Fatalf("after stop: %s", st.Status)
 	}
-	if _, err := os.Stat(filepath.Join(sb.RootPath, "bin/busybox")); err != nil {
+	if err := m.inMountNS(sb.ID, func() error {
+		_, err := os.Stat(filepath.Join(sb.RootPath, "bin/busybox"))
+		return err
+	}); err != nil {
 		t.Fatalf("root not kept after stop: %v", err)
 	}
 	st, err = m.Start(ctx, sb.ID)

@@ -15,7 +15,7 @@ import (
 // namespace at or below dir.
 func hostMountsUnder(t *testing.T, dir string) []string {
 	t.Helper()
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,11 +29,14 @@ func hostMountsUnder(t *testing.T, dir string) []string {
 	return out
 }
 
-// TestSandboxHostMounts: a running sandbox holds exactly two mounts on the
-// host, its writable layer's tmpfs and its overlay root (every host mount
-// is copied into each new sandbox's mount namespace, so each one makes all
-// later creates slower); the executor socket is served from a plain
-// directory the sandbox never sees, before and after a stop and start.
+// TestSandboxHostMounts: a running sandbox's writable layer's tmpfs and
+// overlay root are not mounted on the host but in its own mount namespace
+// (every host mount is copied into each new sandbox's mount namespace, so
+// each one would make all later creates slower); the host holds that
+// namespace's pin only (a mount of a namespace file, which the kernel
+// does not copy into new namespaces), before and after a stop and start,
+// and nothing after the remove; the host side still reaches the root; the
+// executor socket is served from a plain directory the sandbox never sees.
 func TestSandboxHostMounts(t *testing.T) {
 	m := newHost(t, HostConfig{})
 	ctx := context.Background()
@@ -46,10 +49,16 @@ func TestSandboxHostMounts(t *testing.T) {
 		if err := m.waitReady(ctx, sb.Socket); err != nil {
 			t.Fatalf("%s: executor not answering: %v", when, err)
 		}
-		run := m.store.RunDir(sb.ID)
-		want := []string{run + "/" + rootfsDir + "/rw", run + "/" + rootfsDir + "/root"}
-		if got := hostMountsUnder(t, run); strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Errorf("%s: host mounts under the sandbox's run dir = %q, want %q", when, got, want)
+		want := []string{m.store.RunRoot() + "/" + mountNSDir + "/" + sb.ID}
+		if got := hostMountsUnder(t, m.store.RunRoot()); strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("%s: host mounts under the run root = %q, want %q", when, got, want)
+		}
+		// The root is there for the host side, through the namespace.
+		if err := m.inMountNS(sb.ID, func() error {
+			_, err := os.Stat(sb.RootPath + "/.sbx")
+			return err
+		}); err != nil {
+			t.Errorf("%s: the sandbox's root through its mount namespace: %v", when, err)
 		}
 		inside, err := os.ReadFile("/proc/" + strconv.Itoa(sb.Pid) + "/mountinfo")
 		if err != nil {
@@ -73,7 +82,10 @@ func TestSandboxHostMounts(t *testing.T) {
 	if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if got := hostMountsUnder(t, m.store.RunDir(sb.ID)); len(got) != 0 {
+	if got := hostMountsUnder(t, m.store.RunRoot()); len(got) != 0 {
 		t.Errorf("mounts left after remove: %q", got)
+	}
+	if pins, _ := os.ReadDir(m.store.RunRoot() + "/" + mountNSDir); len(pins) != 0 {
+		t.Errorf("mount namespace pins left after remove: %v", pins)
 	}
 }

@@ -154,14 +154,22 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	if sb.Status != sbx.StatusStopped {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
-	if _, err := os.Stat(sb.RootPath); err != nil {
+	err = h.inMountNS(sb.ID, func() error {
+		_, err := os.Stat(sb.RootPath)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", sbx.ErrState, sb.ShortID())
 	}
 	// The old container's state and cgroups go first; the root stays.
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
 		return nil, err
 	}
-	if err := h.startExecutor(ctx, sb, nil, nil); err != nil {
+	// The new container starts from the sandbox's mount namespace, where
+	// its root is mounted.
+	cgroup.OpenRootHandle()
+	err = h.inMountNS(sb.ID, func() error { return h.startExecutor(ctx, sb, nil, nil) })
+	if err != nil {
 		_ = releaseContainer(context.WithoutCancel(ctx), h.containerRoot(), sb.ID)
 		return nil, err
 	}
@@ -311,10 +319,8 @@ func (h *Host) noteOOMKills(sb *sbx.Sandbox) {
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return
 	}
-	if ctr, err := h.container(sb); err == nil {
-		if u, err := ctr.Usage(); err == nil {
-			h.events.tracker.oomKills(sb, u.OOMKills)
-		}
+	if n, err := cgroup.OOMKills(sb.ID); err == nil {
+		h.events.tracker.oomKills(sb, n)
 	}
 }
 

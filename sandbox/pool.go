@@ -431,30 +431,61 @@ func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0
 	// Concurrent claimers start at different members, so they seldom
 	// queue on the same lock.
 	start := rand.IntN(len(ids))
+	var busy []string
 	for i := range ids {
 		id := ids[(start+i)%len(ids)]
 		l, err := h.store.TryLock(id)
 		if err != nil {
 			if errors.Is(err, state.ErrNotFound) {
 				_ = os.Remove(filepath.Join(dir, id))
+			} else {
+				busy = append(busy, id) // another claimer, a remover, or its filler finishing
 			}
-			continue // busy: another claimer, or a remover
-		}
-		sb, err := h.claimLocked(ctx, l, key, o, t0, tc)
-		l.Unlock()
-		var refused errClaimRefused
-		if errors.As(err, &refused) {
-			return nil, refused.err
-		}
-		if err != nil {
-			h.log.Warn("claim pool member failed; trying another", "id", id, "err", err)
 			continue
 		}
-		if sb != nil {
-			return sb, nil
+		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
+			return sb, err
+		}
+	}
+	// A member whose record already says pooled may still be locked by the
+	// filler that just started it: wait a moment for it rather than start
+	// a sandbox cold. Another claimer's lock is as short; a remover's ends
+	// the wait at busyMemberWait.
+	for _, id := range busy {
+		var m sbx.Sandbox
+		if err := h.store.Read(id, &m); err != nil || m.Status != sbx.StatusPooled {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, busyMemberWait)
+		l, err := h.store.Lock(wctx, id)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
+			return sb, err
 		}
 	}
 	return nil, nil
+}
+
+// busyMemberWait bounds how long a claim waits for a pooled member's lock.
+const busyMemberWait = 100 * time.Millisecond
+
+// claimMember runs claimLocked and unlocks: the claimed sandbox, or the
+// request's own refusal, or (nil, nil) to try another member.
+func (h *Host) claimMember(ctx context.Context, l *state.Lock, key string, o *sbx.Options, t0, tc time.Time) (*sbx.Sandbox, error) {
+	sb, err := h.claimLocked(ctx, l, key, o, t0, tc)
+	l.Unlock()
+	var refused errClaimRefused
+	if errors.As(err, &refused) {
+		return nil, refused.err
+	}
+	if err != nil {
+		h.log.Warn("claim pool member failed; trying another", "id", l.ID(), "err", err)
+		return nil, nil
+	}
+	return sb, nil
 }
 
 // claimLocked claims the locked sandbox if it is still an idle member with
@@ -590,7 +621,11 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
 		}
 	}
 	if ol.DiskBytes != nl.DiskBytes {
-		if err := rootfs.Resize(filepath.Join(h.store.RunDir(sb.ID), rootfsDir), nl.DiskBytes); err != nil {
+		// A remount: made in the namespace that holds the mount.
+		err := h.inMountNS(sb.ID, func() error {
+			return rootfs.Resize(filepath.Join(h.store.RunDir(sb.ID), rootfsDir), nl.DiskBytes)
+		})
+		if err != nil {
 			return err
 		}
 	}

@@ -134,7 +134,9 @@ func TestPoolClaim(t *testing.T) {
 		t.Fatalf("CPU quota in the cgroup: %s", v)
 	}
 	var st unix.Statfs_t
-	if err := unix.Statfs(filepath.Join(h.store.RunDir(sb.ID), rootfsDir, "rw"), &st); err != nil {
+	if err := h.inMountNS(sb.ID, func() error {
+		return unix.Statfs(filepath.Join(h.store.RunDir(sb.ID), rootfsDir, "rw"), &st)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if size := int64(st.Blocks) * st.Bsize; size != 8<<20 {

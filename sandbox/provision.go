@@ -15,6 +15,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/internal/errkind"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
@@ -77,6 +78,11 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 	img, err := store.Ensure(ctx, o.Image, policy, pf)
 	if err != nil {
 		release()
+		if errors.Is(err, sbx.ErrImageNotFound) && policy == imagecache.PullNever {
+			// Nothing was pulled: say so once, without the cache's own hint.
+			return resolvedRoot{}, noop, errkind.Of(fmt.Sprintf("image %q is not in the cache and the pull policy is never: sbx pull %s or sbx import it", o.Image, o.Image),
+				sbx.ErrInvalid, sbx.ErrImageNotFound)
+		}
 		if errors.Is(err, sbx.ErrImageNotFound) {
 			return resolvedRoot{}, noop, fmt.Errorf("%w: image %q is not in the cache and could not be pulled: %w (sbx pull or sbx import it)", sbx.ErrInvalid, o.Image, err)
 		}
@@ -127,6 +133,15 @@ func (p *provisioned) closeUserNS() {
 // its root with the /etc/hosts and /etc/resolv.conf of that attachment.
 // crash is called at the create steps in between.
 func (h *Host) provision(ctx context.Context, p *provisioned, crash func(step string)) error {
+	if err := h.attachNetwork(ctx, p); err != nil {
+		return err
+	}
+	return h.prepareRoot(p, crash)
+}
+
+// attachNetwork is provision's first half: the sandbox's network, made in
+// the host's namespaces.
+func (h *Host) attachNetwork(ctx context.Context, p *provisioned) error {
 	t0 := time.Now()
 	na, err := parseNetwork(p.opts, p.hostname)
 	if err != nil {
@@ -142,10 +157,17 @@ func (h *Host) provision(ctx context.Context, p *provisioned, crash func(step st
 			return err
 		}
 		p.networkS, p.fromPool = time.Since(t0).Seconds(), p.net.FromPool
-		t0 = time.Now()
 	} else {
 		p.net = netns.LocalAttachment(p.id, na.Mode, p.hostname, "")
 	}
+	return nil
+}
+
+// prepareRoot is provision's second half: the sandbox's root, mounted in
+// the mount namespace of the calling thread (a sandbox's own, for a
+// long-lived sandbox: see Host.build).
+func (h *Host) prepareRoot(p *provisioned, crash func(step string)) (err error) {
+	t0 := time.Now()
 	crash(stepRootfs)
 	if p.opts.UserNS == sbx.UserNSPrivate {
 		tu := time.Now()

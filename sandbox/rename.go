@@ -103,7 +103,11 @@ func (h *Host) Diff(ctx context.Context, ref string) ([]sbx.Change, error) {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
 	upper := rootfs.UpperDir(filepath.Join(h.store.RunDir(sb.ID), rootfsDir))
-	changes, err := rootfs.Changes(upper, lowers, sbxOwnPath, maxChanges)
+	var changes []rootfs.Change
+	err = h.inMountNS(sb.ID, func() (err error) {
+		changes, err = rootfs.Changes(upper, lowers, sbxOwnPath, maxChanges)
+		return err
+	})
 	if err != nil {
 		if errors.Is(err, rootfs.ErrTooManyChanges) {
 			return nil, fmt.Errorf("%w: sandbox %s: %w", sbx.ErrLimit, sb.ShortID(), err)

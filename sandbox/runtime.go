@@ -33,6 +33,7 @@ const (
 	maxHealthBody = 64 << 10         // cap on the executor's health reply
 	killWait      = 10 * time.Second // how long to wait for a killed PID 1 to go
 	containersDir = "containers"     // libcontainer's state root, below RunRoot
+	mountNSDir    = "mntns"          // sandboxes' mount namespaces, below RunRoot
 )
 
 // startExecutor starts the container whose PID 1 is the executor,
@@ -233,7 +234,7 @@ func releaseContainer(ctx context.Context, stateRoot, id string) error {
 			errs = append(errs, err)
 		}
 	}
-	if paths := cgroup.Leftovers()[id]; len(paths) > 0 {
+	if paths := cgroup.SandboxLeftovers(id); len(paths) > 0 {
 		if err := cgroup.KillAll(ctx, id, killWait); err != nil {
 			errs = append(errs, err)
 		}

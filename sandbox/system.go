@@ -84,7 +84,10 @@ func (h *Host) DiskUsage(ctx context.Context) (*sbx.DiskUsage, error) {
 // read from the file system rather than by walking what the sandbox wrote.
 func (h *Host) writableBytes(id string) int64 {
 	var st unix.Statfs_t
-	if err := unix.Statfs(filepath.Join(h.store.RunDir(id), rootfsDir, "rw"), &st); err != nil || st.Type != unix.TMPFS_MAGIC {
+	err := h.inMountNS(id, func() error {
+		return unix.Statfs(filepath.Join(h.store.RunDir(id), rootfsDir, "rw"), &st)
+	})
+	if err != nil || st.Type != unix.TMPFS_MAGIC {
 		return 0
 	}
 	return int64(st.Blocks-st.Bfree) * st.Bsize

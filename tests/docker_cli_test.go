@@ -125,7 +125,7 @@ func dockerImageFlow(t *testing.T, sbxRun sbxFunc, ref string, saw func(string))
 	if img.Digest != orig.Digest || !strings.HasSuffix(img.Name, "dk/copy:2") {
 		t.Fatalf("tagged image %s %s, want the digest %s", img.Name, img.Digest, orig.Digest)
 	}
-	if r := sbxRun(t, "", "tag", "dk/nosuch:1", "dk/x:1"); r.code == 0 || !strings.Contains(r.stderr, "not found") {
+	if r := sbxRun(t, "", "tag", "dk/nosuch:1", "dk/x:1"); r.code == 0 || !strings.Contains(r.stderr, `image "dk/nosuch:1" is not in the cache`) {
 		t.Fatalf("tag of an unknown image: %d %s", r.code, r.stderr)
 	}
 

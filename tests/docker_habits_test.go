@@ -36,7 +36,8 @@ func TestDockerHabitsRun(t *testing.T) {
 	// address answers nothing, so a pull would say "unreachable").
 	for _, args := range [][]string{{"run"}, {"run", "-d"}, {"create"}} {
 		args = append(args, "127.0.0.1:1/nosuch:1", "true")
-		if r := h.sbx(t, "", args...); r.code != 125 || !strings.Contains(r.stderr, "not found in cache") || strings.Contains(r.stderr, "unreachable") {
+		if r := h.sbx(t, "", args...); r.code != 125 || !strings.Contains(r.stderr, "is not in the cache") ||
+			strings.Count(r.stderr, "cache") != 1 || strings.Contains(r.stderr, "unreachable") {
 			t.Fatalf("sbx %v with SBX_PULL=never: %d %q", args, r.code, r.stderr)
 		}
 	}

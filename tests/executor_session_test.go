@@ -468,3 +468,34 @@ func TestExecutorSessionLifecycle(t *testing.T) {
 		t.Fatalf("shell %q, want sh", s2.Shell)
 	}
 }
+
+// The executor writes each command into the command file it created, by
+// descriptor: a session user who replaces that file (with a symlink to a
+// file only root may write, say) does not get the executor, which runs as
+// root, to write through it.
+func TestExecutorSessionCommandFileIsNotFollowed(t *testing.T) {
+	e := startExecutor(t)
+	ctx := ctxT(t)
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("root's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.client.CreateSession(ctx, api.SessionRequest{User: "nobody", Cwd: "/tmp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.client.DeleteSession(ctx, s.ID)
+	// The prompt file is exported as ENV; the command file sits beside it.
+	res, err := e.client.Run(ctx, s.ID, api.RunRequest{Command: `d=$(dirname "$ENV"); rm -f "$d/cmd" && ln -s ` + victim + ` "$d/cmd" && echo swapped`, TimeoutS: 30})
+	if err != nil || res.Status != api.StatusCompleted || !strings.Contains(res.Output, "swapped") {
+		t.Fatalf("swap the command file: %+v %v", res, err)
+	}
+	// The next command goes to the executor's own file; the shell then
+	// sources the symlink, which nobody may not read: an error, no harm.
+	if _, err := e.client.Run(ctx, s.ID, api.RunRequest{Command: "echo overwritten", TimeoutS: 30}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := os.ReadFile(victim); err != nil || string(got) != "root's\n" {
+		t.Fatalf("the file behind the symlink now holds %q (%v)", got, err)
+	}
+}

@@ -103,8 +103,12 @@ func TestImagesCreateFlagsAndGCOfStopped(t *testing.T) {
 	}
 
 	h.must(t, "stop", id)
-	// As after a reboot: the record stays, the overlay is gone.
-	imagesUnmountUnder(t, filepath.Join(h.run, "sandboxes", id))
+	// As after a reboot: the record stays, the overlay is gone (with the
+	// sandbox's mount namespace, which its pin on the host keeps).
+	imagesUnmountUnder(t, filepath.Join(h.run, "mntns"))
+	if r := h.sbx(t, "", "start", id); r.code == 0 || !strings.Contains(r.stderr, "gone") {
+		t.Fatalf("start of a sandbox whose root is gone: exit %d %q", r.code, r.stderr)
+	}
 	h.must(t, "rmi", ref)
 	if out := h.must(t, "image", "gc"); !strings.Contains(out, "removed 0 layers") {
 		t.Fatalf("gc with a stopped sandbox on record: %q", out)

@@ -116,6 +116,9 @@ func (h *lcHost) assertNoLeaksOf(t testing.TB, id string) {
 	if _, err := os.Stat(filepath.Join(h.run, "sandboxes", id)); !os.IsNotExist(err) {
 		t.Errorf("leaked runtime directory of %s", id)
 	}
+	if _, err := os.Lstat(filepath.Join(h.run, "mntns", id)); !os.IsNotExist(err) {
+		t.Errorf("leaked mount namespace pin of %s", id)
+	}
 	if paths := cgroup.Leftovers()[id]; len(paths) > 0 {
 		t.Errorf("leaked cgroups of %s: %v", id, paths)
 	}
@@ -131,7 +134,7 @@ func (h *lcHost) assertNoLeaks(t testing.TB) {
 			t.Errorf("leaked mount: %s", line)
 		}
 	}
-	for _, d := range []string{filepath.Join(h.run, "sandboxes"), filepath.Join(h.root, "sandboxes"), filepath.Join(h.root, "names"), filepath.Join(h.root, "expiry"), filepath.Join(h.root, "network", "leases"), filepath.Join(h.run, "netns")} {
+	for _, d := range []string{filepath.Join(h.run, "sandboxes"), filepath.Join(h.root, "sandboxes"), filepath.Join(h.root, "names"), filepath.Join(h.root, "expiry"), filepath.Join(h.root, "network", "leases"), filepath.Join(h.run, "netns"), filepath.Join(h.run, "mntns")} {
 		if entries, _ := os.ReadDir(d); len(entries) > 0 {
 			t.Errorf("leaked entries in %s: %d", d, len(entries))
 		}

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
@@ -44,10 +43,7 @@ func TestMain(m *testing.M) {
 	// processes they start) create lives under it, so cgroup leftovers
 	// are this test binary's own, never another sbx user's. Helper
 	// processes (this binary re-run by a test) keep their parent's.
-	ownParent := os.Getenv(cgroup.ParentEnv) == ""
-	if ownParent {
-		os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-%d", os.Getpid()))
-	}
+	releaseParent := cgroup.PrivateParent("sbx-test")
 	code := m.Run()
 	for _, f := range atExit {
 		f()
@@ -56,9 +52,7 @@ func TestMain(m *testing.M) {
 	cleanup()
 	os.RemoveAll(runRoot)
 	// The parent cgroup goes when no sandbox is left in it.
-	if ownParent {
-		_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
-	}
+	_ = releaseParent()
 	os.Exit(code)
 }
 

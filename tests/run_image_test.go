@@ -49,7 +49,7 @@ func TestRunImage(t *testing.T) {
 	// Cached now: the name alone, without a tag, is the image.
 	mustRun(t, "--root", root, "images")
 	r := runSbx(t, "", "--root", root, "run", "--pull", "never", reg.Host+"/test/missing:v1")
-	if r.code != 125 || !strings.Contains(r.stderr, "not found") {
+	if r.code != 125 || !strings.Contains(r.stderr, "is not in the cache and the pull policy is never") {
 		t.Errorf("missing image with --pull never: exit %d stderr %q", r.code, r.stderr)
 	}
 	r = runSbx(t, "", "--root", root, "run", "-u", "nosuchuser", ref)

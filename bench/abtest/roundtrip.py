@@ -11,7 +11,7 @@ so that the machine's changing load hits all builds alike. It prints each
 build's p50 over all samples, the ratio to the first build, the median of
 the per-round ratios of p50s, and the load averages seen.
 """
-import argparse, json, os, random, statistics, subprocess, sys, tempfile
+import argparse, json, os, random, shutil, statistics, subprocess, sys, tempfile
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
 ap.add_argument("-r", type=int, default=8, help="rounds")
@@ -26,23 +26,26 @@ tmp = tempfile.mkdtemp(prefix="sbx-roundtrip-")
 samples = {s: {v: [] for v in names} for s in scenarios}
 rounds = {s: {v: [] for v in names} for s in scenarios}
 loads = [os.getloadavg()[0]]
-for i in range(a.r):
-    order = names[:]
-    random.shuffle(order)
-    for v in order:
-        out = f"{tmp}/{v}-{i}.json"
-        cmd = [bins[v], "--root", f"{tmp}/root-{v}", "--run-root", f"/run/sbx-rt-{os.getpid()}-{v}",
-               "bench", "--samples", str(a.n), "--warmup", "5", "--json", out, *scenarios]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr[-2000:]}")
-        rep = json.load(open(out))
-        for sc in rep["scenarios"]:
-            sub = next(s for s in sc["subjects"] if s["name"] == "sbx")
-            vals = sub["samples"]
-            samples[sc["name"]][v] += vals
-            rounds[sc["name"]][v].append(statistics.median(vals))
-    loads.append(os.getloadavg()[0])
+try:
+    for i in range(a.r):
+        order = names[:]
+        random.shuffle(order)
+        for v in order:
+            out = f"{tmp}/{v}-{i}.json"
+            cmd = [bins[v], "--root", f"{tmp}/root-{v}", "--run-root", f"/run/sbx-rt-{os.getpid()}-{v}",
+                   "bench", "--samples", str(a.n), "--warmup", "5", "--json", out, *scenarios]
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode != 0:
+                sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr[-2000:]}")
+            rep = json.load(open(out))
+            for sc in rep["scenarios"]:
+                sub = next(s for s in sc["subjects"] if s["name"] == "sbx")
+                vals = sub["samples"]
+                samples[sc["name"]][v] += vals
+                rounds[sc["name"]][v].append(statistics.median(vals))
+        loads.append(os.getloadavg()[0])
+finally:
+    shutil.rmtree(tmp, ignore_errors=True)
 
 print(f"{a.r} rounds of {a.n} samples per build; load average {min(loads):.2f}-{max(loads):.2f}")
 for s in scenarios:

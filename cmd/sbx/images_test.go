@@ -75,7 +75,7 @@ func TestImagesCLI(t *testing.T) {
 		t.Fatalf("import of a rootfs without a name: %d %q", code, errs)
 	}
 
-	if code, _, errs = runSbx(t, r, "image", "inspect", "nope:1"); code != sbx.ExitSbxFailed || !strings.Contains(errs, "not found in cache; run sbx pull") {
+	if code, _, errs = runSbx(t, r, "image", "inspect", "nope:1"); code != sbx.ExitSbxFailed || !strings.Contains(errs, `image "nope:1" is not in the cache: sbx pull nope:1 or sbx import it`) {
 		t.Fatalf("inspect of an unknown image: %d %q", code, errs)
 	}
 	code, out, _ = runSbx(t, r, "rmi", ref)

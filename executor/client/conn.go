@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // JSON calls (exec, session commands, health, ...) are one small request
@@ -49,21 +51,43 @@ type connPool struct {
 	closed bool
 }
 
-// get returns an idle connection, or nil. One that the executor closed
-// meanwhile fails the write of the next request, which is then sent again
-// on a new connection (see roundTrip); one with unread bytes is dropped.
+// get returns an idle connection, or nil. One with unread bytes (a reply
+// nobody asked for) or that the executor closed is dropped; one it closes
+// as the request goes out fails the write, and the request is sent again on
+// a new connection (see roundTrip).
 func (p *connPool) get() *syncConn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for len(p.idle) > 0 {
 		sc := p.idle[len(p.idle)-1]
 		p.idle = p.idle[:len(p.idle)-1]
-		if time.Since(sc.idle) < maxIdleAge && sc.br.Buffered() == 0 {
+		if time.Since(sc.idle) < maxIdleAge && sc.br.Buffered() == 0 && sc.quiet() {
 			return sc
 		}
 		sc.conn.Close()
 	}
 	return nil
+}
+
+// quiet reports whether the executor has sent nothing on an idle
+// connection and not closed it: a non-blocking peek finds nothing to read.
+func (sc *syncConn) quiet() bool {
+	sysc, ok := sc.conn.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sysc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	quiet := false
+	err = rc.Read(func(fd uintptr) bool {
+		var b [1]byte
+		_, _, rerr := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+		quiet = rerr == unix.EAGAIN
+		return true // never wait
+	})
+	return err == nil && quiet
 }
 
 // put keeps sc for a later call, or closes it.
@@ -175,6 +199,13 @@ func (c *Client) exchange(ctx context.Context, sc *syncConn, req *http.Request) 
 	if err != nil {
 		stop()
 		return nil, true, err
+	}
+	if resp.StatusCode < 200 {
+		// The API has no interim replies (100 Continue and the like): the
+		// final one would be left in the connection for the next call.
+		stop()
+		resp.Body.Close()
+		return nil, true, fmt.Errorf("interim reply HTTP %d: the executor's API sends none", resp.StatusCode)
 	}
 	sc.lim.off = true // the body is capped by the caller
 	resp.Body = &pooledBody{rc: resp.Body, sc: sc, pool: &c.pool, stop: stop, keep: !resp.Close}

@@ -232,3 +232,44 @@ func TestClientCallEndsWithItsContext(t *testing.T) {
 		t.Fatalf("cancelled call returned after %v", d)
 	}
 }
+
+// Replies the client did not ask for never answer a later call: an interim
+// reply (100 Continue) ends its call with an error and its connection, and
+// a kept connection on which the executor sent more than the reply is
+// dropped before the next call.
+func TestClientIgnoresRepliesNobodyAskedFor(t *testing.T) {
+	c, conns := rawExecutor(t, eachRequest(func(conn net.Conn, req *http.Request) bool {
+		switch {
+		case req.URL.Query().Get("interim") != "":
+			io.WriteString(conn, "HTTP/1.1 100 Continue\r\n\r\n")
+			time.Sleep(30 * time.Millisecond) // the final reply comes later
+			reply(conn, `{"exit_code":41}`)
+		case req.URL.Path == api.PathHealth: // the reply, later one for a later call
+			reply(conn, healthReply)
+			time.Sleep(30 * time.Millisecond)
+			reply(conn, `{"exit_code":42}`)
+		default:
+			reply(conn, `{"exit_code":0}`)
+		}
+		return true
+	}))
+	ctx := context.Background()
+	var res api.ExecResult
+	if err := c.call(ctx, time.Second, http.MethodPost, api.PathExec+"?interim=1", api.ExecRequest{Argv: []string{"x"}}, &res, 1<<20); err == nil {
+		t.Fatalf("an interim reply was taken as the answer: %+v", res)
+	}
+	time.Sleep(60 * time.Millisecond) // the late final reply reaches the client
+	if res, err := c.Exec(ctx, api.ExecRequest{Argv: []string{"x"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec after an interim reply: %+v %v", res, err)
+	}
+	if _, err := c.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(60 * time.Millisecond) // the unasked-for reply reaches the client
+	if res, err := c.Exec(ctx, api.ExecRequest{Argv: []string{"x"}}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec after a reply nobody asked for: %+v %v", res, err)
+	}
+	if n := conns.Load(); n != 3 {
+		t.Fatalf("%d connections, want 3 (two dropped)", n)
+	}
+}

@@ -14,3 +14,15 @@ type kindError struct {
 
 func (e *kindError) Error() string { return e.msg }
 func (e *kindError) Unwrap() error { return e.kind }
+
+// Of returns an error whose message is msg and that errors.Is reports as
+// each of kinds (say, both sbx.ErrInvalid and sbx.ErrImageNotFound).
+func Of(msg string, kinds ...error) error { return &kindsError{msg: msg, kinds: kinds} }
+
+type kindsError struct {
+	msg   string
+	kinds []error
+}
+
+func (e *kindsError) Error() string   { return e.msg }
+func (e *kindsError) Unwrap() []error { return e.kinds }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
@@ -29,16 +28,11 @@ func TestMain(m *testing.M) {
 	os.Setenv("TMPDIR", tmp)
 	// The sandboxes go under a parent cgroup of this test binary's own,
 	// removed at the end, never under the host's default one.
-	ownParent := os.Getenv(cgroup.ParentEnv) == ""
-	if ownParent {
-		os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-driver-%d", os.Getpid()))
-	}
+	releaseParent := cgroup.PrivateParent("sbx-test-driver")
 	code := m.Run()
-	if ownParent {
-		if err := cgroup.RemoveParentWhenEmpty(10 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, "driver: remove the tests' parent cgroup:", err)
-			code = 1
-		}
+	if err := releaseParent(); err != nil {
+		fmt.Fprintln(os.Stderr, "driver: remove the tests' parent cgroup:", err)
+		code = 1
 	}
 	if err := os.RemoveAll(tmp); err != nil {
 		fmt.Fprintln(os.Stderr, "driver: remove the tests' temporary directory:", err)

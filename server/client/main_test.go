@@ -39,8 +39,8 @@ func run(m *testing.M) int {
 	defer os.RemoveAll(dir)
 	// The server's sandboxes live under this test binary's own parent
 	// cgroup, removed at the end, never under the host's default one.
-	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-client-%d", os.Getpid()))
-	defer func() { _ = cgroup.RemoveParentWhenEmpty(10 * time.Second) }()
+	releaseParent := cgroup.PrivateParent("sbx-test-client")
+	defer func() { _ = releaseParent() }()
 	sock := filepath.Join(dir, "sbx.sock")
 	srv := exec.Command(bin, "--root", filepath.Join(dir, "root"), "--run-root", filepath.Join(dir, "run"),
 		"serve", "--unix", sock, "--allow-host-dir", filepath.Dir(root))

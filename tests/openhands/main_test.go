@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/sandbox"
@@ -26,8 +25,8 @@ func TestMain(m *testing.M) {
 	}
 	// A private parent cgroup: every sandbox of these tests lives under
 	// it, so nothing of another sbx user is touched or counted.
-	os.Setenv(cgroup.ParentEnv, fmt.Sprintf("sbx-test-oh-%d", os.Getpid()))
+	releaseParent := cgroup.PrivateParent("sbx-test-oh")
 	code := m.Run()
-	_ = cgroup.RemoveParentWhenEmpty(10 * time.Second)
+	_ = releaseParent()
 	os.Exit(code)
 }

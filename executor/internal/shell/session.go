@@ -94,6 +94,7 @@ type Session struct {
 	notice   string // told with the next reply
 	oldSids  []int  // sessions of earlier shells, killed on Close
 	cmdFile  string
+	cmdFD    int    // cmdFile, open for writing: each command is written in place
 	postFile string // re-establishes the marker prompt after each command
 	echoLine string
 }
@@ -148,15 +149,39 @@ func New(ctx context.Context, sup *proc.Supervisor, id string, opts Options) (*S
 			return nil, fmt.Errorf("chown %s: %w", p, err)
 		}
 	}
+	// The command file stays open: each command is written into the same
+	// inode, two system calls instead of a path walk, truncation and close,
+	// and never through whatever the session's user put at its path.
+	fd, err := unix.Open(s.cmdFile, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		os.RemoveAll(opts.ScratchDir)
+		return nil, fmt.Errorf("open command file: %w", err)
+	}
+	s.cmdFD = fd
 	// The prompt file runs right after each command, in the same line, so
 	// whatever the command did to PS1 or PROMPT_COMMAND (sourcing an rc
 	// file, say) the marker prompt comes back.
 	s.echoLine = " . '" + s.cmdFile + "'; . '" + s.postFile + "'"
 	if err := s.start(ctx, opts.Dir); err != nil {
+		unix.Close(s.cmdFD)
 		os.RemoveAll(opts.ScratchDir)
 		return nil, err
 	}
 	return s, nil
+}
+
+// writeCommand replaces the content of the command file with cmd and a
+// newline.
+func (s *Session) writeCommand(cmd string) error {
+	data := []byte(cmd + "\n")
+	for off := 0; off < len(data); {
+		n, err := unix.Pwrite(s.cmdFD, data[off:], int64(off))
+		if err != nil {
+			return err
+		}
+		off += n
+	}
+	return unix.Ftruncate(s.cmdFD, int64(len(data)))
 }
 
 func newNonce() string {
@@ -250,7 +275,7 @@ func promptScript(nonce, self string) string {
 		"PS1='\036SBX" + nonce + ":$?:$PWD\037'\n" +
 		"PS2=''\n" +
 		"PS0=''\n" +
-		"unset PROMPT_COMMAND 2>/dev/null\n" +
+		"unset PROMPT_COMMAND\n" +
 		"PROMPT_COMMAND=\". " + q + "\"\n" +
 		"ENV=" + q + "\n" +
 		"export PROMPT_COMMAND ENV\n" +
@@ -327,8 +352,11 @@ func setNoEcho(ptm *os.File) error {
 			ioErr = fmt.Errorf("read terminal attributes: %w", err)
 			return
 		}
-		t.Lflag &^= unix.ECHO | unix.ECHONL
-		t.Lflag |= unix.ICANON | unix.ISIG
+		want := t.Lflag&^(unix.ECHO|unix.ECHONL) | unix.ICANON | unix.ISIG
+		if t.Lflag == want {
+			return // already so: most commands leave the terminal alone
+		}
+		t.Lflag = want
 		if err := unix.IoctlSetTermios(int(fd), unix.TCSETS, t); err != nil {
 			ioErr = fmt.Errorf("set terminal attributes: %w", err)
 		}
@@ -495,7 +523,7 @@ func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, e
 	}
 	s.mu.Lock()
 	sh := s.sh
-	if err := os.WriteFile(s.cmdFile, []byte(req.Command+"\n"), 0o600); err != nil {
+	if err := s.writeCommand(req.Command); err != nil {
 		s.mu.Unlock()
 		return api.RunResult{}, fmt.Errorf("write the command file: %w", err)
 	}
@@ -687,6 +715,7 @@ func (s *Session) Close() {
 		<-sh.p.Done()
 		sh.ptm.Close()
 	}
+	unix.Close(s.cmdFD)
 	os.RemoveAll(s.opts.ScratchDir)
 }
 
