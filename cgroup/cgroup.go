@@ -3,19 +3,19 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
-	cg "github.com/containerd/cgroups/v3"
-	"github.com/containerd/cgroups/v3/cgroup1"
-	"github.com/containerd/cgroups/v3/cgroup2"
 	ocg "github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/cgroups/fs2"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 )
 
 // Root is where cgroup hierarchies are mounted.
@@ -75,18 +75,29 @@ const (
 	ModeUnavailable Mode = "unavailable"
 )
 
-// DetectMode returns the host's cgroup mode.
-func DetectMode() Mode {
-	switch cg.Mode() {
-	case cg.Legacy:
-		return ModeV1
-	case cg.Hybrid:
-		return ModeHybrid
-	case cg.Unified:
+// DetectMode returns the host's cgroup mode: what is mounted at Root (a
+// cgroup2 file system: v2), else whether a cgroup2 file system is mounted
+// at Root/unified (hybrid) or not (v1). It is read once per process.
+func DetectMode() Mode { return detectMode() }
+
+var detectMode = sync.OnceValue(func() Mode {
+	var st unix.Statfs_t
+	if err := unix.Statfs(Root, &st); err != nil {
+		return ModeUnavailable
+	}
+	if st.Type == unix.CGROUP2_SUPER_MAGIC {
 		return ModeV2
 	}
-	return ModeUnavailable
-}
+	if err := unix.Statfs(filepath.Join(Root, "unified"), &st); err == nil && st.Type == unix.CGROUP2_SUPER_MAGIC {
+		return ModeHybrid
+	}
+	return ModeV1
+})
+
+// v1Controllers are the v1 hierarchies Controllers looks for below Root
+// ("systemd" is the name=systemd hierarchy).
+var v1Controllers = []string{"systemd", "freezer", "pids", "net_cls", "net_prio", "perf_event", "cpuset", "cpu",
+	"cpuacct", "memory", "blkio", "rdma", "devices", "hugetlb"}
 
 // Controllers lists the controllers that sbx can use for limits on this
 // host: the v1 hierarchies in v1 and hybrid mode, the root's controllers in v2.
@@ -99,13 +110,14 @@ func Controllers() ([]string, error) {
 		}
 		return strings.Fields(string(data)), nil
 	case ModeV1, ModeHybrid:
-		subs, err := cgroup1.Default()
-		if err != nil {
-			return nil, fmt.Errorf("list cgroup v1 subsystems: %w", err)
-		}
 		var names []string
-		for _, s := range subs {
-			names = append(names, string(s.Name()))
+		for _, c := range v1Controllers {
+			if _, err := os.Lstat(filepath.Join(Root, c)); err == nil {
+				names = append(names, c)
+			}
+		}
+		if len(names) == 0 {
+			return nil, fmt.Errorf("list cgroup v1 subsystems: none mounted below %s", Root)
 		}
 		sort.Strings(names)
 		return names, nil
@@ -191,45 +203,54 @@ func (l Limits) OCIResources() *specs.LinuxResources {
 }
 
 // EnsureParent creates the parent cgroup (Parent) in every hierarchy
-// if it does not exist yet. Per-sandbox cgroups are created below it by
-// libcontainer. Budget limits for all sandboxes together can be given.
+// if it does not exist yet, as libcontainer creates a container's (on v2
+// also enabling the root's controllers for the cgroups below it).
+// Per-sandbox cgroups are created below it by libcontainer. Budget limits
+// for all sandboxes together can be given (memory, CPU quota, pids; zero
+// leaves one unset).
 func EnsureParent(budget Limits) error {
-	res := budget.OCIResources()
 	mode := DetectMode()
 	parent := Parent()
 	if budget == (Limits{}) && parentExists(mode) {
 		return nil // the common case on the start path: one stat
 	}
+	res := &ocg.Resources{SkipDevices: true}
+	if budget.MemoryBytes > 0 {
+		res.Memory = budget.MemoryBytes
+		if SwapControllable() {
+			res.MemorySwap = budget.MemoryBytes // memory+swap equal to memory: no swap
+		}
+	}
+	if budget.CPUs > 0 {
+		res.CpuQuota, res.CpuPeriod = int64(math.Round(budget.CPUs*cpuPeriod)), cpuPeriod
+	}
+	if budget.Pids > 0 {
+		res.PidsLimit = &budget.Pids
+	}
+	// Apply creates the directories of every hierarchy, devices included
+	// (so not SkipDevices there); Set writes the budget and leaves the
+	// device rules alone.
+	cfg := &ocg.Cgroup{Path: "/" + parent, Resources: &ocg.Resources{}}
+	var m ocg.Manager
+	var err error
 	switch mode {
 	case ModeV2:
-		m, err := cgroup2.NewManager(Root, "/"+parent, cgroup2.ToResources(res))
-		if err != nil {
-			return fmt.Errorf("create parent cgroup %s: %w", parent, err)
-		}
-		ctrls, err := m.RootControllers()
-		if err != nil {
-			return fmt.Errorf("read controllers of parent cgroup: %w", err)
-		}
-		var want []string
-		for _, c := range ctrls {
-			if c == "cpu" || c == "memory" || c == "pids" || c == "cpuset" || c == "io" {
-				want = append(want, c)
-			}
-		}
-		// libcontainer enables what each sandbox needs on its own path; a
-		// controller the host does not delegate only matters when a limit
-		// asks for it, and then libcontainer reports it.
-		if err := m.ToggleControllers(want, cgroup2.Enable); err != nil {
-			slog.Warn("could not enable cgroup controllers for sandboxes", "controllers", want, "err", err)
-		}
-		return nil
+		m, err = fs2.NewManager(cfg, filepath.Join(Root, parent))
 	case ModeV1, ModeHybrid:
-		if _, err := cgroup1.New(cgroup1.StaticPath("/"+parent), res); err != nil {
-			return fmt.Errorf("create parent cgroup %s: %w", parent, err)
-		}
-		return nil
+		m, err = fs.NewManager(cfg, nil)
+	default:
+		return errors.New("cgroups are not available on this host")
 	}
-	return errors.New("cgroups are not available on this host")
+	if err == nil {
+		err = m.Apply(-1) // creates the directories, moves no process
+	}
+	if err == nil && budget != (Limits{}) {
+		err = m.Set(res)
+	}
+	if err != nil {
+		return fmt.Errorf("create parent cgroup %s: %w", parent, err)
+	}
+	return nil
 }
 
 // parentExists reports whether the parent cgroup is already there.

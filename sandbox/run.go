@@ -334,13 +334,23 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 }
 
 // remove tears the run down: container, network, root, directory. It
-// returns how long that took.
+// returns how long that took. The container (its cgroups in every
+// hierarchy and libcontainer's state) is removed while the network and
+// the root are: they are independent once PID 1 has exited, and in a run
+// whose start failed, Destroy's kill ends what is left while the root's
+// mounts are detached (lazily: nothing in use is pulled away). The user
+// namespace's id range is given back only after Destroy.
 func (r *run) remove(ctx context.Context) float64 {
 	t := time.Now()
 	var errs []error
-	if r.ctr != nil {
-		errs = append(errs, r.ctr.Destroy())
-	}
+	var destroyErr error
+	destroyed := make(chan struct{})
+	go func() {
+		defer close(destroyed)
+		if r.ctr != nil {
+			destroyErr = r.ctr.Destroy()
+		}
+	}()
 	for _, f := range []*os.File{r.status, r.life} {
 		if f != nil {
 			f.Close()
@@ -356,6 +366,10 @@ func (r *run) remove(ctx context.Context) float64 {
 	if r.p != nil && r.p.root != nil {
 		errs = append(errs, r.p.root.Release())
 	}
+	// Every process of the run is gone once Destroy returns: only then
+	// may its user id range go to another sandbox.
+	<-destroyed
+	errs = append(errs, destroyErr)
 	if r.p != nil && r.p.usernsOwner != "" {
 		r.p.closeUserNS()
 		errs = append(errs, releaseUserNS(r.h.cfg.UserNSDir, r.p.usernsOwner))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strconv"
@@ -65,7 +66,7 @@ func processInfo(procRoot string, pid int) (sbx.ProcessInfo, bool) {
 		info.PPID = ps[len(ps)-1] // 0: the parent is outside the sandbox
 	}
 	var args []string
-	if data, err := os.ReadFile(dir + "/cmdline"); err == nil && len(data) > 0 {
+	if data, err := readCapped(dir+"/cmdline", maxTopCommand+1); err == nil && len(data) > 0 {
 		args = strings.Split(string(bytes.TrimRight(data, "\x00")), "\x00")
 	}
 	if len(args) == 0 {
@@ -73,6 +74,17 @@ func processInfo(procRoot string, pid int) (sbx.ProcessInfo, bool) {
 	}
 	info.Command = termsafe.String(strings.Join(args, " "), maxTopCommand)
 	return info, true
+}
+
+// readCapped reads at most n bytes of a file: a command line the sandbox
+// wrote can be as long as ARG_MAX, and Top shows maxTopCommand of it.
+func readCapped(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, n))
 }
 
 // userHZ is the unit of the CPU times in /proc/PID/stat (USER_HZ, 100 on

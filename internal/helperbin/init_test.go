@@ -53,8 +53,8 @@ func runInit(t *testing.T, bin string, extra []*os.File, args ...string) (int, *
 	return initResult(t, cmd, err, statusR, stdout, stderr)
 }
 
-// runInitIgnoring is runInit with SIGUSR1 and SIGPIPE ignored when the
-// init starts (a shell's trap "" before it execs the init).
+// runInitIgnoring is runInit with SIGUSR1, SIGPIPE and SIGCHLD ignored
+// when the init starts (coreutils' env --ignore-signal execs it).
 func runInitIgnoring(t *testing.T, bin string, args ...string) (int, *initStatus, string, string) {
 	t.Helper()
 	cmd, statusR, stdout, stderr := startInit(t, bin, nil, append([]string{"\x00ignoring"}, args...)...)
@@ -64,15 +64,22 @@ func runInitIgnoring(t *testing.T, bin string, args ...string) (int, *initStatus
 
 func startInit(t *testing.T, initPath string, extra []*os.File, args ...string) (*exec.Cmd, *os.File, *syncBuffer, *syncBuffer) {
 	t.Helper()
+	return startInitIn(t, initPath, nil, "", extra, args...)
+}
+
+// startInitIn is startInit with the init's environment and directory.
+func startInitIn(t *testing.T, initPath string, env []string, dir string, extra []*os.File, args ...string) (*exec.Cmd, *os.File, *syncBuffer, *syncBuffer) {
+	t.Helper()
 	statusR, statusW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(initPath, append([]string{"reaper", "--status-fd", "3"}, args...)...)
 	if len(args) > 0 && args[0] == "\x00ignoring" {
-		cmd = exec.Command("sh", append([]string{"-c", `trap "" USR1 PIPE; exec "$@"`, "sh", initPath, "reaper", "--status-fd", "3"}, args[1:]...)...)
+		cmd = exec.Command("env", append([]string{"--ignore-signal=USR1", "--ignore-signal=PIPE", "--ignore-signal=CHLD", initPath, "reaper", "--status-fd", "3"}, args[1:]...)...)
 	}
 	cmd.ExtraFiles = append([]*os.File{statusW}, extra...)
+	cmd.Env, cmd.Dir = env, dir
 	var stdout, stderr syncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID, Pdeathsig: syscall.SIGKILL}
@@ -174,6 +181,22 @@ func TestInitCommandEnvironment(t *testing.T) {
 		_, _, ignored, _ := runInitIgnoring(t, bin, "--", "grep", "^SigIgn:", "/proc/self/status")
 		if ignored != "SigIgn:\t0000000000000000\n" {
 			t.Errorf("a signal the init inherited as ignored stays ignored for the command: %q", ignored)
+		}
+		// An inherited SIGCHLD "ignored" must not hide the command's exit.
+		if code, st, _, stderr := runInitIgnoring(t, bin, "--", "sh", "-c", "sleep 0.1; exit 3"); code != 3 || st == nil || st.ExitCode != 3 {
+			t.Errorf("started with SIGCHLD ignored: exit %d status %+v stderr %q; want 3", code, st, stderr)
+		}
+		// An empty $PATH entry is the current directory, which Go's LookPath
+		// refuses to run from (exec.ErrDot).
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "here"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd, statusR, stdout, stderr2 := startInitIn(t, bin, []string{"PATH=:"}, dir, nil, "--", "here")
+		werr := cmd.Wait()
+		code2, st2, _, _ := initResult(t, cmd, werr, statusR, stdout, stderr2)
+		if want := `exec: "here": cannot run executable found relative to current directory`; code2 != 126 || st2 == nil || st2.ExecError != want {
+			t.Errorf("PATH=\":\": exit %d status %+v; want 126 and %q", code2, st2, want)
 		}
 		if code != 0 || st == nil || st.ExitCode != 0 {
 			t.Fatalf("exit %d status %+v stderr %q", code, st, stderr)
@@ -279,6 +302,27 @@ func TestInitLoadsSeccomp(t *testing.T) {
 		code, st, _, stderr = runInit(t, bin, []*os.File{pipeOf([]byte("SBXF\x00\x00\x00\x00bad"))}, "--seccomp-fd", "4", "--", "touch", dir)
 		if code != 126 || st != nil || !strings.Contains(stderr, "invalid seccomp program") {
 			t.Errorf("malformed program: exit %d status %+v stderr %q; want 126 and a message", code, st, stderr)
+		}
+		// A profile that denies what the init itself waits with (poll): it
+		// must never report an outcome it did not see. The Go build waits
+		// with epoll and sees the command's 3; the C build cannot wait, ends
+		// the sandbox and says why with 126.
+		deny := [][4]uint32{
+			{unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, 0, 0, 0},
+			{unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, 2, 0, unix.SYS_POLL},
+			{unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, 1, 0, unix.SYS_PPOLL},
+			{ret, 0, 0, 0x7fff0000},
+			{ret, 0, 0, errnoEPERM},
+		}
+		prog = []byte("SBXF\x00\x00\x00\x00")
+		for _, in := range deny {
+			prog = binary.LittleEndian.AppendUint16(prog, uint16(in[0]))
+			prog = append(prog, byte(in[1]), byte(in[2]))
+			prog = binary.LittleEndian.AppendUint32(prog, in[3])
+		}
+		code, st, _, stderr = runInit(t, bin, []*os.File{pipeOf(prog)}, "--seccomp-fd", "4", "--", "sh", "-c", "sleep 0.2; exit 3")
+		if !(code == 3 && st != nil && st.ExitCode == 3) && !(code == 126 && st != nil && st.ExitCode == 126 && strings.Contains(st.ExecError, "poll")) {
+			t.Errorf("poll denied: exit %d status %+v stderr %q; want the command's 3, or 126 and the reason", code, st, stderr)
 		}
 	})
 }

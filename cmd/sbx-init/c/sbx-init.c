@@ -166,6 +166,23 @@ static void write_status(int fd, const struct status *st)
 	fclose(f);
 }
 
+static int status_fd = -1;
+
+/* supervision_failed ends the sandbox when this init can no longer watch
+ * the command (a seccomp profile that denies what it needs, say): it
+ * kills every other process, reports 126 with the reason, and exits. It
+ * never reports an outcome it did not see. */
+static void supervision_failed(const char *what, int err)
+{
+	kill(-1, SIGKILL);
+	struct status st = {.exit_code = EXIT_CANNOT_EXEC};
+	snprintf(st.exec_error, sizeof st.exec_error, "sbx init: cannot supervise the command: %s: %s", what, strerror(err));
+	fprintf(stderr, "%s\n", st.exec_error);
+	if (status_fd >= 0)
+		write_status(status_fd, &st);
+	_exit(EXIT_CANNOT_EXEC);
+}
+
 /* Go's error texts are strerror's with a lower-case first letter. */
 static const char *errtext(int err, char *buf, size_t n)
 {
@@ -266,7 +283,10 @@ static int look_path(const char *file, char *path, size_t n, struct status *st)
 		const char *colon = strchr(p, ':');
 		size_t dl = colon ? (size_t)(colon - p) : strlen(p);
 		char dir[PATH_MAX];
-		snprintf(dir, sizeof dir, "%.*s", (int)(dl < sizeof dir ? dl : sizeof dir - 1), dl ? p : ".");
+		if (dl == 0)
+			snprintf(dir, sizeof dir, "."); /* an empty entry is the current directory */
+		else
+			snprintf(dir, sizeof dir, "%.*s", (int)(dl < sizeof dir ? dl : sizeof dir - 1), p);
 		if (snprintf(path, n, "%s/%s", dir, file) < (int)n && find_executable(path, &from_stat) == 0) {
 			if (dir[0] != '/') {
 				exec_failure(st, file, EXIT_CANNOT_EXEC, 0, 1, "cannot run executable found relative to current directory");
@@ -382,6 +402,8 @@ static int reap(pid_t cmd, struct status *st)
 		pid_t got = waitpid(-1, &ws, WNOHANG);
 		if (got < 0 && errno == EINTR)
 			continue;
+		if (got < 0 && errno != ECHILD)
+			supervision_failed("waitpid", errno);
 		if (got <= 0)
 			return done;
 		if (got != cmd)
@@ -398,7 +420,7 @@ static int reap(pid_t cmd, struct status *st)
 
 int main(int argc, char **argv)
 {
-	int status_fd = -1, lifeline_fd = -1, seccomp_fd = -1, tty = 0;
+	int lifeline_fd = -1, seccomp_fd = -1, tty = 0;
 	if (argc < 2 || strcmp(argv[1], "reaper") != 0) {
 		fputs("usage: sbx-init reaper [--status-fd N] [--lifeline-fd N] [--seccomp-fd N] [--tty] -- CMD [ARG...]\n", stderr);
 		return EXIT_USAGE;
@@ -455,7 +477,13 @@ int main(int argc, char **argv)
 	 * child unblocks them all before exec. */
 	sigset_t all, wanted;
 	sigfillset(&all);
-	sigprocmask(SIG_SETMASK, &all, NULL);
+	if (sigprocmask(SIG_SETMASK, &all, NULL) != 0)
+		supervision_failed("sigprocmask", errno);
+	/* An inherited SIG_IGN for SIGCHLD would have the kernel reap the
+	 * command unseen: back to the default, which queues it (blocked). */
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	if (sigaction(SIGCHLD, &dfl, NULL) != 0)
+		supervision_failed("sigaction", errno);
 	sigemptyset(&wanted);
 	for (size_t k = 0; k < sizeof forwarded / sizeof forwarded[0]; k++)
 		sigaddset(&wanted, forwarded[k]);
@@ -477,7 +505,7 @@ int main(int argc, char **argv)
 			if (poll(pf, lifeline_fd >= 0 ? 2 : 1, -1) < 0) {
 				if (errno == EINTR)
 					continue;
-				break;
+				supervision_failed("poll", errno);
 			}
 			if (lifeline_fd >= 0 && pf[1].revents) {
 				char b;
@@ -490,7 +518,8 @@ int main(int argc, char **argv)
 			}
 			if (pf[0].revents) {
 				struct signalfd_siginfo si;
-				while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+				ssize_t n;
+				while ((n = read(sfd, &si, sizeof si)) == (ssize_t)sizeof si) {
 					if ((int)si.ssi_signo == SIGCHLD)
 						done = reap(pid, &st) || done;
 					else
@@ -498,6 +527,8 @@ int main(int argc, char **argv)
 					if (done)
 						break;
 				}
+				if (n < 0 && errno != EAGAIN && errno != EINTR)
+					supervision_failed("read signalfd", errno);
 			}
 		}
 	}
