@@ -328,6 +328,9 @@ func unmountUnder(path string) error {
 		return nil // gone, or a file (a file mount point was handled above)
 	}
 	entries, err := os.ReadDir(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // removed meanwhile (two removers of one run: gc and its owner)
+	}
 	if err != nil {
 		return fmt.Errorf("unmount below %s: %w", path, err)
 	}
