@@ -67,3 +67,9 @@ bash "$(dirname "$0")/python-venv.sh" >/dev/null
 # cached under /var/cache/sbx-test; see scripts/nomad-bin.sh. It prints the
 # build's wall time when it builds.
 PATH="$GO_ROOT/bin:$PATH" bash "$(dirname "$0")/nomad-bin.sh" >/dev/null
+
+# Kubernetes (kube-apiserver, kube-scheduler, kubelet, kubectl), etcd and
+# agent-sandbox's controller, for the Kubernetes end-to-end tests: built once
+# from the Go module proxy (pinned, several minutes) and cached under
+# /var/cache/sbx-test; see scripts/k8s-bin.sh. It prints the build's wall time.
+PATH="$GO_ROOT/bin:$PATH" bash "$(dirname "$0")/k8s-bin.sh" >/dev/null
