@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the directory that holds the pinned Kubernetes programs the
 # Kubernetes end-to-end tests run, building them on first use:
-#   kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl
+#   kube-apiserver kube-scheduler kubelet kubectl
 #   etcd agent-sandbox-controller, and crds/ (agent-sandbox's CRDs)
 # Debian packages none of them at usable versions, so each is built from the
 # Go module proxy by a helper module under tests/kubernetes/tools (pinned
@@ -11,6 +11,8 @@
 # builds a new directory. Builds run at low priority with their own GOCACHE.
 #
 #   SBX_TEST_CACHE   cache directory (default /var/cache/sbx-test)
+#   SBX_BUILD_NICE   niceness of the build (default 19: it yields to
+#                    everything else on a shared machine)
 set -euo pipefail
 tools="$(cd "$(dirname "$0")/../tests/kubernetes/tools" && pwd)"
 export PATH="/usr/local/go/bin:$PATH"
@@ -25,7 +27,7 @@ done
 key=$(cat "$tools"/*/go.mod "$tools"/*/go.sum | sha256sum | cut -c1-12)
 cache=${SBX_TEST_CACHE:-/var/cache/sbx-test}
 dir="$cache/k8s-$k8s-$key"
-want=(kube-apiserver kube-scheduler kube-controller-manager kubelet kubectl etcd agent-sandbox-controller crds)
+want=(kube-apiserver kube-scheduler kubelet kubectl etcd agent-sandbox-controller crds)
 
 complete() { for w in "${want[@]}"; do [[ -e "$dir/$w" ]] || return 1; done; }
 
@@ -41,7 +43,7 @@ build() {
 		done
 	fi
 	(cd "$tools/$mod" && CGO_ENABLED=0 GOFLAGS=-mod=readonly GOCACHE="$cache/k8s-gocache" \
-		nice -n 19 go build -trimpath -ldflags "${ldflags[*]}" -o "$out" "$@")
+		nice -n "${SBX_BUILD_NICE:-19}" go build -trimpath -ldflags "${ldflags[*]}" -o "$out" "$@")
 }
 
 if ! complete; then
@@ -57,7 +59,7 @@ if ! complete; then
 		build etcd "$tmp/etcd" go.etcd.io/etcd/server/v3
 		build agentsandbox "$tmp/" sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
 		build kube "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler \
-			k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
+			k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kubectl
 		crds=$(cd "$tools/agentsandbox" && go list -m -f '{{.Dir}}' sigs.k8s.io/agent-sandbox)/k8s/crds
 		mkdir -p "$tmp/crds"
 		cp "$crds"/*.yaml "$tmp/crds/"

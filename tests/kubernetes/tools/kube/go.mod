@@ -1,16 +1,15 @@
 // Builds the pinned Kubernetes programs the Kubernetes end-to-end tests run
-// (scripts/k8s-bin.sh): kube-apiserver, kube-scheduler, kube-controller-manager,
-// kubelet and kubectl. Kubernetes' own go.mod points its k8s.io/* staging
-// modules at ./staging, which `go install` refuses, so this module requires
-// k8s.io/kubernetes and pins each staging module to its published tag of the
-// same release (v0.X.Y for v1.X.Y).
+// (scripts/k8s-bin.sh): kube-apiserver, kube-scheduler, kubelet and kubectl
+// (no controller manager: the tests need none). Kubernetes' own go.mod
+// points its k8s.io/* staging modules at ./staging, which `go install`
+// refuses, so this module requires k8s.io/kubernetes and pins each staging
+// module to its published tag of the same release (v0.X.Y for v1.X.Y).
 module github.com/sbxrun/sbx/tests/kubernetes/tools/kube
 
 go 1.25.0
 
 tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
-	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-scheduler
 	k8s.io/kubernetes/cmd/kubectl
 	k8s.io/kubernetes/cmd/kubelet
