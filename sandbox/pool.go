@@ -62,6 +62,7 @@ type poolKeyFields struct {
 	CapDrop        []string     `json:"cap_drop"`
 	Seccomp        string       `json:"seccomp"`
 	UserNS         string       `json:"userns"`
+	Boot           *bootFields  `json:"boot,omitempty"` // a main command the members boot
 }
 
 // poolKey hashes the options of o fixed at start, with the image it
@@ -72,6 +73,7 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 		Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
 		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
 		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp, UserNS: o.UserNS,
+		Boot: bootKey(o),
 	}
 	if img != nil {
 		k.Image = "image:" + img.Digest
@@ -419,10 +421,30 @@ func (e errClaimRefused) Unwrap() error { return e.err }
 // completed by checkOptions) and img, applies what may differ, and returns
 // it running. t0 is when the create started (its timings count from
 // there). It returns nil, nil when no member can be had: the create
-// then starts a sandbox itself.
+// then starts a sandbox itself. With a main command, a member that booted
+// it comes first, then one whose command starts after the claim.
 func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0 time.Time) (*sbx.Sandbox, error) {
-	tc := time.Now()
 	key := poolKey(o, img)
+	sb, err := h.claimKey(ctx, key, o, t0)
+	if sb != nil || err != nil {
+		return sb, err
+	}
+	if len(o.Cmd) == 0 {
+		h.pools.miss(key)
+		return nil, nil
+	}
+	plain := *o
+	plain.Cmd = nil
+	pkey := poolKey(&plain, img)
+	if sb, err = h.claimKey(ctx, pkey, o, t0); sb == nil && err == nil {
+		h.pools.miss(key, pkey)
+	}
+	return sb, err
+}
+
+// claimKey is claim among the members listed under key.
+func (h *Host) claimKey(ctx context.Context, key string, o *sbx.Options, t0 time.Time) (*sbx.Sandbox, error) {
+	tc := time.Now()
 	dir := filepath.Join(h.store.Root(), pooledDir, key)
 	ids, err := readDirNames(dir)
 	if err != nil || len(ids) == 0 {
@@ -512,6 +534,10 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	sb := m
 	sb.Options = *o
 	sb.Name = o.Name
+	sb.Cmd = nil
+	if len(m.Options.Cmd) > 0 {
+		sb.Cmd = &sbx.CmdStart{Status: execapi.ServiceRunning} // booted by the member
+	}
 	sb.Pool, sb.FromPool = "", m.Pool
 	now := h.now().UTC()
 	sb.Created, sb.Started, sb.ExpiresAt = now, &now, nil
@@ -557,6 +583,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		return nil, fmt.Errorf("claim pool member %s: %w", m.ShortID(), err)
 	}
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
+	h.pools.hit(m.Pool, key)
 	h.emit(changeCreated, &sb)
 	h.emit(changeReady, &sb)
 	h.events.askPoolRefill()
@@ -725,7 +752,9 @@ func (h *Host) markPooled(l *state.Lock, sb *sbx.Sandbox) error {
 	if err := l.Write(sb); err != nil {
 		return err
 	}
-	entry := h.pooledEntry(poolKey(&sb.Options, sb.Image), sb.ID)
+	key := poolKey(&sb.Options, sb.Image)
+	h.pools.indexed(sb.Pool, key)
+	entry := h.pooledEntry(key, sb.ID)
 	if err := os.MkdirAll(filepath.Dir(entry), 0o700); err != nil {
 		return fmt.Errorf("index pool member: %w", err)
 	}
