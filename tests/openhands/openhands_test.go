@@ -25,15 +25,20 @@ var ohScript = []fixture.LLMStep{
 
 // TestOpenHands runs OpenHands' own clients against the Runtime API, with
 // Go checks of the rules they rely on, in one world (the Agent Server
-// image is imported once).
+// image is imported once). The server keeps warm Agent Servers of the
+// shapes it learns: the clients' first starts are cold, and once the
+// dormant Agent Servers of their shapes are ready (Warm) the same clients
+// start again from them.
 func TestOpenHands(t *testing.T) {
-	e := newOHEnv(t, ohScript)
+	e := newOHEnv(t, ohScript, ohWarmFlags(t)...)
 	t.Run("Rules", func(t *testing.T) { testOHRules(t, e) })
 	t.Run("CrashBeforeReady", func(t *testing.T) { testOHCrash(t, e) })
-	t.Run("WorkspaceLifecycle", func(t *testing.T) { testOHWorkspace(t, e) })
-	t.Run("Conversation", func(t *testing.T) { testOHConversation(t, e) })
-	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e) })
+	t.Run("WarmFallbacks", func(t *testing.T) { testOHWarmFallbacks(t, e) })
+	t.Run("WorkspaceLifecycle", func(t *testing.T) { testOHWorkspace(t, e, "sdk-ws-1") })
+	t.Run("Conversation", func(t *testing.T) { testOHConversation(t, e, "sdk-conv-1") })
+	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e, "STARTING") })
 	t.Run("Up", func(t *testing.T) { testOHUp(t, e) })
+	t.Run("Warm", func(t *testing.T) { testOHWarm(t, e) })
 }
 
 // waitRuntime polls GET /sessions/{id} until status leaves "starting",
@@ -218,8 +223,8 @@ func testOHCrash(t *testing.T, e *ohEnv) {
 	}
 }
 
-func testOHWorkspace(t *testing.T, e *ohEnv) {
-	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "workspace_lifecycle.py", map[string]string{"SESSION_ID": "sdk-ws-1"})
+func testOHWorkspace(t *testing.T, e *ohEnv, session string) {
+	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "workspace_lifecycle.py", map[string]string{"SESSION_ID": session})
 	want := map[string]string{
 		"exec":                    `map[exit_code:3 stderr:err` + "\n" + ` stdout:hello from openhands in /workspace/project` + "\n" + `]`,
 		"files":                   "map[download:true same:true upload:true]",
@@ -235,8 +240,8 @@ func testOHWorkspace(t *testing.T, e *ohEnv) {
 	checkFacts(t, f, want)
 }
 
-func testOHConversation(t *testing.T, e *ohEnv) {
-	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "conversation.py", map[string]string{"SESSION_ID": "sdk-conv-1"})
+func testOHConversation(t *testing.T, e *ohEnv, session string) {
+	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "conversation.py", map[string]string{"SESSION_ID": session})
 	if f["status"] != "finished" || f["file"] != "hello from the agent\nedited by the file editor\n" {
 		t.Errorf("conversation: %v", f)
 	}
@@ -260,10 +265,12 @@ func testOHConversation(t *testing.T, e *ohEnv) {
 	}
 }
 
-func testOHAppServer(t *testing.T, e *ohEnv) {
+// testOHAppServer runs the app server's RemoteSandboxService; started is
+// the status its start returns (RUNNING from a warm Agent Server).
+func testOHAppServer(t *testing.T, e *ohEnv, started string) {
 	f := e.python(t, e.url, "/opt/openhands-ai/bin/python", "app_server.py", nil)
 	want := map[string]string{
-		"started":             "STARTING",
+		"started":             started,
 		"running":             "RUNNING",
 		"urls":                "[AGENT_SERVER VSCODE WORKER_1 WORKER_2]",
 		"agent_server_status": "200",
