@@ -82,7 +82,7 @@ func openhandsUpCmd(a *app) *cobra.Command {
 	f := &openhandsFlags{}
 	var (
 		image, name, address, workdir, user, keyFile, pull string
-		port                                               int
+		port, warm                                         int
 		asJSON                                             bool
 		timeout                                            time.Duration
 	)
@@ -122,7 +122,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			res, err := openhands.Up(ctx, be, openhands.UpOptions{
 				Request: req, Name: name, Address: address, Port: port, Key: key,
 				Aliases: p.Aliases, AgentTree: f.AgentTree, TreeImages: f.TreeImages, BaseLimits: p.BaseLimits,
-				Egress: f.Egress, Environment: p.Environment, ReadyTimeout: timeout, Logger: slog.Default(),
+				Egress: f.Egress, Environment: p.Environment, ReadyTimeout: timeout, Logger: slog.Default(), Warm: warm,
 			})
 			if err != nil {
 				return sbxError(err)
@@ -146,6 +146,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 	fs.StringVar(&pull, "pull", "IfNotPresent", "image pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long the pull and the start may take")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.IntVar(&warm, "warm", 0, "also keep N dormant Agent Servers of this shape in a warm pool for later ups (filled by sbx serve or sbx pool fill)")
 	f.registerCommon(fs, "")
 	return cmd
 }

@@ -112,6 +112,11 @@ type warmBackend interface {
 	PoolStats() map[string]sbx.PoolStats
 }
 
+var (
+	_ warmBackend = (*sandbox.Host)(nil)
+	_ warmBackend = (*sandbox.PolicyView)(nil)
+)
+
 // The Agent Server's deferred init (openhands-agent-server 1.29 and
 // later).
 const (
@@ -320,7 +325,7 @@ func (s *Service) claimWarm(rt *runtime, req StartRequest) error {
 		if !sh.deferred {
 			return nil
 		}
-		return s.initAgentServer(ctx, m.Sandbox.ID, m.Key, env)
+		return s.initAgentServer(ctx, m.Sandbox.ID, m.Key, m.Key, env)
 	})
 	w.mu.Lock()
 	switch {
@@ -368,15 +373,21 @@ func (w *warm) match(s *Service, req StartRequest) (*shape, map[string]string, e
 		if cur == nil {
 			continue
 		}
-		env := map[string]string{}
-		for k, v := range req.Environment {
-			if _, boot := cur.bootEnv[k]; !boot && !slices.Contains(keyVars, k) {
-				env[k] = v
-			}
-		}
-		return cur, env, nil
+		return cur, cur.initEnv(req), nil
 	}
 	return nil, nil, errors.New("no warm shape matches")
+}
+
+// initEnv is what of req's environment /api/init hands over: what the
+// shape did not boot with.
+func (sh *shape) initEnv(req StartRequest) map[string]string {
+	env := map[string]string{}
+	for k, v := range req.Environment {
+		if _, boot := sh.bootEnv[k]; !boot && !slices.Contains(keyVars, k) {
+			env[k] = v
+		}
+	}
+	return env
 }
 
 // learn keeps the shape of req, a start that came up cold, warm from now
@@ -409,17 +420,17 @@ func (w *warm) learn(s *Service, req StartRequest) {
 }
 
 // initAgentServer hands a dormant Agent Server its session: POST
-// /api/init with the member's key, the session key (the same) and env.
-func (s *Service) initAgentServer(ctx context.Context, sandboxID, key string, env map[string]string) error {
+// /api/init with the member's key (initKey), the session key and env.
+func (s *Service) initAgentServer(ctx context.Context, sandboxID, initKey, sessionKey string, env map[string]string) error {
 	ctx, cancel := context.WithTimeout(ctx, initTimeout)
 	defer cancel()
-	body, _ := json.Marshal(map[string]any{"session_api_keys": []string{key}, "env": env})
+	body, _ := json.Marshal(map[string]any{"session_api_keys": []string{sessionKey}, "env": env})
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://agent-server"+initPath, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(initKeyHeader, key)
+	req.Header.Set(initKeyHeader, initKey)
 	hc := &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			return s.be.DialPort(ctx, sandboxID, AgentServerPort)
@@ -518,9 +529,10 @@ func (w *warm) sync(ctx context.Context, s *Service) {
 }
 
 // drainAll removes the service's pools when it closes: dormant Agent
-// Servers are no one's.
+// Servers are no one's. It waits briefly: a member still booting is
+// removed by the host's next gc (its pool is gone).
 func (w *warm) drainAll(s *Service) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	w.mu.Lock()
 	names := make([]string, 0, len(w.shapes))

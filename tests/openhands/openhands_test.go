@@ -307,8 +307,9 @@ func testOHUp(t *testing.T, e *ohEnv) {
 		out, err := cmd.Output()
 		return string(out) + stderr.String(), err
 	}
-	out, err := run("--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*="+ohLocalImage, "--name", "canvas",
-		"--port", "8800", "--memory", "2g", "--env", "LITELLM_LOCAL_MODEL_COST_MAP=True", "--json")
+	upFlags := []string{"--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*=" + ohLocalImage, "--memory", "2g",
+		"--env", "LITELLM_LOCAL_MODEL_COST_MAP=True", "--json"}
+	out, err := run(append(upFlags, "--name", "canvas", "--port", "8800", "--warm", "1")...)
 	if err != nil {
 		t.Fatalf("sbx openhands up: %v\n%s", err, out)
 	}
@@ -329,18 +330,7 @@ func testOHUp(t *testing.T, e *ohEnv) {
 	hc := *e.hc
 	hc.Timeout = 3 * time.Minute
 	call := func(key string) (int, string) {
-		req, _ := http.NewRequest("POST", res.URL+"/api/bash/execute_bash_command", strings.NewReader(`{"command":"pwd; echo up"}`))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("X-Session-API-Key", key)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("the published Agent Server: %v", err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return upCall(t, &hc, res.URL, key)
 	}
 	if code, body := call(res.Key); code != 200 || !strings.Contains(body, `/workspace\nup\n`) {
 		t.Errorf("command with the key: %d %s", code, body)
@@ -349,7 +339,7 @@ func testOHUp(t *testing.T, e *ohEnv) {
 		t.Errorf("command without the key: %d", code)
 	}
 	// A name in use and a bad alias fail and leave nothing behind.
-	if out, err := run("--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*="+ohLocalImage, "--name", "canvas", "--port", "8801"); err == nil || !strings.Contains(out, "canvas") {
+	if out, err := run(append(upFlags, "--name", "canvas", "--port", "8801")...); err == nil || !strings.Contains(out, "canvas") {
 		t.Errorf("a second up with the same name: %v %s", err, out)
 	}
 	if out, err := run("--alias", "no-equals-sign"); err == nil || !strings.Contains(out, "PATTERN=IMAGE") {
@@ -359,4 +349,61 @@ func testOHUp(t *testing.T, e *ohEnv) {
 	if err != nil || len(sbs) != 1 {
 		t.Errorf("sandboxes of sbx openhands up: %d (%v), want 1", len(sbs), err)
 	}
+
+	// --warm 1 defined a warm pool of the shape: once it holds a dormant
+	// Agent Server, the next up takes it, handed the session.
+	upPool := func() bool { // sbx serve fills it in the background
+		pools, err := e.host.ListPools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pools {
+			// up's shape: its working directory, the image's user.
+			if o := p.Options; strings.HasPrefix(p.Name, "openhands-") && o.Workdir == "/workspace" && o.User == "" && len(p.Ready) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Minute); !upPool(); time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatal("the warm pool of sbx openhands up --warm 1 has no ready member after 10 minutes")
+		}
+	}
+	out, err = run(append(upFlags, "--name", "canvas-warm", "--port", "8802")...)
+	var warm struct {
+		URL, Name string
+		Key       string `json:"session_api_key"`
+		SandboxID string `json:"sandbox_id"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &warm) != nil || len(warm.Key) != 64 || warm.Key == res.Key {
+		t.Fatalf("a warm sbx openhands up: %v %q", err, out)
+	}
+	defer e.sbx("rm", "-f", "canvas-warm").Run()
+	if sb, err := e.host.Get(context.Background(), warm.SandboxID); err != nil || sb.FromPool == "" {
+		t.Errorf("the warm up's sandbox: %+v %v", sb, err)
+	}
+	if code, body := upCall(t, &hc, warm.URL, warm.Key); code != 200 || !strings.Contains(body, `/workspace\nup\n`) {
+		t.Errorf("command on the warm up's Agent Server: %d %s", code, body)
+	}
+	if code, _ := upCall(t, &hc, warm.URL, res.Key); code != http.StatusUnauthorized {
+		t.Errorf("the warm Agent Server took another's key: %d", code)
+	}
+}
+
+// upCall runs a command on the Agent Server of sbx openhands up at url.
+func upCall(t *testing.T, hc *http.Client, url, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/api/bash/execute_bash_command", strings.NewReader(`{"command":"pwd; echo up"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("X-Session-API-Key", key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("the published Agent Server: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
