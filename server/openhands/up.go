@@ -190,7 +190,7 @@ func upWarm(ctx context.Context, s *Service, wb warmBackend, o *UpOptions, req S
 		if key == "" {
 			key = m.Key
 		}
-		return s.initAgentServer(ctx, m.Sandbox.ID, m.Key, key, sh.initEnv(req))
+		return s.initAgentServer(ctx, m.Sandbox.ID, sh.initKey(m.Key), key, sh.initEnv(req))
 	})
 	if err != nil {
 		s.log.Debug("openhands up: no warm Agent Server", "why", err)

@@ -325,7 +325,7 @@ func (s *Service) claimWarm(rt *runtime, req StartRequest) error {
 		if !sh.deferred {
 			return nil
 		}
-		return s.initAgentServer(ctx, m.Sandbox.ID, m.Key, m.Key, env)
+		return s.initAgentServer(ctx, m.Sandbox.ID, sh.initKey(m.Key), m.Key, env)
 	})
 	w.mu.Lock()
 	switch {
@@ -376,6 +376,16 @@ func (w *warm) match(s *Service, req StartRequest) (*shape, map[string]string, e
 		return cur, cur.initEnv(req), nil
 	}
 	return nil, nil, errors.New("no warm shape matches")
+}
+
+// initKey is what /api/init wants in X-Init-API-Key: the Agent Server's
+// secret key, which is the member's key K unless the shape sets
+// OH_SECRET_KEY.
+func (sh *shape) initKey(member string) string {
+	if k := strings.TrimSpace(sh.bootEnv["OH_SECRET_KEY"]); k != "" {
+		return k
+	}
+	return member
 }
 
 // initEnv is what of req's environment /api/init hands over: what the
