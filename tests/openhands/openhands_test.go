@@ -30,10 +30,9 @@ var ohScript = []fixture.LLMStep{
 // dormant Agent Servers of their shapes are ready (Warm) the same clients
 // start again from them.
 func TestOpenHands(t *testing.T) {
-	e := newOHEnv(t, ohScript, ohWarmFlags(t)...)
+	e := newOHEnv(t, ohScript, ohWarmFlags()...)
 	t.Run("Rules", func(t *testing.T) { testOHRules(t, e) })
 	t.Run("CrashBeforeReady", func(t *testing.T) { testOHCrash(t, e) })
-	t.Run("WarmFallbacks", func(t *testing.T) { testOHWarmFallbacks(t, e) })
 	t.Run("WorkspaceLifecycle", func(t *testing.T) { testOHWorkspace(t, e, "sdk-ws-1") })
 	t.Run("Conversation", func(t *testing.T) { testOHConversation(t, e, "sdk-conv-1") })
 	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e, "STARTING") })
