@@ -559,7 +559,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.emit(changeCreated, &sb)
 	h.emit(changeReady, &sb)
-	h.events.askPoolRefill()
+	h.supervisor.askPoolRefill()
 	return &sb, nil
 }
 
@@ -735,85 +735,4 @@ func (h *Host) markPooled(l *state.Lock, sb *sbx.Sandbox) error {
 	return nil
 }
 
-// keepPools keeps every warm pool filled: at start, after each claim,
-// and every poolRefillInterval (for claims by other processes), until
-// Close. Fills run one at a time; a pool another process is filling is
-// skipped until the next pass.
-func (e *events) keepPools() {
-	defer e.wg.Done()
-	ctx, cancel := e.stopped()
-	defer cancel()
-	tick := time.NewTicker(poolRefillInterval)
-	defer tick.Stop()
-	failing := map[string]*poolBackoff{}
-	for {
-		e.h.refillPools(ctx, failing)
-		select {
-		case <-e.done:
-			return
-		case <-e.poolRefill:
-		case <-tick.C:
-		}
-	}
-}
-
-// poolRefillInterval is how often a server looks for pools that claims of
-// other processes (the CLI) emptied.
-const poolRefillInterval = 2 * time.Second
-
-// askPoolRefill wakes keepPools after a claim.
-func (e *events) askPoolRefill() {
-	select {
-	case e.poolRefill <- struct{}{}:
-	default: // a refill is already due
-	}
-}
-
-// poolBackoff delays the refills of a pool whose fills fail (a limit
-// reached, an image gone): the wait doubles up to poolMaxBackoff, and one
-// warning is logged per failure streak.
-type poolBackoff struct {
-	wait time.Duration
-	next time.Time
-}
-
 const poolMaxBackoff = time.Minute
-
-// refillPools fills every pool whose fill lock is free and that is not
-// backing off after failures.
-func (h *Host) refillPools(ctx context.Context, failing map[string]*poolBackoff) {
-	names, err := h.poolNames()
-	if err != nil {
-		h.log.Warn("warm pools: list", "err", err)
-		return
-	}
-	for _, name := range names {
-		if ctx.Err() != nil {
-			return
-		}
-		b := failing[name]
-		if b != nil && time.Now().Before(b.next) {
-			continue
-		}
-		unlock, err := state.TryLockFile(h.poolLockPath(name))
-		if err != nil {
-			continue // another process fills it
-		}
-		rep, err := h.fillLocked(ctx, name)
-		unlock()
-		switch {
-		case err == nil:
-			delete(failing, name)
-		case ctx.Err() != nil || errors.Is(err, sbx.ErrNotFound):
-		case b == nil:
-			h.log.Warn("warm pool: refill failed; retrying with backoff", "pool", name, "err", err)
-			failing[name] = &poolBackoff{wait: poolRefillInterval, next: time.Now().Add(poolRefillInterval)}
-		default:
-			b.wait = min(2*b.wait, poolMaxBackoff)
-			b.next = time.Now().Add(b.wait)
-		}
-		if rep != nil && len(rep.Started)+len(rep.Removed) > 0 {
-			h.log.Debug("warm pool refilled", "pool", name, "started", len(rep.Started), "removed", len(rep.Removed))
-		}
-	}
-}
