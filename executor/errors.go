@@ -70,3 +70,20 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	return nil
 }
+
+var fileStatus = map[string]int{
+	api.CodeBadRequest:  http.StatusBadRequest,
+	api.CodeNotFound:    http.StatusNotFound,
+	api.CodeExists:      http.StatusConflict,
+	api.CodeIsDirectory: http.StatusBadRequest,
+	api.CodeNotRegular:  http.StatusUnsupportedMediaType,
+	api.CodeBinary:      http.StatusUnsupportedMediaType,
+	api.CodeTooLarge:    http.StatusRequestEntityTooLarge,
+	api.CodeNoMatch:     http.StatusUnprocessableEntity,
+	api.CodeMultiMatch:  http.StatusUnprocessableEntity,
+	api.CodeBadRange:    http.StatusBadRequest,
+	api.CodeNoHistory:   http.StatusConflict,
+	api.CodeUnsafePath:  http.StatusBadRequest,
+}
+
+var errStopping = &apiError{http.StatusServiceUnavailable, api.CodeShuttingDown, "the executor is shutting down"}

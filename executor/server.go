@@ -333,25 +333,8 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-var fileStatus = map[string]int{
-	api.CodeBadRequest:  http.StatusBadRequest,
-	api.CodeNotFound:    http.StatusNotFound,
-	api.CodeExists:      http.StatusConflict,
-	api.CodeIsDirectory: http.StatusBadRequest,
-	api.CodeNotRegular:  http.StatusUnsupportedMediaType,
-	api.CodeBinary:      http.StatusUnsupportedMediaType,
-	api.CodeTooLarge:    http.StatusRequestEntityTooLarge,
-	api.CodeNoMatch:     http.StatusUnprocessableEntity,
-	api.CodeMultiMatch:  http.StatusUnprocessableEntity,
-	api.CodeBadRange:    http.StatusBadRequest,
-	api.CodeNoHistory:   http.StatusConflict,
-	api.CodeUnsafePath:  http.StatusBadRequest,
-}
-
 func (s *Server) isStopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopping
 }
-
-var errStopping = &apiError{http.StatusServiceUnavailable, api.CodeShuttingDown, "the executor is shutting down"}
