@@ -136,3 +136,14 @@ func versionCmd() *cobra.Command {
 		},
 	}
 }
+
+// withBackend runs fn with the backend and a context that SIGINT and
+// SIGTERM cancel, mapping its error to sbx's exit codes.
+func (a *app) withBackend(fn func(context.Context, backend) error) error {
+	ctx, b, cancel, err := a.backendCtx()
+	if err != nil {
+		return sbxError(err)
+	}
+	defer cancel()
+	return sbxError(fn(ctx, b))
+}

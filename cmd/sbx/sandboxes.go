@@ -439,3 +439,17 @@ func spawnDetached(a *app, args ...string) error {
 	}
 	return sandbox.SpawnDetached(append([]string{exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel}, args...))
 }
+
+func renameCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rename SANDBOX NEW_NAME",
+		Short: "Give a sandbox a new unique name",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				_, err := b.Rename(ctx, args[0], args[1])
+				return err
+			})
+		},
+	}
+}
