@@ -16,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Attachment is the network of one sandbox, as the Manager needs it to start
+// Attachment is the network of one sandbox, as the Host needs it to start
 // the sandbox and as `sbx inspect` shows it.
 type Attachment struct {
 	SandboxID string `json:"sandbox_id"`

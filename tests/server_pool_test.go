@@ -15,7 +15,7 @@ import (
 
 // TestServerNetworkPool checks that a server with a network pool fills it
 // at start, hands a bridged create a pooled namespace (create timings say
-// so), refills it and drains it when the host closes; and that the Manager's Subnet is
+// so), refills it and drains it when the host closes; and that the Host's Subnet is
 // used.
 func TestServerNetworkPool(t *testing.T) {
 	fixture.BusyboxRootfs(t)

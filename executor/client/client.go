@@ -1,5 +1,5 @@
 // Package client talks to an sbx executor over its unix socket. It is used
-// by the sandbox Manager, the CLI and the REST server's proxy.
+// by the sandbox Host, the CLI and the REST server's proxy.
 //
 // The executor runs inside the sandbox and is untrusted: every call has a
 // deadline (the context's, or a default when it has none) and every reply
