@@ -86,7 +86,7 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 		if x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
 			return nil, fmt.Errorf("sandbox %s already has a network (%s); detach it first", sandboxID, x.IP)
 		}
-		if l == nil && x.State == statePooled && n.pooledUsable(x) {
+		if l == nil && x.State == statePrepared && n.preparedUsable(x) {
 			l = x
 		}
 	}
@@ -261,7 +261,7 @@ func (n *Network) prepare(owner string) (*lease, error) {
 		}
 		return nil, err
 	}
-	l.State = statePooled
+	l.State = statePrepared
 	if err := n.writeLease(l); err != nil {
 		_ = n.teardown(l)
 		return nil, err
@@ -414,9 +414,9 @@ func (n *Network) forgetConnections(ip netip.Addr) error {
 	return nil
 }
 
-// pooledUsable checks that a pooled lease still has its namespace, and its
+// preparedUsable checks that a pooled lease still has its namespace, and its
 // veth on the bridge, in the bridge's current subnet.
-func (n *Network) pooledUsable(l *lease) bool {
+func (n *Network) preparedUsable(l *lease) bool {
 	if l.NetNSPath == "" || !n.subnet.Contains(l.IP) || !isNamespaceMount(l.NetNSPath) {
 		return false
 	}

@@ -121,7 +121,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	}
 	h.emit(changeReady, sb)
 	if sb.Options.Network == sbx.NetworkBridge {
-		h.supervisor.askRefill()
+		h.supervisor.askPrepareNetworks()
 	}
 	l.Unlock() // startCmdOrRemove takes it again to remove
 	if err := h.startCmdOrRemove(ctx, sb); err != nil {

@@ -36,36 +36,36 @@ func networkInfo(a *netns.Attachment) *sbx.NetworkInfo {
 	return n
 }
 
-// PoolSize returns how many prepared bridged namespaces wait in the pool.
-func (h *Host) PoolSize() (int, error) {
+// PreparedNetworks returns how many prepared bridged namespaces wait in the pool.
+func (h *Host) PreparedNetworks() (int, error) {
 	n, err := h.network()
 	if err != nil {
 		return 0, err
 	}
-	return n.Pooled()
+	return n.Prepared()
 }
 
-// FillNetworkPool prepares namespaces until want wait in the pool; it returns
+// PrepareNetworks prepares namespaces until want wait in the pool; it returns
 // how many it added and how many wait now.
-func (h *Host) FillNetworkPool(ctx context.Context, want int) (added, have int, err error) {
+func (h *Host) PrepareNetworks(ctx context.Context, want int) (added, have int, err error) {
 	n, err := h.network()
 	if err != nil {
 		return 0, 0, err
 	}
-	if have, err = n.Pooled(); err != nil || want <= have {
+	if have, err = n.Prepared(); err != nil || want <= have {
 		return 0, have, err
 	}
-	added, err = n.Prefill(ctx, want-have)
+	added, err = n.Prepare(ctx, want-have)
 	return added, have + added, err
 }
 
-// DrainNetworkPool removes every prepared namespace from the pool.
-func (h *Host) DrainNetworkPool(ctx context.Context) error {
+// DiscardPreparedNetworks removes every prepared namespace from the pool.
+func (h *Host) DiscardPreparedNetworks(ctx context.Context) error {
 	n, err := h.network()
 	if err != nil {
 		return err
 	}
-	return n.DrainPool(ctx)
+	return n.DiscardPrepared(ctx)
 }
 
 // ResetNetwork drains the pool and deletes the bridge and sbx's nftables

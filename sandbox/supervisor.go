@@ -20,10 +20,10 @@ import (
 type supervisor struct {
 	h *Host
 
-	mu      sync.Mutex
-	started bool
-	done    chan struct{}
-	refill  chan struct{} // a bridged create took a pooled namespace
+	mu          sync.Mutex
+	started     bool
+	done        chan struct{}
+	netnsWanted chan struct{} // a bridged create took a prepared namespace
 	// poolRefill: a create claimed a warm pool's member
 	poolRefill chan struct{}
 	// autoRemoves: this host removes the sandboxes created with
@@ -35,7 +35,7 @@ type supervisor struct {
 }
 
 func newSupervisor(h *Host) *supervisor {
-	return &supervisor{h: h, done: make(chan struct{}), refill: make(chan struct{}, 1), poolRefill: make(chan struct{}, 1)}
+	return &supervisor{h: h, done: make(chan struct{}), netnsWanted: make(chan struct{}, 1), poolRefill: make(chan struct{}, 1)}
 }
 
 // StartBackground re-adopts the sandboxes a previous process left running
@@ -77,7 +77,7 @@ func (s *supervisor) start(ctx context.Context, full bool) {
 	go s.watchExpiry()
 	if full && h.cfg.NetworkPool > 0 {
 		s.wg.Add(1)
-		go s.keepPool()
+		go s.keepNetworksPrepared()
 	}
 	if full {
 		s.wg.Add(1)
@@ -99,7 +99,7 @@ func (s *supervisor) stop() {
 		return
 	}
 	s.wg.Wait()
-	s.drainPool()
+	s.discardPreparedNetworks()
 }
 
 // stopped is a context that ends when the host closes.
@@ -238,52 +238,52 @@ func (s *supervisor) autoRemove(list []*sbx.Sandbox) {
 	}
 }
 
-// keepPool keeps HostConfig.NetworkPool prepared bridged namespaces
-// waiting: it fills the pool at start and after every bridged create, in
-// the background, until Close.
-func (s *supervisor) keepPool() {
+// keepNetworksPrepared keeps HostConfig.NetworkPool prepared bridged
+// namespaces waiting: it prepares them at start and after every bridged
+// create takes one, in the background, until Close.
+func (s *supervisor) keepNetworksPrepared() {
 	defer s.wg.Done()
 	ctx, cancel := s.stopped()
 	defer cancel()
 	for {
-		s.topUpPool(ctx)
+		s.prepareNetworks(ctx)
 		select {
 		case <-s.done:
 			return
-		case <-s.refill:
+		case <-s.netnsWanted:
 		}
 	}
 }
 
-func (s *supervisor) topUpPool(ctx context.Context) {
+func (s *supervisor) prepareNetworks(ctx context.Context) {
 	t0 := time.Now()
-	added, _, err := s.h.FillNetworkPool(ctx, s.h.cfg.NetworkPool)
+	added, _, err := s.h.PrepareNetworks(ctx, s.h.cfg.NetworkPool)
 	if err != nil && ctx.Err() == nil {
 		s.h.log.Warn("network pool: prefill", "added", added, "err", err)
 		return
 	}
-	s.h.log.Debug("network pool filled", "added", added, "seconds", time.Since(t0).Seconds())
+	s.h.log.Debug("network pool prepared", "added", added, "seconds", time.Since(t0).Seconds())
 }
 
-// askRefill wakes keepPool after a bridged create took a namespace.
-func (s *supervisor) askRefill() {
+// askPrepareNetworks wakes keepNetworksPrepared after a bridged create took a namespace.
+func (s *supervisor) askPrepareNetworks() {
 	if s.h.cfg.NetworkPool <= 0 {
 		return
 	}
 	select {
-	case s.refill <- struct{}{}:
-	default: // a refill is already due
+	case s.netnsWanted <- struct{}{}:
+	default: // a round is already due
 	}
 }
 
-// drainPool removes the prepared namespaces at Close.
-func (s *supervisor) drainPool() {
+// discardPreparedNetworks removes the prepared namespaces at Close.
+func (s *supervisor) discardPreparedNetworks() {
 	if s.h.cfg.NetworkPool <= 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.h.DrainNetworkPool(ctx); err != nil {
+	if err := s.h.DiscardPreparedNetworks(ctx); err != nil {
 		s.h.log.Warn("network pool: drain (run sbx gc)", "err", err)
 	}
 }

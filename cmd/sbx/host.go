@@ -90,7 +90,7 @@ keeps it filled on its own.`,
 			if err != nil || want < 0 {
 				return fmt.Errorf("invalid pool size %q: want a count", args[0])
 			}
-			added, have, err := h.FillNetworkPool(cmd.Context(), want)
+			added, have, err := h.PrepareNetworks(cmd.Context(), want)
 			fmt.Fprintf(cmd.OutOrStdout(), "added %d, %d in the pool\n", added, have)
 			return err
 		}),
@@ -99,14 +99,14 @@ keeps it filled on its own.`,
 		Short: "Remove every prepared namespace from the pool",
 		Args:  cobra.NoArgs,
 		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
-			return h.DrainNetworkPool(cmd.Context())
+			return h.DiscardPreparedNetworks(cmd.Context())
 		}),
 	}, &cobra.Command{
 		Use:   "ls",
 		Short: "Print how many prepared namespaces wait in the pool",
 		Args:  cobra.NoArgs,
 		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
-			n, err := h.PoolSize()
+			n, err := h.PreparedNetworks()
 			if err == nil {
 				fmt.Fprintln(cmd.OutOrStdout(), n)
 			}
