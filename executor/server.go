@@ -75,7 +75,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*shell.Session
-	svc      *service // the sandbox's main command, once started
+	svc      *mainCmd // the sandbox's main command, once started
 	stopping bool
 }
 
@@ -198,12 +198,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+api.PathFiles, s.writeFile)
 	mux.HandleFunc("POST "+api.PathFilesEdit, s.editFile)
 	mux.HandleFunc("GET "+api.PathFsList, s.listDir)
-	mux.HandleFunc("POST "+api.PathService, s.startService)
-	mux.HandleFunc("GET "+api.PathService, s.getService)
-	mux.HandleFunc("GET "+api.PathServiceLogs, s.serviceLogs)
-	mux.HandleFunc("POST "+api.PathServiceWait, s.waitService)
-	mux.HandleFunc("POST "+api.PathServiceSignal, s.signalService)
-	mux.HandleFunc("POST "+api.PathServiceStop, s.stopService)
+	mux.HandleFunc("POST "+api.PathMainCmd, s.startMainCmd)
+	mux.HandleFunc("GET "+api.PathMainCmd, s.getMainCmd)
+	mux.HandleFunc("GET "+api.PathMainCmdLogs, s.mainCmdLogs)
+	mux.HandleFunc("POST "+api.PathMainCmdWait, s.waitMainCmd)
+	mux.HandleFunc("POST "+api.PathMainCmdSignal, s.signalMainCmd)
+	mux.HandleFunc("POST "+api.PathMainCmdStop, s.stopMainCmd)
 	mux.HandleFunc("GET "+api.PathFsArchive, s.getArchive)
 	mux.HandleFunc("PUT "+api.PathFsArchive, s.putArchive)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -101,10 +101,10 @@ func (h *Host) removeIfDone(ctx context.Context, id string, probe time.Duration)
 	case sbx.StatusRunning:
 		c, _ := h.executor(sb)
 		pctx, cancel := context.WithTimeout(ctx, probe)
-		st, err := c.Service(pctx)
+		st, err := c.MainCmd(pctx)
 		cancel()
 		c.Close()
-		if err != nil || st.State != execapi.ServiceExited {
+		if err != nil || st.State != execapi.MainCmdExited {
 			return errNotDone
 		}
 	default:

@@ -90,7 +90,7 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	}
 	// The main command gets the signal first, so its end and output are
 	// saved before PID 1 goes.
-	h.stopService(ctx, sb, unix.SignalName(sig), timeout)
+	h.stopMainCmd(ctx, sb, unix.SignalName(sig), timeout)
 	if err := stopContainer(ctx, ctr, sig, timeout); err != nil {
 		return nil, err
 	}
@@ -136,7 +136,7 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	}
 	if len(sb.Options.Cmd) > 0 {
 		// The main command runs again, as after create.
-		if _, err := h.startService(ctx, sb); err != nil {
+		if _, err := h.startMainCmd(ctx, sb); err != nil {
 			if ctr, cerr := h.container(sb); cerr == nil {
 				_ = killAndWait(context.WithoutCancel(ctx), ctr)
 			}

@@ -270,5 +270,5 @@ const maxPid = 1 << 22
 // errIdle is the cause of a transfer ended by Options.IdleTimeout.
 var errIdle = errors.New("the executor stalled: no data moved")
 
-// maxStatusReply caps a service status (argv and recent exits).
+// maxStatusReply caps a main command status (argv and recent exits).
 const maxStatusReply = 1 << 20
