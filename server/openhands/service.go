@@ -130,7 +130,7 @@ type runtime struct {
 	Logs      string    `json:"pod_logs,omitempty"`
 	Created   time.Time `json:"created"`
 	Ended     time.Time `json:"ended,omitzero"`
-	Service   execapi.ServiceSpec
+	Service   execapi.MainCmdSpec
 	// URL and Port are the runtime's own listener in port mode.
 	URL  string `json:"url,omitempty"`
 	Port int    `json:"port,omitempty"`
@@ -516,7 +516,7 @@ func (s *Service) bringUp(ctx context.Context, rt *runtime, req StartRequest) {
 	if ctx.Err() != nil { // stopped meanwhile
 		return
 	}
-	if _, err := ex.StartService(ctx, spec); err != nil {
+	if _, err := ex.StartMainCmd(ctx, spec); err != nil {
 		s.update(rt, func() { rt.fail(PodFailed, "CreateContainerError: start the command: "+err.Error(), "") })
 		return
 	}
@@ -568,7 +568,7 @@ func (s *Service) awaitReady(ctx context.Context, rt *runtime) {
 // waitAlive probes the Agent Server of sandbox id through the sandbox
 // until /alive answers (nil, nil), its command ends (its status), or ctx
 // ends (ctx's error).
-func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Client) (*execapi.ServiceStatus, error) {
+func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Client) (*execapi.MainCmdStatus, error) {
 	probe := s.prober(id)
 	defer probe.CloseIdleConnections()
 	delay := 50 * time.Millisecond
@@ -576,7 +576,7 @@ func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Clien
 		if s.alive(ctx, probe) {
 			return nil, nil
 		}
-		if st, err := ex.Service(ctx); err == nil && st.State == execapi.ServiceExited {
+		if st, err := ex.MainCmd(ctx); err == nil && st.State == execapi.MainCmdExited {
 			return &st, nil
 		}
 		select {
@@ -622,7 +622,7 @@ func (s *Service) alive(ctx context.Context, c *http.Client) bool {
 func (s *Service) logTail(ctx context.Context, ex *execclient.Client) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, _, err := ex.ServiceLogTail(ctx, s.cfg.LogTailBytes)
+	out, _, err := ex.MainCmdLogTail(ctx, s.cfg.LogTailBytes)
 	if err != nil {
 		return ""
 	}
@@ -630,7 +630,7 @@ func (s *Service) logTail(ctx context.Context, ex *execclient.Client) string {
 }
 
 // exitDetail says how the Agent Server's command ended.
-func exitDetail(st execapi.ServiceStatus) string {
+func exitDetail(st execapi.MainCmdStatus) string {
 	if st.Exit == nil {
 		return "the Agent Server exited"
 	}
@@ -691,7 +691,7 @@ func (s *Service) ensureImage(ctx context.Context, image, policy string) (*sbx.I
 
 // sandboxOptions turns a start request into the sandbox's options and the
 // Agent Server's service spec.
-func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, tree bool) (sbx.Options, execapi.ServiceSpec, error) {
+func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, tree bool) (sbx.Options, execapi.MainCmdSpec, error) {
 	factor := req.ResourceFactor
 	if factor <= 0 {
 		factor = 1
@@ -715,7 +715,7 @@ func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, 
 		argv = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
 	}
 	if len(argv) == 0 {
-		return opts, execapi.ServiceSpec{}, errors.New("no command given and the image has none")
+		return opts, execapi.MainCmdSpec{}, errors.New("no command given and the image has none")
 	}
 	if tree {
 		opts.Volumes = append(opts.Volumes, sbx.Volume{HostPath: s.cfg.AgentTree, Path: "/agent-server", ReadOnly: true})
@@ -741,7 +741,7 @@ func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, 
 	}
 	env["SESSION_API_KEY"] = rt.Key
 	env["OH_SESSION_API_KEYS_0"] = rt.Key
-	spec := execapi.ServiceSpec{Argv: argv, Env: env, User: user, Cwd: req.WorkingDir, CreateCwd: req.WorkingDir != ""}
+	spec := execapi.MainCmdSpec{Argv: argv, Env: env, User: user, Cwd: req.WorkingDir, CreateCwd: req.WorkingDir != ""}
 	return opts, spec, nil
 }
 
