@@ -178,8 +178,8 @@ func (h *Host) bootMember(ctx context.Context, sb *sbx.Sandbox) error {
 	}
 	c, _ := h.executor(sb)
 	defer c.Close()
-	spec := execapi.ServiceSpec{Argv: sb.Options.Cmd, Env: env, Cwd: sb.Options.Workdir, CreateCwd: sb.Options.Workdir != "", User: sb.Options.User}
-	st, err := c.StartService(ctx, spec)
+	spec := execapi.MainCmdSpec{Argv: sb.Options.Cmd, Env: env, Cwd: sb.Options.Workdir, CreateCwd: sb.Options.Workdir != "", User: sb.Options.User}
+	st, err := c.StartMainCmd(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("start it: %w", err)
 	}
@@ -191,11 +191,11 @@ func (h *Host) bootMember(ctx context.Context, sb *sbx.Sandbox) error {
 		return nil
 	}
 	return h.waitMemberReady(ctx, sb, d.Spec.ReadyCheck, func(ctx context.Context) (bool, error) {
-		st, err := c.Service(ctx)
+		st, err := c.MainCmd(ctx)
 		if err != nil {
 			return false, err
 		}
-		return st.State == execapi.ServiceExited, nil
+		return st.State == execapi.MainCmdExited, nil
 	})
 }
 
