@@ -260,7 +260,7 @@ func TestOpenHandsWarmFake(t *testing.T) {
 		t.Fatalf("start of an unknown shape: %+v %v", rt, err)
 	}
 	waitRunning("s-learn-1")
-	m = waitShapes("the learned shape ready", func(m map[string]openhands.WarmRuntimeConfig) bool {
+	waitShapes("the learned shape ready", func(m map[string]openhands.WarmRuntimeConfig) bool {
 		for _, c := range m {
 			if c.Warm.Learned && c.Warm.Ready == 1 && c.Environment["OH_X"] == "2" {
 				return true
