@@ -277,7 +277,9 @@ func (h *Host) GetPool(ctx context.Context, name string) (*sbx.Pool, error) {
 // image's tag moved) or whose PID 1 died. Two fills of one pool never run
 // at once: the second waits for the first.
 func (h *Host) FillPool(ctx context.Context, name string) (*sbx.PoolReport, error) {
-	if err := sbx.ValidPoolName(name); err != nil {
+	// An unknown pool is sbx.ErrNotFound (404), before its lock file
+	// would be made.
+	if _, err := h.readPoolDef(name); err != nil {
 		return nil, err
 	}
 	unlock, err := state.LockFile(ctx, h.poolLockPath(name))
