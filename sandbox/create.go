@@ -111,7 +111,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	sb.Status = sbx.StatusRunning
 	sb.CreateTimings.TotalS = time.Since(t0).Seconds()
 	if pool != "" {
-		err = h.markPooled(l, sb)
+		err = h.readyMember(ctx, l, sb)
 	} else {
 		err = l.Write(sb)
 	}
@@ -121,7 +121,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	}
 	h.emit(changeReady, sb)
 	if sb.Options.Network == sbx.NetworkBridge {
-		h.events.askRefill()
+		h.supervisor.askPrepareNetworks()
 	}
 	l.Unlock() // startCmdOrRemove takes it again to remove
 	if err := h.startCmdOrRemove(ctx, sb); err != nil {
@@ -130,14 +130,14 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	return sb, nil
 }
 
-// startCmdOrRemove starts Options.Cmd of a new sandbox, if it has one;
-// when the command cannot start, the create fails as a whole and the
-// sandbox is removed.
+// startCmdOrRemove starts Options.Cmd of a new sandbox, if it has one
+// and it is not running yet (a pool member booted it); when the command
+// cannot start, the create fails as a whole and the sandbox is removed.
 func (h *Host) startCmdOrRemove(ctx context.Context, sb *sbx.Sandbox) error {
-	if len(sb.Options.Cmd) == 0 {
+	if len(sb.Options.Cmd) == 0 || sb.Cmd != nil {
 		return nil
 	}
-	cs, err := h.startService(ctx, sb)
+	cs, err := h.startMainCmd(ctx, sb)
 	if err != nil {
 		if rerr := h.Remove(context.WithoutCancel(ctx), sb.ID, sbx.RemoveOptions{Force: true}); rerr != nil {
 			h.log.Warn("remove sandbox whose cmd did not start", "id", sb.ID, "err", rerr)

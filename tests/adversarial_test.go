@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,8 +22,11 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	execapi "github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -612,5 +617,131 @@ func TestAdversarialTIOCSTI(t *testing.T) {
 	_ = cmd.Wait()
 	if !strings.Contains(string(out), "tiocsti EPERM") {
 		t.Errorf("TIOCSTI on the user's terminal: %q, want EPERM", out)
+	}
+}
+
+// TestAdversarialHostileExecutorCopyFromMemory: a taken-over executor's
+// stream of tens of thousands of directories with 3.5 KiB names (a million
+// entries was the audit's) is refused early, while the copy's memory stays
+// bounded: sbx cp keeps nothing per file and a capped amount per
+// directory.
+func TestAdversarialHostileExecutorCopyFromMemory(t *testing.T) {
+	const dirs = 40_000
+	long := strings.Repeat("a", 250)
+	prefix := "data"
+	c := fakeExecutor(t, func(w http.ResponseWriter, r *http.Request) {
+		tw := tar.NewWriter(w)
+		dir := func(name string) error {
+			return tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755})
+		}
+		p := prefix
+		if dir(p) != nil {
+			return
+		}
+		for i := 0; i < 14; i++ {
+			p += "/" + long
+			if dir(p) != nil {
+				return
+			}
+		}
+		for i := 0; i < dirs; i++ {
+			if dir(fmt.Sprintf("%s/d%06d", p, i)) != nil {
+				return
+			}
+		}
+		tw.Close()
+	})
+	dst := filepath.Join(t.TempDir(), "new")
+	var base, peak runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	stop := make(chan struct{})
+	sampled := make(chan uint64)
+	go func() {
+		var top uint64
+		for {
+			select {
+			case <-stop:
+				sampled <- top
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&peak)
+			top = max(top, peak.HeapAlloc)
+		}
+	}()
+	err := client.CopyFrom(context.Background(), c, "/data", dst)
+	close(stop)
+	top := <-sampled
+	if err == nil {
+		t.Error("a copy of tens of thousands of directories with 3.5 KiB names was accepted in full")
+	}
+	if grew := int64(top) - int64(base.HeapAlloc); grew > 48<<20 {
+		t.Errorf("the copy's heap grew by %d MiB (error %v)", grew>>20, err)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Error("the refused copy was installed")
+	}
+}
+
+// TestAdversarialHostileExecutorLogs: `sbx logs` without -f (and the REST
+// logs without follow, which take the same path) against a taken-over
+// executor that stays silent ends after the idle deadline of a transfer,
+// and one that streams without end is cut off at the largest log ring.
+func TestAdversarialHostileExecutorLogs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+	}{
+		{"silent", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{"silent after the headers", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}},
+		{"endless", func(w http.ResponseWriter, r *http.Request) {
+			frame := []byte(`{"type":"stdout","offset":0,"data":"` + strings.Repeat("x", 4000) + `"}` + "\n")
+			for r.Context().Err() == nil {
+				if _, err := w.Write(frame); err != nil {
+					return
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeExecutor(t, tc.handler)
+			start := time.Now()
+			_, err := c.MainCmdLogs(context.Background(), client.LogOptions{TailBytes: -1}, func(execapi.LogFrame) error { return nil })
+			if err == nil {
+				t.Error("the logs of a hostile executor ended without an error")
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the logs without follow took %v (error %v)", d, err)
+			}
+		})
+	}
+}
+
+// TestAdversarialUnknownPoolFill: filling a pool that does not exist is
+// 404 over REST (it was 500) and leaves nothing behind.
+func TestAdversarialUnknownPoolFill(t *testing.T) {
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	req, _ := http.NewRequest("POST", e.url+"/v1/pools/no-such-pool/fill", nil)
+	req.Header.Set("Authorization", "Bearer "+serverTestToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("fill of an unknown pool: %d %s, want 404", resp.StatusCode, body)
+	}
+	if _, err := e.c.FillPool(context.Background(), "no-such-pool"); !errors.Is(err, sbx.ErrNotFound) {
+		t.Errorf("client fill of an unknown pool: %v, want sbx.ErrNotFound", err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(e.root, "pools"))
+	for _, ent := range ents {
+		t.Errorf("left in the pools directory: %s", ent.Name())
 	}
 }

@@ -52,6 +52,13 @@ type Alias struct {
 type Config struct {
 	// APIKey is what clients send in X-API-Key. Required.
 	APIKey string
+	// APIKeys are further keys, one per app server or tenant: each key
+	// sees only the runtimes started with it (tenants.go).
+	APIKeys []string
+	// ServerTokens are credentials of sbx itself (the REST server's bearer
+	// token) that the data plane strips from requests it forwards into a
+	// sandbox, beside the API keys.
+	ServerTokens []string
 	// PublicURL is this listener's base URL as clients reach it
 	// ("http://sbx-host:8700"); runtime URLs are PublicURL/<runtime_id>
 	// (path mode) unless ListenRuntime is set.
@@ -92,6 +99,9 @@ type Config struct {
 	// RotateKeyOnResume gives a resumed runtime a new session key (the
 	// Agent Server restarts with it); by default the key is kept.
 	RotateKeyOnResume bool
+	// Warm keeps Agent Servers booted ahead (dormant), for starts that
+	// are running at once; it needs a local backend (sandbox.Host).
+	Warm WarmConfig
 	// LogTailBytes is how much of the Agent Server's output pod_logs
 	// carries (default 64 KiB).
 	LogTailBytes int64
@@ -108,6 +118,9 @@ type Service struct {
 	ctx   context.Context // ends background starts at Close
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+	warm  *warm // nil without warm Agent Servers
+
+	tenants []tenant // the API keys; the first owns records without an owner
 
 	mu       sync.Mutex
 	byID     map[string]*runtime
@@ -130,10 +143,12 @@ type runtime struct {
 	Logs      string    `json:"pod_logs,omitempty"`
 	Created   time.Time `json:"created"`
 	Ended     time.Time `json:"ended,omitzero"`
-	Service   execapi.ServiceSpec
+	Service   execapi.MainCmdSpec
 	// URL and Port are the runtime's own listener in port mode.
 	URL  string `json:"url,omitempty"`
 	Port int    `json:"port,omitempty"`
+	// Owner is the tenant of the key that started it (tenants.go).
+	Owner string `json:"owner,omitempty"`
 
 	exec        *execclient.Client
 	server      *http.Server       // the runtime's listener in port mode
@@ -178,7 +193,7 @@ func New(be Backend, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("openhands: state directory: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, be: be, log: cfg.Logger, ctx: ctx, stop: stop,
+	s := &Service{cfg: cfg, be: be, log: cfg.Logger, ctx: ctx, stop: stop, tenants: tenantsOf(append([]string{cfg.APIKey}, cfg.APIKeys...)),
 		byID: map[string]*runtime{}, bySess: map[string]*runtime{}, sessLock: map[string]*sync.Mutex{}}
 	s.proxy = portproxy.New(be.DialPort, portproxy.Options{
 		Logger: cfg.Logger,
@@ -189,6 +204,14 @@ func New(be Backend, cfg Config) (*Service, error) {
 	if err := s.load(); err != nil {
 		stop()
 		return nil, err
+	}
+	w, err := s.newWarm()
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if s.warm = w; w != nil {
+		s.background(s.keepWarm)
 	}
 	return s, nil
 }
@@ -226,6 +249,9 @@ func (s *Service) load() error {
 		if err := json.Unmarshal(data, rt); err != nil || rt.RuntimeID == "" {
 			s.log.Warn("openhands: skipping a bad runtime record", "file", e.Name(), "err", err)
 			continue
+		}
+		if rt.Owner == "" {
+			rt.Owner = s.tenants[0].id
 		}
 		s.byID[rt.RuntimeID] = rt
 		if cur := s.bySess[rt.SessionID]; cur == nil || cur.Created.Before(rt.Created) {
@@ -419,7 +445,14 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 
 	s.mu.Lock()
 	s.expireLocked()
+	if req.owner == "" {
+		req.owner = s.tenants[0].id // a call from within the process
+	}
 	if old := s.bySess[req.SessionID]; old != nil {
+		if old.Owner != req.owner {
+			s.mu.Unlock()
+			return Runtime{}, conflict("session " + req.SessionID + " belongs to another API key; use another session id")
+		}
 		switch old.Status {
 		case StatusStarting, StatusRunning, StatusPaused:
 			obj := s.object(old)
@@ -432,20 +465,44 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 			s.retire(old, "replaced by a new start of the session")
 		}
 	}
+	s.mu.Unlock()
 	rt := &runtime{
 		RuntimeID: "rt-" + newID(12), SessionID: req.SessionID, Key: newID(32), Image: req.Image,
-		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(),
+		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(), Owner: req.owner,
 	}
+	// A warm Agent Server, when one of the request's shape is ready: the
+	// runtime is running before the reply.
+	if err := s.claimWarm(rt, req); err != nil && s.warm != nil {
+		s.log.Debug("openhands: cold start", "session", req.SessionID, "why", err)
+	}
+	return s.register(rt, req)
+}
+
+// register records a new runtime and, unless it is running already (a
+// warm Agent Server), brings it up in the background.
+func (s *Service) register(rt *runtime, req StartRequest) (Runtime, error) {
+	s.mu.Lock()
 	if err := s.listenRuntime(rt); err != nil {
 		s.mu.Unlock()
+		if rt.SandboxID != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = s.be.Remove(ctx, rt.SandboxID, sbx.RemoveOptions{Force: true})
+		}
 		return Runtime{}, err
 	}
 	s.byID[rt.RuntimeID] = rt
 	s.bySess[rt.SessionID] = rt
 	s.save(rt)
 	obj := s.object(rt)
-	s.launch(rt, func(ctx context.Context) { s.bringUp(ctx, rt, req) })
+	running := rt.Status == StatusRunning
+	if !running {
+		s.launch(rt, func(ctx context.Context) { s.bringUp(ctx, rt, req) })
+	}
 	s.mu.Unlock()
+	if running {
+		s.watch(rt)
+	}
 	return obj, nil
 }
 
@@ -516,11 +573,17 @@ func (s *Service) bringUp(ctx context.Context, rt *runtime, req StartRequest) {
 	if ctx.Err() != nil { // stopped meanwhile
 		return
 	}
-	if _, err := ex.StartService(ctx, spec); err != nil {
+	if _, err := ex.StartMainCmd(ctx, spec); err != nil {
 		s.update(rt, func() { rt.fail(PodFailed, "CreateContainerError: start the command: "+err.Error(), "") })
 		return
 	}
 	s.awaitReady(ctx, rt)
+	s.mu.Lock()
+	up := rt.Status == StatusRunning
+	s.mu.Unlock()
+	if up {
+		s.warm.learn(s, req)
+	}
 }
 
 // update runs fn on rt under the lock and saves it, unless rt was stopped
@@ -568,7 +631,7 @@ func (s *Service) awaitReady(ctx context.Context, rt *runtime) {
 // waitAlive probes the Agent Server of sandbox id through the sandbox
 // until /alive answers (nil, nil), its command ends (its status), or ctx
 // ends (ctx's error).
-func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Client) (*execapi.ServiceStatus, error) {
+func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Client) (*execapi.MainCmdStatus, error) {
 	probe := s.prober(id)
 	defer probe.CloseIdleConnections()
 	delay := 50 * time.Millisecond
@@ -576,7 +639,7 @@ func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Clien
 		if s.alive(ctx, probe) {
 			return nil, nil
 		}
-		if st, err := ex.Service(ctx); err == nil && st.State == execapi.ServiceExited {
+		if st, err := ex.MainCmd(ctx); err == nil && st.State == execapi.MainCmdExited {
 			return &st, nil
 		}
 		select {
@@ -622,7 +685,7 @@ func (s *Service) alive(ctx context.Context, c *http.Client) bool {
 func (s *Service) logTail(ctx context.Context, ex *execclient.Client) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, _, err := ex.ServiceLogTail(ctx, s.cfg.LogTailBytes)
+	out, _, err := ex.MainCmdLogTail(ctx, s.cfg.LogTailBytes)
 	if err != nil {
 		return ""
 	}
@@ -630,7 +693,7 @@ func (s *Service) logTail(ctx context.Context, ex *execclient.Client) string {
 }
 
 // exitDetail says how the Agent Server's command ended.
-func exitDetail(st execapi.ServiceStatus) string {
+func exitDetail(st execapi.MainCmdStatus) string {
 	if st.Exit == nil {
 		return "the Agent Server exited"
 	}
@@ -691,7 +754,7 @@ func (s *Service) ensureImage(ctx context.Context, image, policy string) (*sbx.I
 
 // sandboxOptions turns a start request into the sandbox's options and the
 // Agent Server's service spec.
-func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, tree bool) (sbx.Options, execapi.ServiceSpec, error) {
+func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, tree bool) (sbx.Options, execapi.MainCmdSpec, error) {
 	factor := req.ResourceFactor
 	if factor <= 0 {
 		factor = 1
@@ -715,7 +778,7 @@ func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, 
 		argv = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
 	}
 	if len(argv) == 0 {
-		return opts, execapi.ServiceSpec{}, errors.New("no command given and the image has none")
+		return opts, execapi.MainCmdSpec{}, errors.New("no command given and the image has none")
 	}
 	if tree {
 		opts.Volumes = append(opts.Volumes, sbx.Volume{HostPath: s.cfg.AgentTree, Path: "/agent-server", ReadOnly: true})
@@ -741,7 +804,7 @@ func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, 
 	}
 	env["SESSION_API_KEY"] = rt.Key
 	env["OH_SESSION_API_KEYS_0"] = rt.Key
-	spec := execapi.ServiceSpec{Argv: argv, Env: env, User: user, Cwd: req.WorkingDir, CreateCwd: req.WorkingDir != ""}
+	spec := execapi.MainCmdSpec{Argv: argv, Env: env, User: user, Cwd: req.WorkingDir, CreateCwd: req.WorkingDir != ""}
 	return opts, spec, nil
 }
 
