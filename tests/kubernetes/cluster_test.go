@@ -32,6 +32,14 @@ import (
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
+// nodeLink and nodeIP give the kubelet an address of its own that is not
+// loopback (which it refuses as a node IP) and not the host's (which would
+// expose its port): a /32 on a dummy link, local to this machine.
+const (
+	nodeLink = "sbxk8s0"
+	nodeIP   = "10.250.254.1"
+)
+
 // cgroupRoot is the kubelet's cgroup root (cgroupRoot), in every hierarchy:
 // the cluster's pods live below it, never under the host's /kubepods.
 const cgroupRoot = "sbx-k8s-test"
@@ -193,6 +201,11 @@ current-context: c
 	c.startContainerd(sbx)
 	c.importImages()
 
+	for _, args := range [][]string{{"link", "add", nodeLink, "type", "dummy"}, {"addr", "add", nodeIP + "/32", "dev", nodeLink}, {"link", "set", nodeLink, "up"}} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
 	// The kubelet wants its cgroup root to exist in every hierarchy.
 	makeCgroupRoot(t)
 	// The kubelet: cgroupfs under its own root, kept off the host's
@@ -205,7 +218,7 @@ failCgroupV1: false
 failSwapOn: false
 cgroupDriver: cgroupfs
 cgroupRoot: /%s
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzPort: 0
@@ -217,10 +230,12 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: "10Mi"}
 serializeImagePulls: false
+makeIPTablesUtilChains: false
+oomScoreAdj: 0
 resolvConf: /etc/resolv.conf
-`, cgroupRoot, kubeletPort, c.sock, filepath.Join(dir, "pod-logs")))
+`, cgroupRoot, nodeIP, kubeletPort, c.sock, filepath.Join(dir, "pod-logs")))
 	c.start("kubelet", nil, filepath.Join(bin, "kubelet"), "--config", kcfg, "--kubeconfig", c.kubeconfig,
-		"--root-dir", filepath.Join(dir, "kubelet"), "--hostname-override", "sbx-k8s-node", "--node-ip", "127.0.0.1", "--v", "1")
+		"--root-dir", filepath.Join(dir, "kubelet"), "--hostname-override", "sbx-k8s-node", "--node-ip", nodeIP, "--v", "1")
 	waitFor(t, "node registered", 90*time.Second, func() bool {
 		code, _ := c.request("GET", "/api/v1/nodes/sbx-k8s-node", nil)
 		return code == 200
@@ -392,6 +407,7 @@ func (c *cluster) cleanup(saved map[string]string) {
 	for k, v := range saved {
 		_ = os.WriteFile("/proc/sys/"+k, []byte(v), 0)
 	}
+	_ = exec.Command("ip", "link", "del", nodeLink).Run()
 	// Anything containerd's shims still run (a failed test) dies with its cgroup.
 	killCgroup(cgroupRoot)
 	mounts, _ := os.ReadFile("/proc/self/mountinfo")
