@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,22 +42,6 @@ func (f *openhandsFlags) registerServe(fs *pflag.FlagSet) {
 	fs.StringVar(&f.PublicHost, "openhands-public-host", "", "host name or address clients reach the Runtime API at, for runtime URLs (default: the listen address)")
 	fs.BoolVar(&f.RotateKeyOnResume, "openhands-rotate-key-on-resume", false, "give a resumed runtime a new session key")
 	f.registerCommon(fs, "openhands-")
-}
-
-// startOpenHands opens the Runtime API listeners the flags ask for over
-// host, held to the API's policy (Settings.Policy); the caller serves
-// them (Listener.Serve).
-func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) (openhands.Listeners, error) {
-	f.StateRoot, f.Logger = filepath.Join(root, "openhands"), log
-	cfg, err := f.Config()
-	if err != nil || !f.Enabled() {
-		return nil, err
-	}
-	be, err := host.WithPolicy(f.Policy())
-	if err != nil {
-		return nil, err
-	}
-	return openhands.ListenAll(be, cfg, &f.ServeOptions)
 }
 
 // openhandsCmd is sbx openhands: OpenHands' helpers.
