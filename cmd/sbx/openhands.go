@@ -11,7 +11,6 @@ import (
 	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
-	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/openhands"
 )
 
@@ -23,7 +22,7 @@ type openhandsFlags struct {
 
 // registerCommon registers the flags sbx serve and sbx openhands up share,
 // with prefix ("openhands-" for serve).
-func (f *openhandsFlags) registerCommon(fs *pflag.FlagSet, prefix string) {
+func registerOpenHandsSettings(fs *pflag.FlagSet, prefix string, f *openhands.Settings) {
 	fs.StringArrayVar(&f.Aliases, prefix+"alias", nil, "map images before they are pulled: PATTERN=IMAGE, * matches anything (repeatable; e.g. 'ghcr.io/openhands/agent-server:*=agent:local')")
 	fs.StringVar(&f.AgentTree, prefix+"agent-tree", "", "host directory with a self-contained Agent Server tree, mounted read-only at /agent-server in images matching --"+prefix+"tree-image")
 	fs.StringArrayVar(&f.TreeImages, prefix+"tree-image", nil, "image PATTERN that gets the Agent Server tree (repeatable)")
@@ -41,7 +40,7 @@ func (f *openhandsFlags) registerServe(fs *pflag.FlagSet) {
 	fs.StringVar(&f.KeyFile, "openhands-key-file", "", "file holding the key Runtime API clients send as X-API-Key (required with --openhands-listen)")
 	fs.StringVar(&f.PublicHost, "openhands-public-host", "", "host name or address clients reach the Runtime API at, for runtime URLs (default: the listen address)")
 	fs.BoolVar(&f.RotateKeyOnResume, "openhands-rotate-key-on-resume", false, "give a resumed runtime a new session key")
-	f.registerCommon(fs, "openhands-")
+	registerOpenHandsSettings(fs, "openhands-", &f.Settings)
 }
 
 // openhandsCmd is sbx openhands: OpenHands' helpers.
@@ -59,13 +58,8 @@ openhands up starts one Agent Server for a client that talks to one directly
 }
 
 func openhandsUpCmd(a *app) *cobra.Command {
-	f := &openhandsFlags{}
-	var (
-		image, name, address, workdir, user, keyFile, pull string
-		port                                               int
-		asJSON                                             bool
-		timeout                                            time.Duration
-	)
+	f := &openhands.UpFlags{}
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "up [--image IMAGE] [--port 8000] [--name NAME]",
 		Short: "Start one Agent Server in a sandbox and print its URL and key",
@@ -79,18 +73,8 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			if err != nil {
 				return err
 			}
-			p, err := f.Parse("")
+			o, err := f.Options(slog.Default())
 			if err != nil {
-				return exitErr("%v", err)
-			}
-			key := ""
-			if keyFile != "" {
-				if key, err = server.ReadToken(keyFile); err != nil {
-					return exitErr("--key-file: %v", err)
-				}
-			}
-			req := openhands.StartRequest{Image: image, WorkingDir: workdir, ImagePullPolicy: pull}
-			if err := req.ParseUser(user); err != nil {
 				return exitErr("%v", err)
 			}
 			be, err := host.WithPolicy(f.Policy())
@@ -99,11 +83,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			}
 			ctx, cancel := console.SignalContext()
 			defer cancel()
-			res, err := openhands.Up(ctx, be, openhands.UpOptions{
-				Request: req, Name: name, Address: address, Port: port, Key: key,
-				Aliases: p.Aliases, AgentTree: f.AgentTree, TreeImages: f.TreeImages, BaseLimits: p.BaseLimits,
-				Egress: f.Egress, Environment: p.Environment, ReadyTimeout: timeout, Logger: slog.Default(),
-			})
+			res, err := openhands.Up(ctx, be, o)
 			if err != nil {
 				return sbxError(err)
 			}
@@ -116,16 +96,16 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&image, "image", openhands.DefaultImage, "the Agent Server image (or any image, with --agent-tree and --tree-image)")
-	fs.StringVar(&name, "name", "", "sandbox name (default openhands-XXXXXXXX)")
-	fs.StringVar(&address, "address", "127.0.0.1", "host address the Agent Server's port is published on")
-	fs.IntVarP(&port, "port", "p", 8000, "host port the Agent Server is published on")
-	fs.StringVarP(&workdir, "workdir", "w", "/workspace", "working directory of the Agent Server (created when missing)")
-	fs.StringVarP(&user, "user", "u", "", "UID[:GID] the Agent Server runs as (default: the image's user)")
-	fs.StringVar(&keyFile, "key-file", "", "file holding the session key (default: a random one)")
-	fs.StringVar(&pull, "pull", "IfNotPresent", "image pull policy: Always, IfNotPresent or Never")
-	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long the pull and the start may take")
+	fs.StringVar(&f.Image, "image", openhands.DefaultImage, "the Agent Server image (or any image, with --agent-tree and --tree-image)")
+	fs.StringVar(&f.Name, "name", "", "sandbox name (default openhands-XXXXXXXX)")
+	fs.StringVar(&f.Address, "address", "127.0.0.1", "host address the Agent Server's port is published on")
+	fs.IntVarP(&f.Port, "port", "p", 8000, "host port the Agent Server is published on")
+	fs.StringVarP(&f.WorkingDir, "workdir", "w", "/workspace", "working directory of the Agent Server (created when missing)")
+	fs.StringVarP(&f.User, "user", "u", "", "UID[:GID] the Agent Server runs as (default: the image's user)")
+	fs.StringVar(&f.KeyFile, "key-file", "", "file holding the session key (default: a random one)")
+	fs.StringVar(&f.Pull, "pull", "IfNotPresent", "image pull policy: Always, IfNotPresent or Never")
+	fs.DurationVar(&f.Timeout, "timeout", 10*time.Minute, "how long the pull and the start may take")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	f.registerCommon(fs, "")
+	registerOpenHandsSettings(fs, "", &f.Settings)
 	return cmd
 }
