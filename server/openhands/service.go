@@ -52,6 +52,13 @@ type Alias struct {
 type Config struct {
 	// APIKey is what clients send in X-API-Key. Required.
 	APIKey string
+	// APIKeys are further keys, one per app server or tenant: each key
+	// sees only the runtimes started with it (tenants.go).
+	APIKeys []string
+	// ServerTokens are credentials of sbx itself (the REST server's bearer
+	// token) that the data plane strips from requests it forwards into a
+	// sandbox, beside the API keys.
+	ServerTokens []string
 	// PublicURL is this listener's base URL as clients reach it
 	// ("http://sbx-host:8700"); runtime URLs are PublicURL/<runtime_id>
 	// (path mode) unless ListenRuntime is set.
@@ -109,6 +116,8 @@ type Service struct {
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 
+	tenants []tenant // the API keys; the first owns records without an owner
+
 	mu       sync.Mutex
 	byID     map[string]*runtime
 	bySess   map[string]*runtime
@@ -134,6 +143,8 @@ type runtime struct {
 	// URL and Port are the runtime's own listener in port mode.
 	URL  string `json:"url,omitempty"`
 	Port int    `json:"port,omitempty"`
+	// Owner is the tenant of the key that started it (tenants.go).
+	Owner string `json:"owner,omitempty"`
 
 	exec        *execclient.Client
 	server      *http.Server       // the runtime's listener in port mode
@@ -178,7 +189,7 @@ func New(be Backend, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("openhands: state directory: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, be: be, log: cfg.Logger, ctx: ctx, stop: stop,
+	s := &Service{cfg: cfg, be: be, log: cfg.Logger, ctx: ctx, stop: stop, tenants: tenantsOf(append([]string{cfg.APIKey}, cfg.APIKeys...)),
 		byID: map[string]*runtime{}, bySess: map[string]*runtime{}, sessLock: map[string]*sync.Mutex{}}
 	s.proxy = portproxy.New(be.DialPort, portproxy.Options{
 		Logger: cfg.Logger,
@@ -226,6 +237,9 @@ func (s *Service) load() error {
 		if err := json.Unmarshal(data, rt); err != nil || rt.RuntimeID == "" {
 			s.log.Warn("openhands: skipping a bad runtime record", "file", e.Name(), "err", err)
 			continue
+		}
+		if rt.Owner == "" {
+			rt.Owner = s.tenants[0].id
 		}
 		s.byID[rt.RuntimeID] = rt
 		if cur := s.bySess[rt.SessionID]; cur == nil || cur.Created.Before(rt.Created) {
@@ -419,7 +433,14 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 
 	s.mu.Lock()
 	s.expireLocked()
+	if req.owner == "" {
+		req.owner = s.tenants[0].id // a call from within the process
+	}
 	if old := s.bySess[req.SessionID]; old != nil {
+		if old.Owner != req.owner {
+			s.mu.Unlock()
+			return Runtime{}, conflict("session " + req.SessionID + " belongs to another API key; use another session id")
+		}
 		switch old.Status {
 		case StatusStarting, StatusRunning, StatusPaused:
 			obj := s.object(old)
@@ -434,7 +455,7 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 	}
 	rt := &runtime{
 		RuntimeID: "rt-" + newID(12), SessionID: req.SessionID, Key: newID(32), Image: req.Image,
-		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(),
+		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(), Owner: req.owner,
 	}
 	if err := s.listenRuntime(rt); err != nil {
 		s.mu.Unlock()

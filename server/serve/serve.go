@@ -117,7 +117,7 @@ func Run(ctx context.Context, o *Options) error {
 		return err
 	}
 	defer host.Close()
-	ohs, err := startOpenHands(&o.OpenHands, host, o.Root, log)
+	ohs, err := startOpenHands(&o.OpenHands, host, o.Root, lc.Token, log)
 	if err != nil {
 		return err
 	}
@@ -158,9 +158,9 @@ func Run(ctx context.Context, o *Options) error {
 
 // startOpenHands opens the Runtime API listeners the flags ask for over
 // host, held to the API's policy (Settings.Policy); the caller serves
-// them (Listener.Serve).
-func startOpenHands(f *openhands.ServeOptions, host *sandbox.Host, root string, log *slog.Logger) (openhands.Listeners, error) {
-	f.StateRoot, f.Logger = filepath.Join(root, "openhands"), log
+// them (Listener.Serve); the data plane strips token (the REST server's).
+func startOpenHands(f *openhands.ServeOptions, host *sandbox.Host, root, token string, log *slog.Logger) (openhands.Listeners, error) {
+	f.StateRoot, f.Logger, f.ServerToken = filepath.Join(root, "openhands"), log, token
 	cfg, err := f.Config()
 	if err != nil || !f.Enabled() {
 		return nil, err
