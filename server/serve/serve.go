@@ -127,7 +127,7 @@ func Run(ctx context.Context, o *Options) error {
 			ohs.Close()
 		}
 	}()
-	scfg.Backend = host
+	scfg.Backend, scfg.Background = host, host
 	srv, err := server.New(scfg)
 	if err != nil {
 		return err
@@ -171,3 +171,9 @@ func startOpenHands(f *openhands.ServeOptions, host *sandbox.Host, root, token s
 	}
 	return openhands.ListenAll(be, cfg, f)
 }
+
+// The host is the server's backend and its background work.
+var (
+	_ server.Backend    = (*sandbox.Host)(nil)
+	_ server.Background = (*sandbox.Host)(nil)
+)
