@@ -176,6 +176,12 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 		want, from = sbx.StatusRunning, sbx.StatusPaused
 	}
 	if sb.Status == want {
+		if !freeze {
+			// Frozen though recorded running: resume thaws it.
+			if err := h.thawFrozenRunning(sb); err != nil {
+				return nil, fmt.Errorf("sandbox %s: %w", sb.ShortID(), err)
+			}
+		}
 		return sb, nil
 	}
 	if sb.Status != from {

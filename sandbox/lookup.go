@@ -131,6 +131,7 @@ func (h *Host) lock(ctx context.Context, ref string) (*state.Lock, *sbx.Sandbox,
 		}
 		return nil, nil, err
 	}
+	h.healReadPause(l, &sb)
 	return l, &sb, nil
 }
 
