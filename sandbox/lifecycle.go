@@ -68,6 +68,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("%w: stop timeout must not be negative", sbx.ErrInvalid)
 	}
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return nil, err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -216,6 +219,9 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 // otherwise Remove fails with sbx.ErrState.
 func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) error {
 	h.removeExpired(ctx)
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return err
