@@ -80,6 +80,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("%w: stop timeout must not be negative", sbx.ErrInvalid)
 	}
+	if o.Checkpoint {
+		return h.stopCheckpoint(ctx, ref)
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -160,6 +163,12 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", sbx.ErrState, sb.ShortID())
+	}
+	if sb.Checkpoint != "" {
+		if err := h.resumeCheckpoint(ctx, l, sb); err != nil {
+			return nil, err
+		}
+		return sb, nil
 	}
 	// The old container's state and cgroups go first; the root stays.
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {

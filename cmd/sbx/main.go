@@ -37,7 +37,7 @@ func main() {
 
 // commands lists every command of sbx, in one place.
 func commands(a *app) []*cobra.Command {
-	return []*cobra.Command{
+	return append(snapshotCmds(a),
 		// One-shot and long-lived sandboxes.
 		runCmd(a), createCmd(a), execCmd(a), shellCmd(a), cpCmd(a),
 		listCmd(a, "ps"), listCmd(a, "ls"), inspectCmd(a), statsCmd(a),
@@ -55,7 +55,7 @@ func commands(a *app) []*cobra.Command {
 		openhandsCmd(a),
 		// Run by sbx itself, hidden.
 		executorCmd(), reaperCmd(), expiryWatcherCmd(a), autoRemoverCmd(a),
-	}
+	)
 }
 
 // withAliases gives cmd further names (docker's spellings).
