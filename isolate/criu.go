@@ -21,8 +21,9 @@ import (
 const DefaultCRIUPath = "/usr/local/lib/sbx-criu/bin/criu"
 
 // MinCRIUVersion is the oldest CRIU sbx runs: 3.x (Debian bookworm's 3.17)
-// fails on current kernels ("Unexpected rt vDSO area bounds").
-const MinCRIUVersion = 40000
+// fails on current kernels ("Unexpected rt vDSO area bounds"), and 4.1
+// cannot dump a TCP socket on Linux 6.16 and later (SO_PASSCRED).
+const MinCRIUVersion = 40200
 
 // CRIU is the checkpoint tool sbx found, or why none can be used.
 type CRIU struct {
@@ -41,10 +42,10 @@ func (c CRIU) VersionString() string {
 
 // ErrNoCRIU is the error of checkpoint and restore on a host without a
 // usable CRIU.
-var ErrNoCRIU = errors.New("no usable CRIU 4 or later (run `make deps`, or install criu 4 and put it on PATH or set SBX_CRIU)")
+var ErrNoCRIU = errors.New("no usable CRIU 4.2 or later (run `make deps`, or install one and put it on PATH or set SBX_CRIU)")
 
 // FindCRIU looks for CRIU: the configured path if one is given, else the
-// `criu` on PATH when it is 4.0 or later, else DefaultCRIUPath. It runs
+// `criu` on PATH when it is MinCRIUVersion or later, else DefaultCRIUPath. It runs
 // `criu --version` (no `criu check`, which takes longer: Check does).
 func FindCRIU(configured string) CRIU {
 	if configured != "" {
@@ -90,7 +91,7 @@ func probeCRIU(path string) CRIU {
 	sub, _ := strconv.Atoi(string(m[3]))
 	c.Version = major*10000 + minor*100 + sub
 	if c.Version < MinCRIUVersion {
-		c.Err = fmt.Errorf("%w: %s is CRIU %s, which cannot checkpoint on current kernels", ErrNoCRIU, path, c.VersionString())
+		c.Err = fmt.Errorf("%w: %s is CRIU %s, too old for current kernels", ErrNoCRIU, path, c.VersionString())
 	}
 	return c
 }

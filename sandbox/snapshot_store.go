@@ -166,7 +166,7 @@ func digestTree(dir string) (map[string]string, int64, error) {
 			return os.Chmod(p, 0o700)
 		case !d.Type().IsRegular():
 			return fmt.Errorf("%s is not a regular file", rel)
-		case rel == snapshotFile:
+		case rel == snapshotFile || rel == partialLock:
 			return nil
 		}
 		if err := os.Chmod(p, 0o600); err != nil {
@@ -269,7 +269,7 @@ func (h *Host) loadSnapshot(name string) (*sbx.Snapshot, *restoreInfo, error) {
 	dir := h.snapshotDir(name)
 	snap, err := readSnapshot(dir)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, fmt.Errorf("%w: no snapshot %q (sbx snapshot ls)", sbx.ErrNotFound, name)
+		return nil, nil, fmt.Errorf("%w: no snapshot %q (sbx snapshot ls)", sbx.ErrNoSuchFile, name)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -399,9 +399,13 @@ func importSnapshotFiles(r io.Reader, dir string) error {
 		if err != nil {
 			return err
 		}
-		_, err = io.Copy(f, tr)
+		rerr := &readErr{r: tr}
+		_, err = io.Copy(f, rerr)
 		if cerr := f.Close(); err == nil {
 			err = cerr
+		}
+		if rerr.err != nil {
+			return fmt.Errorf("%w: read %s from the snapshot archive: %w (a truncated or damaged file?)", sbx.ErrInvalid, name, rerr.err)
 		}
 		if err != nil {
 			return fmt.Errorf("write %s: %w", name, err)
@@ -420,4 +424,19 @@ func snapshotDefaultName(sb *sbx.Sandbox, unixNano int64) string {
 		base = sb.ShortID()
 	}
 	return base + "-" + strconv.FormatInt(unixNano/1e6, 10)
+}
+
+// readErr remembers the error of its reader (other than EOF), to tell a
+// damaged archive from a full disk.
+type readErr struct {
+	r   io.Reader
+	err error
+}
+
+func (r *readErr) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	if err != nil && err != io.EOF {
+		r.err = err
+	}
+	return n, err
 }

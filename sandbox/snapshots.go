@@ -46,7 +46,7 @@ func (h *Host) RemoveSnapshot(ctx context.Context, name string) error {
 	}
 	dir := h.snapshotDir(name)
 	if _, err := os.Lstat(filepath.Join(dir, snapshotFile)); errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("%w: no snapshot %q (sbx snapshot ls)", sbx.ErrNotFound, name)
+		return fmt.Errorf("%w: no snapshot %q (sbx snapshot ls)", sbx.ErrNoSuchFile, name)
 	}
 	// Moved out of place in one step, then deleted: a crash midway leaves
 	// a partial directory for gc, never half a snapshot.

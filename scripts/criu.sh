@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# Provides a CRIU 4 or later for sbx checkpoint, restore and fork, and prints
-# the path sbx runs. A `criu` on PATH that is 4.x or later and passes
-# `criu check` is used as it is (Debian trixie, Ubuntu 24.04 and later).
-# Otherwise Debian trixie's criu package and the libraries it needs are
-# downloaded with apt (a trixie source configured for this download only;
-# nothing is installed into the host's system), unpacked into their own
-# directory, and started by a small launcher through trixie's own dynamic
-# loader and library path. Debian bookworm's criu 3.17 cannot checkpoint on
-# current kernels (vDSO), hence this.
+# Provides a CRIU 4.2 or later for sbx checkpoint, restore and fork, and
+# prints the path sbx runs. A `criu` on PATH that is 4.2 or later and passes
+# `criu check` is used as it is. Otherwise Debian's criu package (from the
+# suite SBX_CRIU_SUITE) and the libraries it needs are downloaded with apt
+# (that suite configured for this download only; nothing is installed into
+# the host's system), unpacked into their own directory, and started by a
+# small launcher through the package's own dynamic loader and library path.
+# Why 4.2: Debian bookworm's criu 3.17 cannot checkpoint on current kernels
+# (vDSO), and trixie's 4.1 cannot dump a TCP socket on Linux 6.16 and later
+# (getsockopt SO_PASSCRED fails with EOPNOTSUPP there).
 #
 #   SBX_CRIU_DIR        where the tree and launcher go (default /usr/local/lib/sbx-criu;
 #                       the launcher is $SBX_CRIU_DIR/bin/criu, which sbx finds there)
+#   SBX_CRIU_SUITE      the Debian suite to take criu from (default forky: 4.2.1)
 #   SBX_DEBIAN_MIRROR   the Debian mirror (default: the first one in /etc/apt)
 set -euo pipefail
 
 dir=${SBX_CRIU_DIR:-/usr/local/lib/sbx-criu}
+suite=${SBX_CRIU_SUITE:-forky}
 launcher="$dir/bin/criu"
 
-criu_ok() { # a CRIU 4+ that can checkpoint on this kernel
-	"$1" --version 2>/dev/null | grep -qE '^Version: *([4-9]|[1-9][0-9])\.' && "$1" check >/dev/null 2>&1
+criu_ok() { # a CRIU 4.2+ that can checkpoint on this kernel
+	"$1" --version 2>/dev/null | grep -qE '^Version: *(4\.([2-9]|[1-9][0-9])|[5-9]\.|[1-9][0-9]\.)' && "$1" check >/dev/null 2>&1
 }
 
 if path=$(command -v criu 2>/dev/null) && criu_ok "$path"; then
@@ -50,19 +53,19 @@ flock 9
 work=$(mktemp -d)
 trap 'rm -rf "$work" "$dir.new"' EXIT
 mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/prefs" "$work/debs"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" >"$work/sources.list"
+echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" >"$work/sources.list"
 # apt's own state (lists, cache, status, preferences) all point into $work:
 # the host's sources, package database and installed packages are untouched.
 apt_opts=(-o "Dir::Etc::SourceList=$work/sources.list" -o Dir::Etc::SourceParts=/dev/null
 	-o "Dir::State::Lists=$work/lists" -o "Dir::Cache=$work/cache" -o Dir::State::status=/dev/null
 	-o Dir::Etc::Preferences=/dev/null -o "Dir::Etc::PreferencesParts=$work/prefs"
 	-o "APT::Architecture=$arch" -o APT::Sandbox::User=root -q)
-echo "criu.sh: fetching Debian trixie's criu into $dir" >&2
+echo "criu.sh: fetching Debian $suite's criu into $dir" >&2
 apt-get "${apt_opts[@]}" update >"$work/apt.log" 2>&1 || { tail -20 "$work/apt.log" >&2; exit 1; }
 # criu and what it depends on (Depends and Pre-Depends: libraries only).
 mapfile -t pkgs < <(apt-cache "${apt_opts[@]}" depends --recurse --no-recommends --no-suggests \
 	--no-conflicts --no-breaks --no-replaces --no-enhances criu | grep -v '^[ <]' | sort -u)
-[[ ${#pkgs[@]} -gt 0 ]] || { echo "criu.sh: trixie has no criu package at $mirror" >&2; exit 1; }
+[[ ${#pkgs[@]} -gt 0 ]] || { echo "criu.sh: $suite has no criu package at $mirror" >&2; exit 1; }
 (cd "$work/debs" && apt-get "${apt_opts[@]}" download "${pkgs[@]}") >>"$work/apt.log" 2>&1 ||
 	{ tail -20 "$work/apt.log" >&2; exit 1; }
 rm -rf "$dir.new"
@@ -72,7 +75,7 @@ for deb in "$work"/debs/*.deb; do
 done
 cat >"$dir.new/bin/criu" <<EOF
 #!/bin/sh
-# Debian trixie's criu, run through trixie's own loader and libraries
+# Debian $suite's criu, run through its own loader and libraries
 # (installed by sbx's scripts/criu.sh; remove $dir to remove it).
 d=$dir
 exec "\$d/$loader" --library-path "\$d/usr/lib/$triplet:\$d/lib/$triplet" "\$d/usr/sbin/criu" "\$@"

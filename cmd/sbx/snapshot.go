@@ -11,6 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/internal/copyout"
 	"github.com/sbxrun/sbx/render"
 )
 
@@ -116,12 +118,15 @@ func snapshotCmd(a *app) *cobra.Command {
 	var output string
 	export := &cobra.Command{Use: "export SNAPSHOT -o FILE", Short: "Write a snapshot to one file (it holds the sandbox's memory: keep it private)", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return writeOut(a, cmd, output, "a snapshot", func(ctx context.Context, b backend, w io.Writer) error {
-				s, ok := b.(sbx.Snapshots)
-				if !ok {
-					return exitErr("this backend cannot checkpoint sandboxes")
+			out := cmd.OutOrStdout()
+			if output == "" && console.IsTerminal(out) {
+				return exitErr("refusing to write a snapshot to a terminal: give -o FILE or redirect stdout")
+			}
+			return a.withSnapshots(func(ctx context.Context, s sbx.Snapshots) error {
+				if output == "" {
+					return s.ExportSnapshot(ctx, args[0], out)
 				}
-				return s.ExportSnapshot(ctx, args[0], w)
+				return copyout.WriteFileMode(output, 0o600, func(w io.Writer) error { return s.ExportSnapshot(ctx, args[0], w) })
 			})
 		}}
 	export.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
