@@ -2,56 +2,56 @@ package api
 
 import "time"
 
-// The sandbox's service: one long-running main command that belongs to no
+// The sandbox's main command: one long-running process that belongs to no
 // request (an OpenHands Agent Server, a `sbx run -d` command). The executor
 // starts it, restarts it per its policy, keeps its latest output in a
 // bounded ring and reports how it ended.
 const (
-	// PathService: POST starts the service (ServiceSpec → ServiceStatus),
-	// GET reports it (ServiceStatus; 404 when none was started).
-	PathService = "/v1/service"
-	// PathServiceLogs: GET streams the service's output as NDJSON
+	// PathMainCmd: POST starts the main command (MainCmdSpec → MainCmdStatus),
+	// GET reports it (MainCmdStatus; 404 when none was started).
+	PathMainCmd = "/v1/service"
+	// PathMainCmdLogs: GET streams the main command's output as NDJSON
 	// LogFrames. Query: since=OFFSET (absolute byte offset, default 0),
 	// tail_bytes=N (start N bytes before the end instead), follow=1 (keep
-	// streaming until the service has ended for good).
-	PathServiceLogs = "/v1/service/logs"
-	// PathServiceWait: POST waits until the service has ended for good
-	// (exited and not going to restart) and returns its ServiceStatus.
-	PathServiceWait = "/v1/service/wait"
-	// PathServiceSignal: POST sends a ServiceSignal to the service's
+	// streaming until the main command has ended for good).
+	PathMainCmdLogs = "/v1/service/logs"
+	// PathMainCmdWait: POST waits until the main command has ended for good
+	// (exited and not going to restart) and returns its MainCmdStatus.
+	PathMainCmdWait = "/v1/service/wait"
+	// PathMainCmdSignal: POST sends a MainCmdSignal to the main command's
 	// process group; the restart policy still applies.
-	PathServiceSignal = "/v1/service/signal"
-	// PathServiceStop: POST stops the service for good (ServiceStop →
-	// ServiceStatus): SIGTERM to its process group, SIGKILL after the
+	PathMainCmdSignal = "/v1/service/signal"
+	// PathMainCmdStop: POST stops the main command for good (MainCmdStop →
+	// MainCmdStatus): SIGTERM to its process group, SIGKILL after the
 	// timeout, and no restart.
-	PathServiceStop = "/v1/service/stop"
+	PathMainCmdStop = "/v1/service/stop"
 )
 
-// Restart policies of a service.
+// Restart policies of a main command.
 const (
 	RestartNo        = "no"         // never restart (the default)
 	RestartOnFailure = "on-failure" // restart after a non-zero exit or a signal
 	RestartAlways    = "always"     // restart after any exit
 )
 
-// Service log limits.
+// Main command log limits.
 const (
-	// DefaultServiceLogBytes is the default ring size of a service's output.
-	DefaultServiceLogBytes = 1 << 20
-	// MaxServiceLogBytes caps ServiceSpec.LogBytes.
-	MaxServiceLogBytes = 8 << 20
+	// DefaultMainCmdLogBytes is the default ring size of a main command's output.
+	DefaultMainCmdLogBytes = 1 << 20
+	// MaxMainCmdLogBytes caps MainCmdSpec.LogBytes.
+	MaxMainCmdLogBytes = 8 << 20
 )
 
-// ServiceSpec is the body of POST /v1/service. Argv is run directly (no
+// MainCmdSpec is the body of POST /v1/service. Argv is run directly (no
 // shell); Env, Cwd and User work as in ExecRequest. Restart is RestartNo
 // (default), RestartOnFailure or RestartAlways; MaxRestarts bounds the
 // restarts after failures (0: no bound). LogBytes is the size of the
-// output ring (default DefaultServiceLogBytes, at most
-// MaxServiceLogBytes). CreateCwd creates Cwd when it is missing, every
-// new directory owned by the service's user (an existing one is left as
-// it is). Starting a service while one runs is a conflict;
+// output ring (default DefaultMainCmdLogBytes, at most
+// MaxMainCmdLogBytes). CreateCwd creates Cwd when it is missing, every
+// new directory owned by the main command's user (an existing one is left as
+// it is). Starting a main command while one runs is a conflict;
 // starting one after the previous ended replaces it and keeps its log.
-type ServiceSpec struct {
+type MainCmdSpec struct {
 	Argv        []string          `json:"argv"`
 	Env         map[string]string `json:"env,omitempty"`
 	Cwd         string            `json:"cwd,omitempty"`
@@ -62,18 +62,18 @@ type ServiceSpec struct {
 	LogBytes    int               `json:"log_bytes,omitempty"`
 }
 
-// Service states.
+// Main command states.
 const (
-	ServiceRunning    = "running"    // the process runs
-	ServiceRestarting = "restarting" // it exited and restarts after a back-off
-	ServiceExited     = "exited"     // it ended for good
+	MainCmdRunning    = "running"    // the process runs
+	MainCmdRestarting = "restarting" // it exited and restarts after a back-off
+	MainCmdExited     = "exited"     // it ended for good
 )
 
-// ServiceExit is how one run of the service ended. ExitCode is 128+n for
+// MainCmdExit is how one run of the main command ended. ExitCode is 128+n for
 // signal n, as a shell reports it; Signal names it ("SIGKILL") or is "".
 // Error says why the process could not start at all (ExitCode is then 127
 // or 126).
-type ServiceExit struct {
+type MainCmdExit struct {
 	ExitCode   int       `json:"exit_code"`
 	Signal     string    `json:"signal"`
 	Error      string    `json:"error,omitempty"`
@@ -81,46 +81,46 @@ type ServiceExit struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
-// ServiceStatus is the reply of GET /v1/service and of the calls that
-// change it. Pid is the service's pid inside the sandbox while it runs.
+// MainCmdStatus is the reply of GET /v1/service and of the calls that
+// change it. Pid is the main command's pid inside the sandbox while it runs.
 // Exit is the latest run's end (nil while the first run is running);
 // Restarts counts the restarts so far and RecentExits holds the last few
 // ends, oldest first. LogEnd is the offset after the last byte of output.
-type ServiceStatus struct {
+type MainCmdStatus struct {
 	State       string        `json:"state"`
 	Argv        []string      `json:"argv"`
 	Restart     string        `json:"restart"`
 	Pid         int           `json:"pid,omitempty"`
 	StartedAt   time.Time     `json:"started_at,omitzero"` // of the current or latest run
 	Restarts    int           `json:"restarts"`
-	Exit        *ServiceExit  `json:"exit,omitempty"`
-	RecentExits []ServiceExit `json:"recent_exits,omitempty"`
+	Exit        *MainCmdExit  `json:"exit,omitempty"`
+	RecentExits []MainCmdExit `json:"recent_exits,omitempty"`
 	LogEnd      int64         `json:"log_end"`
 }
 
-// ServiceSignal is the body of POST /v1/service/signal: a signal name
+// MainCmdSignal is the body of POST /v1/service/signal: a signal name
 // ("SIGTERM", "TERM") or number ("15").
-type ServiceSignal struct {
+type MainCmdSignal struct {
 	Signal string `json:"signal"`
 }
 
-// ServiceStop is the body of POST /v1/service/stop: Signal is sent first
+// MainCmdStop is the body of POST /v1/service/stop: Signal is sent first
 // (default SIGTERM), SIGKILL after TimeoutS seconds (default 10).
-type ServiceStop struct {
+type MainCmdStop struct {
 	Signal   string  `json:"signal,omitempty"`
 	TimeoutS float64 `json:"timeout_s,omitempty"`
 }
 
 // Frame types of GET /v1/service/logs.
 const (
-	LogStdout = "stdout" // output of the service on its stdout
+	LogStdout = "stdout" // output of the main command on its stdout
 	LogStderr = "stderr" // output on its stderr
 	LogGap    = "gap"    // Lost bytes from Offset on are no longer held
-	LogEnd    = "end"    // the last frame: Offset is where to resume; Service is set
+	LogEnd    = "end"    // the last frame: Offset is where to resume; Main command is set
 )
 
 // LogFrame is one line of GET /v1/service/logs. Offset is the absolute
-// offset of Data's first byte in the service's output (for "gap", of the
+// offset of Data's first byte in the main command's output (for "gap", of the
 // first lost byte; for "end", the offset to resume from); Time is when
 // the output was read.
 type LogFrame struct {
@@ -129,5 +129,5 @@ type LogFrame struct {
 	Data    string         `json:"data,omitempty"`
 	Time    time.Time      `json:"time,omitzero"`
 	Lost    int64          `json:"lost,omitempty"`
-	Service *ServiceStatus `json:"service,omitempty"`
+	MainCmd *MainCmdStatus `json:"service,omitempty"`
 }

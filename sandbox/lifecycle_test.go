@@ -64,7 +64,7 @@ func newHost(t testing.TB, cfg HostConfig) *Host {
 	return m
 }
 
-// seen records the ids each test Manager created, so that leak checks
+// seen records the ids each test Host created, so that leak checks
 // look only at their own sandboxes' cgroups.
 var (
 	seenMu sync.Mutex
@@ -79,7 +79,7 @@ func markSeen(m *Host, id string) {
 	}
 }
 
-// assertNoLeaks fails if anything of the Manager's sandboxes is left on the
+// assertNoLeaks fails if anything of the Host's sandboxes is left on the
 // host: mounts, cgroups, runtime or persistent directories, names.
 func assertNoLeaks(t testing.TB, m *Host) {
 	t.Helper()

@@ -22,7 +22,7 @@ import (
 	"github.com/sbxrun/sbx/executor/internal/proc"
 )
 
-// Service timing.
+// Main command timing.
 const (
 	// restartBackoffMin and restartBackoffMax bound the wait before a
 	// restart; it doubles with each failure in a row.
@@ -39,9 +39,9 @@ const (
 	defaultStopGrace = 10 * time.Second
 )
 
-// service is the sandbox's supervised main command.
-type service struct {
-	spec api.ServiceSpec
+// mainCmd is the sandbox's supervised main command.
+type mainCmd struct {
+	spec api.MainCmdSpec
 	env  []string
 	dir  string
 	cred *syscall.Credential
@@ -52,26 +52,26 @@ type service struct {
 	proc     *proc.Process
 	started  time.Time
 	restarts int
-	exits    []api.ServiceExit
+	exits    []api.MainCmdExit
 	stopping bool
 	stopCh   chan struct{} // closed when a stop is asked for: no restart
-	ended    chan struct{} // closed when the service ended for good
+	ended    chan struct{} // closed when the main command ended for good
 	changed  chan struct{} // closed and replaced at every state change
 }
 
-// startService handles POST /v1/service.
-func (s *Server) startService(w http.ResponseWriter, r *http.Request) {
-	var spec api.ServiceSpec
+// startMainCmd handles POST /v1/service.
+func (s *Server) startMainCmd(w http.ResponseWriter, r *http.Request) {
+	var spec api.MainCmdSpec
 	if err := decode(w, r, &spec); err != nil {
 		s.fail(w, err)
 		return
 	}
-	if err := validateService(&spec); err != nil {
+	if err := validateMainCmd(&spec); err != nil {
 		s.fail(w, err)
 		return
 	}
 	if spec.CreateCwd {
-		if err := s.makeServiceDir(spec.User, spec.Cwd); err != nil {
+		if err := s.makeMainCmdDir(spec.User, spec.Cwd); err != nil {
 			s.fail(w, err)
 			return
 		}
@@ -93,10 +93,10 @@ func (s *Server) startService(w http.ResponseWriter, r *http.Request) {
 	prev := s.svc
 	if prev != nil && !prev.hasEnded() {
 		s.mu.Unlock()
-		writeError(w, http.StatusConflict, api.CodeExists, "a service already runs in this sandbox; stop it first (POST "+api.PathServiceStop+")")
+		writeError(w, http.StatusConflict, api.CodeExists, "a service already runs in this sandbox; stop it first (POST "+api.PathMainCmdStop+")")
 		return
 	}
-	svc := &service{spec: spec, env: env, dir: dir, cred: cred,
+	svc := &mainCmd{spec: spec, env: env, dir: dir, cred: cred,
 		stopCh: make(chan struct{}), ended: make(chan struct{}), changed: make(chan struct{})}
 	if prev != nil {
 		svc.ring = prev.ring // one log across runs, as docker keeps it
@@ -107,15 +107,15 @@ func (s *Server) startService(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 
 	started := make(chan struct{})
-	go s.superviseService(svc, started)
+	go s.superviseMainCmd(svc, started)
 	<-started
 	writeJSON(w, http.StatusOK, svc.status())
 }
 
-// makeServiceDir creates the directory cwd if it is missing, each new
-// component owned by the service's user (an existing directory is left as
+// makeMainCmdDir creates the directory cwd if it is missing, each new
+// component owned by the main command's user (an existing directory is left as
 // it is).
-func (s *Server) makeServiceDir(user, cwd string) error {
+func (s *Server) makeMainCmdDir(user, cwd string) error {
 	if !filepath.IsAbs(cwd) {
 		return badRequest("cwd %q must be absolute to be created", cwd)
 	}
@@ -144,8 +144,8 @@ func (s *Server) makeServiceDir(user, cwd string) error {
 	return nil
 }
 
-// validateService checks a spec and fills in its defaults.
-func validateService(spec *api.ServiceSpec) error {
+// validateMainCmd checks a spec and fills in its defaults.
+func validateMainCmd(spec *api.MainCmdSpec) error {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
 		return badRequest("argv is required: the service's command and arguments")
 	}
@@ -165,20 +165,20 @@ func validateService(spec *api.ServiceSpec) error {
 		return badRequest("max_restarts must not be negative")
 	}
 	switch {
-	case spec.LogBytes < 0 || spec.LogBytes > api.MaxServiceLogBytes:
-		return badRequest("log_bytes must be between 0 and %d", api.MaxServiceLogBytes)
+	case spec.LogBytes < 0 || spec.LogBytes > api.MaxMainCmdLogBytes:
+		return badRequest("log_bytes must be between 0 and %d", api.MaxMainCmdLogBytes)
 	case spec.LogBytes == 0:
-		spec.LogBytes = api.DefaultServiceLogBytes
+		spec.LogBytes = api.DefaultMainCmdLogBytes
 	}
 	return nil
 }
 
-// superviseService runs svc until it ends for good, restarting it per its
+// superviseMainCmd runs svc until it ends for good, restarting it per its
 // policy. started is closed once the first run started or failed to.
-func (s *Server) superviseService(svc *service, started chan struct{}) {
+func (s *Server) superviseMainCmd(svc *mainCmd, started chan struct{}) {
 	failures := 0
 	for {
-		exit, ranFor := s.runServiceOnce(svc, started)
+		exit, ranFor := s.runMainCmdOnce(svc, started)
 		started = nil
 		executorStopping := s.isStopping()
 		svc.mu.Lock()
@@ -188,13 +188,13 @@ func (s *Server) superviseService(svc *service, started chan struct{}) {
 			svc.exits = append(svc.exits[:0], svc.exits[len(svc.exits)-recentExits:]...)
 		}
 		if executorStopping || !svc.shouldRestart(exit) {
-			svc.setState(api.ServiceExited)
+			svc.setState(api.MainCmdExited)
 			close(svc.ended)
 			svc.mu.Unlock()
 			return
 		}
 		svc.restarts++
-		svc.setState(api.ServiceRestarting)
+		svc.setState(api.MainCmdRestarting)
 		svc.mu.Unlock()
 
 		if ranFor >= stableRun {
@@ -209,7 +209,7 @@ func (s *Server) superviseService(svc *service, started chan struct{}) {
 		case <-svc.stopCh:
 			t.Stop()
 			svc.mu.Lock()
-			svc.setState(api.ServiceExited)
+			svc.setState(api.MainCmdExited)
 			close(svc.ended)
 			svc.mu.Unlock()
 			return
@@ -219,7 +219,7 @@ func (s *Server) superviseService(svc *service, started chan struct{}) {
 
 // shouldRestart applies the restart policy to a run's end. Called with mu
 // held.
-func (svc *service) shouldRestart(exit api.ServiceExit) bool {
+func (svc *mainCmd) shouldRestart(exit api.MainCmdExit) bool {
 	if svc.stopping {
 		return false
 	}
@@ -236,17 +236,17 @@ func (svc *service) shouldRestart(exit api.ServiceExit) bool {
 }
 
 // setState changes the state and wakes the waiters. Called with mu held.
-func (svc *service) setState(state string) {
+func (svc *mainCmd) setState(state string) {
 	svc.state = state
 	close(svc.changed)
 	svc.changed = make(chan struct{})
 }
 
-// runServiceOnce starts the service's command, feeds its output to the
+// runMainCmdOnce starts the main command's command, feeds its output to the
 // ring and returns how it ended and how long it ran.
-func (s *Server) runServiceOnce(svc *service, started chan struct{}) (api.ServiceExit, time.Duration) {
+func (s *Server) runMainCmdOnce(svc *mainCmd, started chan struct{}) (api.MainCmdExit, time.Duration) {
 	begin := time.Now()
-	fail := func(code int, err error) (api.ServiceExit, time.Duration) {
+	fail := func(code int, err error) (api.MainCmdExit, time.Duration) {
 		svc.ring.Write(api.LogStderr, []byte(fmt.Sprintf("sbx: start service %s: %v\n", svc.spec.Argv[0], err)))
 		svc.mu.Lock()
 		svc.started = begin
@@ -254,7 +254,7 @@ func (s *Server) runServiceOnce(svc *service, started chan struct{}) (api.Servic
 		if started != nil {
 			close(started)
 		}
-		return api.ServiceExit{ExitCode: code, Error: err.Error(), StartedAt: begin, FinishedAt: time.Now()}, 0
+		return api.MainCmdExit{ExitCode: code, Error: err.Error(), StartedAt: begin, FinishedAt: time.Now()}, 0
 	}
 	path, err := proc.LookPath(svc.spec.Argv[0], svc.env, svc.dir)
 	if err != nil {
@@ -290,7 +290,7 @@ func (s *Server) runServiceOnce(svc *service, started chan struct{}) (api.Servic
 	}
 	svc.mu.Lock()
 	svc.proc, svc.started = p, begin
-	svc.setState(api.ServiceRunning)
+	svc.setState(api.MainCmdRunning)
 	svc.mu.Unlock()
 	if started != nil {
 		close(started)
@@ -317,7 +317,7 @@ func (s *Server) runServiceOnce(svc *service, started chan struct{}) (api.Servic
 	errR.Close()
 	code, sig := p.ExitCode()
 	end := time.Now()
-	return api.ServiceExit{ExitCode: code, Signal: sig, StartedAt: begin, FinishedAt: end}, end.Sub(begin)
+	return api.MainCmdExit{ExitCode: code, Signal: sig, StartedAt: begin, FinishedAt: end}, end.Sub(begin)
 }
 
 // pumpToRing copies r into ring until EOF. A multi-byte character cut by a
@@ -364,8 +364,8 @@ func completeUTF8(b []byte) int {
 	return len(b)
 }
 
-// hasEnded reports whether the service ended for good.
-func (svc *service) hasEnded() bool {
+// hasEnded reports whether the main command ended for good.
+func (svc *mainCmd) hasEnded() bool {
 	select {
 	case <-svc.ended:
 		return true
@@ -374,11 +374,11 @@ func (svc *service) hasEnded() bool {
 	}
 }
 
-// status reports the service.
-func (svc *service) status() api.ServiceStatus {
+// status reports the main command.
+func (svc *mainCmd) status() api.MainCmdStatus {
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
-	st := api.ServiceStatus{
+	st := api.MainCmdStatus{
 		State:    svc.state,
 		Argv:     svc.spec.Argv,
 		Restart:  svc.spec.Restart,
@@ -386,19 +386,19 @@ func (svc *service) status() api.ServiceStatus {
 		LogEnd:   svc.ring.End(),
 	}
 	st.StartedAt = svc.started
-	if svc.proc != nil && svc.state == api.ServiceRunning {
+	if svc.proc != nil && svc.state == api.MainCmdRunning {
 		st.Pid = svc.proc.Pid
 	}
 	if n := len(svc.exits); n > 0 {
 		last := svc.exits[n-1]
 		st.Exit = &last
-		st.RecentExits = append([]api.ServiceExit(nil), svc.exits...)
+		st.RecentExits = append([]api.MainCmdExit(nil), svc.exits...)
 	}
 	return st
 }
 
 // requestStop ends restarts and returns the running process, if any.
-func (svc *service) requestStop() *proc.Process {
+func (svc *mainCmd) requestStop() *proc.Process {
 	svc.mu.Lock()
 	defer svc.mu.Unlock()
 	if !svc.stopping {
@@ -408,27 +408,27 @@ func (svc *service) requestStop() *proc.Process {
 	return svc.proc
 }
 
-// currentService returns the service, or writes 404.
-func (s *Server) currentService(w http.ResponseWriter) *service {
+// currentMainCmd returns the main command, or writes 404.
+func (s *Server) currentMainCmd(w http.ResponseWriter) *mainCmd {
 	s.mu.Lock()
 	svc := s.svc
 	s.mu.Unlock()
 	if svc == nil {
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no service was started in this sandbox (POST "+api.PathService+")")
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no service was started in this sandbox (POST "+api.PathMainCmd+")")
 	}
 	return svc
 }
 
-// getService handles GET /v1/service.
-func (s *Server) getService(w http.ResponseWriter, r *http.Request) {
-	if svc := s.currentService(w); svc != nil {
+// getMainCmd handles GET /v1/service.
+func (s *Server) getMainCmd(w http.ResponseWriter, r *http.Request) {
+	if svc := s.currentMainCmd(w); svc != nil {
 		writeJSON(w, http.StatusOK, svc.status())
 	}
 }
 
-// waitService handles POST /v1/service/wait.
-func (s *Server) waitService(w http.ResponseWriter, r *http.Request) {
-	svc := s.currentService(w)
+// waitMainCmd handles POST /v1/service/wait.
+func (s *Server) waitMainCmd(w http.ResponseWriter, r *http.Request) {
+	svc := s.currentMainCmd(w)
 	if svc == nil {
 		return
 	}
@@ -439,9 +439,9 @@ func (s *Server) waitService(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// signalService handles POST /v1/service/signal.
-func (s *Server) signalService(w http.ResponseWriter, r *http.Request) {
-	var req api.ServiceSignal
+// signalMainCmd handles POST /v1/service/signal.
+func (s *Server) signalMainCmd(w http.ResponseWriter, r *http.Request) {
+	var req api.MainCmdSignal
 	if err := decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
@@ -451,7 +451,7 @@ func (s *Server) signalService(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	svc := s.currentService(w)
+	svc := s.currentMainCmd(w)
 	if svc == nil {
 		return
 	}
@@ -466,9 +466,9 @@ func (s *Server) signalService(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, svc.status())
 }
 
-// stopService handles POST /v1/service/stop.
-func (s *Server) stopService(w http.ResponseWriter, r *http.Request) {
-	var req api.ServiceStop
+// stopMainCmd handles POST /v1/service/stop.
+func (s *Server) stopMainCmd(w http.ResponseWriter, r *http.Request) {
+	var req api.MainCmdStop
 	if err := decode(w, r, &req); err != nil {
 		s.fail(w, err)
 		return
@@ -481,7 +481,7 @@ func (s *Server) stopService(w http.ResponseWriter, r *http.Request) {
 	if req.TimeoutS > 0 {
 		grace = proc.Seconds(req.TimeoutS)
 	}
-	svc := s.currentService(w)
+	svc := s.currentMainCmd(w)
 	if svc == nil {
 		return
 	}
@@ -497,9 +497,9 @@ func (s *Server) stopService(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, svc.status())
 }
 
-// stop ends the service for good: sig to its group, SIGKILL after grace,
+// stop ends the main command for good: sig to its group, SIGKILL after grace,
 // and no restart.
-func (svc *service) stop(ctx context.Context, sig unix.Signal, grace time.Duration) {
+func (svc *mainCmd) stop(ctx context.Context, sig unix.Signal, grace time.Duration) {
 	p := svc.requestStop()
 	if p != nil {
 		_ = p.SignalGroup(sig)
@@ -541,8 +541,8 @@ func parseSignal(s string) (unix.Signal, error) {
 	return 0, badRequest("unknown signal %q: use a name such as SIGTERM or a number", s)
 }
 
-// serviceLogs handles GET /v1/service/logs.
-func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
+// mainCmdLogs handles GET /v1/service/logs.
+func (s *Server) mainCmdLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var since int64
 	var tail int64 = -1
@@ -557,7 +557,7 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	follow := q.Get("follow") == "1" || q.Get("follow") == "true"
-	svc := s.currentService(w)
+	svc := s.currentMainCmd(w)
 	if svc == nil {
 		return
 	}
@@ -601,5 +601,5 @@ func (s *Server) serviceLogs(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st := svc.status()
-	send(api.LogFrame{Type: api.LogEnd, Offset: off, Service: &st})
+	send(api.LogFrame{Type: api.LogEnd, Offset: off, MainCmd: &st})
 }

@@ -12,13 +12,13 @@ import (
 	"github.com/sbxrun/sbx/executor/api"
 )
 
-func TestServiceLogsRefuseHostileReplies(t *testing.T) {
+func TestMainCmdLogsRefuseHostileReplies(t *testing.T) {
 	ctx := context.Background()
 	// A frame longer than the cap.
 	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"type":"stdout","data":"%s"}`+"\n", strings.Repeat("x", 1<<20))
 	})
-	if _, err := c.ServiceLogs(ctx, LogOptions{TailBytes: -1}, func(api.LogFrame) error { return nil }); !errors.Is(err, ErrReplyTooLarge) {
+	if _, err := c.MainCmdLogs(ctx, LogOptions{TailBytes: -1}, func(api.LogFrame) error { return nil }); !errors.Is(err, ErrReplyTooLarge) {
 		t.Errorf("huge frame: %v", err)
 	}
 	// Endless small frames for a tail of 100 bytes.
@@ -27,34 +27,34 @@ func TestServiceLogsRefuseHostileReplies(t *testing.T) {
 			fmt.Fprintf(w, `{"type":"stdout","offset":%d,"data":"%s"}`+"\n", i*1000, strings.Repeat("y", 1000))
 		}
 	})
-	if _, _, err := c.ServiceLogTail(ctx, 100); !errors.Is(err, ErrReplyTooLarge) {
+	if _, _, err := c.MainCmdLogTail(ctx, 100); !errors.Is(err, ErrReplyTooLarge) {
 		t.Errorf("endless tail: %v", err)
 	}
 	// A stream that stops without its end frame, an unknown frame type.
 	c = hostile(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, `{"type":"stdout","data":"a"}`)
 	})
-	if _, err := c.ServiceLogs(ctx, LogOptions{TailBytes: -1}, func(api.LogFrame) error { return nil }); err == nil {
+	if _, err := c.MainCmdLogs(ctx, LogOptions{TailBytes: -1}, func(api.LogFrame) error { return nil }); err == nil {
 		t.Error("stream without end frame: no error")
 	}
 	c = hostile(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, `{"type":"exec","data":"a"}`)
 	})
-	if _, err := c.ServiceLogs(ctx, LogOptions{TailBytes: -1}, func(api.LogFrame) error { return nil }); err == nil || !strings.Contains(err.Error(), "unknown frame") {
+	if _, err := c.MainCmdLogs(ctx, LogOptions{TailBytes: -1}, func(api.LogFrame) error { return nil }); err == nil || !strings.Contains(err.Error(), "unknown frame") {
 		t.Errorf("unknown frame: %v", err)
 	}
 	// A wait that never answers is bounded by the caller's deadline.
 	c = hostile(t, func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 	wctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	if _, err := c.WaitService(wctx); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.WaitMainCmd(wctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("stuck wait: %v", err)
 	}
 	// A status larger than its cap.
 	c = hostile(t, func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"state":"running","argv":["%s"]}`, strings.Repeat("z", 2<<20))
 	})
-	if _, err := c.Service(ctx); !errors.Is(err, ErrReplyTooLarge) {
+	if _, err := c.MainCmd(ctx); !errors.Is(err, ErrReplyTooLarge) {
 		t.Errorf("huge status: %v", err)
 	}
 }

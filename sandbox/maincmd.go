@@ -15,19 +15,19 @@ import (
 	"github.com/sbxrun/sbx/executor/client"
 )
 
-// The sandbox's main command (Options.Cmd) runs as its executor's
-// supervised service: exec'd directly (no shell), its output kept in a
+// The sandbox's main command (Options.Cmd) runs supervised by its
+// executor: exec'd directly (no shell), its output kept in a
 // bounded ring with absolute offsets, its end recorded. The host treats
 // what the executor says as the sandbox's word: exit codes and output are
 // reported, never acted on, and OOM kills come from the sandbox's cgroup.
 
-// serviceRecord is how the main command ended and the tail of its output,
+// mainCmdRecord is how the main command ended and the tail of its output,
 // saved in the sandbox's state directory once the host has seen it end
 // (Wait, Logs or Stop), so that Wait and Logs answer after the executor
 // is gone and from any process that opens the same root.
-type serviceRecord struct {
+type mainCmdRecord struct {
 	Exit sbx.Exit `json:"exit"`
-	// Tail is the latest output, at most serviceTailBytes, in order;
+	// Tail is the latest output, at most mainCmdTailBytes, in order;
 	// TailFrom is the offset of its first byte and LogEnd the offset
 	// after the last.
 	Tail     []sbx.LogFrame `json:"tail,omitempty"`
@@ -36,29 +36,29 @@ type serviceRecord struct {
 }
 
 const (
-	serviceRecordFile = "service.json"
-	// serviceTailBytes caps the output kept on disk after the command
+	mainCmdRecordFile = "service.json"
+	// mainCmdTailBytes caps the output kept on disk after the command
 	// ended.
-	serviceTailBytes = 64 << 10
-	// serviceRecordMax caps the record read back (the tail, JSON-escaped,
+	mainCmdTailBytes = 64 << 10
+	// mainCmdRecordMax caps the record read back (the tail, JSON-escaped,
 	// plus the exit).
-	serviceRecordMax = 8*serviceTailBytes + 64<<10
-	// serviceSaveTimeout bounds reading the tail from the executor.
-	serviceSaveTimeout = 10 * time.Second
+	mainCmdRecordMax = 8*mainCmdTailBytes + 64<<10
+	// mainCmdSaveTimeout bounds reading the tail from the executor.
+	mainCmdSaveTimeout = 10 * time.Second
 )
 
-// startService starts Options.Cmd as the executor's service. A command
+// startMainCmd starts Options.Cmd as the executor's main command. A command
 // that cannot start at all (not found, not executable) fails the create.
-func (h *Host) startService(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart, error) {
+func (h *Host) startMainCmd(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart, error) {
 	c, err := h.executor(sb)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	if err := os.Remove(h.serviceRecordPath(sb)); err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err := os.Remove(h.mainCmdRecordPath(sb)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove the previous end of the sandbox's command: %w", err)
 	}
-	st, err := c.StartService(ctx, execapi.ServiceSpec{Argv: sb.Options.Cmd, Cwd: sb.Options.Workdir, User: sb.Options.User})
+	st, err := c.StartMainCmd(ctx, execapi.MainCmdSpec{Argv: sb.Options.Cmd, Cwd: sb.Options.Workdir, User: sb.Options.User})
 	if err != nil {
 		return nil, fmt.Errorf("start the sandbox's command: %w", err)
 	}
@@ -97,7 +97,7 @@ func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(s
 		// fnErr is the caller's own error: it ends the stream as it is,
 		// and says nothing about the executor.
 		var fnErr error
-		end, err := c.ServiceLogs(ctx, lo, func(f execapi.LogFrame) error {
+		end, err := c.MainCmdLogs(ctx, lo, func(f execapi.LogFrame) error {
 			fnErr = fn(sbx.LogFrame{Type: f.Type, Offset: f.Offset, Data: f.Data, Time: f.Time, Lost: f.Lost})
 			return fnErr
 		})
@@ -105,8 +105,8 @@ func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(s
 			return fnErr
 		}
 		if err == nil {
-			if end.Service != nil && end.Service.State == execapi.ServiceExited {
-				h.saveService(ctx, sb, c, end.Service)
+			if end.MainCmd != nil && end.MainCmd.State == execapi.MainCmdExited {
+				h.saveMainCmd(ctx, sb, c, end.MainCmd)
 			}
 			return fn(sbx.LogFrame{Type: sbx.LogEnd, Offset: end.Offset, Time: end.Time})
 		}
@@ -116,7 +116,7 @@ func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(s
 		// The executor went away meanwhile: what was saved is all there
 		// is.
 	}
-	rec, err := h.serviceRecord(sb)
+	rec, err := h.mainCmdRecord(sb)
 	if err != nil {
 		return err
 	}
@@ -153,9 +153,9 @@ func (h *Host) Wait(ctx context.Context, ref string) (*sbx.Exit, error) {
 	}
 	for sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused {
 		c, _ := h.executor(sb)
-		st, err := c.WaitService(ctx)
-		if err == nil && st.Exit != nil && st.State == execapi.ServiceExited {
-			rec := h.saveService(ctx, sb, c, &st)
+		st, err := c.WaitMainCmd(ctx)
+		if err == nil && st.Exit != nil && st.State == execapi.MainCmdExited {
+			rec := h.saveMainCmd(ctx, sb, c, &st)
 			c.Close()
 			return &rec.Exit, nil
 		}
@@ -179,7 +179,7 @@ func (h *Host) Wait(ctx context.Context, ref string) (*sbx.Exit, error) {
 			return nil, err
 		}
 	}
-	if rec, err := h.serviceRecord(sb); err == nil {
+	if rec, err := h.mainCmdRecord(sb); err == nil {
 		return &rec.Exit, nil
 	} else if !errors.Is(err, sbx.ErrNotFound) {
 		return nil, err
@@ -208,7 +208,7 @@ func (h *Host) Signal(ctx context.Context, ref, signal string) error {
 	}
 	c, _ := h.executor(sb)
 	defer c.Close()
-	if _, err := c.SignalService(ctx, signal); err != nil {
+	if _, err := c.SignalMainCmd(ctx, signal); err != nil {
 		var ce *client.Error
 		if errors.As(err, &ce) && ce.Status == 400 {
 			return fmt.Errorf("%w: signal %q: %s", sbx.ErrInvalid, signal, ce.Message)
@@ -218,22 +218,22 @@ func (h *Host) Signal(ctx context.Context, ref, signal string) error {
 	return nil
 }
 
-// stopService ends the main command of a running sandbox with sig, SIGKILL
+// stopMainCmd ends the main command of a running sandbox with sig, SIGKILL
 // after timeout, and saves how it ended, before PID 1 goes. Failures are
 // logged: the stop goes on without the record.
-func (h *Host) stopService(ctx context.Context, sb *sbx.Sandbox, sig string, timeout time.Duration) {
+func (h *Host) stopMainCmd(ctx context.Context, sb *sbx.Sandbox, sig string, timeout time.Duration) {
 	if len(sb.Options.Cmd) == 0 || sb.Status != sbx.StatusRunning {
 		return
 	}
 	c, _ := h.executor(sb)
 	defer c.Close()
-	st, err := c.StopService(ctx, sig, timeout)
+	st, err := c.StopMainCmd(ctx, sig, timeout)
 	if err != nil {
 		h.log.Warn("stop the sandbox's command", "id", sb.ID, "err", err)
 		return
 	}
-	if st.State == execapi.ServiceExited && st.Exit != nil {
-		h.saveService(ctx, sb, c, &st)
+	if st.State == execapi.MainCmdExited && st.Exit != nil {
+		h.saveMainCmd(ctx, sb, c, &st)
 	}
 }
 
@@ -253,11 +253,11 @@ func noCmd(sb *sbx.Sandbox) error {
 	return fmt.Errorf("%w: sandbox %s has no main command (create it with a cmd)", sbx.ErrState, sb.ShortID())
 }
 
-// saveService records how the main command ended, with the cgroup's word
+// saveMainCmd records how the main command ended, with the cgroup's word
 // on OOM kills and the tail of its output, and returns the record. A
 // failure to save is logged: the caller still gets the exit.
-func (h *Host) saveService(ctx context.Context, sb *sbx.Sandbox, c *client.Client, st *execapi.ServiceStatus) serviceRecord {
-	rec := serviceRecord{LogEnd: max(st.LogEnd, 0)}
+func (h *Host) saveMainCmd(ctx context.Context, sb *sbx.Sandbox, c *client.Client, st *execapi.MainCmdStatus) mainCmdRecord {
+	rec := mainCmdRecord{LogEnd: max(st.LogEnd, 0)}
 	if e := st.Exit; e != nil {
 		rec.Exit = sbx.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Error: capString(e.Error, 4096), StartedAt: e.StartedAt, FinishedAt: e.FinishedAt}
 	}
@@ -266,19 +266,19 @@ func (h *Host) saveService(ctx context.Context, sb *sbx.Sandbox, c *client.Clien
 			rec.Exit.OOMKilled = true
 		}
 	}
-	if old, err := h.serviceRecord(sb); err == nil && old.LogEnd == rec.LogEnd && old.Exit == rec.Exit {
+	if old, err := h.mainCmdRecord(sb); err == nil && old.LogEnd == rec.LogEnd && old.Exit == rec.Exit {
 		return *old
 	}
-	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serviceSaveTimeout)
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mainCmdSaveTimeout)
 	defer cancel()
-	if tail, from, end, err := serviceTail(tctx, c); err == nil && end >= rec.LogEnd {
+	if tail, from, end, err := mainCmdTail(tctx, c); err == nil && end >= rec.LogEnd {
 		rec.Tail, rec.TailFrom, rec.LogEnd = tail, from, end
 	} else {
 		rec.TailFrom = rec.LogEnd
 	}
 	data, err := json.Marshal(rec)
 	if err == nil {
-		p := h.serviceRecordPath(sb)
+		p := h.mainCmdRecordPath(sb)
 		tmp := p + ".tmp"
 		if err = os.WriteFile(tmp, data, 0o600); err == nil {
 			err = os.Rename(tmp, p)
@@ -290,13 +290,13 @@ func (h *Host) saveService(ctx context.Context, sb *sbx.Sandbox, c *client.Clien
 	return rec
 }
 
-// serviceTail reads at most serviceTailBytes of the service's latest
+// mainCmdTail reads at most mainCmdTailBytes of the main command's latest
 // output as frames, and the offsets it covers. The executor's frames are
 // checked: in order, contiguous, within the cap.
-func serviceTail(ctx context.Context, c *client.Client) (tail []sbx.LogFrame, from, end int64, err error) {
+func mainCmdTail(ctx context.Context, c *client.Client) (tail []sbx.LogFrame, from, end int64, err error) {
 	from = -1
 	var held int64
-	last, err := c.ServiceLogs(ctx, client.LogOptions{TailBytes: serviceTailBytes}, func(f execapi.LogFrame) error {
+	last, err := c.MainCmdLogs(ctx, client.LogOptions{TailBytes: mainCmdTailBytes}, func(f execapi.LogFrame) error {
 		if f.Type == execapi.LogGap {
 			return nil
 		}
@@ -304,7 +304,7 @@ func serviceTail(ctx context.Context, c *client.Client) (tail []sbx.LogFrame, fr
 			from, end = f.Offset, f.Offset
 		}
 		held += int64(len(f.Data))
-		if f.Offset != end || held > serviceTailBytes {
+		if f.Offset != end || held > mainCmdTailBytes {
 			return errors.New("executor service logs: the tail is not contiguous or larger than asked")
 		}
 		end += int64(len(f.Data))
@@ -323,14 +323,14 @@ func serviceTail(ctx context.Context, c *client.Client) (tail []sbx.LogFrame, fr
 	return tail, from, end, nil
 }
 
-func (h *Host) serviceRecordPath(sb *sbx.Sandbox) string {
-	return filepath.Join(h.store.Dir(sb.ID), serviceRecordFile)
+func (h *Host) mainCmdRecordPath(sb *sbx.Sandbox) string {
+	return filepath.Join(h.store.Dir(sb.ID), mainCmdRecordFile)
 }
 
-// serviceRecord reads the saved end of the main command; sbx.ErrNotFound
+// mainCmdRecord reads the saved end of the main command; sbx.ErrNotFound
 // when none was saved.
-func (h *Host) serviceRecord(sb *sbx.Sandbox) (*serviceRecord, error) {
-	f, err := os.Open(h.serviceRecordPath(sb))
+func (h *Host) mainCmdRecord(sb *sbx.Sandbox) (*mainCmdRecord, error) {
+	f, err := os.Open(h.mainCmdRecordPath(sb))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w: sandbox %s: the end of its command was not recorded", sbx.ErrNotFound, sb.ShortID())
@@ -338,17 +338,17 @@ func (h *Host) serviceRecord(sb *sbx.Sandbox) (*serviceRecord, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var rec serviceRecord
-	dec := json.NewDecoder(io.LimitReader(f, serviceRecordMax))
+	var rec mainCmdRecord
+	dec := json.NewDecoder(io.LimitReader(f, mainCmdRecordMax))
 	if err := dec.Decode(&rec); err != nil || !rec.valid() {
-		return nil, fmt.Errorf("sandbox %s: the saved end of its command (%s) is damaged; remove the sandbox", sb.ShortID(), serviceRecordFile)
+		return nil, fmt.Errorf("sandbox %s: the saved end of its command (%s) is damaged; remove the sandbox", sb.ShortID(), mainCmdRecordFile)
 	}
 	return &rec, nil
 }
 
 // valid reports whether the tail's frames are contiguous from TailFrom to
 // LogEnd.
-func (r *serviceRecord) valid() bool {
+func (r *mainCmdRecord) valid() bool {
 	at := r.TailFrom
 	for _, f := range r.Tail {
 		if f.Offset != at || (f.Type != sbx.LogStdout && f.Type != sbx.LogStderr) {

@@ -47,3 +47,17 @@ func (h *Host) DialPort(ctx context.Context, ref string, port int) (net.Conn, er
 	}
 	return netns.DialFD(ctx, int(f.Fd()), "tcp", addr)
 }
+
+// Dial connects to the executor of a running sandbox.
+func (h *Host) Dial(ctx context.Context, ref string) (net.Conn, error) {
+	sb, err := h.running(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", sb.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the executor of %s: %w", ref, err)
+	}
+	return c, nil
+}

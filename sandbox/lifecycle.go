@@ -4,26 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/sandbox/state"
+	"golang.org/x/sys/unix"
 )
-
-// container loads the container of a sandbox.
-func (h *Host) container(sb *sbx.Sandbox) (*isolate.Container, error) {
-	ctr, err := isolate.Load(h.containerRoot(), sb.ID)
-	if err != nil {
-		return nil, fmt.Errorf("sandbox %s has no container (run sbx gc if it crashed): %w", sb.ShortID(), err)
-	}
-	return ctr, nil
-}
 
 // refresh marks a running or paused sandbox stopped when its PID 1 is
 // gone (it exited on its own, or the host restarted). Only a container
@@ -105,7 +93,7 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	}
 	// The main command gets the signal first, so its end and output are
 	// saved before PID 1 goes.
-	h.stopService(ctx, sb, unix.SignalName(sig), timeout)
+	h.stopMainCmd(ctx, sb, unix.SignalName(sig), timeout)
 	if err := stopContainer(ctx, ctr, sig, timeout); err != nil {
 		return nil, err
 	}
@@ -113,33 +101,6 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 		return nil, fmt.Errorf("sandbox %s stopped, but its record could not say so: %w", sb.ShortID(), err)
 	}
 	return sb, nil
-}
-
-// stopContainer sends sig, waits up to timeout, then SIGKILL.
-func stopContainer(ctx context.Context, ctr *isolate.Container, sig unix.Signal, timeout time.Duration) error {
-	pid := ctr.Pid()
-	if pid <= 0 {
-		return nil
-	}
-	pidfd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return nil // already gone
-	}
-	defer unix.Close(pidfd)
-	paused := ctr.Status() == "paused"
-	if err := ctr.Signal(sig); err != nil {
-		return err
-	}
-	if paused {
-		_ = ctr.Resume() // let it handle the signal
-	}
-	if waitPidfd(ctx, pidfd, timeout) == nil {
-		return nil
-	}
-	if err := ctr.Kill(); err != nil {
-		return err
-	}
-	return waitPidfd(ctx, pidfd, killWait)
 }
 
 // Start runs a stopped sandbox again on its kept root file system.
@@ -184,7 +145,7 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	}
 	if len(sb.Options.Cmd) > 0 {
 		// The main command runs again, as after create.
-		if _, err := h.startService(ctx, sb); err != nil {
+		if _, err := h.startMainCmd(ctx, sb); err != nil {
 			if ctr, cerr := h.container(sb); cerr == nil {
 				_ = killAndWait(context.WithoutCancel(ctx), ctr)
 			}
@@ -253,35 +214,6 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 	return sb, nil
 }
 
-// Stats reads what the sandbox uses now from its cgroups.
-func (h *Host) Stats(ctx context.Context, ref string) (*sbx.Usage, error) {
-	sb, err := h.Get(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
-		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
-	}
-	ctr, err := h.container(sb)
-	if err != nil {
-		return nil, err
-	}
-	u, err := ctr.Usage()
-	if err != nil {
-		return nil, err
-	}
-	return usage(u), nil
-}
-
-// usage is the contract's form of a cgroup reading.
-func usage(u cgroup.Usage) *sbx.Usage {
-	return &sbx.Usage{
-		CPUTimeS: u.CPUTime.Seconds(), UserTimeS: u.UserTime.Seconds(), SysTimeS: u.SysTime.Seconds(),
-		CPUThrottledS: u.CPUThrottled.Seconds(), MemoryCurrentBytes: u.MemoryCurrent, MemoryPeakBytes: u.MemoryPeak,
-		MemoryLimitBytes: u.MemoryLimit, OOMKills: u.OOMKills, Pids: u.Pids, PidsPeak: u.PidsPeak, PidsLimit: u.PidsLimit,
-	}
-}
-
 // Remove releases everything the sandbox created and forgets it. A
 // running or paused sandbox is only removed with o.Force (it is killed);
 // otherwise Remove fails with sbx.ErrState.
@@ -318,61 +250,4 @@ func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) erro
 		return fmt.Errorf("remove sandbox %s: %w", sb.ShortID(), err)
 	}
 	return nil
-}
-
-// noteOOMKills reads the sandbox's OOM kill count one last time before its
-// cgroup goes, so that the kills of a sandbox removed between two polls of
-// the watcher (a remote one-shot run) still reach the events and
-// sbx_oom_kills_total.
-func (h *Host) noteOOMKills(sb *sbx.Sandbox) {
-	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
-		return
-	}
-	if n, err := cgroup.OOMKills(sb.ID); err == nil {
-		h.events.tracker.oomKills(sb, n)
-	}
-}
-
-// Inspect returns the record of the sandbox ref with its current
-// processes.
-func (h *Host) Inspect(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	sb, err := h.Get(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	if sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused {
-		sb.Pids, _ = cgroup.Pids(sb.ID)
-	}
-	return sb, nil
-}
-
-// running returns the record of a sandbox whose executor can answer.
-func (h *Host) running(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	sb, err := h.Get(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	switch sb.Status {
-	case sbx.StatusRunning:
-		return sb, nil
-	case sbx.StatusPaused:
-		return nil, fmt.Errorf("%w: sandbox %s is paused: resume it first", sbx.ErrState, sb.ShortID())
-	case sbx.StatusStopped:
-		return nil, stoppedError(sb)
-	}
-	return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
-}
-
-// Dial connects to the executor of a running sandbox.
-func (h *Host) Dial(ctx context.Context, ref string) (net.Conn, error) {
-	sb, err := h.running(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", sb.Socket)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the executor of %s: %w", ref, err)
-	}
-	return c, nil
 }
