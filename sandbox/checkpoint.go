@@ -19,6 +19,7 @@ import (
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // criuWorkDir holds CRIU's logs of a sandbox's last dump and restore,
@@ -225,20 +226,19 @@ func explainDumpError(err error) error {
 // modes, xattrs (overlay's opaque markers among them) and whiteouts (0/0
 // character devices) are kept. It runs where the layer is mounted.
 func tarLayer(upper, dst string) error {
-	out, err := exec.Command("tar", "--create", "--file", dst, "--directory", upper, "--numeric-owner",
-		"--xattrs", "--xattrs-include=*", "--sparse", "--one-file-system", ".").CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("copy the writable layer (tar): %w: %s", err, strings.TrimSpace(string(tail(out, 500))))
-	}
-	return nil
+	return runTar("copy the writable layer", "--create", "--file", dst, "--directory", upper, "--sparse", "--one-file-system", ".")
 }
 
 // untarLayer extracts a layer written by tarLayer into upper.
 func untarLayer(src, upper string) error {
-	out, err := exec.Command("tar", "--extract", "--file", src, "--directory", upper, "--numeric-owner",
-		"--same-owner", "--same-permissions", "--xattrs", "--xattrs-include=*", "--no-overwrite-dir").CombinedOutput()
+	return runTar("restore the writable layer", "--extract", "--file", src, "--directory", upper,
+		"--same-owner", "--same-permissions", "--no-overwrite-dir")
+}
+
+func runTar(what string, args ...string) error {
+	out, err := exec.Command("tar", append([]string{"--numeric-owner", "--xattrs", "--xattrs-include=*"}, args...)...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("restore the writable layer (tar): %w: %s", err, strings.TrimSpace(string(tail(out, 500))))
+		return fmt.Errorf("%s (tar): %w: %s", what, err, strings.TrimSpace(string(tail(out, 500))))
 	}
 	return nil
 }
@@ -286,24 +286,12 @@ func (h *Host) handover(ctx context.Context, pid int, placeholder, run string) e
 	return client.Handover(ctx, conn, f, logf)
 }
 
-// stopCheckpoint stops a sandbox by checkpointing it into a snapshot that
-// Start resumes from (and then removes).
-func (h *Host) stopCheckpoint(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+// stopCheckpoint stops sb (locked, running) by checkpointing it into a
+// snapshot that Start resumes from (and then removes).
+func (h *Host) stopCheckpoint(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) (*sbx.Sandbox, error) {
 	c, err := h.criu()
 	if err != nil {
 		return nil, err
-	}
-	l, sb, err := h.lock(ctx, ref)
-	if err != nil {
-		return nil, err
-	}
-	defer l.Unlock()
-	h.refresh(l, sb)
-	if sb.Status == sbx.StatusStopped {
-		return sb, nil
-	}
-	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
-		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
 	if err := checkpointable(sb); err != nil {
 		return nil, err

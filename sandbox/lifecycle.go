@@ -68,9 +68,6 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("%w: stop timeout must not be negative", sbx.ErrInvalid)
 	}
-	if o.Checkpoint {
-		return h.stopCheckpoint(ctx, ref)
-	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -82,6 +79,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	}
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	}
+	if o.Checkpoint {
+		return h.stopCheckpoint(ctx, l, sb)
 	}
 	timeout := o.Timeout
 	if timeout == 0 {

@@ -1,8 +1,11 @@
-package main
+// Package snapshotcmd is sbx's checkpoint, restore, fork and snapshot
+// commands (docs/snapshots.md), over the contract's sbx.Snapshots.
+package snapshotcmd
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -16,20 +19,26 @@ import (
 	"github.com/sbxrun/sbx/render"
 )
 
-// Checkpoint, restore, fork and the snapshot store (docs/snapshots.md).
+// WithBackend runs fn with the CLI's backend (local or remote) and maps
+// its error to sbx's exit codes.
+type WithBackend func(fn func(ctx context.Context, backend any) error) error
+
+type app struct{ with WithBackend }
 
 // withSnapshots calls fn with the backend as sbx.Snapshots.
-func (a *app) withSnapshots(fn func(context.Context, sbx.Snapshots) error) error {
-	return a.withBackend(func(ctx context.Context, b backend) error {
+func (a app) withSnapshots(fn func(context.Context, sbx.Snapshots) error) error {
+	return a.with(func(ctx context.Context, b any) error {
 		s, ok := b.(sbx.Snapshots)
 		if !ok {
-			return exitErr("this backend cannot checkpoint sandboxes (run sbx on the sandboxes' host)")
+			return fmt.Errorf("%w: this backend cannot checkpoint sandboxes (run sbx on the sandboxes' host)", sbx.ErrUnsupported)
 		}
 		return fn(ctx, s)
 	})
 }
 
-func snapshotCmds(a *app) []*cobra.Command {
+// Commands returns checkpoint, restore, fork and snapshot.
+func Commands(with WithBackend) []*cobra.Command {
+	a := app{with}
 	var co sbx.CheckpointOptions
 	ckpt := &cobra.Command{Use: "checkpoint [--leave-running] ID [SNAPSHOT]", Args: cobra.RangeArgs(1, 2),
 		Short: "Write a running sandbox's processes, writable layer and record to a snapshot; it stops unless --leave-running",
@@ -76,7 +85,7 @@ func snapshotCmds(a *app) []*cobra.Command {
 	return []*cobra.Command{ckpt, restore, fork, snapshotCmd(a)}
 }
 
-func snapshotCmd(a *app) *cobra.Command {
+func snapshotCmd(a app) *cobra.Command {
 	root := &cobra.Command{Use: "snapshot", Args: cobra.NoArgs, Short: "Manage snapshots: ls, inspect, rm, export, import"}
 	ls := &cobra.Command{Use: "ls", Short: "List snapshots", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -120,7 +129,7 @@ func snapshotCmd(a *app) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			if output == "" && console.IsTerminal(out) {
-				return exitErr("refusing to write a snapshot to a terminal: give -o FILE or redirect stdout")
+				return errors.New("refusing to write a snapshot to a terminal: give -o FILE or redirect stdout")
 			}
 			return a.withSnapshots(func(ctx context.Context, s sbx.Snapshots) error {
 				if output == "" {
@@ -137,7 +146,7 @@ func snapshotCmd(a *app) *cobra.Command {
 			if args[0] != "-" {
 				f, err := os.Open(args[0])
 				if err != nil {
-					return exitErr("%v", err)
+					return err
 				}
 				defer f.Close()
 				r = f
