@@ -67,3 +67,8 @@ bash "$(dirname "$0")/python-venv.sh" >/dev/null
 # cached under /var/cache/sbx-test; see scripts/nomad-bin.sh. It prints the
 # build's wall time when it builds.
 PATH="$GO_ROOT/bin:$PATH" bash "$(dirname "$0")/nomad-bin.sh" >/dev/null
+
+# CRIU 4 or later, for checkpoint, restore and fork: the one on PATH when it
+# is recent enough, else Debian trixie's in its own directory with a launcher
+# (/usr/local/lib/sbx-criu/bin/criu, which sbx finds); see scripts/criu.sh.
+bash "$(dirname "$0")/criu.sh" >/dev/null
