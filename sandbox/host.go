@@ -84,6 +84,10 @@ type HostConfig struct {
 	// "INIT reaper [flags] -- CMD": sbx-init or a full sbx binary [the
 	// sbx-init embedded in this program, written once under Root/helpers].
 	Init string
+	// CRIU is the criu binary (or launcher) checkpoints run [$SBX_CRIU, else
+	// the criu on PATH when it is 4.2 or later, else
+	// isolate.DefaultCRIUPath, which make deps installs].
+	CRIU string
 	// Logger receives the host's logs [slog.Default()].
 	Logger *slog.Logger
 }
@@ -165,6 +169,8 @@ type Host struct {
 
 	events     *events
 	supervisor *supervisor
+	// pools counts what this process's claims and pool fills did.
+	pools poolStats
 
 	// crashAt names a create step at which the process kills itself with
 	// SIGKILL (from SBX_TEST_CRASH_AT); tests use it to prove that GC

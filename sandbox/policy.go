@@ -87,7 +87,8 @@ func normalizePolicy(p *sbx.Policy) (*sbx.Policy, error) {
 // makes one per request. It forwards each method of the contract
 // explicitly, saying for each whether the policy applies, so that a new
 // method of sbx.Sandboxes or sbx.Images fails the build here until that is
-// decided; it has nothing else of the Host (no pools, no background work).
+// decided; besides, it has the warm pools (policyview.go) and Claim, and
+// nothing of the Host's background work.
 type PolicyView struct {
 	h      *Host
 	policy *sbx.Policy

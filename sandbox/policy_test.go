@@ -61,12 +61,13 @@ func TestPolicy(t *testing.T) {
 }
 
 // TestPolicyViewIsTheContract checks that a PolicyView has exactly the
-// methods of sbx.Sandboxes and sbx.Images: nothing of the Host leaks
-// through it unforwarded (pools, background work), and the compile-time
-// assertions beside the type make each new contract method a decision.
+// methods of sbx.Sandboxes, sbx.Images and sbx.Pools, and Claim and
+// PoolStats: nothing else of the Host leaks through it unforwarded
+// (background work), and the compile-time assertions beside the type make
+// each new contract method a decision.
 func TestPolicyViewIsTheContract(t *testing.T) {
-	want := map[string]bool{}
-	for _, it := range []reflect.Type{reflect.TypeFor[sbx.Sandboxes](), reflect.TypeFor[sbx.Images]()} {
+	want := map[string]bool{"Claim": true, "PoolStats": true}
+	for _, it := range []reflect.Type{reflect.TypeFor[sbx.Sandboxes](), reflect.TypeFor[sbx.Images](), reflect.TypeFor[sbx.Pools]()} {
 		for i := range it.NumMethod() {
 			want[it.Method(i).Name] = true
 		}

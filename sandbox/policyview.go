@@ -207,3 +207,41 @@ func (v *PolicyView) ImageHistory(ctx context.Context, ref string) ([]sbx.ImageH
 func (v *PolicyView) SaveImage(ctx context.Context, refs []string, w io.Writer) error {
 	return v.h.SaveImage(ctx, refs, w)
 }
+
+// The warm pools are the host's: a pool's members start under the host's
+// settings, as a server fills them, and each claim is held to the view's
+// policy (Create and Claim check the request against it first).
+var _ sbx.Pools = (*PolicyView)(nil)
+
+// CreatePool is Host.CreatePool: pools are the host's.
+func (v *PolicyView) CreatePool(ctx context.Context, spec sbx.PoolSpec) (*sbx.Pool, error) {
+	return v.h.CreatePool(ctx, spec)
+}
+
+// ListPools is Host.ListPools: pools are the host's.
+func (v *PolicyView) ListPools(ctx context.Context) ([]*sbx.Pool, error) {
+	return v.h.ListPools(ctx)
+}
+
+// GetPool is Host.GetPool: pools are the host's.
+func (v *PolicyView) GetPool(ctx context.Context, name string) (*sbx.Pool, error) {
+	return v.h.GetPool(ctx, name)
+}
+
+// FillPool is Host.FillPool: pools are the host's.
+func (v *PolicyView) FillPool(ctx context.Context, name string) (*sbx.PoolReport, error) {
+	return v.h.FillPool(ctx, name)
+}
+
+// DrainPool is Host.DrainPool: pools are the host's.
+func (v *PolicyView) DrainPool(ctx context.Context, name string) (*sbx.PoolReport, error) {
+	return v.h.DrainPool(ctx, name)
+}
+
+// RemovePool is Host.RemovePool: pools are the host's.
+func (v *PolicyView) RemovePool(ctx context.Context, name string) (*sbx.PoolReport, error) {
+	return v.h.RemovePool(ctx, name)
+}
+
+// PoolStats is Host.PoolStats: pools are the host's.
+func (v *PolicyView) PoolStats() map[string]sbx.PoolStats { return v.h.PoolStats() }

@@ -57,6 +57,7 @@ type poolKeyFields struct {
 	CapDrop        []string     `json:"cap_drop"`
 	Seccomp        string       `json:"seccomp"`
 	UserNS         string       `json:"userns"`
+	Boot           *bootFields  `json:"boot,omitempty"` // a main command the members boot
 }
 
 // poolKey hashes the options of o fixed at start, with the image it
@@ -67,6 +68,7 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 		Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
 		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
 		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp, UserNS: o.UserNS,
+		Boot: bootKey(o),
 	}
 	if img != nil {
 		k.Image = "image:" + img.Digest
@@ -275,7 +277,9 @@ func (h *Host) GetPool(ctx context.Context, name string) (*sbx.Pool, error) {
 // image's tag moved) or whose PID 1 died. Two fills of one pool never run
 // at once: the second waits for the first.
 func (h *Host) FillPool(ctx context.Context, name string) (*sbx.PoolReport, error) {
-	if err := sbx.ValidPoolName(name); err != nil {
+	// An unknown pool is sbx.ErrNotFound (404), before its lock file
+	// would be made.
+	if _, err := h.readPoolDef(name); err != nil {
 		return nil, err
 	}
 	unlock, err := state.LockFile(ctx, h.poolLockPath(name))
@@ -473,7 +477,9 @@ func (h *Host) markPooled(l *state.Lock, sb *sbx.Sandbox) error {
 	if err := l.Write(sb); err != nil {
 		return err
 	}
-	entry := h.pooledEntry(poolKey(&sb.Options, sb.Image), sb.ID)
+	key := poolKey(&sb.Options, sb.Image)
+	h.pools.indexed(sb.Pool, key)
+	entry := h.pooledEntry(key, sb.ID)
 	if err := os.MkdirAll(filepath.Dir(entry), 0o700); err != nil {
 		return fmt.Errorf("index pool member: %w", err)
 	}

@@ -34,8 +34,9 @@ type Backend interface {
 }
 
 // Background is a backend's work between requests (a *sandbox.Host has
-// it): Start starts it, the metrics count sandboxes by state and OOM kills
-// from it, and a new event stream starts after its latest event.
+// it): Start starts it, the metrics count sandboxes by state, OOM kills
+// and what the warm pools did from it, and a new event stream starts
+// after its latest event.
 type Background interface {
 	// StartBackground re-adopts running sandboxes and starts watching.
 	StartBackground(ctx context.Context) error
@@ -44,6 +45,8 @@ type Background interface {
 	StatusCounts() (map[sbx.Status]int, uint64)
 	// LastEventSeq returns the sequence number of the latest event.
 	LastEventSeq() uint64
+	// PoolStats counts what each warm pool did.
+	PoolStats() map[string]sbx.PoolStats
 }
 
 // Config configures a Server. Zero values take the defaults in brackets.
@@ -131,6 +134,7 @@ func New(cfg Config) (*Server, error) {
 	s.proxy = newExecutorProxy(s)
 	if cfg.Background != nil {
 		s.metrics.registerBackend(cfg.Background)
+		s.metrics.registerPools(cfg.Background)
 	}
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {

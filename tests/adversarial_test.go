@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,8 +22,11 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	execapi "github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -677,5 +681,109 @@ func TestAdversarialHostileExecutorCopyFromMemory(t *testing.T) {
 	}
 	if _, err := os.Stat(dst); err == nil {
 		t.Error("the refused copy was installed")
+	}
+}
+
+// TestAdversarialHostileExecutorLogs: `sbx logs` without -f (and the REST
+// logs without follow, which take the same path) against a taken-over
+// executor that stays silent ends after the idle deadline of a transfer,
+// and one that streams without end is cut off at the largest log ring.
+func TestAdversarialHostileExecutorLogs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+	}{
+		{"silent", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{"silent after the headers", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}},
+		{"endless", func(w http.ResponseWriter, r *http.Request) {
+			frame := []byte(`{"type":"stdout","offset":0,"data":"` + strings.Repeat("x", 4000) + `"}` + "\n")
+			for r.Context().Err() == nil {
+				if _, err := w.Write(frame); err != nil {
+					return
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeExecutor(t, tc.handler)
+			start := time.Now()
+			_, err := c.MainCmdLogs(context.Background(), client.LogOptions{TailBytes: -1}, func(execapi.LogFrame) error { return nil })
+			if err == nil {
+				t.Error("the logs of a hostile executor ended without an error")
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the logs without follow took %v (error %v)", d, err)
+			}
+		})
+	}
+}
+
+// TestAdversarialUnknownPoolFill: filling a pool that does not exist is
+// 404 over REST (it was 500) and leaves nothing behind.
+func TestAdversarialUnknownPoolFill(t *testing.T) {
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	req, _ := http.NewRequest("POST", e.url+"/v1/pools/no-such-pool/fill", nil)
+	req.Header.Set("Authorization", "Bearer "+serverTestToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("fill of an unknown pool: %d %s, want 404", resp.StatusCode, body)
+	}
+	if _, err := e.c.FillPool(context.Background(), "no-such-pool"); !errors.Is(err, sbx.ErrNotFound) {
+		t.Errorf("client fill of an unknown pool: %v, want sbx.ErrNotFound", err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(e.root, "pools"))
+	for _, ent := range ents {
+		t.Errorf("left in the pools directory: %s", ent.Name())
+	}
+}
+
+// TestAdversarialShortPrefixIsNotDestructive: rm, stop, kill and the REST
+// DELETE refuse an id prefix of fewer than 4 characters (a client guessing
+// ids with one character removed every sandbox); a longer unique prefix
+// and a short name still work.
+func TestAdversarialShortPrefixIsNotDestructive(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t, "--name", "db")
+	for _, args := range [][]string{{"rm", "-f", id[:1]}, {"stop", id[:3]}, {"kill", id[:2]}, {"rm", "-f", id[:3]}} {
+		r := h.sbx(t, "", args...)
+		if r.code == 0 || !strings.Contains(r.stderr, "at least 4") {
+			t.Errorf("sbx %s: exit %d %s, want a refusal asking for 4 characters", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	if got := h.inspect(t, id); got.Status != sbx.StatusRunning {
+		t.Errorf("after the refused operations the sandbox is %s", got.Status)
+	}
+	h.must(t, "stop", "db")
+	h.must(t, "rm", "-f", id[:4])
+
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	sb, err := e.c.Create(context.Background(), sbx.Options{Rootfs: fixture.BusyboxRootfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	for _, path := range []string{"/v1/sandboxes/" + sb.ID[:1], "/v1/sandboxes/" + sb.ID[:3] + "?force=true"} {
+		req, _ := http.NewRequest("DELETE", e.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+serverTestToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("DELETE %s: %d, want 400", path, resp.StatusCode)
+		}
+	}
+	if _, err := e.c.Get(context.Background(), sb.ID); err != nil {
+		t.Errorf("the sandbox is gone after refused deletes: %v", err)
 	}
 }
