@@ -10,6 +10,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -34,9 +35,7 @@ func TestMain(m *testing.M) {
 // Go runtime starts. Stopped before it executes PID 1 (libcontainer's
 // Start, without Run), the init stage shows which binary it runs.
 func TestInitStageRunsSmallBinary(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root: it starts a container")
-	}
+	roottest.Require(t, "it starts a container")
 	dir := t.TempDir()
 	s := &Spec{ID: "lcinit-" + filepath.Base(dir), Rootfs: fixture.BusyboxRootfs(t), ReadonlyRootfs: true,
 		Args: []string{"/bin/true"}, Seccomp: "unconfined"}

@@ -1,11 +1,13 @@
 package sandbox
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -23,9 +25,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SBX_HELPER_FILL") == "1" {
 		helperFill()
 	}
+	flag.Parse()
+	skipped := roottest.SkipExamples("sandbox", "they start sandboxes")
 	// Helper processes (this binary re-run by a test) keep their parent's.
 	releaseParent := cgroup.PrivateParent("sbx-test")
-	if os.Geteuid() == 0 {
+	if os.Geteuid() == 0 && !skipped {
 		root, err := fixture.BusyboxRootfsDir()
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "busybox fixture for the examples:", err, "(make deps installs busybox-static)")
