@@ -1,6 +1,7 @@
 package isolate
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -21,6 +23,10 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
 		Init()
+	}
+	flag.Parse()
+	if !testing.Short() {
+		helperbin.ExitUnlessEmbedded("isolate")
 	}
 	// The test's container gets a private parent cgroup, removed at the
 	// end, instead of leaving the host's default parent behind.

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -27,6 +28,9 @@ func TestMain(m *testing.M) {
 	}
 	flag.Parse()
 	skipped := roottest.SkipExamples("sandbox", "they start sandboxes")
+	if !testing.Short() {
+		helperbin.ExitUnlessEmbedded("sandbox")
+	}
 	// Helper processes (this binary re-run by a test) keep their parent's.
 	releaseParent := cgroup.PrivateParent("sbx-test")
 	if os.Geteuid() == 0 && !skipped {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/isolate"
 )
@@ -28,6 +29,7 @@ func TestMain(m *testing.M) {
 	if run, code := roottest.Package("tests", "integration tests against the real kernel"); !run {
 		os.Exit(code)
 	}
+	helperbin.ExitUnlessEmbedded("tests")
 	cleanup, err := findSbx()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tests:", err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/sandbox"
 )
@@ -25,6 +26,7 @@ func TestMain(m *testing.M) {
 	if run, code := roottest.Package("tests/openhands", "OpenHands' clients against a real sbx serve"); !run {
 		os.Exit(code)
 	}
+	helperbin.ExitUnlessEmbedded("tests/openhands")
 	if sbxBin == "" {
 		fmt.Fprintln(os.Stderr, "tests/openhands: need SBX_BIN, a static sbx binary (make build; make test sets it)")
 		os.Exit(1)
