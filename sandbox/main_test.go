@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 	if os.Geteuid() == 0 && !skipped {
 		root, err := fixture.BusyboxRootfsDir()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "busybox fixture for the examples:", err, "(make deps installs busybox-static)")
+			fmt.Fprintln(os.Stderr, "busybox fixture for the examples:", err, "(make deps-test installs busybox-static)")
 			os.Exit(1)
 		}
 		os.Setenv("SBX_EXAMPLE_ROOTFS", root)
