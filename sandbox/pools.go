@@ -57,6 +57,7 @@ type poolKeyFields struct {
 	CapDrop        []string     `json:"cap_drop"`
 	Seccomp        string       `json:"seccomp"`
 	UserNS         string       `json:"userns"`
+	Boot           *bootFields  `json:"boot,omitempty"` // a main command the members boot
 }
 
 // poolKey hashes the options of o fixed at start, with the image it
@@ -67,6 +68,7 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 		Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
 		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
 		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp, UserNS: o.UserNS,
+		Boot: bootKey(o),
 	}
 	if img != nil {
 		k.Image = "image:" + img.Digest
@@ -475,7 +477,9 @@ func (h *Host) markPooled(l *state.Lock, sb *sbx.Sandbox) error {
 	if err := l.Write(sb); err != nil {
 		return err
 	}
-	entry := h.pooledEntry(poolKey(&sb.Options, sb.Image), sb.ID)
+	key := poolKey(&sb.Options, sb.Image)
+	h.pools.indexed(sb.Pool, key)
+	entry := h.pooledEntry(key, sb.ID)
 	if err := os.MkdirAll(filepath.Dir(entry), 0o700); err != nil {
 		return fmt.Errorf("index pool member: %w", err)
 	}
