@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx/tests/fixture"
 	"golang.org/x/sys/unix"
 )
 
@@ -388,44 +389,7 @@ func TestLayerHostile(t *testing.T) {
 
 // TestLayerSparseBomb feeds a PAX sparse file whose holes expand to 1 GiB.
 func TestLayerSparseBomb(t *testing.T) {
-	// archive/tar does not write sparse files: build the PAX header by hand.
-	record := func(k, v string) string {
-		n := len(k) + len(v) + 3
-		for {
-			r := fmt.Sprintf("%d %s=%s\n", n, k, v)
-			if len(r) == n {
-				return r
-			}
-			n = len(r)
-		}
-	}
-	pax := record("GNU.sparse.major", "1") + record("GNU.sparse.minor", "0") +
-		record("GNU.sparse.name", "sparse") + record("GNU.sparse.realsize", "1073741824")
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "PaxHeaders/sparse", Typeflag: tar.TypeReg, Size: int64(len(pax)), Format: tar.FormatUSTAR}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write([]byte(pax))
-	block := make([]byte, 512)
-	copy(block, "1\n0\n0\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "GNUSparseFile.0/sparse", Typeflag: tar.TypeReg, Mode: 0o644, Uid: os.Getuid(), Gid: os.Getgid(), Size: 512, Format: tar.FormatUSTAR}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write(block)
-	tw.Close()
-	raw := buf.Bytes()
-	raw[156] = tar.TypeXHeader // turn the first entry into a PAX header
-	copy(raw[148:156], "        ")
-	sum := 0
-	for _, b := range raw[:512] {
-		sum += int(b)
-	}
-	copy(raw[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	tr := tar.NewReader(bytes.NewReader(raw))
-	if h, err := tr.Next(); err != nil || h.Size != 1<<30 || h.Name != "sparse" {
-		t.Fatalf("crafted sparse entry reads as %+v, %v", h, err)
-	}
+	raw := fixture.SparseBombTar(t, 1<<30, os.Getuid(), os.Getgid())
 	dir := t.TempDir()
 	_, err := Layer(context.Background(), bytes.NewReader(raw), dir, Options{Limits: Limits{MaxBytes: 16 << 20}})
 	if !errors.Is(err, ErrHostile) {
