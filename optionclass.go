@@ -1,0 +1,141 @@
+package sbx
+
+import (
+	"reflect"
+	"strings"
+)
+
+// PoolClass says what a warm pool does with one field of Options when a
+// create claims one of its members.
+type PoolClass string
+
+// The classes of OptionClasses.
+const (
+	// PoolKey fields are fixed when a sandbox starts and cannot change in
+	// a running one: a create must match the member's value to claim it.
+	PoolKey PoolClass = "key"
+	// PoolClaim fields are applied to the claimed member before the
+	// create returns, replacing the member's own value.
+	PoolClaim PoolClass = "claim"
+	// PoolUnclaimable fields cannot be applied to a running member: a
+	// create that sets one starts a sandbox cold.
+	PoolUnclaimable PoolClass = "unclaimable"
+)
+
+// OptionClass is the pool class of one field of Options.
+type OptionClass struct {
+	// Field is the Go name of the field, JSON its name in JSON.
+	Field, JSON string
+	// Class is what a pool does with it.
+	Class PoolClass
+	// Claimant fields belong to the sandbox a create returns: a pool's own
+	// options leave them empty (PoolSpec.Validate).
+	Claimant bool
+	// Default is the value an empty key field means (compared as such).
+	Default string
+	// How says why a field is in the key, or how a claim applies it
+	// (docs/pools.md shows it).
+	How string
+}
+
+// OptionClasses lists every field of Options in declaration order: the one
+// place that says what a warm pool's key is and what a claim applies.
+// sandbox's pool key, PoolSpec.Validate, the Nomad driver's pool checks
+// and docs/pools.md are derived from it; a test fails when a field of
+// Options is missing here.
+var OptionClasses = []OptionClass{
+	{Field: "Name", JSON: "name", Class: PoolClaim, Claimant: true, How: "the record and the name claim, as a create writes them"},
+	{Field: "Image", JSON: "image", Class: PoolKey, How: "by digest: the overlay's lower layers are mounted at start"},
+	{Field: "Rootfs", JSON: "rootfs", Class: PoolKey, How: "the overlay's lower layer is mounted at start"},
+	{Field: "Pull", JSON: "pull", Class: PoolClaim, How: "the image is resolved (and pulled) before the claim; the key holds its digest"},
+	{Field: "Cmd", JSON: "cmd", Class: PoolClaim, Claimant: true, How: "started after the claim, as after a cold create"},
+	{Field: "AutoRemove", JSON: "auto_remove", Class: PoolClaim, Claimant: true, How: "the record: the sandbox is removed when its cmd ends"},
+	{Field: "Env", JSON: "env", Class: PoolClaim, How: "the executor's default environment for later commands"},
+	{Field: "Workdir", JSON: "workdir", Class: PoolClaim, How: "the executor's default working directory (created in the root)"},
+	{Field: "User", JSON: "user", Class: PoolKey, How: "the executor's identity and the user lookup in the image"},
+	{Field: "Hostname", JSON: "hostname", Class: PoolKey, How: "the UTS namespace and /etc/hosts"},
+	{Field: "Limits", JSON: "limits", Class: PoolClaim, How: "the cgroup's files (memory and swap, CFS quota, pids.max), checked against the memory budget; the writable layer's tmpfs is remounted with the new disk size"},
+	{Field: "Network", JSON: "network", Class: PoolKey, Default: NetworkNone, How: "the network namespace and veth are attached at start"},
+	{Field: "Publish", JSON: "publish", Class: PoolClaim, Claimant: true, How: "DNAT rules added to the member's network, recorded in its lease first"},
+	{Field: "Egress", JSON: "egress", Class: PoolKey, How: "the rules of the network namespace are attached at start"},
+	{Field: "AllowHostPorts", JSON: "allow_host_ports", Class: PoolKey, How: "the rules of the network namespace are attached at start"},
+	{Field: "DNS", JSON: "dns", Class: PoolKey, How: "/etc/resolv.conf and the rules are written at start"},
+	{Field: "ReadonlyRootfs", JSON: "readonly_rootfs", Class: PoolKey, How: "the root's mount flags are set at start"},
+	{Field: "Volumes", JSON: "volumes", Class: PoolKey, How: "mounts of the sandbox's mount namespace, made at start"},
+	{Field: "Tmpfs", JSON: "tmpfs", Class: PoolKey, How: "mounts of the sandbox's mount namespace, made at start"},
+	{Field: "CapAdd", JSON: "cap_add", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},
+	{Field: "CapDrop", JSON: "cap_drop", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},
+	{Field: "Seccomp", JSON: "seccomp", Class: PoolKey, Default: "default", How: "the filter is loaded into PID 1 and inherited by every process"},
+	{Field: "UserNS", JSON: "userns", Class: PoolKey, Default: UserNSHost, How: "the user namespace every other namespace belongs to"},
+	{Field: "Labels", JSON: "labels", Class: PoolClaim, Claimant: true, How: "the record"},
+	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
+}
+
+// PoolKeyValues returns the key fields of o by JSON name, each with its
+// default filled in and empty lists as nil, so that two options that
+// start the same sandbox give equal maps. Image and Rootfs are as given:
+// the caller replaces the image's reference by its digest.
+func PoolKeyValues(o *Options) map[string]any {
+	v := reflect.ValueOf(o).Elem()
+	out := map[string]any{}
+	for _, c := range OptionClasses {
+		if c.Class != PoolKey {
+			continue
+		}
+		f := v.FieldByName(c.Field)
+		switch {
+		case f.Kind() == reflect.String && f.String() == "":
+			out[c.JSON] = c.Default
+		case f.Kind() == reflect.Slice && f.Len() == 0:
+			out[c.JSON] = nil
+		default:
+			out[c.JSON] = f.Interface()
+		}
+	}
+	return out
+}
+
+// OptionsSet returns the JSON names of the fields of o of class that
+// are set (not their zero value or default), in declaration order;
+// claimant restricts it to the fields only a claim may set.
+func OptionsSet(o *Options, class PoolClass, claimant bool) []string {
+	v := reflect.ValueOf(o).Elem()
+	var out []string
+	for _, c := range OptionClasses {
+		if c.Class != class || (claimant && !c.Claimant) {
+			continue
+		}
+		f := v.FieldByName(c.Field)
+		if f.IsZero() || (f.Kind() == reflect.Slice && f.Len() == 0) || (c.Default != "" && f.String() == c.Default) {
+			continue
+		}
+		out = append(out, c.JSON)
+	}
+	return out
+}
+
+// PoolKeyDiff returns the JSON names of the key fields whose values
+// differ between a and b (defaults filled in), in declaration order: why
+// a create cannot claim a member started with the other's options.
+func PoolKeyDiff(a, b *Options) []string {
+	ka, kb := PoolKeyValues(a), PoolKeyValues(b)
+	var out []string
+	for _, c := range OptionClasses {
+		if c.Class == PoolKey && !reflect.DeepEqual(ka[c.JSON], kb[c.JSON]) {
+			out = append(out, c.JSON)
+		}
+	}
+	return out
+}
+
+// PoolKeyFieldNames lists the JSON names of the key fields, joined by
+// ", ", for messages and docs.
+func PoolKeyFieldNames() string {
+	var names []string
+	for _, c := range OptionClasses {
+		if c.Class == PoolKey {
+			names = append(names, c.JSON)
+		}
+	}
+	return strings.Join(names, ", ")
+}
