@@ -51,7 +51,7 @@ func TestMountLive(t *testing.T) {
 		t.Fatal("needs root (mount namespaces)")
 	}
 	pid, pidfd := startInMountNS(t)
-	root := t.TempDir()                 // the "sandbox's" root, as seen from its namespace
+	root := t.TempDir()                  // the "sandbox's" root, as seen from its namespace
 	src, out := t.TempDir(), t.TempDir() // a host volume; a directory outside the root
 	if err := os.WriteFile(filepath.Join(src, "hello"), []byte("from the host"), 0o644); err != nil {
 		t.Fatal(err)
