@@ -139,3 +139,29 @@ func PoolKeyFieldNames() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// ClaimOptions returns o with the key fields it leaves empty taken from
+// the pool's options p, and the JSON names of the key fields o sets to
+// other values than p's: then no member of p can serve o. Image and
+// Rootfs are left as they are (compare images by digest).
+func ClaimOptions(o, p *Options) (Options, []string) {
+	out := *o
+	ov, pv := reflect.ValueOf(&out).Elem(), reflect.ValueOf(p).Elem()
+	var differ []string
+	for _, c := range OptionClasses {
+		if c.Class != PoolKey || c.Field == "Image" || c.Field == "Rootfs" {
+			continue
+		}
+		f := ov.FieldByName(c.Field)
+		if f.IsZero() || (f.Kind() == reflect.Slice && f.Len() == 0) {
+			f.Set(pv.FieldByName(c.Field))
+		}
+	}
+	ko, kp := PoolKeyValues(&out), PoolKeyValues(p)
+	for _, c := range OptionClasses {
+		if c.Class == PoolKey && c.Field != "Image" && c.Field != "Rootfs" && !reflect.DeepEqual(ko[c.JSON], kp[c.JSON]) {
+			differ = append(differ, c.JSON)
+		}
+	}
+	return out, differ
+}

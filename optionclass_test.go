@@ -101,3 +101,17 @@ func poolClassTable() string {
 	}
 	return b.String()
 }
+
+func TestClaimOptions(t *testing.T) {
+	pool := &sbx.Options{Image: "x", Network: sbx.NetworkBridge, Seccomp: "unconfined", Env: []string{"P=1"}}
+	task := &sbx.Options{Image: "y", Env: []string{"T=1"}, Workdir: "/w"}
+	got, differ := sbx.ClaimOptions(task, pool)
+	if len(differ) != 0 || got.Network != sbx.NetworkBridge || got.Seccomp != "unconfined" || got.Image != "y" ||
+		!slices.Equal(got.Env, []string{"T=1"}) || got.Workdir != "/w" {
+		t.Fatalf("ClaimOptions = %+v, %v", got, differ)
+	}
+	task.Network, task.CapAdd = sbx.NetworkNone, []string{"NET_ADMIN"}
+	if _, differ := sbx.ClaimOptions(task, pool); !slices.Equal(differ, []string{"network", "cap_add"}) {
+		t.Fatalf("differ = %v, want [network cap_add]", differ)
+	}
+}
