@@ -4,27 +4,26 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 )
 
 // PoolSpec defines a warm pool: Size sandboxes started ahead with Options
-// and kept idle, their executor answering. A Create whose options match a
-// pool's (see PoolKey) claims one of them instead of starting a sandbox,
-// and gets what can still change applied to it: name, labels, TTL, env and
-// working directory of later commands, the memory, CPU, pids and disk
-// limits, published ports, and Cmd. Everything else is fixed when a
-// sandbox starts, so it is the pool's key: image (by digest) or root
-// directory, network mode and its other settings, seccomp, capabilities,
-// user, hostname, read-only root, volumes and tmpfs mounts.
+// and kept idle, their executor answering. A Create whose options match
+// a pool's key (the fields OptionClasses classes PoolKey: the image by
+// digest, network mode, seccomp, capabilities, user namespace, read-only
+// root, user) claims one of them instead of starting a sandbox, and gets
+// everything else it asks for applied to it before it returns.
 type PoolSpec struct {
 	// Name names the pool: letters, digits, '.', '_' and '-', starting
 	// with a letter or digit, at most 64 bytes.
 	Name string `json:"name"`
 	// Size is how many idle members the pool keeps.
 	Size int `json:"size"`
-	// Options are what members start with. Name, Labels, TTL, Cmd and
-	// Publish must be empty: they belong to the sandbox a claim returns.
+	// Options are what members start with. The fields OptionClasses marks
+	// Claimant (name, labels, TTL, cmd, publish, volumes, tmpfs...) must be
+	// empty: they belong to the sandbox a claim returns.
 	Options Options `json:"options"`
 }
 
@@ -99,8 +98,8 @@ func (p *PoolSpec) Validate() error {
 		return fmt.Errorf("%w: pool size %d: use 0 to %d", ErrInvalid, p.Size, MaxPoolSize)
 	}
 	o := &p.Options
-	if o.Name != "" || len(o.Labels) > 0 || o.TTL != 0 || len(o.Cmd) > 0 || len(o.Publish) > 0 {
-		return fmt.Errorf("%w: a pool's options must not set name, labels, ttl, cmd or publish: they belong to the sandbox a create claims from it", ErrInvalid)
+	if set := OptionsSet(o, PoolClaim, true); len(set) > 0 {
+		return fmt.Errorf("%w: a pool's options must not set %s: they belong to the sandbox a create claims from it", ErrInvalid, strings.Join(set, ", "))
 	}
 	if o.Image == "" && o.Rootfs == "" {
 		return fmt.Errorf("%w: a pool needs an image or a root directory", ErrInvalid)
