@@ -171,7 +171,7 @@ type CreateTimings struct {
 	TotalS float64 `json:"total_s"`
 	// Pool says whether a warm pool served the create: "hit, NAME", or
 	// "miss, REASON" (no pool for the image, a key field that differs, no
-	// ready member). Empty when no pool is defined on the host.
+	// ready member). Empty for a pool's own members.
 	Pool string `json:"pool,omitempty"`
 }
 

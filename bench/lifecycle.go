@@ -35,6 +35,12 @@ type managerEnv struct {
 }
 
 func newManagerEnv(w Workload) (*managerEnv, error) {
+	return newManagerEnvWith(w, nil)
+}
+
+// newManagerEnvWith is newManagerEnv with the host's configuration
+// adjusted by config (nil: as is).
+func newManagerEnvWith(w Workload, config func(*sandbox.HostConfig)) (*managerEnv, error) {
 	root, err := os.MkdirTemp("", "sbx-bench-state-")
 	if err != nil {
 		return nil, err
@@ -44,6 +50,9 @@ func newManagerEnv(w Workload) (*managerEnv, error) {
 	cfg := sandbox.HostConfig{Root: root, RunRoot: runRoot, Pull: sbx.PullNever}
 	if w.imageStore != nil {
 		cfg.Images = w.imageStore.Root()
+	}
+	if config != nil {
+		config(&cfg)
 	}
 	h, err := sandbox.Open(cfg)
 	if err != nil {
