@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -164,6 +165,16 @@ func (pm *member) close() {
 	if pm.userns >= 0 {
 		unix.Close(pm.userns)
 	}
+}
+
+// claimOrReason claims a member for o as claim does, or says why none
+// could serve it.
+func (h *Host) claimOrReason(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0 time.Time) (*sbx.Sandbox, string, error) {
+	sb, err := h.claim(ctx, o, img, t0)
+	if sb != nil || err != nil {
+		return sb, "", err
+	}
+	return nil, h.missReason(ctx, o, img), nil
 }
 
 // missReason says why no pool member could serve o (with img, nil for a
