@@ -13,6 +13,10 @@ var (
 	ErrImageNotFound = errors.New("image not found")
 	// ErrNameInUse: another sandbox has that name (409).
 	ErrNameInUse = errors.New("name already in use")
+	// ErrPortInUse: a host port to publish is taken, by a process on the
+	// host or another sandbox (409; exit code 125, as docker's "port is
+	// already allocated").
+	ErrPortInUse = errors.New("host port in use")
 	// ErrBusy: another operation holds the sandbox (409).
 	ErrBusy = errors.New("sandbox is locked by another operation")
 	// ErrState: the sandbox is not in a state that allows the operation,

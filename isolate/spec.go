@@ -232,7 +232,7 @@ func (s *Spec) kernelMounts() []specs.Mount {
 // hierarchy of hybrid hosts...) still apply to the sandbox (libcontainer
 // joins every hierarchy; the devices cgroup still denies device access)
 // but are not shown: each bind costs libcontainer 1.5's init about 90
-// syscalls of path checks (BENCHMARKS.md, "A quiet cold start").
+// syscalls of path checks (docs/bench.md, "How the time was found").
 var viewedControllers = map[string]bool{"cpu": true, "cpuacct": true, "cpuset": true, "memory": true, "pids": true}
 
 // viewed reports whether the v1 hierarchy mounted at mp holds one of

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sbxrun/sbx"
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
@@ -92,15 +93,25 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	}
 	fromPool := l != nil
 	dns, resolv := n.sandboxDNS(opts.DNS)
-	ports, err := n.resolvePorts(opts.Publish, leases)
+	ports, socks, err := n.resolvePorts(opts.Publish, leases)
 	if err != nil {
 		return nil, err
 	}
+	defer closeHeld(socks)
 	if l == nil {
 		if l, err = n.prepare(sandboxID); err != nil {
 			return nil, err
 		}
 	}
+	hold, ready, err := n.startHolder(socks)
+	if err != nil {
+		if terr := n.teardown(l); terr != nil {
+			err = errors.Join(err, fmt.Errorf("clean up (run sbx gc): %w", terr))
+		}
+		return nil, err
+	}
+	defer ready.Close()
+	l.Holder = hold
 	l.State, l.Owner = stateAttaching, sandboxID
 	l.Ports, l.Egress, l.AllowHostPorts = ports, opts.Egress, opts.AllowHostPorts
 	l.DNS, l.Hostname = opts.DNS, hostname
@@ -114,6 +125,9 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 		return nil, err
 	}
 	if err := n.writeLease(l); err != nil {
+		return fail(err)
+	}
+	if err := releaseHolder(ready); err != nil {
 		return fail(err)
 	}
 	c, err := n.nft()
@@ -166,19 +180,34 @@ func (n *Network) Publish(ctx context.Context, sandboxID string, publish []PortM
 	case len(l.Ports) > 0:
 		return nil, fmt.Errorf("sandbox %s already publishes ports", sandboxID)
 	}
-	ports, err := n.resolvePorts(publish, leases)
-	if err != nil || len(ports) == 0 {
-		return n.attachment(l), err
+	ports, socks, err := n.resolvePorts(publish, leases)
+	if err != nil {
+		return nil, err
 	}
-	l.Ports = ports
+	defer closeHeld(socks)
+	if len(ports) == 0 {
+		return n.attachment(l), nil
+	}
+	hold, ready, err := n.startHolder(socks)
+	if err != nil {
+		return nil, err
+	}
+	defer ready.Close()
+	l.Ports, l.Holder = ports, hold
 	undo := func(err error) (*Attachment, error) {
-		l.Ports = nil
+		if serr := stopHolder(l.Holder); serr != nil {
+			err = errors.Join(err, serr)
+		}
+		l.Ports, l.Holder = nil, nil
 		if werr := n.writeLease(l); werr != nil {
 			err = errors.Join(err, werr)
 		}
 		return nil, err
 	}
 	if err := n.writeLease(l); err != nil {
+		return undo(err)
+	}
+	if err := releaseHolder(ready); err != nil {
 		return undo(err)
 	}
 	c, err := n.nft()
@@ -388,6 +417,11 @@ func (n *Network) teardown(l *lease) error {
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
+	// The ports are given back only once no rule sends them to the
+	// sandbox any more.
+	if err := stopHolder(l.Holder); err != nil {
+		return err
+	}
 	return n.removeLease(l)
 }
 
@@ -434,11 +468,12 @@ func isNamespaceMount(path string) bool {
 }
 
 // resolvePorts checks published ports against other sandboxes' and the
-// host's sockets and picks free host ports for HostPort 0. Call with the
-// lock held.
-func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMapping, error) {
+// host's sockets, picks free host ports for HostPort 0, and returns the
+// sockets that hold them (hold.go; the caller closes its copies). Call
+// with the lock held.
+func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMapping, []*os.File, error) {
 	if len(req) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var taken []PortMapping
 	owner := map[PortMapping]string{}
@@ -452,24 +487,27 @@ func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMappin
 	}
 	out := make([]PortMapping, len(req))
 	copy(out, req)
+	var socks []*os.File
 	err := InNamespace(n.hostFD(), func() error {
 		for i := range out {
 			p := &out[i]
 			if p.HostPort != 0 {
 				for _, t := range taken {
 					if portsClash(*p, t) {
-						return fmt.Errorf("host port %s is already published by sandbox %s; choose another port or 0 for a free one", p, owner[t])
+						return fmt.Errorf("%w: host port %s is already published by sandbox %s; choose another port or 0 for a free one", sbx.ErrPortInUse, p, owner[t])
 					}
 				}
-				if _, err := probePort(*p); err != nil {
+				f, _, err := holdPort(*p)
+				if err != nil {
 					return err
 				}
+				socks = append(socks, f)
 				taken = append(taken, *p)
 				continue
 			}
 			found := false
 			for try := 0; try < 64 && !found; try++ {
-				port, err := probePort(*p)
+				f, port, err := holdPort(*p)
 				if err != nil {
 					return err
 				}
@@ -479,57 +517,25 @@ func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMappin
 				for _, t := range taken {
 					clash = clash || portsClash(cand, t)
 				}
-				if !clash {
-					*p, found = cand, true
+				if clash {
+					f.Close()
+					continue
 				}
+				*p, found = cand, true
+				socks = append(socks, f)
 			}
 			if !found {
-				return fmt.Errorf("no free host port found for %s", p)
+				return fmt.Errorf("%w: no free host port found for %s", sbx.ErrPortInUse, p)
 			}
 			taken = append(taken, *p)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		closeHeld(socks)
+		return nil, nil, err
 	}
-	return out, nil
-}
-
-// probePort binds the mapping's host address and port (0: any) in the
-// current namespace and returns the port bound, so host services that hold
-// the port are detected. Published ports are kernel rules, not sockets: a
-// host process that binds the port later loses its traffic to the sandbox.
-func probePort(p PortMapping) (uint16, error) {
-	typ := unix.SOCK_STREAM
-	if p.Proto == UDP {
-		typ = unix.SOCK_DGRAM
-	}
-	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		return 0, fmt.Errorf("probe host port %s: %w", p, err)
-	}
-	defer unix.Close(fd)
-	sa := &unix.SockaddrInet4{Port: int(p.HostPort)}
-	if p.HostIP.IsValid() {
-		sa.Addr = p.HostIP.As4()
-	}
-	if err := unix.Bind(fd, sa); err != nil {
-		switch {
-		case errors.Is(err, unix.EADDRINUSE):
-			return 0, fmt.Errorf("host port %s is in use by a process on the host; choose another port or 0 for a free one", p)
-		case errors.Is(err, unix.EADDRNOTAVAIL):
-			return 0, fmt.Errorf("host address %s of --publish %s is not an address of this host", p.HostIP, p)
-		case errors.Is(err, unix.EACCES):
-			return 0, fmt.Errorf("host port %s: permission denied", p)
-		}
-		return 0, fmt.Errorf("probe host port %s: %w", p, err)
-	}
-	got, err := unix.Getsockname(fd)
-	if err != nil {
-		return 0, fmt.Errorf("probe host port %s: %w", p, err)
-	}
-	return uint16(got.(*unix.SockaddrInet4).Port), nil
+	return out, socks, nil
 }
 
 // sandboxDNS returns the name servers of a bridged sandbox and its

@@ -44,6 +44,8 @@ type lease struct {
 	AllowHostPorts []HostPort    `json:"allow_host_ports,omitempty"`
 	DNS            []netip.Addr  `json:"dns,omitempty"`
 	Hostname       string        `json:"hostname,omitempty"`
+	// Holder holds the published ports' sockets (hold.go).
+	Holder *holder `json:"holder,omitempty"`
 }
 
 func newKey() string {

@@ -47,6 +47,9 @@ type Config struct {
 	// HostResolvConf is read for name servers when AttachOptions.DNS is
 	// empty (default /etc/resolv.conf).
 	HostResolvConf string
+	// PortHolder is the sbx-hold binary that keeps published ports bound
+	// (empty: the embedded one, written under StateDir/helpers).
+	PortHolder string
 	// Logger receives warnings (nil: slog.Default()).
 	Logger *slog.Logger
 }

@@ -279,7 +279,7 @@ func (r *Root) Release() error { return Cleanup(r.Dir) }
 // The mounts are found by walking dir, not by reading the mount table:
 // /proc/self/mountinfo lists every mount of the host (two per running
 // sandbox), so reading it made each removal O(sandboxes on the host)
-// (BENCHMARKS.md, "Session 4, ready"). The walk never descends into a
+// (docs/bench.md, "How the time was found"). The walk never descends into a
 // mount: each one is detached (with everything mounted below it) before
 // its directory is looked into, and RemoveAll runs only once none is
 // left, so nothing is ever removed through a mount.

@@ -38,6 +38,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, api.CodeTooLarge
 	case errors.Is(err, sbx.ErrNotFound), errors.Is(err, sbx.ErrImageNotFound), errors.Is(err, sbx.ErrNoSuchFile):
 		return http.StatusNotFound, api.CodeNotFound
+	case errors.Is(err, sbx.ErrPortInUse):
+		return http.StatusConflict, api.CodePortInUse
 	case errors.Is(err, sbx.ErrNameInUse), errors.Is(err, sbx.ErrBusy), errors.Is(err, sbx.ErrState):
 		return http.StatusConflict, api.CodeConflict
 	case errors.Is(err, sbx.ErrAmbiguous):

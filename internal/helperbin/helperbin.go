@@ -1,7 +1,9 @@
 // Package helperbin carries the small binaries that start sandboxes,
 // sbx-init (cmd/sbx-init/c, in C: PID 1 of one-shot runs), sbx-executor
-// (cmd/sbx-executor, PID 1 of long-lived sandboxes) and sbx-lcinit
-// (cmd/sbx-lcinit, libcontainer's init stage; see package isolate), inside
+// (cmd/sbx-executor, PID 1 of long-lived sandboxes), sbx-lcinit
+// (cmd/sbx-lcinit, libcontainer's init stage; see package isolate) and
+// sbx-hold (cmd/sbx-hold, in C: on the host, it keeps a sandbox's
+// published ports bound; see package netns), inside
 // every program that links sbx, and writes each out once under a state
 // directory, where sandboxes bind-mount it read-only. They are static and
 // small (sbx-executor cgo-free), so they run in any image and start in
@@ -13,7 +15,7 @@
 // the program that embeds them is compiled.
 package helperbin
 
-//go:generate sh -c "cc -static -O2 -Wall -Wextra -s -o bin/sbx-init ../../cmd/sbx-init/c/sbx-init.c && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-executor ../../cmd/sbx-executor && CGO_ENABLED=1 go build -trimpath -tags 'seccomp netgo osusergo' -ldflags='-s -w -extldflags -static' -o bin/sbx-lcinit ../../cmd/sbx-lcinit"
+//go:generate sh -c "cc -static -O2 -Wall -Wextra -s -o bin/sbx-init ../../cmd/sbx-init/c/sbx-init.c && cc -static -O2 -Wall -Wextra -s -o bin/sbx-hold ../../cmd/sbx-hold/sbx-hold.c && CGO_ENABLED=0 go build -trimpath -ldflags='-s -w' -o bin/sbx-executor ../../cmd/sbx-executor && CGO_ENABLED=1 go build -trimpath -tags 'seccomp netgo osusergo' -ldflags='-s -w -extldflags -static' -o bin/sbx-lcinit ../../cmd/sbx-lcinit"
 
 import (
 	"debug/elf"
@@ -35,6 +37,7 @@ const (
 	Init     = "sbx-init"     // one-shot init: "sbx-init reaper [flags] -- CMD"
 	Executor = "sbx-executor" // executor: "sbx-executor executor [flags]"
 	LCInit   = "sbx-lcinit"   // libcontainer's init stage (cgo); see isolate
+	Hold     = "sbx-hold"     // holder of published host ports: "sbx-hold READY-FD" (package netns)
 )
 
 //go:embed bin
@@ -92,7 +95,7 @@ const sampleBytes = 64 << 10
 // whole binary into memory: an allocation that size would start a garbage
 // collection cycle on a sandbox's start path.
 func Install(dir, name string) (string, error) {
-	if name != Init && name != Executor && name != LCInit {
+	if name != Init && name != Executor && name != LCInit && name != Hold {
 		return "", fmt.Errorf("helperbin: unknown helper %q", name)
 	}
 	f, err := files.Open("bin/" + name)

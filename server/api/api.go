@@ -23,6 +23,7 @@ const (
 	CodeNotFound     = "not_found"          // 404: no such sandbox, image or route
 	CodeMethod       = "method_not_allowed" // 405
 	CodeConflict     = "conflict"           // 409: name in use, sandbox busy or in the wrong state
+	CodePortInUse    = "port_in_use"        // 409: a host port to publish is taken
 	CodeTooLarge     = "too_large"          // 413: request body over the cap
 	CodeInvalid      = "invalid"            // 422: well-formed but unacceptable options
 	CodeLimit        = "limit"              // 429: a sandbox or concurrency limit

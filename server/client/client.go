@@ -145,6 +145,8 @@ func (e *Error) Unwrap() error {
 	switch {
 	case e.Status == http.StatusNotFound:
 		return sbx.ErrNotFound
+	case e.Code == api.CodePortInUse:
+		return sbx.ErrPortInUse
 	case e.Status == http.StatusConflict:
 		return sbx.ErrState
 	case e.Status == http.StatusTooManyRequests:

@@ -1,7 +1,7 @@
 // Command attachgap times moving a process into a fresh cgroup after a
 // pause since the previous move, to show the RCU grace period that the
 // kernel's cgroup_threadgroup_rwsem waits for when no move happened within
-// the last one (see BENCHMARKS.md). It needs root.
+// the last one (see docs/bench.md). It needs root.
 //
 //	go run ./bench/trace/attachgap [CGROUP_DIR]
 //

@@ -5,7 +5,7 @@
 // parent, mounts, cgroups, state, removal) and of its children (the init
 // stage, the executor), from getrusage. CPU per cycle is what bounds
 // churn on a machine with few cores, and it is far less disturbed by
-// other load than the rate is. It needs root; see BENCHMARKS.md.
+// other load than the rate is. It needs root; see docs/bench.md.
 //
 //	go run -tags 'seccomp netgo osusergo' ./bench/trace/churncpu [-n 24] [-c 4] [-rootfs DIR]
 package main

@@ -1,4 +1,4 @@
-"""The examples of README.md and docs/python.md run as they are written,
+"""The examples of docs/python.md run as they are written,
 against the test server (only the socket path is the test server's)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def examples(doc: Path) -> list[str]:
 
 @pytest.mark.parametrize(
     "doc, index",
-    [("README.md", 0), ("docs/python.md", 0), ("docs/python.md", 1)],
+    [("docs/python.md", 0), ("docs/python.md", 1)],
 )
 def test_example_runs(server: Server, client: sbx.Client, doc: str, index: int) -> None:
     code = examples(REPO / doc)[index]
