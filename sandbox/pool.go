@@ -44,50 +44,14 @@ type poolDef struct {
 	Created time.Time    `json:"created"`
 }
 
-// poolKeyFields are the options fixed when a sandbox starts: a create must
-// match all of them to claim a member. Published ports are not among them:
-// members publish none, and a claim adds the create's.
-type poolKeyFields struct {
-	Image          string       `json:"image"` // the digest, or the root directory
-	User           string       `json:"user"`
-	Hostname       string       `json:"hostname"`
-	Network        string       `json:"network"`
-	Egress         string       `json:"egress"`
-	AllowHostPorts []string     `json:"allow_host_ports"`
-	DNS            []string     `json:"dns"`
-	ReadonlyRootfs bool         `json:"readonly_rootfs"`
-	Volumes        []sbx.Volume `json:"volumes"`
-	Tmpfs          []sbx.Tmpfs  `json:"tmpfs"`
-	CapAdd         []string     `json:"cap_add"`
-	CapDrop        []string     `json:"cap_drop"`
-	Seccomp        string       `json:"seccomp"`
-	UserNS         string       `json:"userns"`
-}
-
-// poolKey hashes the options of o fixed at start, with the image it
-// resolved to (nil for a root directory).
+// poolKey hashes the options of o fixed at start (the fields
+// sbx.OptionClasses classes sbx.PoolKey), with the image it resolved to
+// (nil for a root directory) by digest.
 func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
-	k := poolKeyFields{
-		Image: "rootfs:" + o.Rootfs, User: o.User, Hostname: o.Hostname, Network: o.Network,
-		Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
-		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
-		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp, UserNS: o.UserNS,
-	}
+	k := sbx.PoolKeyValues(o)
+	k["image"], k["rootfs"] = "rootfs:"+o.Rootfs, nil
 	if img != nil {
-		k.Image = "image:" + img.Digest
-	}
-	// An empty list and none are the same (records drop empty lists).
-	k.AllowHostPorts, k.DNS = nilIfEmpty(k.AllowHostPorts), nilIfEmpty(k.DNS)
-	k.Volumes, k.Tmpfs = nilIfEmpty(k.Volumes), nilIfEmpty(k.Tmpfs)
-	k.CapAdd, k.CapDrop = nilIfEmpty(k.CapAdd), nilIfEmpty(k.CapDrop)
-	if k.Seccomp == "" {
-		k.Seccomp = "default"
-	}
-	if k.Network == "" {
-		k.Network = sbx.NetworkNone
-	}
-	if k.UserNS == "" {
-		k.UserNS = sbx.UserNSHost
+		k["image"] = "image:" + img.Digest
 	}
 	data, _ := json.Marshal(k)
 	sum := sha256.Sum256(data)
@@ -298,6 +262,9 @@ func (h *Host) fillLocked(ctx context.Context, name string) (*sbx.PoolReport, er
 	if err != nil {
 		return rep, err
 	}
+	if err := d.Spec.Validate(); err != nil {
+		return rep, fmt.Errorf("pool %q: %w (defined by an older sbx: sbx pool rm it and create it again)", name, err)
+	}
 	o := d.Spec.Options
 	if err := h.checkOptions(&o, true, h.cfg.Policy); err != nil {
 		return rep, err
@@ -444,7 +411,7 @@ func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0
 			continue
 		}
 		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
-			return sb, err
+			return claimResult(sb, err)
 		}
 	}
 	// A member whose record already says pooled may still be locked by the
@@ -463,10 +430,20 @@ func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0
 			continue
 		}
 		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
-			return sb, err
+			return claimResult(sb, err)
 		}
 	}
 	return nil, nil
+}
+
+// claimResult turns a failed claim (errClaimFailed) into none, so that
+// the create starts cold.
+func claimResult(sb *sbx.Sandbox, err error) (*sbx.Sandbox, error) {
+	var failed errClaimFailed
+	if errors.As(err, &failed) {
+		return nil, nil
+	}
+	return sb, err
 }
 
 // busyMemberWait bounds how long a claim waits for a pooled member's lock.
@@ -482,11 +459,20 @@ func (h *Host) claimMember(ctx context.Context, l *state.Lock, key string, o *sb
 		return nil, refused.err
 	}
 	if err != nil {
-		h.log.Warn("claim pool member failed; trying another", "id", l.ID(), "err", err)
-		return nil, nil
+		// The member is gone; another would likely fail the same way (a
+		// volume's directory missing...): the create starts cold, which
+		// says what is wrong if the request is at fault.
+		h.log.Warn("claim pool member failed; starting cold", "id", l.ID(), "err", err)
+		return nil, errClaimFailed{err}
 	}
 	return sb, nil
 }
+
+// errClaimFailed ends a claim whose member could not be personalised:
+// the create starts cold.
+type errClaimFailed struct{ err error }
+
+func (e errClaimFailed) Error() string { return "a claim failed: " + e.err.Error() }
 
 // claimLocked claims the locked sandbox if it is still an idle member with
 // key (nil, nil if not). On an error other than errClaimRefused the
@@ -538,10 +524,19 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		h.store.ReleaseName(sb.Name, sb.ID)
 		return nil, errClaimRefused{err}
 	}
-	err = h.applyClaim(ctx, &m, &sb)
+	// The claim is recorded before anything of the member changes: a
+	// claim killed midway leaves a record being created, which gc removes
+	// with the member, never a pooled one with another claimant's mounts.
+	sb.Status = sbx.StatusCreating
+	err = l.Write(&sb)
+	if err == nil {
+		_ = os.Remove(h.pooledEntry(key, sb.ID))
+		err = h.applyClaim(ctx, &m, &sb)
+	}
 	if err == nil {
 		sb.Status = sbx.StatusRunning
-		sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds()}
+		sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds(),
+			Pool: "hit, " + m.Pool}
 		err = l.Write(&sb)
 	}
 	release()
@@ -610,8 +605,9 @@ func (h *Host) publishClaim(ctx context.Context, sb *sbx.Sandbox) error {
 }
 
 // applyClaim applies to the running member m what sb asks for beyond its
-// key: cgroup limits, the writable layer's size, and the environment and
-// working directory of later commands.
+// key: cgroup limits, the writable layer's size, what personalise applies
+// (hostname, network settings, mounts), and the environment and working
+// directory of later commands.
 func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
@@ -628,6 +624,9 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := h.personalise(ctx, m, sb); err != nil {
+		return err
 	}
 	oenv, owd := commandDefaults(m)
 	nenv, nwd := commandDefaults(sb)

@@ -43,11 +43,18 @@ func (h *Host) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error) {
 }
 
 func (h *Host) run(ctx context.Context, o sbx.RunOptions, policy *sbx.Policy) (*sbx.Report, error) {
+	prep, miss, err := h.runPooled(ctx, &o, policy)
+	if prep != nil || err != nil {
+		return prep, err
+	}
 	r, err := h.createRun(ctx, &o, policy)
 	if err != nil {
 		return nil, err
 	}
 	rep := &sbx.Report{}
+	if miss != "" {
+		rep.Timings.Pool = "miss, " + miss
+	}
 	defer func() { rep.Timings.TeardownS = r.remove(ctx) }()
 	rep.Timings.NetworkS, rep.Timings.FromPool, rep.Timings.RootfsS = r.p.networkS, r.p.fromPool, r.p.rootfsS
 	rep.Timings.UserNSS = r.p.usernsS

@@ -31,6 +31,9 @@ func (h *Host) runPooled(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if len(o.Cmd) == 0 && o.Image == "" {
 		return nil, "", nil
 	}
+	if names, err := h.poolNames(); err != nil || len(names) == 0 {
+		return nil, "no pool defined", nil // without resolving the image twice
+	}
 	opts := o.Options
 	opts.Cmd, opts.AutoRemove = nil, false
 	if err := h.checkOptions(&opts, true, policy); err != nil {
@@ -161,4 +164,3 @@ func (h *Host) runInMember(ctx context.Context, sb *sbx.Sandbox, proc sbx.Proces
 	}
 	return nil
 }
-
