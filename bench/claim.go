@@ -36,7 +36,7 @@ func ClaimScenario(w Workload) *Scenario {
 type claimEnv struct {
 	w      Workload
 	refs   int
-	env    *managerEnv
+	env    *hostEnv
 	netns  string
 	volume string
 }
@@ -50,7 +50,7 @@ func (c *claimEnv) open(ctx context.Context) error {
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", c.netns).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip netns add %s: %w: %s", c.netns, err, out)
 	}
-	env, err := newManagerEnvWith(c.w, func(cfg *sandbox.HostConfig) { cfg.HostNetNS = "/run/netns/" + c.netns })
+	env, err := newHostEnvWith(c.w, func(cfg *sandbox.HostConfig) { cfg.HostNetNS = "/run/netns/" + c.netns })
 	if err != nil {
 		return err
 	}

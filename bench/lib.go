@@ -34,14 +34,14 @@ func LibScenario(w Workload) *Scenario {
 // sbxLib runs sandbox.Host.Run in this process.
 type sbxLib struct {
 	w   Workload
-	env *managerEnv
+	env *hostEnv
 }
 
 func (s *sbxLib) Name() string { return "sbx" }
 
 func (s *sbxLib) Setup(context.Context) (Info, error) {
 	var err error
-	s.env, err = newManagerEnv(s.w)
+	s.env, err = newHostEnv(s.w)
 	return Info{Version: SbxVersion(), Command: "sandbox.Host.Run(RunOptions{Options: {Image or Rootfs}, Cmd: " + fmt.Sprintf("%q", s.w.Args) + "})"}, err
 }
 

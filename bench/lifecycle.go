@@ -16,7 +16,7 @@ import (
 	"github.com/sbxrun/sbx/sandbox"
 )
 
-// Phases of a create, from the Manager's CreateTimings.
+// Phases of a create, from the Host's CreateTimings.
 const (
 	PhaseAdmit  = "admit: limits, id, first record"
 	PhaseCRoot  = "rootfs: overlay on tmpfs"
@@ -25,22 +25,22 @@ const (
 	PhaseCOther = "other: record, lock"
 )
 
-// managerEnv is a private sandbox.Host with its state in temporary
+// hostEnv is a private sandbox.Host with its state in temporary
 // directories, so the bench never touches the user's sandboxes; it uses
 // the workload's image cache.
-type managerEnv struct {
+type hostEnv struct {
 	h             *sandbox.Host
 	root, runRoot string
 	w             Workload
 }
 
-func newManagerEnv(w Workload) (*managerEnv, error) {
-	return newManagerEnvWith(w, nil)
+func newHostEnv(w Workload) (*hostEnv, error) {
+	return newHostEnvWith(w, nil)
 }
 
-// newManagerEnvWith is newManagerEnv with the host's configuration
-// adjusted by config (nil: as is).
-func newManagerEnvWith(w Workload, config func(*sandbox.HostConfig)) (*managerEnv, error) {
+// newHostEnvWith is newHostEnv with the host's configuration adjusted by
+// config (nil: as is).
+func newHostEnvWith(w Workload, config func(*sandbox.HostConfig)) (*hostEnv, error) {
 	root, err := os.MkdirTemp("", "sbx-bench-state-")
 	if err != nil {
 		return nil, err
@@ -57,13 +57,13 @@ func newManagerEnvWith(w Workload, config func(*sandbox.HostConfig)) (*managerEn
 	h, err := sandbox.Open(cfg)
 	if err != nil {
 		os.RemoveAll(root)
-		return nil, fmt.Errorf("open a sandbox manager: %w", err)
+		return nil, fmt.Errorf("open a sandbox host: %w", err)
 	}
-	return &managerEnv{h: h, root: root, runRoot: runRoot, w: w}, nil
+	return &hostEnv{h: h, root: root, runRoot: runRoot, w: w}, nil
 }
 
 // options are the create options of the workload: its image, or its root.
-func (e *managerEnv) options() sbx.Options {
+func (e *hostEnv) options() sbx.Options {
 	if e.w.Image != "" && e.w.imageStore != nil {
 		return sbx.Options{Image: e.w.Image}
 	}
@@ -71,7 +71,7 @@ func (e *managerEnv) options() sbx.Options {
 }
 
 // close removes every sandbox of the env and its directories.
-func (e *managerEnv) close() error {
+func (e *hostEnv) close() error {
 	if e == nil {
 		return nil
 	}
@@ -85,7 +85,7 @@ func (e *managerEnv) close() error {
 // with their number: density leaves up to 1,000 behind, whose removal
 // under load outlasted a fixed two minutes (every remove after it failed
 // at once).
-func (e *managerEnv) removeAll(list []*sbx.Sandbox) error {
+func (e *hostEnv) removeAll(list []*sbx.Sandbox) error {
 	const workers = 4
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute+time.Duration(len(list))*time.Second/2)
 	defer cancel()
@@ -145,7 +145,7 @@ func ReadyScenario(w Workload, c Compare) *Scenario {
 
 type sbxReady struct {
 	w    Workload
-	env  *managerEnv
+	env  *hostEnv
 	name string // "" is "sbx"
 }
 
@@ -158,7 +158,7 @@ func (s *sbxReady) Name() string {
 
 func (s *sbxReady) Setup(context.Context) (Info, error) {
 	var err error
-	s.env, err = newManagerEnv(s.w)
+	s.env, err = newHostEnv(s.w)
 	return Info{Version: SbxVersion(), Command: "sandbox.Host.Create of the image (or root) until the executor answers; then Remove"}, err
 }
 
@@ -194,7 +194,7 @@ func ExecScenario(w Workload, c Compare) *Scenario {
 
 type sbxExec struct {
 	w   Workload
-	env *managerEnv
+	env *hostEnv
 	c   *client.Client
 }
 
@@ -203,7 +203,7 @@ func (s *sbxExec) Name() string { return "sbx" }
 func (s *sbxExec) Setup(ctx context.Context) (Info, error) {
 	info := Info{Version: SbxVersion(), Command: "executor client Exec({argv: " + fmt.Sprintf("%q", s.w.Args) + "}) on one running sandbox"}
 	var err error
-	if s.env, err = newManagerEnv(s.w); err != nil {
+	if s.env, err = newHostEnv(s.w); err != nil {
 		return info, err
 	}
 	sb, err := s.env.h.Create(ctx, s.env.options())
@@ -312,14 +312,14 @@ func ChurnScenario(w Workload, c Compare, samples int) *Scenario {
 type sbxChurn struct {
 	w   Workload
 	n   int
-	env *managerEnv
+	env *hostEnv
 }
 
 func (s *sbxChurn) Name() string { return fmt.Sprintf("sbx c=%d", s.n) }
 
 func (s *sbxChurn) Setup(context.Context) (Info, error) {
 	var err error
-	s.env, err = newManagerEnv(s.w)
+	s.env, err = newHostEnv(s.w)
 	return Info{Version: SbxVersion(), Command: fmt.Sprintf("%d workers, each Create then Remove, %d cycles per sample", s.n, churnBatch(s.n))}, err
 }
 
@@ -387,7 +387,7 @@ func DensityScenario(w Workload, n int) *Scenario {
 
 type sbxDensity struct {
 	w       Workload
-	env     *managerEnv
+	env     *hostEnv
 	avail0  uint64
 	samples []float64
 	ids     []string
@@ -403,7 +403,7 @@ func (s *sbxDensity) Name() string { return "sbx" }
 
 func (s *sbxDensity) Setup(context.Context) (Info, error) {
 	var err error
-	s.env, err = newManagerEnv(s.w)
+	s.env, err = newHostEnv(s.w)
 	s.avail0 = memAvailable()
 	return Info{Version: SbxVersion(), Command: "sandbox.Host.Create, keeping every sandbox"}, err
 }

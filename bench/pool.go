@@ -66,7 +66,7 @@ func PoolScenario(w Workload, c Compare) *Scenario {
 type poolEnv struct {
 	w    Workload
 	refs int
-	env  *managerEnv
+	env  *hostEnv
 	srv  *server.Server
 	hs   *http.Server
 	c    *client.Client
@@ -78,7 +78,7 @@ func (p *poolEnv) open(ctx context.Context) error {
 	if p.env != nil {
 		return nil
 	}
-	env, err := newManagerEnv(p.w)
+	env, err := newHostEnv(p.w)
 	if err != nil {
 		return err
 	}

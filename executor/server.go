@@ -11,7 +11,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,13 +21,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/executor/api"
-	"github.com/sbxrun/sbx/executor/internal/fileops"
 	"github.com/sbxrun/sbx/executor/internal/outbuf"
 	"github.com/sbxrun/sbx/executor/internal/proc"
 	"github.com/sbxrun/sbx/executor/internal/shell"
@@ -78,7 +75,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[string]*shell.Session
-	svc      *service // the sandbox's main command, once started
+	svc      *mainCmd // the sandbox's main command, once started
 	stopping bool
 }
 
@@ -201,12 +198,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("PUT "+api.PathFiles, s.writeFile)
 	mux.HandleFunc("POST "+api.PathFilesEdit, s.editFile)
 	mux.HandleFunc("GET "+api.PathFsList, s.listDir)
-	mux.HandleFunc("POST "+api.PathService, s.startService)
-	mux.HandleFunc("GET "+api.PathService, s.getService)
-	mux.HandleFunc("GET "+api.PathServiceLogs, s.serviceLogs)
-	mux.HandleFunc("POST "+api.PathServiceWait, s.waitService)
-	mux.HandleFunc("POST "+api.PathServiceSignal, s.signalService)
-	mux.HandleFunc("POST "+api.PathServiceStop, s.stopService)
+	mux.HandleFunc("POST "+api.PathMainCmd, s.startMainCmd)
+	mux.HandleFunc("GET "+api.PathMainCmd, s.getMainCmd)
+	mux.HandleFunc("GET "+api.PathMainCmdLogs, s.mainCmdLogs)
+	mux.HandleFunc("POST "+api.PathMainCmdWait, s.waitMainCmd)
+	mux.HandleFunc("POST "+api.PathMainCmdSignal, s.signalMainCmd)
+	mux.HandleFunc("POST "+api.PathMainCmdStop, s.stopMainCmd)
 	mux.HandleFunc("GET "+api.PathFsArchive, s.getArchive)
 	mux.HandleFunc("PUT "+api.PathFsArchive, s.putArchive)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -336,135 +333,8 @@ func newID() string {
 	return hex.EncodeToString(b)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, api.Error{Error: api.ErrorBody{Code: code, Message: msg}})
-}
-
-// fail writes err with the status its kind calls for.
-func (s *Server) fail(w http.ResponseWriter, err error) {
-	var fe *fileops.Error
-	var ae *apiError
-	switch {
-	case errors.As(err, &ae):
-		writeError(w, ae.status, ae.code, ae.msg)
-	case errors.As(err, &fe):
-		writeJSON(w, fileStatus[fe.Code], api.Error{Error: api.ErrorBody{Code: fe.Code, Message: fe.Msg, Lines: fe.Lines}})
-	case errors.Is(err, shell.ErrNotRunning):
-		writeError(w, http.StatusConflict, api.CodeNotRunning, err.Error())
-	case errors.Is(err, shell.ErrCallWaiting):
-		writeError(w, http.StatusConflict, api.CodeBusy, err.Error())
-	case errors.Is(err, shell.ErrClosed):
-		writeError(w, http.StatusNotFound, api.CodeNotFound, err.Error())
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		writeError(w, http.StatusServiceUnavailable, api.CodeInternal, err.Error())
-	default:
-		s.log.Warn("executor: request failed", "err", err)
-		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
-	}
-}
-
-var fileStatus = map[string]int{
-	api.CodeBadRequest:  http.StatusBadRequest,
-	api.CodeNotFound:    http.StatusNotFound,
-	api.CodeExists:      http.StatusConflict,
-	api.CodeIsDirectory: http.StatusBadRequest,
-	api.CodeNotRegular:  http.StatusUnsupportedMediaType,
-	api.CodeBinary:      http.StatusUnsupportedMediaType,
-	api.CodeTooLarge:    http.StatusRequestEntityTooLarge,
-	api.CodeNoMatch:     http.StatusUnprocessableEntity,
-	api.CodeMultiMatch:  http.StatusUnprocessableEntity,
-	api.CodeBadRange:    http.StatusBadRequest,
-	api.CodeNoHistory:   http.StatusConflict,
-	api.CodeUnsafePath:  http.StatusBadRequest,
-}
-
-// apiError is an error with its HTTP status and API code.
-type apiError struct {
-	status    int
-	code, msg string
-}
-
-func (e *apiError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &apiError{http.StatusBadRequest, api.CodeBadRequest, fmt.Sprintf(format, args...)}
-}
-
-// decode reads a JSON body of at most maxJSONBody bytes into v.
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return &apiError{http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("request body is larger than %d bytes", maxJSONBody)}
-		}
-		return badRequest("invalid JSON body: %v", err)
-	}
-	return nil
-}
-
-// identity resolves a request's user, the default when empty.
-func (s *Server) identity(spec string) (proc.Identity, error) {
-	if spec == "" {
-		return s.user, nil
-	}
-	u, err := proc.LookupUser(spec)
-	if err != nil {
-		return proc.Identity{}, badRequest("%v", err)
-	}
-	return u, nil
-}
-
-// runAs is who a command runs as and where.
-type runAs struct {
-	id   proc.Identity
-	cred *syscall.Credential
-	dir  string
-}
-
-// resolveRun resolves a request's user and working directory (the
-// defaults when empty).
-func (s *Server) resolveRun(user, cwd string) (runAs, error) {
-	id, err := s.identity(user)
-	if err != nil {
-		return runAs{}, err
-	}
-	cred, err := id.Credential()
-	if err != nil {
-		return runAs{}, badRequest("%v", err)
-	}
-	dir, err := s.workdir(cwd)
-	if err != nil {
-		return runAs{}, err
-	}
-	return runAs{id: id, cred: cred, dir: dir}, nil
-}
-
-// workdir resolves a request's working directory and checks it exists.
-func (s *Server) workdir(cwd string) (string, error) {
-	if cwd == "" {
-		cwd = s.defaultWorkdir()
-	} else if !filepath.IsAbs(cwd) {
-		cwd = filepath.Join(s.defaultWorkdir(), cwd)
-	}
-	fi, err := os.Stat(cwd)
-	if err != nil || !fi.IsDir() {
-		return "", badRequest("working directory %s does not exist or is not a directory", cwd)
-	}
-	return cwd, nil
-}
-
 func (s *Server) isStopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopping
 }
-
-var errStopping = &apiError{http.StatusServiceUnavailable, api.CodeShuttingDown, "the executor is shutting down"}

@@ -17,7 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Attachment is the network of one sandbox, as the Manager needs it to start
+// Attachment is the network of one sandbox, as the Host needs it to start
 // the sandbox and as `sbx inspect` shows it.
 type Attachment struct {
 	SandboxID string `json:"sandbox_id"`
@@ -87,7 +87,7 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 		if x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
 			return nil, fmt.Errorf("sandbox %s already has a network (%s); detach it first", sandboxID, x.IP)
 		}
-		if l == nil && x.State == statePooled && n.pooledUsable(x) {
+		if l == nil && x.State == statePrepared && n.preparedUsable(x) {
 			l = x
 		}
 	}
@@ -290,7 +290,7 @@ func (n *Network) prepare(owner string) (*lease, error) {
 		}
 		return nil, err
 	}
-	l.State = statePooled
+	l.State = statePrepared
 	if err := n.writeLease(l); err != nil {
 		_ = n.teardown(l)
 		return nil, err
@@ -448,9 +448,9 @@ func (n *Network) forgetConnections(ip netip.Addr) error {
 	return nil
 }
 
-// pooledUsable checks that a pooled lease still has its namespace, and its
+// preparedUsable checks that a pooled lease still has its namespace, and its
 // veth on the bridge, in the bridge's current subnet.
-func (n *Network) pooledUsable(l *lease) bool {
+func (n *Network) preparedUsable(l *lease) bool {
 	if l.NetNSPath == "" || !n.subnet.Contains(l.IP) || !isNamespaceMount(l.NetNSPath) {
 		return false
 	}

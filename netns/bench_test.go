@@ -58,7 +58,7 @@ func BenchmarkAttach(b *testing.B) {
 	b.Run("bridge-pool", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			b.StopTimer()
-			if _, err := e.net.Prefill(ctx, 1); err != nil {
+			if _, err := e.net.Prepare(ctx, 1); err != nil {
 				b.Fatal(err)
 			}
 			b.StartTimer()

@@ -125,7 +125,7 @@ func newTestEnv(t testing.TB) *testEnv {
 		if _, err := nw.GC(context.Background(), nil); err != nil {
 			t.Errorf("final gc: %v", err)
 		}
-		if err := nw.DrainPool(context.Background()); err != nil {
+		if err := nw.DiscardPrepared(context.Background()); err != nil {
 			t.Errorf("final drain: %v", err)
 		}
 		nw.Close()

@@ -81,7 +81,7 @@ func TestForeignRulesSurvive(t *testing.T) {
 	e.attach("fg-b", AttachOptions{})
 	check("attach")
 	e.expectBlocked(a.NetNSPath, webIP+":80")
-	_, err = e.net.Prefill(ctx, 2)
+	_, err = e.net.Prepare(ctx, 2)
 	must(t, err)
 	check("prefill")
 	must(t, e.net.Detach(ctx, "fg-a"))
@@ -89,7 +89,7 @@ func TestForeignRulesSurvive(t *testing.T) {
 	_, err = e.net.GC(ctx, nil) // fg-b is not live: GC removes it
 	must(t, err)
 	check("gc")
-	must(t, e.net.DrainPool(ctx))
+	must(t, e.net.DiscardPrepared(ctx))
 	check("drain")
 	if left := e.leftovers(); len(left) > 0 {
 		t.Fatalf("left after gc and drain: %v", left)

@@ -13,11 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Prefill prepares up to count namespaces (veth, address, anti-spoofing
+// Prepare prepares up to count namespaces (veth, address, anti-spoofing
 // guard) ahead of time, so a bridged Attach only installs the sandbox's
 // rules. The pool lives on disk and in the kernel, so any sbx process can
 // use what another one prepared. It returns how many it added.
-func (n *Network) Prefill(ctx context.Context, count int) (int, error) {
+func (n *Network) Prepare(ctx context.Context, count int) (int, error) {
 	added := 0
 	for added < count {
 		if err := ctx.Err(); err != nil {
@@ -43,7 +43,7 @@ func (n *Network) Prefill(ctx context.Context, count int) (int, error) {
 // SweepInterrupted removes the leases (with their namespaces, veths and
 // rules) of prepares and attaches that died midway, such as a create
 // killed while its network was being set up. sbx gc and a starting server
-// call it; Attach, DrainPool and Reset do it too. It returns a line per
+// call it; Attach, DiscardPrepared and Reset do it too. It returns a line per
 // removed lease.
 func (n *Network) SweepInterrupted(ctx context.Context) ([]string, error) {
 	if err := ctx.Err(); err != nil {
@@ -71,8 +71,8 @@ func (n *Network) SweepInterrupted(ctx context.Context) ([]string, error) {
 	return removed, nil
 }
 
-// Pooled returns how many prepared namespaces wait in the pool.
-func (n *Network) Pooled() (int, error) {
+// Prepared returns how many prepared namespaces wait in the pool.
+func (n *Network) Prepared() (int, error) {
 	lk, err := n.lock()
 	if err != nil {
 		return 0, err
@@ -84,16 +84,16 @@ func (n *Network) Pooled() (int, error) {
 	}
 	count := 0
 	for _, l := range ls {
-		if l.State == statePooled {
+		if l.State == statePrepared {
 			count++
 		}
 	}
 	return count, nil
 }
 
-// DrainPool removes every prepared namespace from the pool, and what
+// DiscardPrepared removes every prepared namespace from the pool, and what
 // interrupted operations left.
-func (n *Network) DrainPool(ctx context.Context) error {
+func (n *Network) DiscardPrepared(ctx context.Context) error {
 	lk, err := n.lock()
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func (n *Network) DrainPool(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if l.State == statePooled {
+		if l.State == statePrepared {
 			errs = append(errs, n.teardown(l))
 		}
 	}
@@ -150,8 +150,8 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 		switch l.State {
 		case stateAttached:
 			keep = live[l.Owner]
-		case statePooled:
-			keep = n.pooledUsable(l)
+		case statePrepared:
+			keep = n.preparedUsable(l)
 		}
 		if keep {
 			keepKeys[l.Key], keepVeths[l.HostVeth], keepNS[filepath.Clean(l.NetNSPath)] = true, true, true
@@ -302,7 +302,7 @@ func (n *Network) gcRules(keepKeys map[string]bool, leases []*lease) ([]string, 
 // Reset removes the bridge, the sbx tables and the pool when no sandbox is
 // attached any more (for uninstalling or changing the subnet).
 func (n *Network) Reset(ctx context.Context) error {
-	if err := n.DrainPool(ctx); err != nil {
+	if err := n.DiscardPrepared(ctx); err != nil {
 		return err
 	}
 	lk, err := n.lock()

@@ -21,8 +21,8 @@ const (
 	// statePreparing: recorded before the namespace and veth are made. Seen
 	// by GC (which holds the lock, so nobody is still building) it is debris.
 	statePreparing leaseState = "preparing"
-	// statePooled: a ready namespace waiting in the pool.
-	statePooled leaseState = "pooled"
+	// statePrepared: a ready namespace waiting in the pool.
+	statePrepared leaseState = "pooled"
 	// stateAttaching: claimed by a sandbox, rules being installed.
 	stateAttaching leaseState = "attaching"
 	// stateAttached: in use by Owner.

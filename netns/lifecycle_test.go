@@ -22,7 +22,7 @@ func TestAttachDetachCyclesLeaveNothing(t *testing.T) {
 	pooled := 0
 	for i := 0; i < cycles; i++ {
 		if i%2 == 0 {
-			if _, err := e.net.Prefill(ctx, 1); err != nil {
+			if _, err := e.net.Prepare(ctx, 1); err != nil {
 				t.Fatalf("cycle %d: prefill: %v", i, err)
 			}
 		}
@@ -57,11 +57,11 @@ func TestAttachDetachCyclesLeaveNothing(t *testing.T) {
 func TestPoolIsUsedAndDrained(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
-	n, err := e.net.Prefill(ctx, 3)
+	n, err := e.net.Prepare(ctx, 3)
 	if err != nil || n != 3 {
 		t.Fatalf("prefill 3: %d, %v", n, err)
 	}
-	if got, _ := e.net.Pooled(); got != 3 {
+	if got, _ := e.net.Prepared(); got != 3 {
 		t.Fatalf("pooled = %d, want 3", got)
 	}
 	// A second Network on the same state (another sbx process) uses the pool.
@@ -74,13 +74,13 @@ func TestPoolIsUsedAndDrained(t *testing.T) {
 	if !a.FromPool {
 		t.Fatal("attach did not take the prepared namespace")
 	}
-	if got, _ := e.net.Pooled(); got != 2 {
+	if got, _ := e.net.Prepared(); got != 2 {
 		t.Fatalf("pooled after one attach = %d, want 2", got)
 	}
 	e.expectGet(a.NetNSPath, webIP+":80", "internet")
 	e.expectBlocked(a.NetNSPath, metadataIP+":80")
-	must(t, e.net.DrainPool(ctx))
-	if got, _ := e.net.Pooled(); got != 0 {
+	must(t, e.net.DiscardPrepared(ctx))
+	if got, _ := e.net.Prepared(); got != 0 {
 		t.Fatalf("pooled after drain = %d", got)
 	}
 	must(t, other.Detach(ctx, "from-pool"))
@@ -111,7 +111,7 @@ func TestGCRemovesDeadSandboxesAndCrashDebris(t *testing.T) {
 	orphan, err := e.net.Attach(ctx, "orphan", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{pub}})
 	must(t, err)
 	must(t, os.Remove(filepath.Join(e.cfg.StateDir, "leases", orphan.IP.String()+".json")))
-	_, err = e.net.Prefill(ctx, 1)
+	_, err = e.net.Prepare(ctx, 1)
 	must(t, err)
 	// A namespace mount nobody recorded, and a corrupt lease.
 	must(t, CreateNamespace(filepath.Join(e.cfg.RunDir, "stray"), nil))
@@ -133,7 +133,7 @@ func TestGCRemovesDeadSandboxesAndCrashDebris(t *testing.T) {
 			t.Errorf("gc did not report removing %q", want)
 		}
 	}
-	if got, _ := e.net.Pooled(); got != 1 {
+	if got, _ := e.net.Prepared(); got != 1 {
 		t.Errorf("gc touched the pool: pooled = %d, want 1", got)
 	}
 	if a, _ := e.net.Lookup("dead"); a != nil {
@@ -148,7 +148,7 @@ func TestGCRemovesDeadSandboxesAndCrashDebris(t *testing.T) {
 	must(t, e.net.Detach(ctx, "alive"))
 	_, err = e.net.GC(ctx, nil)
 	must(t, err)
-	must(t, e.net.DrainPool(ctx))
+	must(t, e.net.DiscardPrepared(ctx))
 	if left := e.leftovers(); len(left) > 0 {
 		t.Fatalf("left after gc: %v", left)
 	}
@@ -212,7 +212,7 @@ func TestGCAfterHostStateLost(t *testing.T) {
 	ctx := context.Background()
 	pub, _ := ParsePublish("0:80")
 	a := e.attach("before-reboot", AttachOptions{Publish: []PortMapping{pub}})
-	_, err := e.net.Prefill(ctx, 2)
+	_, err := e.net.Prepare(ctx, 2)
 	must(t, err)
 	// "Reboot": a fresh host namespace, the namespace mounts vanish.
 	ents, _ := os.ReadDir(e.cfg.RunDir)
@@ -365,7 +365,7 @@ func TestInterruptedPrepareIsUndone(t *testing.T) {
 	ctx := context.Background()
 	prepared := func() string {
 		t.Helper()
-		_, err := e.net.Prefill(ctx, 1)
+		_, err := e.net.Prepare(ctx, 1)
 		must(t, err)
 		ents, _ := os.ReadDir(filepath.Join(e.cfg.StateDir, "leases"))
 		for _, x := range ents {

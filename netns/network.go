@@ -70,7 +70,7 @@ type Network struct {
 }
 
 // Open prepares a Network. It changes nothing on the host: the bridge and
-// rules are made on the first bridged Attach or Prefill.
+// rules are made on the first bridged Attach or Prepare.
 func Open(cfg Config) (*Network, error) {
 	if cfg.BridgeName == "" {
 		cfg.BridgeName = DefaultBridgeName

@@ -289,7 +289,7 @@ func (n *Network) removeLeaseRules(l *lease) error {
 	if err != nil {
 		return err
 	}
-	if l.State == statePooled || l.State == stateAttached {
+	if l.State == statePrepared || l.State == stateAttached {
 		inet, nat, br := n.tables()
 		if l.State == stateAttached {
 			k := l.IP.As4()

@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -51,12 +52,37 @@ func LookupUser(root, spec string) (User, error) {
 	return User{UID: u.Uid, GID: u.Gid, AdditionalGroups: u.Sgids, Home: u.Home}, nil
 }
 
-// openInRoot opens path for reading, resolved inside root.
+// openInRoot opens path for reading, resolved inside root. The file comes
+// from an image or a running sandbox: it is opened without blocking (a
+// FIFO would hang the open, and with it the run holding the image store)
+// and without following a last symlink out of the resolution, and it must
+// be a regular file (ErrNotRegular otherwise); read it through a cap.
 func openInRoot(root, path string) (*os.File, error) {
 	h, err := pathrs.OpenInRoot(root, path)
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
-	return pathrs.Reopen(h, unix.O_RDONLY|unix.O_CLOEXEC)
+	var st unix.Stat_t
+	if err := unix.Fstat(int(h.Fd()), &st); err != nil {
+		return nil, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	f, err := pathrs.Reopen(h, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, err
+	}
+	// The handle was checked, the reopened file is the same inode; look
+	// again anyway, it costs one call.
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, ErrNotRegular)
+	}
+	return f, nil
 }
+
+// ErrNotRegular: a file sbx reads on the host from an image or a sandbox
+// root is a FIFO, device, socket or directory; sbx reads it as if absent.
+var ErrNotRegular = errors.New("not a regular file")

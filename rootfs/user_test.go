@@ -4,7 +4,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestLookupUser(t *testing.T) {
@@ -41,5 +43,41 @@ func TestLookupUser(t *testing.T) {
 	os.Symlink("/etc/passwd", filepath.Join(evil, "etc/passwd"))
 	if _, err := LookupUser(evil, "root"); err == nil {
 		t.Error("a symlinked /etc/passwd was read from the host")
+	}
+}
+
+// TestLookupUserHostileFiles: /etc/passwd and /etc/group as a FIFO (whose
+// blocking open never returns without a writer) or a directory are read as
+// absent: numeric users resolve, names do not, and nothing waits.
+func TestLookupUserHostileFiles(t *testing.T) {
+	for _, kind := range []string{"fifo", "dir"} {
+		root := t.TempDir()
+		os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+		for _, f := range []string{"etc/passwd", "etc/group"} {
+			var err error
+			if kind == "fifo" {
+				err = syscall.Mkfifo(filepath.Join(root, f), 0o644)
+			} else {
+				err = os.Mkdir(filepath.Join(root, f), 0o755)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if u, err := LookupUser(root, "1000:1000"); err != nil || u.UID != 1000 || u.GID != 1000 {
+				t.Errorf("%s: numeric user: %+v %v", kind, u, err)
+			}
+			if _, err := LookupUser(root, "app"); err == nil {
+				t.Errorf("%s: a user name resolved", kind)
+			}
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: LookupUser hangs on /etc/passwd as a %s", kind, kind)
+		}
 	}
 }

@@ -101,10 +101,10 @@ func (h *Host) removeIfDone(ctx context.Context, id string, probe time.Duration)
 	case sbx.StatusRunning:
 		c, _ := h.executor(sb)
 		pctx, cancel := context.WithTimeout(ctx, probe)
-		st, err := c.Service(pctx)
+		st, err := c.MainCmd(pctx)
 		cancel()
 		c.Close()
-		if err != nil || st.State != execapi.ServiceExited {
+		if err != nil || st.State != execapi.MainCmdExited {
 			return errNotDone
 		}
 	default:
@@ -128,36 +128,4 @@ func autoRemoveCandidate(sb *sbx.Sandbox) bool {
 		return true
 	}
 	return false
-}
-
-// autoRemove runs RemoveWhenDone for each sandbox of list that asks for
-// it and has no watcher of this host yet, until the host closes.
-func (e *events) autoRemove(list []*sbx.Sandbox) {
-	for _, sb := range list {
-		if !autoRemoveCandidate(sb) {
-			continue
-		}
-		e.removingMu.Lock()
-		if e.removing == nil {
-			e.removing = map[string]bool{}
-		}
-		busy := e.removing[sb.ID]
-		e.removing[sb.ID] = true
-		e.removingMu.Unlock()
-		if busy {
-			continue
-		}
-		e.wg.Add(1)
-		go func(id string) {
-			defer e.wg.Done()
-			ctx, cancel := e.stopped()
-			defer cancel()
-			if err := e.h.RemoveWhenDone(ctx, id); err != nil && ctx.Err() == nil {
-				e.h.log.Warn("auto-remove", "id", id, "err", err)
-			}
-			e.removingMu.Lock()
-			delete(e.removing, id)
-			e.removingMu.Unlock()
-		}(sb.ID)
-	}
 }

@@ -126,7 +126,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	}
 	h.emit(changeReady, sb)
 	if sb.Options.Network == sbx.NetworkBridge {
-		h.events.askRefill()
+		h.supervisor.askPrepareNetworks()
 	}
 	l.Unlock() // startCmdOrRemove takes it again to remove
 	if err := h.startCmdOrRemove(ctx, sb); err != nil {
@@ -142,7 +142,7 @@ func (h *Host) startCmdOrRemove(ctx context.Context, sb *sbx.Sandbox) error {
 	if len(sb.Options.Cmd) == 0 {
 		return nil
 	}
-	cs, err := h.startService(ctx, sb)
+	cs, err := h.startMainCmd(ctx, sb)
 	if err != nil {
 		if rerr := h.Remove(context.WithoutCancel(ctx), sb.ID, sbx.RemoveOptions{Force: true}); rerr != nil {
 			h.log.Warn("remove sandbox whose cmd did not start", "id", sb.ID, "err", rerr)

@@ -6,8 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/sbxrun/sbx"
 )
 
@@ -19,31 +17,17 @@ const eventRing = 4096
 var ErrEventsLagged = errors.New("event consumer fell behind; resume from the last event received")
 
 // events turns the host's changes into sbx.Events: its own operations
-// report at once, and a watcher (Start, or the first Events call) finds
-// what other processes and the kernel changed (a CLI's create, a PID 1
-// that died, an OOM kill).
+// report at once, and the supervisor's watcher (StartBackground, or the
+// first Events call) finds what other processes and the kernel changed (a
+// CLI's create, a PID 1 that died, an OOM kill).
 type events struct {
-	h       *Host
 	bus     *eventBus
 	tracker *tracker
-
-	mu      sync.Mutex
-	started bool
-	done    chan struct{}
-	refill  chan struct{} // a bridged create took a pooled namespace
-	// poolRefill: a create claimed a warm pool's member
-	poolRefill chan struct{}
-	// autoRemoves: this host removes the sandboxes created with
-	// AutoRemove once their command ended (StartBackground).
-	autoRemoves bool
-	removingMu  sync.Mutex
-	removing    map[string]bool // sandboxes with a RemoveWhenDone running
-	wg          sync.WaitGroup
 }
 
-func newEvents(h *Host) *events {
+func newEvents() *events {
 	bus := newEventBus(eventRing)
-	return &events{h: h, bus: bus, tracker: newTracker(bus), done: make(chan struct{}), refill: make(chan struct{}, 1), poolRefill: make(chan struct{}, 1)}
+	return &events{bus: bus, tracker: newTracker(bus)}
 }
 
 // Internal change kinds the lifecycle reports (emit).
@@ -83,7 +67,7 @@ func (h *Host) emit(change string, sb *sbx.Sandbox) {
 // an sbx.EventReset. The first call starts the watcher if StartBackground
 // did not.
 func (h *Host) Events(ctx context.Context, since uint64, fn func(sbx.Event) error) error {
-	h.events.start(ctx, false)
+	h.supervisor.start(ctx, false)
 	resume := since > 0
 	if !resume {
 		since = h.events.bus.last()
@@ -106,7 +90,7 @@ func (h *Host) Events(ctx context.Context, since uint64, fn func(sbx.Event) erro
 			}
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-h.events.done:
+		case <-h.supervisor.done:
 			return nil
 		}
 	}
@@ -121,178 +105,10 @@ func (h *Host) LastEventSeq() uint64 {
 	return h.events.bus.last()
 }
 
-// StartBackground re-adopts the sandboxes a previous process left running
-// (Recover) and starts the host's background work until Close: the
-// watcher that reports changes made elsewhere, the expiry watcher, the
-// removal of sandboxes created with AutoRemove once their command ended
-// (RemoveWhenDone), and the network pool (HostConfig.NetworkPool). A
-// server calls it; a CLI need not.
-func (h *Host) StartBackground(ctx context.Context) error {
-	h.events.start(ctx, true)
-	return nil
-}
-
 // StatusCounts returns how many sandboxes the watcher knows in each
 // status, and the OOM kills it has seen since it started.
 func (h *Host) StatusCounts() (map[sbx.Status]int, uint64) {
 	return h.events.tracker.counts()
-}
-
-func (e *events) start(ctx context.Context, full bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.started {
-		return
-	}
-	e.started = true
-	h := e.h
-	if full {
-		live, err := h.Recover(ctx)
-		if err != nil {
-			// Recover goes on after errors: what it could not undo stays
-			// for gc.
-			h.log.Warn("recover sandboxes", "err", err)
-		}
-		h.log.Info("re-adopted running sandboxes", "count", len(live))
-		e.autoRemoves = true
-	}
-	all := e.listAll(ctx)
-	e.tracker.seed(all)
-	if e.autoRemoves {
-		e.autoRemove(all)
-	}
-	e.wg.Add(2)
-	go e.watch()
-	go e.watchExpiry()
-	if full && h.cfg.NetworkPool > 0 {
-		e.wg.Add(1)
-		go e.keepPool()
-	}
-	if full {
-		e.wg.Add(1)
-		go e.keepPools()
-	}
-}
-
-// stop ends the background work and drains the network pool.
-func (e *events) stop() {
-	e.mu.Lock()
-	started := e.started
-	select {
-	case <-e.done:
-	default:
-		close(e.done)
-	}
-	e.mu.Unlock()
-	if !started {
-		return
-	}
-	e.wg.Wait()
-	e.drainPool()
-}
-
-// stopped is a context that ends when the host closes.
-func (e *events) stopped() (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() {
-		select {
-		case <-e.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	return ctx, cancel
-}
-
-func (e *events) listAll(ctx context.Context) []*sbx.Sandbox {
-	list, err := e.h.list(ctx, sbx.Filter{}, true)
-	if err != nil {
-		e.h.log.Warn("list sandboxes", "err", err)
-		return nil
-	}
-	return list
-}
-
-// watch reconciles with the state on disk every WatchInterval.
-func (e *events) watch() {
-	defer e.wg.Done()
-	tick := time.NewTicker(e.h.cfg.WatchInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.done:
-			return
-		case <-tick.C:
-		}
-		e.reconcile(context.Background())
-	}
-}
-
-// watchExpiry removes sandboxes the moment their TTL passes (WatchExpiry);
-// the watcher reports the removals.
-func (e *events) watchExpiry() {
-	defer e.wg.Done()
-	ctx, cancel := e.stopped()
-	defer cancel()
-	for ctx.Err() == nil {
-		if err := e.h.WatchExpiry(ctx, false); err != nil && ctx.Err() == nil {
-			e.h.log.Warn("expiry watcher", "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(time.Second):
-			}
-		}
-	}
-}
-
-// reconcile runs one round of watch: changes made elsewhere, PID 1s that
-// died, and OOM kills.
-func (e *events) reconcile(ctx context.Context) {
-	h := e.h
-	listedAt := time.Now()
-	list, err := h.list(ctx, sbx.Filter{}, true)
-	if err != nil {
-		h.log.Warn("watch: list sandboxes", "err", err)
-		return
-	}
-	if anyDead(list) {
-		// Recover marks the sandboxes whose PID 1 is gone as stopped.
-		if _, err := h.Recover(ctx); err != nil {
-			h.log.Warn("watch: recover", "err", err)
-		}
-		listedAt = time.Now()
-		if list, err = h.list(ctx, sbx.Filter{}, true); err != nil {
-			h.log.Warn("watch: list sandboxes", "err", err)
-			return
-		}
-	}
-	for _, sb := range list {
-		if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
-			continue
-		}
-		u, err := h.Stats(ctx, sb.ID)
-		if err != nil {
-			continue
-		}
-		e.tracker.oomKills(sb, u.OOMKills)
-	}
-	e.tracker.sync(list, listedAt)
-	if e.autoRemoves { // set before the watcher started
-		e.autoRemove(list)
-	}
-}
-
-// anyDead reports whether the PID 1 of a sandbox recorded as running or
-// paused no longer exists.
-func anyDead(list []*sbx.Sandbox) bool {
-	for _, sb := range list {
-		if (sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused) && sb.Pid > 0 {
-			if err := unix.Kill(sb.Pid, 0); errors.Is(err, unix.ESRCH) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // eventBus numbers events and hands them to subscribers in order. It keeps

@@ -112,7 +112,7 @@ func TestTrackerTransitions(t *testing.T) {
 // changes to events, each reported once even when the watcher sees it too.
 func TestHostChangesBecomeEvents(t *testing.T) {
 	h := &Host{}
-	h.events = newEvents(h)
+	h.events = newEvents()
 	bus := h.events.bus
 	_, sub := bus.subscribe(bus.last(), false)
 	sb := &sbx.Sandbox{ID: "x", Name: "n"}

@@ -2,69 +2,249 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/netns"
+	"github.com/sbxrun/sbx/rootfs"
 )
 
-// executor returns a client for the executor of a running sandbox; the
-// caller closes it. The executor is untrusted: the client caps every reply
-// and puts a deadline on every call.
-func (h *Host) executor(sb *sbx.Sandbox) (*client.Client, error) {
-	return client.New(sb.Socket, client.Options{}), nil
-}
+// Paths inside a sandbox's runtime directory.
+const (
+	rootfsDir     = "rootfs"         // the root's directory (provision)
+	socketDir     = "sock"           // holds the executor socket
+	socketName    = "executor.sock"  // the executor's listening socket
+	executorLog   = "executor.log"   // stdout and stderr of PID 1
+	healthPath    = "/v1/health"     // the executor's readiness endpoint
+	maxHealthBody = 64 << 10         // cap on the executor's health reply
+	killWait      = 10 * time.Second // how long to wait for a killed PID 1 to go
+	containersDir = "containers"     // libcontainer's state root, below RunRoot
+	mountNSDir    = "mntns"          // sandboxes' mount namespaces, below RunRoot
+)
 
-// Exec runs a command in a running sandbox through its executor. With
-// onOutput, output is streamed to it as it is produced; the result comes
-// last either way.
-func (h *Host) Exec(ctx context.Context, ref string, req sbx.ExecRequest, onOutput func(sbx.ExecFrame) error) (sbx.ExecResult, error) {
-	sb, err := h.running(ctx, ref)
+// startExecutor starts the container whose PID 1 is the executor,
+// serving on a socket created here before the start, and waits for its
+// first answer. No polling: the health request is queued on the listening
+// socket until the executor accepts it, and fails at once if PID 1 dies
+// (the last listening descriptor closes with it). extra are the root's
+// own mounts (host mode).
+//
+// A sandbox in a private user namespace joins uns (made by provision), or
+// a new namespace on its leased range when uns is nil (Start).
+//
+// Its spec never sets ParentDeathSignal (only one-shot runs do): PID 1's
+// parent is the locked thread that started it in the sandbox's mount
+// namespace (rootfs.Namespaces), and that thread ends when the create or
+// start returns, which would deliver the signal at once.
+func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs.Mount, uns *usernsHandle) error {
+	run := h.store.RunDir(sb.ID)
+	// The socket stays on the host side: the executor serves on the
+	// listening descriptor it inherits (--listen-fd), so the sandbox never
+	// sees the socket's directory, and no mount is made for it (every
+	// mount on the host is copied into each new sandbox's mount namespace,
+	// so per-sandbox host mounts make every create slower).
+	sockDir := filepath.Join(run, socketDir)
+	if err := os.Mkdir(sockDir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("create socket directory: %w", err)
+	}
+	sockPath := filepath.Join(sockDir, socketName)
+	_ = os.Remove(sockPath) // from a previous start of this sandbox
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sockPath, Net: "unix"})
 	if err != nil {
-		return sbx.ExecResult{}, err
+		return fmt.Errorf("listen on executor socket: %w", err)
 	}
-	c, _ := h.executor(sb)
-	defer c.Close()
-	if onOutput == nil {
-		return c.Exec(ctx, req)
+	ln.SetUnlinkOnClose(false)
+	lnFile, err := ln.File()
+	_ = ln.Close()
+	if err != nil {
+		return fmt.Errorf("executor socket: %w", err)
 	}
-	return c.ExecStream(ctx, req, onOutput)
-}
+	defer lnFile.Close()
+	logf, err := os.OpenFile(filepath.Join(run, executorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("executor log: %w", err)
+	}
+	defer logf.Close()
 
-// CopyTo copies the host file or directory src into a running sandbox at
-// dst, as docker cp does (see client.CopyTo). A relative dst is taken
-// relative to the sandbox's working directory.
-func (h *Host) CopyTo(ctx context.Context, ref, src, dst string) error {
-	sb, err := h.running(ctx, ref)
+	executor, err := h.executorBinary()
 	if err != nil {
 		return err
 	}
-	c, _ := h.executor(sb)
-	defer c.Close()
-	return client.CopyTo(ctx, c, src, inSandbox(sb, dst))
-}
-
-// CopyFrom copies the file or directory src inside a running sandbox to
-// dst on the host, as docker cp does (see client.CopyFrom). A relative
-// src is taken relative to the sandbox's working directory.
-func (h *Host) CopyFrom(ctx context.Context, ref, src, dst string) error {
-	if src == "" {
-		return invalid("empty sandbox path")
+	binds := []specs.Mount{readOnlyBind(executor, isolate.ExecutorPath)}
+	env := sb.Options.Env
+	if sb.Image != nil {
+		env = sbx.MergeEnv(sb.Image.Env, sb.Options.Env)
 	}
-	sb, err := h.running(ctx, ref)
+	// Commands get the image's and the caller's variables (and a PATH);
+	// the executor sets HOME and USER for the user each command runs as.
+	cmdEnv := withPath(env)
+	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options,
+		root: &rootfs.Root{Path: sb.RootPath, Mounts: extra}, net: attachmentOf(sb), uns: uns}
+	if sb.Options.UserNS == sbx.UserNSPrivate && uns == nil {
+		if p.uns, err = newUserNS(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID)); err != nil {
+			return err
+		}
+		defer p.closeUserNS()
+	}
+	spec := containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds)
+	// The commands' environment goes through a memfd, not the command
+	// line, so that no host user can read it with ps.
+	envFile, err := envMemfd(cmdEnv)
 	if err != nil {
 		return err
 	}
-	c, _ := h.executor(sb)
-	defer c.Close()
-	return client.CopyFrom(ctx, c, inSandbox(sb, src), dst)
+	defer envFile.Close()
+	h.crashPoint(stepStart)
+	t0 := time.Now()
+	ctr, err := isolate.Start(h.containerRoot(), spec, isolate.IO{
+		Stdout:     logf,
+		Stderr:     logf,
+		ExtraFiles: []*os.File{lnFile, envFile},
+	})
+	if err != nil {
+		return fmt.Errorf("%w%s", err, logTail(filepath.Join(run, executorLog)))
+	}
+	// Reap PID 1 when it exits while this process lives (a server); a CLI
+	// process exits first and PID 1 is reparented.
+	go func() { _, _ = ctr.Wait() }()
+	_ = lnFile.Close()
+	sb.Pid = ctr.Pid()
+	sb.PidStart, _ = procStart(sb.Pid)
+	sb.Socket = sockPath
+	h.crashPoint(stepReady)
+	t1 := time.Now()
+	if err := h.waitReady(ctx, sockPath); err != nil {
+		tail := logTail(filepath.Join(run, executorLog))
+		return fmt.Errorf("%w: %w%s", sbx.ErrNotReady, err, tail)
+	}
+	if sb.CreateTimings != nil {
+		sb.CreateTimings.StartS = t1.Sub(t0).Seconds()
+		sb.CreateTimings.ReadyS = time.Since(t1).Seconds()
+	}
+	return nil
 }
 
-// inSandbox makes a sandbox path absolute against the sandbox's working
-// directory (its option, else the image's, else /), as commands see it.
-func inSandbox(sb *sbx.Sandbox, p string) string {
-	wd := sb.Options.Workdir
-	if wd == "" && sb.Image != nil {
-		wd = sb.Image.Workdir
+// attachmentOf is the network a recorded sandbox's container joins.
+func attachmentOf(sb *sbx.Sandbox) *netns.Attachment {
+	a := &netns.Attachment{Mode: netns.Mode(sb.Options.Network)}
+	if sb.Network != nil {
+		a.NetNSPath = sb.Network.NetNSPath
 	}
-	return client.InDir(wd, p)
+	return a
+}
+
+// waitReady sends one health request to the executor.
+func (h *Host) waitReady(ctx context.Context, sock string) error {
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.ReadyTimeout)
+	defer cancel()
+	client := unixHTTPClient(sock)
+	defer client.CloseIdleConnections()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://sandbox"+healthPath, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("executor health check: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxHealthBody))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("executor health check: HTTP %d: %.200s", resp.StatusCode, body)
+	}
+	var hl struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &hl); err != nil {
+		return fmt.Errorf("executor health check: bad reply: %w", err)
+	}
+	return nil
+}
+
+// unixHTTPClient is an HTTP client whose every connection goes to sock.
+func unixHTTPClient(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+		DisableCompression: true,
+		MaxIdleConns:       1,
+	}}
+}
+
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) == 0 {
+		return ""
+	}
+	if len(data) > 1000 {
+		data = data[len(data)-1000:]
+	}
+	return "\nexecutor output:\n" + strings.TrimSpace(string(data))
+}
+
+// withPath adds the default PATH to env if it has none.
+func withPath(env []string) []string {
+	for _, e := range env {
+		if strings.HasPrefix(e, "PATH=") {
+			return env
+		}
+	}
+	return append(append([]string{}, env...), "PATH="+sbx.DefaultPath)
+}
+
+// executorArgs is the command line of a sandbox's PID 1: the executor with
+// the sandbox's defaults for commands.
+func executorArgs(executor string, sb *sbx.Sandbox) []string {
+	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
+	workdir := sb.Options.Workdir
+	user := sb.Options.User
+	if sb.Image != nil {
+		if workdir == "" {
+			workdir = sb.Image.Workdir
+		}
+		if user == "" {
+			user = sb.Image.User
+		}
+	}
+	if workdir != "" {
+		args = append(args, "--workdir", workdir)
+	}
+	if user != "" {
+		args = append(args, "--user", user)
+	}
+	return args
+}
+
+// envMemfd returns a memfd holding env as NUL-separated entries, read from
+// the start by the executor (--env-fd).
+func envMemfd(env []string) (*os.File, error) {
+	fd, err := unix.MemfdCreate("sbx-env", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd for the executor's environment: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "sbx-env")
+	if _, err := f.WriteString(strings.Join(env, "\x00")); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write the executor's environment: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -163,7 +163,8 @@ type Host struct {
 	// mount table, which every container start copies.
 	mountNS *rootfs.Namespaces
 
-	events *events
+	events     *events
+	supervisor *supervisor
 
 	// crashAt names a create step at which the process kills itself with
 	// SIGKILL (from SBX_TEST_CRASH_AT); tests use it to prove that GC
@@ -222,7 +223,8 @@ func Open(cfg HostConfig) (*Host, error) {
 		crashAt: os.Getenv("SBX_TEST_CRASH_AT"),
 		mountNS: rootfs.NewNamespaces(filepath.Join(st.RunRoot(), mountNSDir)),
 	}
-	h.events = newEvents(h)
+	h.events = newEvents()
+	h.supervisor = newSupervisor(h)
 	return h, nil
 }
 
@@ -235,7 +237,7 @@ func (h *Host) RunRoot() string { return h.store.RunRoot() }
 // re-adopts them. Operations after Close still work (they reopen what they
 // need); background work does not restart.
 func (h *Host) Close() error {
-	h.events.stop()
+	h.supervisor.stop()
 	h.netMu.Lock()
 	defer h.netMu.Unlock()
 	if h.net == nil {

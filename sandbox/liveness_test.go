@@ -254,7 +254,7 @@ func TestStatsAfterOOM(t *testing.T) {
 	}
 }
 
-// A second Manager on the same state (a restarted server) re-adopts a
+// A second Host on the same state (a restarted server) re-adopts a
 // running sandbox: Recover lists it, and exec, stats and remove work.
 func TestRecoverReadoptsRunningSandbox(t *testing.T) {
 	m := newHost(t, HostConfig{})
@@ -272,19 +272,19 @@ func TestRecoverReadoptsRunningSandbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(live) != 1 || live[0].ID != sb.ID || live[0].Status != sbx.StatusRunning {
-		t.Fatalf("Recover on a second Manager: %v; want the running sandbox", live)
+		t.Fatalf("Recover on a second Host: %v; want the running sandbox", live)
 	}
 	res, err := m2.Exec(ctx, sb.ID, api.ExecRequest{Argv: []string{"echo", "adopted"}}, nil)
 	if err != nil || res.Stdout != "adopted\n" {
-		t.Fatalf("exec through the second Manager: %+v, %v", res, err)
+		t.Fatalf("exec through the second Host: %+v, %v", res, err)
 	}
 	if _, err := m2.Stats(ctx, sb.ID); err != nil {
-		t.Fatalf("stats through the second Manager: %v", err)
+		t.Fatalf("stats through the second Host: %v", err)
 	}
 	if err := m2.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := m.Get(ctx, sb.ID); !errors.Is(err, sbx.ErrNotFound) {
-		t.Fatalf("the first Manager still sees the sandbox: %v", err)
+		t.Fatalf("the first Host still sees the sandbox: %v", err)
 	}
 }

@@ -65,38 +65,6 @@ func (h *Host) expired(sb *sbx.Sandbox) bool {
 	return sb.ExpiresAt != nil && !sb.ExpiresAt.After(h.now())
 }
 
-// Get returns the record of the sandbox ref (id, prefix or name) without
-// locking it.
-func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-	h.removeExpired(ctx)
-	id, err := h.Resolve(ref)
-	if err != nil {
-		return nil, err
-	}
-	var sb sbx.Sandbox
-	if err := h.store.Read(id, &sb); err != nil {
-		if errors.Is(err, state.ErrNoRecord) {
-			return &sbx.Sandbox{ID: id, Status: sbx.StatusCreating}, nil
-		}
-		if errors.Is(err, state.ErrCorruptRecord) {
-			return unreadable(id, err), nil
-		}
-		return nil, err
-	}
-	if h.expired(&sb) {
-		return nil, fmt.Errorf("sandbox %s: expired: %w", id, sbx.ErrNotFound)
-	}
-	h.checkAlive(&sb)
-	return &sb, nil
-}
-
-// List returns the sandboxes f selects, oldest first. It reads the records
-// without locks: each is a consistent snapshot. A sandbox past its TTL is
-// not listed: it is being removed.
-func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
-	return h.list(ctx, f, false)
-}
-
 // list is List; withExpired keeps the sandboxes past their TTL that
 // another process is still removing, as the watcher needs: it reports a
 // removal only once the record is gone.

@@ -3,7 +3,6 @@ package sandbox
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/netns"
@@ -37,36 +36,36 @@ func networkInfo(a *netns.Attachment) *sbx.NetworkInfo {
 	return n
 }
 
-// PoolSize returns how many prepared bridged namespaces wait in the pool.
-func (h *Host) PoolSize() (int, error) {
+// PreparedNetworks returns how many prepared bridged namespaces wait in the pool.
+func (h *Host) PreparedNetworks() (int, error) {
 	n, err := h.network()
 	if err != nil {
 		return 0, err
 	}
-	return n.Pooled()
+	return n.Prepared()
 }
 
-// FillNetworkPool prepares namespaces until want wait in the pool; it returns
+// PrepareNetworks prepares namespaces until want wait in the pool; it returns
 // how many it added and how many wait now.
-func (h *Host) FillNetworkPool(ctx context.Context, want int) (added, have int, err error) {
+func (h *Host) PrepareNetworks(ctx context.Context, want int) (added, have int, err error) {
 	n, err := h.network()
 	if err != nil {
 		return 0, 0, err
 	}
-	if have, err = n.Pooled(); err != nil || want <= have {
+	if have, err = n.Prepared(); err != nil || want <= have {
 		return 0, have, err
 	}
-	added, err = n.Prefill(ctx, want-have)
+	added, err = n.Prepare(ctx, want-have)
 	return added, have + added, err
 }
 
-// DrainNetworkPool removes every prepared namespace from the pool.
-func (h *Host) DrainNetworkPool(ctx context.Context) error {
+// DiscardPreparedNetworks removes every prepared namespace from the pool.
+func (h *Host) DiscardPreparedNetworks(ctx context.Context) error {
 	n, err := h.network()
 	if err != nil {
 		return err
 	}
-	return n.DrainPool(ctx)
+	return n.DiscardPrepared(ctx)
 }
 
 // ResetNetwork drains the pool and deletes the bridge and sbx's nftables
@@ -77,54 +76,4 @@ func (h *Host) ResetNetwork(ctx context.Context) error {
 		return err
 	}
 	return n.Reset(ctx)
-}
-
-// keepPool keeps HostConfig.NetworkPool prepared bridged namespaces
-// waiting: it fills the pool at start and after every bridged create, in
-// the background, until Close.
-func (e *events) keepPool() {
-	defer e.wg.Done()
-	ctx, cancel := e.stopped()
-	defer cancel()
-	for {
-		e.topUpPool(ctx)
-		select {
-		case <-e.done:
-			return
-		case <-e.refill:
-		}
-	}
-}
-
-func (e *events) topUpPool(ctx context.Context) {
-	t0 := time.Now()
-	added, _, err := e.h.FillNetworkPool(ctx, e.h.cfg.NetworkPool)
-	if err != nil && ctx.Err() == nil {
-		e.h.log.Warn("network pool: prefill", "added", added, "err", err)
-		return
-	}
-	e.h.log.Debug("network pool filled", "added", added, "seconds", time.Since(t0).Seconds())
-}
-
-// askRefill wakes keepPool after a bridged create took a namespace.
-func (e *events) askRefill() {
-	if e.h.cfg.NetworkPool <= 0 {
-		return
-	}
-	select {
-	case e.refill <- struct{}{}:
-	default: // a refill is already due
-	}
-}
-
-// drainPool removes the prepared namespaces at Close.
-func (e *events) drainPool() {
-	if e.h.cfg.NetworkPool <= 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := e.h.DrainNetworkPool(ctx); err != nil {
-		e.h.log.Warn("network pool: drain (run sbx gc)", "err", err)
-	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
-// newStateOnly returns a Manager over an empty temporary state, for tests
+// newStateOnly returns a Host over an empty temporary state, for tests
 // that need no root and no container.
 func newStateOnly(t *testing.T) *Host {
 	t.Helper()

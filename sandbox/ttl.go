@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sbxrun/sbx"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/sandbox/state"
@@ -144,4 +146,40 @@ func SpawnDetached(argv []string) error {
 		return err
 	}
 	return cmd.Process.Release()
+}
+
+// removeExpired removes the sandboxes whose TTL has passed. Every operation
+// calls it first; it reads one small directory when nothing has expired.
+// Sandboxes busy with another operation are left for next time.
+func (h *Host) removeExpired(ctx context.Context) []string {
+	ids, err := h.store.Expired(h.now())
+	if err != nil {
+		h.log.Warn("read sandbox expiry index", "err", err)
+		return nil
+	}
+	var reaped []string
+	for _, id := range ids {
+		l, err := h.store.TryLock(id)
+		if errors.Is(err, state.ErrNotFound) {
+			h.store.ClearExpiry(id)
+			continue
+		}
+		if err != nil {
+			continue // busy: a create in progress or another remover
+		}
+		var sb sbx.Sandbox
+		if err := l.Read(&sb); err != nil || sb.ExpiresAt == nil || sb.ExpiresAt.After(h.now()) {
+			l.Unlock()
+			continue
+		}
+		h.emit(changeExpired, &sb)
+		if err := h.destroy(context.WithoutCancel(ctx), l, &sb); err != nil {
+			h.log.Warn("remove expired sandbox", "id", id, "err", err)
+			l.Unlock()
+			continue
+		}
+		h.log.Info("removed expired sandbox", "id", id)
+		reaped = append(reaped, id)
+	}
+	return reaped
 }

@@ -4,10 +4,13 @@
 # missing, so a fresh Debian machine needs nothing by hand.
 set -euo pipefail
 
+# runc is the reference the runc-compatible command set (sbx-runc) is tested
+# against; containerd and the CNI plugins run it in the Kubernetes tests.
 pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
-      iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci)
+      iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci
+      runc containerd containernetworking-plugins)
 if [[ "${1:-}" == "--bench" ]]; then
-	pkgs+=(runc crun bubblewrap hyperfine docker.io podman)
+	pkgs+=(crun bubblewrap hyperfine docker.io podman)
 fi
 
 missing=()

@@ -162,38 +162,67 @@ func (b *tailBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// prepareImage builds (once) an image from a base image and a script,
-// the same cache key as a local sbx prepare. The build sandbox goes
-// through the backend's policy and the concurrent create limit.
-func (s *Server) prepareImage(w http.ResponseWriter, r *http.Request) {
-	var req api.PrepareRequest
+// tagImage is POST /v1/images/tag.
+func (s *Server) tagImage(w http.ResponseWriter, r *http.Request) {
+	var req api.TagRequest
 	if err := s.decodeJSON(w, r, &req, false); err != nil {
 		s.fail(w, err)
 		return
 	}
-	if strings.TrimSpace(req.Base) == "" || strings.TrimSpace(req.Script) == "" {
-		s.fail(w, unprocessable(api.CodeInvalid, "base and script are required: the image to start from and the setup script"))
+	if strings.TrimSpace(req.Source) == "" || strings.TrimSpace(req.Target) == "" {
+		s.fail(w, unprocessable(api.CodeInvalid, "source and target are required: the cached image and its new name"))
 		return
 	}
-	release, err := s.admitCreate()
+	img, err := s.b.TagImage(r.Context(), req.Source, req.Target)
 	if err != nil {
 		s.fail(w, err)
 		return
 	}
-	defer release()
-	opts := sbx.Options{Env: req.Env, User: req.User, Workdir: req.Workdir, Network: req.Network}
-	if req.Sandbox != nil {
-		if len(req.Env) > 0 || req.User != "" || req.Workdir != "" || req.Network != "" {
-			s.fail(w, unprocessable(api.CodeInvalid, "give the build sandbox's options in sandbox or as env, user, workdir and network, not both"))
+	writeJSON(w, http.StatusCreated, img)
+}
+
+// imageHistory is GET /v1/images/history?ref=REF.
+func (s *Server) imageHistory(w http.ResponseWriter, r *http.Request) {
+	ref := r.URL.Query().Get("ref")
+	if ref == "" {
+		s.fail(w, badRequest("give the image: GET /v1/images/history?ref=REF"))
+		return
+	}
+	h, err := s.b.ImageHistory(r.Context(), ref)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	if h == nil {
+		h = []sbx.ImageHistoryEntry{}
+	}
+	writeJSON(w, http.StatusOK, api.ImageHistory{History: h})
+}
+
+// saveImages is POST /v1/images/save: the images as one OCI archive. The
+// images are looked up first, so that a missing one is a plain error
+// reply; a failure once the archive streams aborts the connection, and
+// the client sees a truncated body rather than a short archive.
+func (s *Server) saveImages(w http.ResponseWriter, r *http.Request) {
+	var req api.SaveRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	if len(req.Refs) == 0 {
+		s.fail(w, unprocessable(api.CodeInvalid, "refs is required: the images to save"))
+		return
+	}
+	for _, ref := range req.Refs {
+		if _, err := s.b.InspectImage(r.Context(), ref); err != nil {
+			s.fail(w, err)
 			return
 		}
-		opts = *req.Sandbox
 	}
-	out := &tailBuffer{max: maxPrepareOutput}
-	res, err := s.b.Prepare(r.Context(), sbx.PrepareOptions{Base: req.Base, Script: req.Script, Output: out, Sandbox: opts})
-	if err != nil {
-		s.fail(w, err)
-		return
+	w.Header().Set("Content-Type", api.ContentTypeTar)
+	w.WriteHeader(http.StatusOK)
+	if err := s.b.SaveImage(r.Context(), req.Refs, w); err != nil {
+		s.log.Warn("save images", "refs", req.Refs, "err", err)
+		panic(http.ErrAbortHandler)
 	}
-	writeJSON(w, http.StatusOK, api.PrepareReply{Image: res.Image, Cached: res.Cached, Output: string(out.buf)})
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -612,5 +613,69 @@ func TestAdversarialTIOCSTI(t *testing.T) {
 	_ = cmd.Wait()
 	if !strings.Contains(string(out), "tiocsti EPERM") {
 		t.Errorf("TIOCSTI on the user's terminal: %q, want EPERM", out)
+	}
+}
+
+// TestAdversarialHostileExecutorCopyFromMemory: a taken-over executor's
+// stream of tens of thousands of directories with 3.5 KiB names (a million
+// entries was the audit's) is refused early, while the copy's memory stays
+// bounded: sbx cp keeps nothing per file and a capped amount per
+// directory.
+func TestAdversarialHostileExecutorCopyFromMemory(t *testing.T) {
+	const dirs = 40_000
+	long := strings.Repeat("a", 250)
+	prefix := "data"
+	c := fakeExecutor(t, func(w http.ResponseWriter, r *http.Request) {
+		tw := tar.NewWriter(w)
+		dir := func(name string) error {
+			return tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeDir, Mode: 0o755})
+		}
+		p := prefix
+		if dir(p) != nil {
+			return
+		}
+		for i := 0; i < 14; i++ {
+			p += "/" + long
+			if dir(p) != nil {
+				return
+			}
+		}
+		for i := 0; i < dirs; i++ {
+			if dir(fmt.Sprintf("%s/d%06d", p, i)) != nil {
+				return
+			}
+		}
+		tw.Close()
+	})
+	dst := filepath.Join(t.TempDir(), "new")
+	var base, peak runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&base)
+	stop := make(chan struct{})
+	sampled := make(chan uint64)
+	go func() {
+		var top uint64
+		for {
+			select {
+			case <-stop:
+				sampled <- top
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			runtime.ReadMemStats(&peak)
+			top = max(top, peak.HeapAlloc)
+		}
+	}()
+	err := client.CopyFrom(context.Background(), c, "/data", dst)
+	close(stop)
+	top := <-sampled
+	if err == nil {
+		t.Error("a copy of tens of thousands of directories with 3.5 KiB names was accepted in full")
+	}
+	if grew := int64(top) - int64(base.HeapAlloc); grew > 48<<20 {
+		t.Errorf("the copy's heap grew by %d MiB (error %v)", grew>>20, err)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Error("the refused copy was installed")
 	}
 }

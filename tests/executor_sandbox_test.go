@@ -38,7 +38,7 @@ type sandboxedExecutor struct {
 }
 
 // startSandboxedExecutor starts `/.sbx/sbx executor --listen-fd 3` as PID 1
-// of a sandbox over the given root, the way the sandbox Manager will: the
+// of a sandbox over the given root, the way the sandbox Host does: the
 // host creates the listening socket and passes it in, so the client can
 // connect at once.
 func startSandboxedExecutor(t *testing.T, lower string, limits cgroup.Limits) *sandboxedExecutor {

@@ -34,7 +34,7 @@ func TestDialPortReachesTheSandboxLoopback(t *testing.T) {
 	e.see(sb.ID)
 	ex := client.NewWithDialer(func(ctx context.Context) (net.Conn, error) { return e.host.Dial(ctx, sb.ID) }, client.Options{})
 	defer ex.Close()
-	if _, err := ex.StartService(ctx, execapi.ServiceSpec{Argv: []string{"sh", "-c", "mkdir -p /tmp/www && echo inside > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"}}); err != nil {
+	if _, err := ex.StartMainCmd(ctx, execapi.MainCmdSpec{Argv: []string{"sh", "-c", "mkdir -p /tmp/www && echo inside > /tmp/www/index.html && exec httpd -f -p 127.0.0.1:8080 -h /tmp/www"}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, b := range []struct {

@@ -20,7 +20,7 @@ import (
 
 // BenchmarkServerCreateExecDelete measures one sandbox's whole life over
 // HTTP (create, exec of true, delete) at concurrency 1 and 8, and the same
-// cycle straight through the Manager and the executor socket as the anchor
+// cycle straight through the Host and the executor socket as the anchor
 // in the same run. It reports the median and p99 of one cycle.
 //
 //	go test -tags 'seccomp netgo osusergo' -run '^$' -bench ServerCreateExecDelete -benchtime 60x ./tests/

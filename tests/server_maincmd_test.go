@@ -42,7 +42,7 @@ func logsOf(ctx context.Context, t testing.TB, b sbx.Sandboxes, ref string, o sb
 }
 
 // TestServerMainCommand drives a sandbox's main command (Options.Cmd run
-// as the executor's service) through the library and through the REST
+// as the executor's main command) through the library and through the REST
 // server: exit code, output by offset, follow, signal, stop saving the end
 // and the tail (served from disk after the executor is gone, and by a
 // second Host on the same root), start running it again, an OOM kill

@@ -15,7 +15,7 @@ import (
 
 // TestServerNetworkPool checks that a server with a network pool fills it
 // at start, hands a bridged create a pooled namespace (create timings say
-// so), refills it and drains it when the host closes; and that the Manager's Subnet is
+// so), refills it and drains it when the host closes; and that the Host's Subnet is
 // used.
 func TestServerNetworkPool(t *testing.T) {
 	fixture.BusyboxRootfs(t)
@@ -24,7 +24,7 @@ func TestServerNetworkPool(t *testing.T) {
 	waitPooled := func(want int) {
 		t.Helper()
 		for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			n, err := e.host.PoolSize()
+			n, err := e.host.PreparedNetworks()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,7 +54,7 @@ func TestServerNetworkPool(t *testing.T) {
 	e.srv.Shutdown()
 	e.srv.Close()
 	_ = e.host.Close()
-	if n, err := e.host.PoolSize(); err != nil || n != 0 {
+	if n, err := e.host.PreparedNetworks(); err != nil || n != 0 {
 		t.Fatalf("pool after Close: %d %v, want drained", n, err)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -150,4 +153,43 @@ func TestServerRemoteRun(t *testing.T) {
 		}
 	}
 	assertNone("after the refusals")
+}
+
+// TestServerRemoteRunOOMCounted: the OOM kill of a remote one-shot run,
+// whose sandbox is removed at once, reaches the event stream and
+// sbx_oom_kills_total.
+func TestServerRemoteRunOOMCounted(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	p.start(t)
+	defer p.stop(t)
+	t.Setenv("SBX_TOKEN", serverTestToken)
+	local := t.TempDir()
+	r := runSbx(t, "", "--root", local+"/root", "--run-root", local+"/run", "--host", "unix://"+p.sock,
+		"run", "-m", "32m", "--rootfs", fixture.CacheDir+"/busybox", "--", "awk", `BEGIN { s = "xxxxxxxxxxxxxxxx"; while (1) s = s s }`)
+	if r.code != 137 {
+		t.Fatalf("remote run over its memory: exit %d, want 137 (%s)", r.code, r.stderr)
+	}
+	c := p.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	errOOM := errors.New("seen")
+	err := c.Events(ctx, sbx.EventsBuffered, func(e sbx.Event) error {
+		if e.Type == sbx.EventOOM && e.OOMKills >= 1 {
+			return errOOM
+		}
+		return nil
+	})
+	if !errors.Is(err, errOOM) {
+		t.Fatalf("no sandbox.oom event for the remote run: %v", err)
+	}
+	resp, err := c.Do(ctx, "GET", "/metrics", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	if !regexp.MustCompile(`(?m)^sbx_oom_kills_total [1-9]`).Match(metrics) {
+		t.Fatalf("sbx_oom_kills_total did not count the run's kill:\n%s", regexp.MustCompile(`(?m)^sbx_oom.*$`).Find(metrics))
+	}
 }

@@ -6,6 +6,9 @@ import (
 	"runtime"
 	"strconv"
 
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
+
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx/internal/version"
@@ -90,7 +93,7 @@ keeps it filled on its own.`,
 			if err != nil || want < 0 {
 				return fmt.Errorf("invalid pool size %q: want a count", args[0])
 			}
-			added, have, err := h.FillNetworkPool(cmd.Context(), want)
+			added, have, err := h.PrepareNetworks(cmd.Context(), want)
 			fmt.Fprintf(cmd.OutOrStdout(), "added %d, %d in the pool\n", added, have)
 			return err
 		}),
@@ -99,14 +102,14 @@ keeps it filled on its own.`,
 		Short: "Remove every prepared namespace from the pool",
 		Args:  cobra.NoArgs,
 		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
-			return h.DrainNetworkPool(cmd.Context())
+			return h.DiscardPreparedNetworks(cmd.Context())
 		}),
 	}, &cobra.Command{
 		Use:   "ls",
 		Short: "Print how many prepared namespaces wait in the pool",
 		Args:  cobra.NoArgs,
 		RunE: withHost(func(cmd *cobra.Command, args []string, h *sandbox.Host) error {
-			n, err := h.PoolSize()
+			n, err := h.PreparedNetworks()
 			if err == nil {
 				fmt.Fprintln(cmd.OutOrStdout(), n)
 			}
@@ -135,4 +138,75 @@ func versionCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// withBackend runs fn with the backend and a context that SIGINT and
+// SIGTERM cancel, mapping its error to sbx's exit codes.
+func (a *app) withBackend(fn func(context.Context, backend) error) error {
+	ctx, b, cancel, err := a.backendCtx()
+	if err != nil {
+		return sbxError(err)
+	}
+	defer cancel()
+	return sbxError(fn(ctx, b))
+}
+
+func systemCmd(a *app) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "system",
+		Short: "What sbx holds on this host (df) and removing what is unused (prune)",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, args []string) error { return cmd.Help() },
+	}
+	var format string
+	df := &cobra.Command{
+		Use:   "df [--format table|json]",
+		Short: "Show what images, layers and sandboxes hold",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				du, err := b.DiskUsage(ctx)
+				if err != nil {
+					return err
+				}
+				if format == "json" {
+					return render.JSON(cmd.OutOrStdout(), du)
+				}
+				return render.DiskUsage(cmd.OutOrStdout(), du)
+			})
+		},
+	}
+	df.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	var o sbx.PruneOptions
+	var force bool
+	prune := &cobra.Command{
+		Use:   "prune [-a] [-f]",
+		Short: "Remove stopped sandboxes, unused layers, and with -a every image no sandbox uses",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !force {
+				what := "all stopped sandboxes and the image layers no image uses"
+				if o.All {
+					what = "all stopped sandboxes, every image no sandbox uses, and their layers"
+				}
+				if !console.IsTerminal(cmd.InOrStdin()) {
+					return exitErr("sbx system prune removes %s: confirm with -f", what)
+				}
+				if !console.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), "This removes "+what+". Continue?") {
+					return exitWith(1)
+				}
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				rep, err := b.Prune(ctx, o)
+				if rep != nil {
+					render.PruneReport(cmd.OutOrStdout(), rep)
+				}
+				return err
+			})
+		},
+	}
+	prune.Flags().BoolVarP(&o.All, "all", "a", false, "also remove every image no sandbox uses")
+	prune.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
+	cmd.AddCommand(df, prune)
+	return cmd
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -185,5 +187,99 @@ func imageCmd(a *app) *cobra.Command {
 	}
 	cmd.AddCommand(imagesCmd(a, "ls"), imageInspectCmd(a), rmiCmd(a, "rm"), imageGCCmd(a), pullCmd(a), importCmd(a),
 		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a))
+	return cmd
+}
+
+func tagCmd(a *app) *cobra.Command {
+	return &cobra.Command{
+		Use:   "tag SOURCE TARGET",
+		Short: "Give a cached image a further name (NAME[:TAG]); the layers are shared",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				_, err := b.TagImage(ctx, args[0], args[1])
+				return err
+			})
+		},
+	}
+}
+
+func saveCmd(a *app) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "save [-o FILE] IMAGE...",
+		Short: "Write cached images as one OCI archive (to stdout, or -o FILE)",
+		Long: `Write the images as one OCI archive: an OCI image layout in a tar, each image
+named by its reference, as docker save --format oci writes it. sbx load, sbx
+import, skopeo and docker load read it. The layers are packed again from the
+unpacked cache: their contents are the image's, their digests differ from the
+registry's. With -o the file appears only once the archive is complete.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return writeOut(a, cmd, output, "an archive", func(ctx context.Context, b backend, w io.Writer) error {
+				return b.SaveImage(ctx, args, w)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write to this file instead of stdout")
+	return cmd
+}
+
+func loadCmd(a *app) *cobra.Command {
+	var input string
+	var f imageFlags
+	cmd := &cobra.Command{
+		Use:   "load [-i FILE] [NAME]",
+		Short: "Load an image from an archive (stdin, or -i FILE): OCI, docker save or rootfs tar",
+		Long: `Load an image into the image cache from an archive read from stdin or -i FILE:
+an OCI archive (sbx save, docker save --format oci, skopeo), a docker save
+tar, or a root filesystem tarball. The same as sbx import. NAME picks one of
+several images of an archive, and names a root filesystem.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o := sbx.ImportOptions{Path: input}
+			if len(args) == 1 {
+				o.Name = args[0]
+			}
+			if input == "" {
+				in := cmd.InOrStdin()
+				if console.IsTerminal(in) {
+					return exitErr("no archive on stdin: give -i FILE or redirect stdin (sbx load < image.tar)")
+				}
+				o.Archive = in
+			} else if abs, err := filepath.Abs(input); err == nil {
+				o.Path = abs
+			}
+			return importImage(a, cmd, &f, o, "Loaded image: ")
+		},
+	}
+	cmd.Flags().StringVarP(&input, "input", "i", "", "read from this file instead of stdin")
+	f.register(cmd)
+	return cmd
+}
+
+func historyCmd(a *app) *cobra.Command {
+	var format string
+	var noTrunc, quiet bool
+	cmd := &cobra.Command{
+		Use:   "history [--no-trunc] [--format table|json] IMAGE",
+		Short: "Show how an image was built, newest step first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := render.CheckFormat(format, "table", "json"); err != nil {
+				return exitErr("%v", err)
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				steps, err := b.ImageHistory(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return render.History(cmd.OutOrStdout(), steps, render.HistoryOptions{Format: format, NoTrunc: noTrunc, Quiet: quiet})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json")
+	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "do not shorten commands and layer digests")
+	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only the layers' diffIDs")
 	return cmd
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/sbxrun/sbx"
 
 	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/runc"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/client"
 )
@@ -32,6 +33,7 @@ func main() {
 	// libcontainer re-executes this binary to set each sandbox up; there
 	// Init takes over and never returns.
 	sandbox.Init()
+	runc.Dispatch(os.Args) // "sbx runc ..." and "sbx-runc ..." (a symlink) run and exit here
 	os.Exit(execute(os.Args[1:]))
 }
 

@@ -47,9 +47,9 @@ func (f *openhandsFlags) registerServe(fs *pflag.FlagSet) {
 
 // startOpenHands opens the Runtime API listeners the flags ask for over
 // host, held to the API's policy (Settings.Policy); the caller serves
-// them (Listener.Serve).
-func startOpenHands(f *openhandsFlags, host *sandbox.Host, root string, log *slog.Logger) (openhands.Listeners, error) {
-	f.StateRoot, f.Logger = filepath.Join(root, "openhands"), log
+// them (Listener.Serve); the data plane strips token (the REST server's).
+func startOpenHands(f *openhandsFlags, host *sandbox.Host, root, token string, log *slog.Logger) (openhands.Listeners, error) {
+	f.StateRoot, f.Logger, f.ServerToken = filepath.Join(root, "openhands"), log, token
 	cfg, err := f.Config()
 	if err != nil || !f.Enabled() {
 		return nil, err

@@ -150,7 +150,7 @@ func runServe(ctx context.Context, a *app, o *serveOptions) error {
 		return err
 	}
 	defer host.Close()
-	ohs, err := startOpenHands(&o.openhands, host, a.root, log)
+	ohs, err := startOpenHands(&o.openhands, host, a.root, lc.Token, log)
 	if err != nil {
 		return err
 	}

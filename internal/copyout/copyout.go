@@ -81,7 +81,7 @@ func Extract(r io.Reader, top, dir, name string, lim Limits) error {
 		return fmt.Errorf("staging directory in %s: %w", dir, err)
 	}
 	defer unix.Close(stageFD)
-	x := &extractor{root: stageFD, top: top, name: name, lim: lim.Or(DefaultLimits), links: map[string]bool{}}
+	x := &extractor{root: stageFD, top: top, name: name, lim: lim.Or(DefaultLimits)}
 	if err := x.read(r); err != nil {
 		return err
 	}
@@ -126,8 +126,14 @@ type extractor struct {
 	bytes     int64
 	sawTop    bool
 	dirs      []dirMeta
-	links     map[string]bool // regular files of the copy, the only hard link targets
+	dirBytes  int // what dirs holds, capped by maxDirMeta
 }
+
+// maxDirMeta caps the memory one copy keeps for its directories' modes
+// and times, applied at the end (a hostile stream of a million
+// directories with 4 KiB names would otherwise hold gigabytes): about
+// 100,000 directories of 100-byte names. Nothing else is kept per entry.
+const maxDirMeta = 16 << 20
 
 func (x *extractor) read(r io.Reader) error {
 	tr := tar.NewReader(r)
@@ -221,6 +227,9 @@ func (x *extractor) entry(rel string, hdr *tar.Header, tr *tar.Reader) error {
 				return fmt.Errorf("create directory: %w", err)
 			}
 		}
+		if x.dirBytes += len(rel) + 64; x.dirBytes > maxDirMeta {
+			return refused("more directories than one copy keeps track of (%d MiB of names)", maxDirMeta>>20)
+		}
 		x.dirs = append(x.dirs, dirMeta{rel: rel, mode: perm | 0o700, mtime: hdr.ModTime})
 		return nil
 	case tar.TypeReg:
@@ -252,7 +261,6 @@ func (x *extractor) entry(rel string, hdr *tar.Header, tr *tar.Reader) error {
 		if err != nil {
 			return fmt.Errorf("write file: %w", err)
 		}
-		x.links[rel] = true
 		return nil
 	case tar.TypeSymlink:
 		if hdr.Linkname == "" || len(hdr.Linkname) > x.lim.MaxPathLen || strings.IndexByte(hdr.Linkname, 0) >= 0 {
@@ -271,7 +279,7 @@ func (x *extractor) entry(rel string, hdr *tar.Header, tr *tar.Reader) error {
 		if err != nil {
 			return fmt.Errorf("hard link target: %w", err)
 		}
-		if !x.links[target] || target == rel {
+		if target == rel {
 			return refused("hard link to %q, which is not a file of the copy", sanitize(hdr.Linkname))
 		}
 		tparent, tbase := path.Split(target)
@@ -280,8 +288,10 @@ func (x *extractor) entry(rel string, hdr *tar.Header, tr *tar.Reader) error {
 			return err
 		}
 		defer unix.Close(tfd)
+		// The staging tree holds only what this copy made: a regular
+		// file there is a file of the copy.
 		if !isRegular(tfd, tbase) {
-			return refused("hard link to %q, which is no longer a regular file", sanitize(hdr.Linkname))
+			return refused("hard link to %q, which is not a regular file of the copy", sanitize(hdr.Linkname))
 		}
 		if err := x.clearLeaf(pfd, base); err != nil {
 			return err
@@ -289,7 +299,6 @@ func (x *extractor) entry(rel string, hdr *tar.Header, tr *tar.Reader) error {
 		if err := unix.Linkat(tfd, tbase, pfd, base, 0); err != nil {
 			return fmt.Errorf("create hard link: %w", err)
 		}
-		x.links[rel] = true
 		return nil
 	}
 	return refused("entry of type %q (devices, FIFOs, sockets and sparse files are not copied)", string(hdr.Typeflag))

@@ -302,122 +302,6 @@ func (c *Client) Stream(ctx context.Context, method, path string, in any, maxLin
 	return nil
 }
 
-// Events streams the server's events after sequence number since (0: only
-// new ones; sbx.EventsBuffered: all the server still holds) to fn, in order, until ctx ends, fn fails or the server closes
-// the stream (io.ErrUnexpectedEOF). Resume with the Seq of the last event
-// received.
-func (c *Client) Events(ctx context.Context, since uint64, fn func(sbx.Event) error) error {
-	path := "/v1/events"
-	switch since {
-	case 0:
-	case sbx.EventsBuffered:
-		path += "?since=0"
-	default:
-		path += "?since=" + strconv.FormatUint(since, 10)
-	}
-	resp, err := c.Do(ctx, http.MethodGet, path, nil, "")
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	var data []byte
-	for sc.Scan() {
-		line := sc.Bytes()
-		switch {
-		case len(line) == 0:
-			if len(data) > 0 {
-				var e sbx.Event
-				if err := json.Unmarshal(data, &e); err != nil {
-					return fmt.Errorf("sbx server: bad event: %w", err)
-				}
-				if err := fn(e); err != nil {
-					return err
-				}
-				data = data[:0]
-			}
-		case bytes.HasPrefix(line, []byte("data:")):
-			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("sbx server: read events: %w", err)
-	}
-	return io.ErrUnexpectedEOF
-}
-
-// DialExecutor opens a tunnel to the executor of sandbox ref (GET
-// /v1/sandboxes/{id}/connect with Upgrade: sbx-executor) and returns a
-// connection that speaks the executor's own HTTP API, e.g. for
-// executor/client.NewWithDialer. ctx bounds only the dial and the
-// upgrade.
-func (c *Client) DialExecutor(ctx context.Context, ref string) (net.Conn, error) {
-	return c.upgrade(ctx, sandboxURL(ref, "/connect"), "sbx-executor")
-}
-
-// DialPort opens a tunnel to TCP port on the loopback of sandbox ref, as
-// a port-forward does (GET /v1/sandboxes/{id}/ports/{port}/connect with
-// Upgrade: sbx-port): the server connects from inside the sandbox's
-// network namespace. ctx bounds only the dial and the upgrade.
-func (c *Client) DialPort(ctx context.Context, ref string, port int) (net.Conn, error) {
-	if port < 1 || port > 65535 {
-		return nil, fmt.Errorf("%w: port %d is out of range (1-65535)", sbx.ErrInvalid, port)
-	}
-	return c.upgrade(ctx, sandboxURL(ref, "/ports/"+strconv.Itoa(port)+"/connect"), "sbx-port")
-}
-
-// upgrade opens a tunnel: GET path with Upgrade: token, then the raw
-// connection.
-func (c *Client) upgrade(ctx context.Context, path, token string) (net.Conn, error) {
-	conn, err := c.dialRaw(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("sbx server %s: %w", c.host, err)
-	}
-	if d, ok := ctx.Deadline(); ok {
-		_ = conn.SetDeadline(d)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", token)
-	if c.opts.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.opts.Token)
-	}
-	if err := req.Write(conn); err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("sbx server: open tunnel: %w", err)
-	}
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, req)
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("sbx server: open tunnel: %w", err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		defer conn.Close()
-		defer resp.Body.Close()
-		return nil, decodeError(resp)
-	}
-	_ = conn.SetDeadline(time.Time{})
-	return &bufferedConn{Conn: conn, r: br}, nil
-}
-
-// bufferedConn reads what the upgrade reply's reader already buffered
-// before reading the connection.
-type bufferedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
 // Executor returns a client of the executor of sandbox ref that reaches it
 // through tunnels (DialExecutor): exec, streamed exec, shell sessions,
 // files and archives with the executor's own types, exactly as on the host.
@@ -426,3 +310,5 @@ func (c *Client) Executor(ref string, opts execclient.Options) *execclient.Clien
 		return c.DialExecutor(ctx, ref)
 	}, opts)
 }
+
+func sandboxURL(ref, suffix string) string { return "/v1/sandboxes/" + url.PathEscape(ref) + suffix }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/server/api"
@@ -183,34 +184,6 @@ func tarDir(w io.Writer, dir string) error {
 	return tw.Close()
 }
 
-// Prepare builds (once) an image on the server from a base image and a
-// setup script, with the same cache key as a local Prepare, its build
-// sandbox created under the server's policy; the script's output (its
-// last 64 KiB) is written to o.Output. The context alone bounds the call:
-// a build may take long.
-func (c *Client) Prepare(ctx context.Context, o sbx.PrepareOptions) (*sbx.PrepareResult, error) {
-	req := api.PrepareRequest{Base: o.Base, Script: o.Script, Sandbox: &o.Sandbox}
-	data, err := json.Marshal(req)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/prepare", bytes.NewReader(data), api.ContentTypeJSON)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var rep api.PrepareReply
-	if err := json.NewDecoder(io.LimitReader(resp.Body, c.opts.MaxReplyBytes)).Decode(&rep); err != nil {
-		return nil, fmt.Errorf("sbx server: bad reply to a prepare: %w", err)
-	}
-	if o.Output != nil && rep.Output != "" {
-		if _, err := io.WriteString(o.Output, rep.Output); err != nil {
-			return nil, err
-		}
-	}
-	return &sbx.PrepareResult{Image: rep.Image, Cached: rep.Cached}, nil
-}
-
 // imageErr makes a 404 of an image route sbx.ErrImageNotFound.
 func imageErr(err error) error {
 	var e *Error
@@ -218,4 +191,39 @@ func imageErr(err error) error {
 		return fmt.Errorf("%w (%w)", err, sbx.ErrImageNotFound)
 	}
 	return err
+}
+
+// TagImage gives an image of the server's cache a further name.
+func (c *Client) TagImage(ctx context.Context, source, target string) (*sbx.Image, error) {
+	var img sbx.Image
+	return &img, imageErr(c.Call(ctx, http.MethodPost, "/v1/images/tag", api.TagRequest{Source: source, Target: target}, &img))
+}
+
+// ImageHistory says how an image of the server's cache was built, newest
+// step first.
+func (c *Client) ImageHistory(ctx context.Context, ref string) ([]sbx.ImageHistoryEntry, error) {
+	var h api.ImageHistory
+	return h.History, imageErr(c.Call(ctx, http.MethodGet, "/v1/images/history?ref="+url.QueryEscape(ref), nil, &h))
+}
+
+// SaveImage writes images of the server's cache to w as one OCI archive.
+// The context alone bounds the download; a server that fails midway
+// aborts it, which is an error here.
+func (c *Client) SaveImage(ctx context.Context, refs []string, w io.Writer) error {
+	data, err := json.Marshal(api.SaveRequest{Refs: refs})
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/save", bytes.NewReader(data), api.ContentTypeJSON)
+	if err != nil {
+		return imageErr(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, api.ContentTypeTar) {
+		return fmt.Errorf("sbx server: save replied %q, not an archive", ct)
+	}
+	if _, err := io.Copy(w, resp.Body); err != nil {
+		return fmt.Errorf("sbx server: receive the archive: %w", err)
+	}
+	return nil
 }

@@ -88,6 +88,8 @@ type StartRequest struct {
 	FSGroup         *int              `json:"fs_group"`
 	RuntimeClass    string            `json:"runtime_class"`
 	ImagePullPolicy string            `json:"image_pull_policy"`
+
+	owner string // the tenant of the caller's key, set by the handler
 }
 
 // RuntimeRef is the body of POST /pause, /resume and /stop.

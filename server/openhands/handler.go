@@ -2,8 +2,6 @@ package openhands
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -53,17 +51,17 @@ func (s *Service) routes() map[string]http.HandlerFunc {
 	}
 }
 
-// auth checks X-API-Key in constant time (over hashes, so the key's
-// length does not leak either).
+// auth checks X-API-Key against every key in constant time (over
+// hashes, so the key's length does not leak either) and passes on the
+// key's tenant (tenants.go).
 func (s *Service) auth(next http.HandlerFunc) http.HandlerFunc {
-	want := sha256.Sum256([]byte(s.cfg.APIKey))
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := sha256.Sum256([]byte(r.Header.Get("X-API-Key")))
-		if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+		tenant := s.matchKey(r.Header.Get("X-API-Key"))
+		if tenant == "" {
 			writeError(w, http.StatusUnauthorized, "missing or wrong X-API-Key")
 			return
 		}
-		next(w, r)
+		next(w, r.WithContext(withTenant(r.Context(), tenant)))
 	}
 }
 
@@ -73,6 +71,7 @@ func (s *Service) handleStart(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	req.owner = tenantOf(r)
 	rt, err := s.Start(req)
 	if err != nil {
 		s.fail(w, err)
@@ -83,6 +82,9 @@ func (s *Service) handleStart(w http.ResponseWriter, r *http.Request) {
 
 func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 	rt, err := s.Session(r.PathValue("session_id"))
+	if err == nil && !s.visible(tenantOf(r), rt.RuntimeID) {
+		err = notFound("no runtime for session " + r.PathValue("session_id"))
+	}
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -91,11 +93,11 @@ func (s *Service) handleSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Service) handleBatch(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.Batch(r.URL.Query()["ids"]))
+	writeJSON(w, http.StatusOK, s.only(tenantOf(r), s.Batch(r.URL.Query()["ids"])))
 }
 
 func (s *Service) handleList(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, ListReply{Runtimes: s.List()})
+	writeJSON(w, http.StatusOK, ListReply{Runtimes: s.only(tenantOf(r), s.List())})
 }
 
 // handleRef serves /pause, /resume and /stop.
@@ -108,6 +110,10 @@ func (s *Service) handleRef(op func(ctx context.Context, id string) (Runtime, er
 		}
 		if ref.RuntimeID == "" {
 			s.fail(w, badRequest("runtime_id is required"))
+			return
+		}
+		if !s.visible(tenantOf(r), ref.RuntimeID) {
+			s.fail(w, notFound("no runtime "+ref.RuntimeID))
 			return
 		}
 		rt, err := op(r.Context(), ref.RuntimeID)
@@ -149,6 +155,7 @@ func (s *Service) forward(w http.ResponseWriter, r *http.Request, id, path strin
 	if p, ok := servicePorts[seg]; ok && prefix != "" {
 		port, path, prefix = p, "/"+after, prefix+"/"+seg
 	}
+	s.stripCredentials(r.Header)
 	s.proxy.Serve(w, r, portproxy.Target{Sandbox: sandboxID, Port: port, Path: path, Prefix: prefix})
 }
 

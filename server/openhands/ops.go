@@ -38,11 +38,11 @@ func (s *Service) watch(rt *runtime) {
 	}
 	s.launchWatch(rt, func(ctx context.Context) {
 		for ctx.Err() == nil {
-			st, err := ex.WaitService(ctx)
+			st, err := ex.WaitMainCmd(ctx)
 			if ctx.Err() != nil {
 				return
 			}
-			if err == nil && st.State == execapi.ServiceExited {
+			if err == nil && st.State == execapi.MainCmdExited {
 				logs := s.logTail(ctx, ex)
 				s.update(rt, func() {
 					if rt.Status == StatusRunning || rt.Status == StatusPaused {
@@ -200,8 +200,8 @@ func (s *Service) Resume(ctx context.Context, id string) (Runtime, error) {
 			s.launch(rt, func(ctx context.Context) {
 				ctx, cancel := context.WithTimeout(ctx, s.cfg.ReadyTimeout)
 				defer cancel()
-				if _, err := ex.StopService(ctx, "", 10*time.Second); err == nil {
-					_, err = ex.StartService(ctx, spec)
+				if _, err := ex.StopMainCmd(ctx, "", 10*time.Second); err == nil {
+					_, err = ex.StartMainCmd(ctx, spec)
 					if err != nil {
 						s.update(rt, func() { rt.fail(PodFailed, "restart with a new key: "+err.Error(), "") })
 						return

@@ -52,6 +52,13 @@ type Alias struct {
 type Config struct {
 	// APIKey is what clients send in X-API-Key. Required.
 	APIKey string
+	// APIKeys are further keys, one per app server or tenant: each key
+	// sees only the runtimes started with it (tenants.go).
+	APIKeys []string
+	// ServerTokens are credentials of sbx itself (the REST server's bearer
+	// token) that the data plane strips from requests it forwards into a
+	// sandbox, beside the API keys.
+	ServerTokens []string
 	// PublicURL is this listener's base URL as clients reach it
 	// ("http://sbx-host:8700"); runtime URLs are PublicURL/<runtime_id>
 	// (path mode) unless ListenRuntime is set.
@@ -109,6 +116,8 @@ type Service struct {
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 
+	tenants []tenant // the API keys; the first owns records without an owner
+
 	mu       sync.Mutex
 	byID     map[string]*runtime
 	bySess   map[string]*runtime
@@ -130,10 +139,12 @@ type runtime struct {
 	Logs      string    `json:"pod_logs,omitempty"`
 	Created   time.Time `json:"created"`
 	Ended     time.Time `json:"ended,omitzero"`
-	Service   execapi.ServiceSpec
+	Service   execapi.MainCmdSpec
 	// URL and Port are the runtime's own listener in port mode.
 	URL  string `json:"url,omitempty"`
 	Port int    `json:"port,omitempty"`
+	// Owner is the tenant of the key that started it (tenants.go).
+	Owner string `json:"owner,omitempty"`
 
 	exec        *execclient.Client
 	server      *http.Server       // the runtime's listener in port mode
@@ -178,7 +189,7 @@ func New(be Backend, cfg Config) (*Service, error) {
 		return nil, fmt.Errorf("openhands: state directory: %w", err)
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	s := &Service{cfg: cfg, be: be, log: cfg.Logger, ctx: ctx, stop: stop,
+	s := &Service{cfg: cfg, be: be, log: cfg.Logger, ctx: ctx, stop: stop, tenants: tenantsOf(append([]string{cfg.APIKey}, cfg.APIKeys...)),
 		byID: map[string]*runtime{}, bySess: map[string]*runtime{}, sessLock: map[string]*sync.Mutex{}}
 	s.proxy = portproxy.New(be.DialPort, portproxy.Options{
 		Logger: cfg.Logger,
@@ -226,6 +237,9 @@ func (s *Service) load() error {
 		if err := json.Unmarshal(data, rt); err != nil || rt.RuntimeID == "" {
 			s.log.Warn("openhands: skipping a bad runtime record", "file", e.Name(), "err", err)
 			continue
+		}
+		if rt.Owner == "" {
+			rt.Owner = s.tenants[0].id
 		}
 		s.byID[rt.RuntimeID] = rt
 		if cur := s.bySess[rt.SessionID]; cur == nil || cur.Created.Before(rt.Created) {
@@ -419,7 +433,14 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 
 	s.mu.Lock()
 	s.expireLocked()
+	if req.owner == "" {
+		req.owner = s.tenants[0].id // a call from within the process
+	}
 	if old := s.bySess[req.SessionID]; old != nil {
+		if old.Owner != req.owner {
+			s.mu.Unlock()
+			return Runtime{}, conflict("session " + req.SessionID + " belongs to another API key; use another session id")
+		}
 		switch old.Status {
 		case StatusStarting, StatusRunning, StatusPaused:
 			obj := s.object(old)
@@ -434,7 +455,7 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 	}
 	rt := &runtime{
 		RuntimeID: "rt-" + newID(12), SessionID: req.SessionID, Key: newID(32), Image: req.Image,
-		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(),
+		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(), Owner: req.owner,
 	}
 	if err := s.listenRuntime(rt); err != nil {
 		s.mu.Unlock()
@@ -516,7 +537,7 @@ func (s *Service) bringUp(ctx context.Context, rt *runtime, req StartRequest) {
 	if ctx.Err() != nil { // stopped meanwhile
 		return
 	}
-	if _, err := ex.StartService(ctx, spec); err != nil {
+	if _, err := ex.StartMainCmd(ctx, spec); err != nil {
 		s.update(rt, func() { rt.fail(PodFailed, "CreateContainerError: start the command: "+err.Error(), "") })
 		return
 	}
@@ -568,7 +589,7 @@ func (s *Service) awaitReady(ctx context.Context, rt *runtime) {
 // waitAlive probes the Agent Server of sandbox id through the sandbox
 // until /alive answers (nil, nil), its command ends (its status), or ctx
 // ends (ctx's error).
-func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Client) (*execapi.ServiceStatus, error) {
+func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Client) (*execapi.MainCmdStatus, error) {
 	probe := s.prober(id)
 	defer probe.CloseIdleConnections()
 	delay := 50 * time.Millisecond
@@ -576,7 +597,7 @@ func (s *Service) waitAlive(ctx context.Context, id string, ex *execclient.Clien
 		if s.alive(ctx, probe) {
 			return nil, nil
 		}
-		if st, err := ex.Service(ctx); err == nil && st.State == execapi.ServiceExited {
+		if st, err := ex.MainCmd(ctx); err == nil && st.State == execapi.MainCmdExited {
 			return &st, nil
 		}
 		select {
@@ -622,7 +643,7 @@ func (s *Service) alive(ctx context.Context, c *http.Client) bool {
 func (s *Service) logTail(ctx context.Context, ex *execclient.Client) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	out, _, err := ex.ServiceLogTail(ctx, s.cfg.LogTailBytes)
+	out, _, err := ex.MainCmdLogTail(ctx, s.cfg.LogTailBytes)
 	if err != nil {
 		return ""
 	}
@@ -630,7 +651,7 @@ func (s *Service) logTail(ctx context.Context, ex *execclient.Client) string {
 }
 
 // exitDetail says how the Agent Server's command ended.
-func exitDetail(st execapi.ServiceStatus) string {
+func exitDetail(st execapi.MainCmdStatus) string {
 	if st.Exit == nil {
 		return "the Agent Server exited"
 	}
@@ -691,7 +712,7 @@ func (s *Service) ensureImage(ctx context.Context, image, policy string) (*sbx.I
 
 // sandboxOptions turns a start request into the sandbox's options and the
 // Agent Server's service spec.
-func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, tree bool) (sbx.Options, execapi.ServiceSpec, error) {
+func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, tree bool) (sbx.Options, execapi.MainCmdSpec, error) {
 	factor := req.ResourceFactor
 	if factor <= 0 {
 		factor = 1
@@ -715,7 +736,7 @@ func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, 
 		argv = append(append([]string{}, img.Config.Entrypoint...), img.Config.Cmd...)
 	}
 	if len(argv) == 0 {
-		return opts, execapi.ServiceSpec{}, errors.New("no command given and the image has none")
+		return opts, execapi.MainCmdSpec{}, errors.New("no command given and the image has none")
 	}
 	if tree {
 		opts.Volumes = append(opts.Volumes, sbx.Volume{HostPath: s.cfg.AgentTree, Path: "/agent-server", ReadOnly: true})
@@ -741,7 +762,7 @@ func (s *Service) sandboxOptions(rt *runtime, req StartRequest, img *sbx.Image, 
 	}
 	env["SESSION_API_KEY"] = rt.Key
 	env["OH_SESSION_API_KEYS_0"] = rt.Key
-	spec := execapi.ServiceSpec{Argv: argv, Env: env, User: user, Cwd: req.WorkingDir, CreateCwd: req.WorkingDir != ""}
+	spec := execapi.MainCmdSpec{Argv: argv, Env: env, User: user, Cwd: req.WorkingDir, CreateCwd: req.WorkingDir != ""}
 	return opts, spec, nil
 }
 

@@ -95,11 +95,15 @@ type ServeOptions struct {
 	// Listen serves the API in path mode, PortListen in port mode
 	// (ListenOptions.PortMode); neither: none.
 	Listen, PortListen string
-	// KeyFile holds the key clients send as X-API-Key (server.ReadToken).
+	// KeyFile holds the keys clients send as X-API-Key, one per line, one
+	// per app server or tenant (ReadKeys): each sees only its runtimes.
 	KeyFile string
 	// PublicHost is how clients reach the listeners (ListenOptions).
 	PublicHost        string
 	RotateKeyOnResume bool
+	// ServerToken is the REST server's bearer token: the data plane strips
+	// it from what it forwards into sandboxes (Config.ServerTokens).
+	ServerToken string
 	// StateRoot holds each mode's runtime records (StateRoot/path,
 	// StateRoot/port).
 	StateRoot string
@@ -122,7 +126,7 @@ func (o *ServeOptions) Config() (Config, error) {
 	if o.KeyFile == "" {
 		return Config{}, errors.New("the OpenHands Runtime API needs a key: --openhands-key-file F (clients send it as X-API-Key)")
 	}
-	key, err := server.ReadToken(o.KeyFile)
+	keys, err := ReadKeys(o.KeyFile)
 	if err != nil {
 		return Config{}, fmt.Errorf("--openhands-key-file: %w", err)
 	}
@@ -131,7 +135,7 @@ func (o *ServeOptions) Config() (Config, error) {
 		return Config{}, err
 	}
 	return Config{
-		APIKey: key, Aliases: p.Aliases, AgentTree: o.AgentTree, TreeImages: o.TreeImages, BaseLimits: p.BaseLimits,
+		APIKey: keys[0], APIKeys: keys[1:], ServerTokens: []string{o.ServerToken}, Aliases: p.Aliases, AgentTree: o.AgentTree, TreeImages: o.TreeImages, BaseLimits: p.BaseLimits,
 		Egress: o.Egress, Environment: p.Environment, RotateKeyOnResume: o.RotateKeyOnResume, Logger: o.Logger,
 	}, nil
 }

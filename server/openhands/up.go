@@ -131,7 +131,7 @@ func Up(ctx context.Context, be Backend, o UpOptions) (*UpResult, error) {
 	}
 	ex := s.executor(sb.ID)
 	defer ex.Close()
-	if _, err := ex.StartService(ctx, spec); err != nil {
+	if _, err := ex.StartMainCmd(ctx, spec); err != nil {
 		return fail(fmt.Errorf("start the Agent Server: %w", err))
 	}
 	exited, err := s.waitAlive(ctx, sb.ID, ex)

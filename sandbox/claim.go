@@ -1,0 +1,299 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/cgroup"
+	execapi "github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/rootfs"
+	"github.com/sbxrun/sbx/sandbox/state"
+)
+
+// errClaimRefused marks a claim error that is the request's fault (a name
+// in use, a limit): the create fails with it rather than trying another
+// member or a cold start.
+type errClaimRefused struct{ err error }
+
+func (e errClaimRefused) Error() string { return e.err.Error() }
+
+func (e errClaimRefused) Unwrap() error { return e.err }
+
+// claim takes an idle member of a pool whose key matches o (checked and
+// completed by checkOptions) and img, applies what may differ, and returns
+// it running. t0 is when the create started (its timings count from
+// there). It returns nil, nil when no member can be had: the create
+// then starts a sandbox itself.
+func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0 time.Time) (*sbx.Sandbox, error) {
+	tc := time.Now()
+	key := poolKey(o, img)
+	dir := filepath.Join(h.store.Root(), pooledDir, key)
+	ids, err := readDirNames(dir)
+	if err != nil || len(ids) == 0 {
+		return nil, nil
+	}
+	// Concurrent claimers start at different members, so they seldom
+	// queue on the same lock.
+	start := rand.IntN(len(ids))
+	var busy []string
+	for i := range ids {
+		id := ids[(start+i)%len(ids)]
+		l, err := h.store.TryLock(id)
+		if err != nil {
+			if errors.Is(err, state.ErrNotFound) {
+				_ = os.Remove(filepath.Join(dir, id))
+			} else {
+				busy = append(busy, id) // another claimer, a remover, or its filler finishing
+			}
+			continue
+		}
+		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
+			return claimResult(sb, err)
+		}
+	}
+	// A member whose record already says pooled may still be locked by the
+	// filler that just started it: wait a moment for it rather than start
+	// a sandbox cold. Another claimer's lock is as short; a remover's ends
+	// the wait at busyMemberWait.
+	for _, id := range busy {
+		var m sbx.Sandbox
+		if err := h.store.Read(id, &m); err != nil || m.Status != sbx.StatusPooled {
+			continue
+		}
+		wctx, cancel := context.WithTimeout(ctx, busyMemberWait)
+		l, err := h.store.Lock(wctx, id)
+		cancel()
+		if err != nil {
+			continue
+		}
+		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
+			return claimResult(sb, err)
+		}
+	}
+	return nil, nil
+}
+
+// claimMember runs claimLocked and unlocks: the claimed sandbox, or the
+// request's own refusal, or (nil, nil) to try another member, or
+// errClaimFailed when the member could not be personalised.
+func (h *Host) claimMember(ctx context.Context, l *state.Lock, key string, o *sbx.Options, t0, tc time.Time) (*sbx.Sandbox, error) {
+	sb, err := h.claimLocked(ctx, l, key, o, t0, tc)
+	l.Unlock()
+	var refused errClaimRefused
+	if errors.As(err, &refused) {
+		return nil, refused.err
+	}
+	if err != nil {
+		// The member is gone; another would likely fail the same way (a
+		// volume's directory missing...): the create starts cold, which
+		// says what is wrong if the request is at fault.
+		h.log.Warn("claim pool member failed; starting cold", "id", l.ID(), "err", err)
+		return nil, errClaimFailed{err}
+	}
+	return sb, nil
+}
+
+// errClaimFailed ends a claim whose member could not be personalised:
+// the create starts cold.
+type errClaimFailed struct{ err error }
+
+func (e errClaimFailed) Error() string { return "a claim failed: " + e.err.Error() }
+
+// claimResult turns a failed claim (errClaimFailed) into none, so that
+// the create starts cold.
+func claimResult(sb *sbx.Sandbox, err error) (*sbx.Sandbox, error) {
+	var failed errClaimFailed
+	if errors.As(err, &failed) {
+		return nil, nil
+	}
+	return sb, err
+}
+
+// claimLocked claims the locked sandbox if it is still an idle member with
+// key (nil, nil if not). On an error other than errClaimRefused the
+// member is removed: it may be half set up.
+func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sbx.Options, t0, tc time.Time) (*sbx.Sandbox, error) {
+	var m sbx.Sandbox
+	if err := l.Read(&m); err != nil {
+		return nil, nil
+	}
+	if m.Status != sbx.StatusPooled || m.Pool == "" || poolKey(&m.Options, m.Image) != key {
+		if m.Status != sbx.StatusPooled && m.Status != sbx.StatusCreating {
+			_ = os.Remove(h.pooledEntry(key, m.ID))
+		}
+		return nil, nil
+	}
+	if !pid1Alive(&m) {
+		h.log.Warn("pool member died; removing it", "pool", m.Pool, "id", m.ID)
+		if err := h.destroy(context.WithoutCancel(ctx), l, &m); err != nil {
+			h.log.Warn("remove dead pool member", "id", m.ID, "err", err)
+		}
+		return nil, nil
+	}
+	sb := m
+	sb.Options = *o
+	sb.Name = o.Name
+	sb.Pool, sb.FromPool = "", m.Pool
+	now := h.now().UTC()
+	sb.Created, sb.Started, sb.ExpiresAt = now, &now, nil
+	if o.TTL > 0 {
+		exp := now.Add(o.TTL)
+		sb.ExpiresAt = &exp
+	}
+	// What the request may be refused for comes first, while the member
+	// is untouched.
+	if sb.Name != "" {
+		if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
+			return nil, errClaimRefused{err}
+		}
+	}
+	release, err := h.admitClaim(ctx, &m, &sb)
+	if err == nil {
+		// Ports in use are the request's fault; a failed publish leaves
+		// the member as it was.
+		if err = h.publishClaim(ctx, &sb); err != nil {
+			release()
+		}
+	}
+	if err != nil {
+		h.store.ReleaseName(sb.Name, sb.ID)
+		return nil, errClaimRefused{err}
+	}
+	// The claim is recorded before anything of the member changes: a
+	// claim killed midway leaves a record being created, which gc removes
+	// with the member, never a pooled one with another claimant's mounts.
+	sb.Status = sbx.StatusCreating
+	err = l.Write(&sb)
+	if err == nil {
+		_ = os.Remove(h.pooledEntry(key, sb.ID))
+		err = h.applyClaim(ctx, &m, &sb)
+	}
+	if err == nil {
+		sb.Status = sbx.StatusRunning
+		sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds(),
+			Pool: "hit, " + m.Pool}
+		err = l.Write(&sb)
+	}
+	release()
+	if err == nil && sb.ExpiresAt != nil {
+		err = h.store.SetExpiry(sb.ID, *sb.ExpiresAt)
+	}
+	if err != nil {
+		// The member may be half set up: it goes, name and all.
+		m.Name = sb.Name
+		if rerr := h.destroy(context.WithoutCancel(ctx), l, &m); rerr != nil {
+			h.log.Warn("remove pool member whose claim failed", "id", m.ID, "err", rerr)
+		}
+		return nil, fmt.Errorf("claim pool member %s: %w", m.ShortID(), err)
+	}
+	_ = os.Remove(h.pooledEntry(key, sb.ID))
+	h.emit(changeCreated, &sb)
+	h.emit(changeReady, &sb)
+	h.supervisor.askPoolRefill()
+	return &sb, nil
+}
+
+// admitClaim checks a claimed member's new memory limit against the
+// host's budgets, as a create's admission does, and holds the admission
+// lock until the caller has written the new record (release).
+func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), error) {
+	want := sb.Options.Limits.MemoryBytes
+	if want == m.Options.Limits.MemoryBytes {
+		return func() {}, nil
+	}
+	if h.cfg.MemoryBudget > 0 && want == 0 {
+		return nil, fmt.Errorf("%w: a memory budget of %d bytes is configured, so every sandbox needs a memory limit (--memory)", sbx.ErrInvalid, h.cfg.MemoryBudget)
+	}
+	a, err := h.store.Admit(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := h.checkMemory(want, sb.ID); err != nil {
+		a.Release()
+		return nil, err
+	}
+	return a.Release, nil
+}
+
+// publishClaim publishes the ports the create asks for on the member's
+// bridged network (members publish none).
+func (h *Host) publishClaim(ctx context.Context, sb *sbx.Sandbox) error {
+	if len(sb.Options.Publish) == 0 {
+		return nil
+	}
+	na, err := parseNetwork(&sb.Options, hostname(sb))
+	if err != nil {
+		return err
+	}
+	n, err := h.network()
+	if err != nil {
+		return err
+	}
+	a, err := n.Publish(ctx, sb.ID, na.Publish)
+	if err != nil {
+		return fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
+	if sb.Network != nil {
+		sb.Network.Ports = networkInfo(a).Ports
+	}
+	return nil
+}
+
+// applyClaim applies to the running member m what sb asks for beyond its
+// key: cgroup limits, the writable layer's size, what personalise applies
+// (hostname, network settings, mounts), and the environment and working
+// directory of later commands.
+func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
+	ol, nl := m.Options.Limits, sb.Options.Limits
+	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
+		lim := cgroup.Limits{MemoryBytes: nl.MemoryBytes, CPUs: nl.CPUs, Pids: nl.Pids}.WithInitAllowance()
+		if err := cgroup.Update(sb.ID, lim); err != nil {
+			return err
+		}
+	}
+	if ol.DiskBytes != nl.DiskBytes {
+		// A remount: made in the namespace that holds the mount.
+		err := h.inMountNS(sb.ID, func() error {
+			return rootfs.Resize(filepath.Join(h.store.RunDir(sb.ID), rootfsDir), nl.DiskBytes)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if err := h.personalise(ctx, m, sb); err != nil {
+		return err
+	}
+	oenv, owd := commandDefaults(m)
+	nenv, nwd := commandDefaults(sb)
+	if owd != nwd || !slices.Equal(oenv, nenv) {
+		c, _ := h.executor(sb)
+		defer c.Close()
+		if err := c.SetDefaults(ctx, execapi.Defaults{Env: nenv, Workdir: nwd}); err != nil {
+			return fmt.Errorf("set the executor's defaults: %w", err)
+		}
+	}
+	return nil
+}
+
+// commandDefaults are the environment and working directory the executor
+// gives commands of sb: the image's, with the options' on top.
+func commandDefaults(sb *sbx.Sandbox) ([]string, string) {
+	env, wd := sb.Options.Env, sb.Options.Workdir
+	if sb.Image != nil {
+		env = sbx.MergeEnv(sb.Image.Env, sb.Options.Env)
+		if wd == "" {
+			wd = sb.Image.Workdir
+		}
+	}
+	if wd == "" {
+		wd = "/"
+	}
+	return withPath(env), wd
+}

@@ -1,0 +1,374 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sbxrun/sbx"
+	execapi "github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/executor/client"
+)
+
+// The sandbox's main command (Options.Cmd) runs supervised by its
+// executor: exec'd directly (no shell), its output kept in a
+// bounded ring with absolute offsets, its end recorded. The host treats
+// what the executor says as the sandbox's word: exit codes and output are
+// reported, never acted on, and OOM kills come from the sandbox's cgroup.
+
+// mainCmdRecord is how the main command ended and the tail of its output,
+// saved in the sandbox's state directory once the host has seen it end
+// (Wait, Logs or Stop), so that Wait and Logs answer after the executor
+// is gone and from any process that opens the same root.
+type mainCmdRecord struct {
+	Exit sbx.Exit `json:"exit"`
+	// Tail is the latest output, at most mainCmdTailBytes, in order;
+	// TailFrom is the offset of its first byte and LogEnd the offset
+	// after the last.
+	Tail     []sbx.LogFrame `json:"tail,omitempty"`
+	TailFrom int64          `json:"tail_from"`
+	LogEnd   int64          `json:"log_end"`
+}
+
+const (
+	mainCmdRecordFile = "service.json"
+	// mainCmdTailBytes caps the output kept on disk after the command
+	// ended.
+	mainCmdTailBytes = 64 << 10
+	// mainCmdRecordMax caps the record read back (the tail, JSON-escaped,
+	// plus the exit).
+	mainCmdRecordMax = 8*mainCmdTailBytes + 64<<10
+	// mainCmdSaveTimeout bounds reading the tail from the executor.
+	mainCmdSaveTimeout = 10 * time.Second
+)
+
+// startMainCmd starts Options.Cmd as the executor's main command. A command
+// that cannot start at all (not found, not executable) fails the create.
+func (h *Host) startMainCmd(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart, error) {
+	c, err := h.executor(sb)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := os.Remove(h.mainCmdRecordPath(sb)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("remove the previous end of the sandbox's command: %w", err)
+	}
+	st, err := c.StartMainCmd(ctx, execapi.MainCmdSpec{Argv: sb.Options.Cmd, Cwd: sb.Options.Workdir, User: sb.Options.User})
+	if err != nil {
+		return nil, fmt.Errorf("start the sandbox's command: %w", err)
+	}
+	if st.Exit != nil && st.Exit.Error != "" && st.Restarts == 0 {
+		return nil, invalid("cmd %q cannot start in the sandbox: %s", sb.Options.Cmd[0], st.Exit.Error)
+	}
+	cs := &sbx.CmdStart{Status: st.State}
+	if st.Exit != nil {
+		code := st.Exit.ExitCode
+		cs.ExitCode = &code
+	}
+	return cs, nil
+}
+
+// Logs calls fn with the main command's output as o selects, ending with a
+// LogEnd frame whose offset is where to resume. After the executor is
+// gone it serves the saved tail (a gap frame says what is no longer held).
+func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(sbx.LogFrame) error) error {
+	if o.Since < 0 || o.Tail < 0 {
+		return fmt.Errorf("%w: log offsets must not be negative", sbx.ErrInvalid)
+	}
+	sb, err := h.withCmd(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if sb.Status == sbx.StatusPaused && !o.Follow {
+		return fmt.Errorf("%w: sandbox %s is paused: resume it first, or follow its logs", sbx.ErrState, sb.ShortID())
+	}
+	if sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused {
+		c, _ := h.executor(sb)
+		defer c.Close()
+		lo := client.LogOptions{Since: o.Since, TailBytes: -1, Follow: o.Follow}
+		if o.Tail > 0 {
+			lo.TailBytes = o.Tail
+		}
+		// fnErr is the caller's own error: it ends the stream as it is,
+		// and says nothing about the executor.
+		var fnErr error
+		end, err := c.MainCmdLogs(ctx, lo, func(f execapi.LogFrame) error {
+			fnErr = fn(sbx.LogFrame{Type: f.Type, Offset: f.Offset, Data: f.Data, Time: f.Time, Lost: f.Lost})
+			return fnErr
+		})
+		if fnErr != nil {
+			return fnErr
+		}
+		if err == nil {
+			if end.MainCmd != nil && end.MainCmd.State == execapi.MainCmdExited {
+				h.saveMainCmd(ctx, sb, c, end.MainCmd)
+			}
+			return fn(sbx.LogFrame{Type: sbx.LogEnd, Offset: end.Offset, Time: end.Time})
+		}
+		if ctx.Err() != nil || !executorGone(err) {
+			return err
+		}
+		// The executor went away meanwhile: what was saved is all there
+		// is.
+	}
+	rec, err := h.mainCmdRecord(sb)
+	if err != nil {
+		return err
+	}
+	from := max(o.Since, rec.TailFrom)
+	if o.Tail > 0 {
+		from = max(rec.LogEnd-o.Tail, rec.TailFrom)
+	} else if o.Since < rec.TailFrom {
+		if err := fn(sbx.LogFrame{Type: sbx.LogGap, Offset: o.Since, Lost: rec.TailFrom - o.Since}); err != nil {
+			return err
+		}
+	}
+	for _, f := range rec.Tail {
+		end := f.Offset + int64(len(f.Data))
+		if end <= from {
+			continue
+		}
+		if f.Offset < from {
+			f.Data, f.Offset = f.Data[from-f.Offset:], from
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+	}
+	return fn(sbx.LogFrame{Type: sbx.LogEnd, Offset: max(rec.LogEnd, from)})
+}
+
+// Wait waits until the main command has ended for good and says how. It
+// works from any process, and after the executor is gone (from the saved
+// record, or as killed with PID 1 when nothing was saved).
+func (h *Host) Wait(ctx context.Context, ref string) (*sbx.Exit, error) {
+	sb, err := h.withCmd(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	for sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused {
+		c, _ := h.executor(sb)
+		st, err := c.WaitMainCmd(ctx)
+		if err == nil && st.Exit != nil && st.State == execapi.MainCmdExited {
+			rec := h.saveMainCmd(ctx, sb, c, &st)
+			c.Close()
+			return &rec.Exit, nil
+		}
+		c.Close()
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case err == nil:
+			return nil, fmt.Errorf("executor of sandbox %s: its wait ended before its command did", sb.ShortID())
+		case !executorGone(err):
+			return nil, fmt.Errorf("wait for the command of sandbox %s: %w", sb.ShortID(), err)
+		}
+		// PID 1 is going or gone: wait for the host to see it, without
+		// hammering a sandbox that is only slow to answer.
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if sb, err = h.Get(ctx, ref); err != nil {
+			return nil, err
+		}
+	}
+	if rec, err := h.mainCmdRecord(sb); err == nil {
+		return &rec.Exit, nil
+	} else if !errors.Is(err, sbx.ErrNotFound) {
+		return nil, err
+	}
+	// PID 1 ended before the command's end was saved: the command died
+	// with it.
+	exit := &sbx.Exit{ExitCode: 128 + 9, Signal: "SIGKILL", Error: "the sandbox's PID 1 ended before its command"}
+	if sb.Stopped != nil {
+		exit.FinishedAt = *sb.Stopped
+	}
+	return exit, nil
+}
+
+// Signal sends a signal ("SIGTERM") to the main command's process group.
+// The command's restart policy still applies.
+func (h *Host) Signal(ctx context.Context, ref, signal string) error {
+	if signal == "" {
+		return fmt.Errorf("%w: signal is required, e.g. SIGTERM", sbx.ErrInvalid)
+	}
+	sb, err := h.running(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if len(sb.Options.Cmd) == 0 {
+		return noCmd(sb)
+	}
+	c, _ := h.executor(sb)
+	defer c.Close()
+	if _, err := c.SignalMainCmd(ctx, signal); err != nil {
+		var ce *client.Error
+		if errors.As(err, &ce) && ce.Status == 400 {
+			return fmt.Errorf("%w: signal %q: %s", sbx.ErrInvalid, signal, ce.Message)
+		}
+		return fmt.Errorf("signal the command of sandbox %s: %w", sb.ShortID(), err)
+	}
+	return nil
+}
+
+// stopMainCmd ends the main command of a running sandbox with sig, SIGKILL
+// after timeout, and saves how it ended, before PID 1 goes. Failures are
+// logged: the stop goes on without the record.
+func (h *Host) stopMainCmd(ctx context.Context, sb *sbx.Sandbox, sig string, timeout time.Duration) {
+	if len(sb.Options.Cmd) == 0 || sb.Status != sbx.StatusRunning {
+		return
+	}
+	c, _ := h.executor(sb)
+	defer c.Close()
+	st, err := c.StopMainCmd(ctx, sig, timeout)
+	if err != nil {
+		h.log.Warn("stop the sandbox's command", "id", sb.ID, "err", err)
+		return
+	}
+	if st.State == execapi.MainCmdExited && st.Exit != nil {
+		h.saveMainCmd(ctx, sb, c, &st)
+	}
+}
+
+// withCmd returns the record of a sandbox that has a main command.
+func (h *Host) withCmd(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	sb, err := h.Get(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	if len(sb.Options.Cmd) == 0 {
+		return nil, noCmd(sb)
+	}
+	return sb, nil
+}
+
+func noCmd(sb *sbx.Sandbox) error {
+	return fmt.Errorf("%w: sandbox %s has no main command (create it with a cmd)", sbx.ErrState, sb.ShortID())
+}
+
+// saveMainCmd records how the main command ended, with the cgroup's word
+// on OOM kills and the tail of its output, and returns the record. A
+// failure to save is logged: the caller still gets the exit.
+func (h *Host) saveMainCmd(ctx context.Context, sb *sbx.Sandbox, c *client.Client, st *execapi.MainCmdStatus) mainCmdRecord {
+	rec := mainCmdRecord{LogEnd: max(st.LogEnd, 0)}
+	if e := st.Exit; e != nil {
+		rec.Exit = sbx.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Error: capString(e.Error, 4096), StartedAt: e.StartedAt, FinishedAt: e.FinishedAt}
+	}
+	if ctr, err := h.container(sb); err == nil {
+		if u, err := ctr.Usage(); err == nil && u.OOMKills > 0 && rec.Exit.Signal == "SIGKILL" {
+			rec.Exit.OOMKilled = true
+		}
+	}
+	if old, err := h.mainCmdRecord(sb); err == nil && old.LogEnd == rec.LogEnd && old.Exit == rec.Exit {
+		return *old
+	}
+	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mainCmdSaveTimeout)
+	defer cancel()
+	if tail, from, end, err := mainCmdTail(tctx, c); err == nil && end >= rec.LogEnd {
+		rec.Tail, rec.TailFrom, rec.LogEnd = tail, from, end
+	} else {
+		rec.TailFrom = rec.LogEnd
+	}
+	data, err := json.Marshal(rec)
+	if err == nil {
+		p := h.mainCmdRecordPath(sb)
+		tmp := p + ".tmp"
+		if err = os.WriteFile(tmp, data, 0o600); err == nil {
+			err = os.Rename(tmp, p)
+		}
+	}
+	if err != nil {
+		h.log.Warn("save the end of a sandbox's command", "id", sb.ID, "err", err)
+	}
+	return rec
+}
+
+// mainCmdTail reads at most mainCmdTailBytes of the main command's latest
+// output as frames, and the offsets it covers. The executor's frames are
+// checked: in order, contiguous, within the cap.
+func mainCmdTail(ctx context.Context, c *client.Client) (tail []sbx.LogFrame, from, end int64, err error) {
+	from = -1
+	var held int64
+	last, err := c.MainCmdLogs(ctx, client.LogOptions{TailBytes: mainCmdTailBytes}, func(f execapi.LogFrame) error {
+		if f.Type == execapi.LogGap {
+			return nil
+		}
+		if from < 0 {
+			from, end = f.Offset, f.Offset
+		}
+		held += int64(len(f.Data))
+		if f.Offset != end || held > mainCmdTailBytes {
+			return errors.New("executor service logs: the tail is not contiguous or larger than asked")
+		}
+		end += int64(len(f.Data))
+		tail = append(tail, sbx.LogFrame{Type: f.Type, Offset: f.Offset, Data: f.Data, Time: f.Time})
+		return nil
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if from < 0 {
+		from, end = last.Offset, last.Offset
+	}
+	if last.Offset != end {
+		return nil, 0, 0, errors.New("executor service logs: the tail does not reach the end")
+	}
+	return tail, from, end, nil
+}
+
+func (h *Host) mainCmdRecordPath(sb *sbx.Sandbox) string {
+	return filepath.Join(h.store.Dir(sb.ID), mainCmdRecordFile)
+}
+
+// mainCmdRecord reads the saved end of the main command; sbx.ErrNotFound
+// when none was saved.
+func (h *Host) mainCmdRecord(sb *sbx.Sandbox) (*mainCmdRecord, error) {
+	f, err := os.Open(h.mainCmdRecordPath(sb))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("%w: sandbox %s: the end of its command was not recorded", sbx.ErrNotFound, sb.ShortID())
+		}
+		return nil, err
+	}
+	defer f.Close()
+	var rec mainCmdRecord
+	dec := json.NewDecoder(io.LimitReader(f, mainCmdRecordMax))
+	if err := dec.Decode(&rec); err != nil || !rec.valid() {
+		return nil, fmt.Errorf("sandbox %s: the saved end of its command (%s) is damaged; remove the sandbox", sb.ShortID(), mainCmdRecordFile)
+	}
+	return &rec, nil
+}
+
+// valid reports whether the tail's frames are contiguous from TailFrom to
+// LogEnd.
+func (r *mainCmdRecord) valid() bool {
+	at := r.TailFrom
+	for _, f := range r.Tail {
+		if f.Offset != at || (f.Type != sbx.LogStdout && f.Type != sbx.LogStderr) {
+			return false
+		}
+		at += int64(len(f.Data))
+	}
+	return r.TailFrom >= 0 && at == r.LogEnd
+}
+
+// executorGone reports whether err says the executor cannot be reached
+// (PID 1 exiting or gone), as opposed to an answer it gave.
+func executorGone(err error) bool {
+	var ce *client.Error
+	return !errors.As(err, &ce)
+}
+
+func capString(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}

@@ -1,0 +1,15 @@
+package client
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/server/api"
+)
+
+// Rename gives a sandbox of the server a new unique name ("" drops it).
+func (c *Client) Rename(ctx context.Context, ref, name string) (*sbx.Sandbox, error) {
+	var sb sbx.Sandbox
+	return &sb, c.Call(ctx, http.MethodPost, sandboxURL(ref, "/rename"), api.RenameRequest{Name: name}, &sb)
+}

@@ -1,0 +1,22 @@
+package server
+
+import (
+	"net/http"
+
+	"github.com/sbxrun/sbx/server/api"
+)
+
+// renameSandbox is POST /v1/sandboxes/{id}/rename.
+func (s *Server) renameSandbox(w http.ResponseWriter, r *http.Request) {
+	var req api.RenameRequest
+	if err := s.decodeJSON(w, r, &req, false); err != nil {
+		s.fail(w, err)
+		return
+	}
+	sb, err := s.b.Rename(r.Context(), r.PathValue("id"), req.Name)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sb)
+}

@@ -1,0 +1,86 @@
+package tests
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// TestAdversarialImageFilesDoNotHangTheHost: an image whose /etc/passwd
+// and /etc/group are FIFOs (or a directory) cannot hang the host-side
+// user lookup of a one-shot run (which held the image store's lock while
+// it waited for ever): the run ends at once, numeric users still work and
+// a user name is refused clearly.
+func TestAdversarialImageFilesDoNotHangTheHost(t *testing.T) {
+	h := newLCHost(t)
+	h.env = []string{"SBX_PULL=never"}
+	for _, tc := range []struct{ name, image, passwd string }{
+		{"fifo", "hostile-fifo:1", "fifo"},
+		{"directory", "hostile-dir:1", "dir"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "root")
+			fixture.NewBusyboxRootfs(t, root)
+			for _, f := range []string{"etc/passwd", "etc/group"} {
+				p := filepath.Join(root, f)
+				os.Remove(p)
+				var err error
+				if tc.passwd == "fifo" {
+					err = syscall.Mkfifo(p, 0o644)
+				} else {
+					err = os.Mkdir(p, 0o755)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			tarball := filepath.Join(t.TempDir(), "hostile.tar")
+			if out, err := exec.Command("tar", "-C", root, "-cf", tarball, ".").CombinedOutput(); err != nil {
+				t.Fatalf("tar: %v: %s", err, out)
+			}
+			h.must(t, "import", "-q", tarball, tc.image)
+			for _, c := range []struct {
+				args     []string
+				wantCode int
+				wantErr  string
+			}{
+				{[]string{"run", "--rm", tc.image, "--", "true"}, 0, ""},
+				{[]string{"run", "--rm", "--user", "1000:1000", tc.image, "--", "true"}, 0, ""},
+				{[]string{"run", "--rm", "--user", "nobody", tc.image, "--", "true"}, 125, "nobody"},
+			} {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				cmd := h.command(c.args...)
+				cmd.Env = append(os.Environ(), h.env...)
+				var out, errb strings.Builder
+				cmd.Stdout, cmd.Stderr = &out, &errb
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() { done <- cmd.Wait() }()
+				select {
+				case <-done:
+				case <-ctx.Done():
+					_ = cmd.Process.Kill()
+					<-done
+					t.Errorf("sbx %s hangs on an image whose /etc/passwd is a %s", strings.Join(c.args, " "), tc.passwd)
+					h.sbx(t, "", "gc")
+				}
+				cancel()
+				code := cmd.ProcessState.ExitCode()
+				if ctx.Err() == nil && (code != c.wantCode || !strings.Contains(errb.String(), c.wantErr)) {
+					t.Errorf("sbx %s: exit %d (want %d), stderr %q (want %q)", strings.Join(c.args, " "), code, c.wantCode, errb.String(), c.wantErr)
+				}
+			}
+			// The image store is not held: the image can be removed.
+			h.must(t, "rmi", tc.image)
+		})
+	}
+}
