@@ -53,13 +53,6 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-func nilIfEmpty[T any](s []T) []T {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
-}
-
 func (h *Host) poolDefPath(name string) string {
 	return filepath.Join(h.store.Root(), poolsDir, name+".json")
 }

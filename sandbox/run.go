@@ -327,17 +327,24 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	if signal != 0 {
 		rep.Signal = unix.SignalName(unix.Signal(signal))
 	}
-	if rep.Status == "" {
-		switch {
-		case signal != 0:
-			rep.Status = sbx.RunSignaled
-		case rep.ExitCode != 0:
-			rep.Status = sbx.RunNonzeroExit
-		default:
-			rep.Status = sbx.RunOK
-		}
-	}
+	settleStatus(rep)
 	return nil
+}
+
+// settleStatus gives a report without a status the one its signal and
+// exit code say.
+func settleStatus(rep *sbx.Report) {
+	if rep.Status != "" {
+		return
+	}
+	switch {
+	case rep.Signal != "":
+		rep.Status = sbx.RunSignaled
+	case rep.ExitCode != 0:
+		rep.Status = sbx.RunNonzeroExit
+	default:
+		rep.Status = sbx.RunOK
+	}
 }
 
 // remove tears the run down: container, network, root, directory. It

@@ -150,17 +150,9 @@ func (h *Host) runInMember(ctx context.Context, sb *sbx.Sandbox, proc sbx.Proces
 	if rep.OOMKilled && rep.Status == "" && (rep.Signal == "SIGKILL" || rep.ExitCode != 0) {
 		rep.Status, rep.ExitCode = sbx.RunOOM, sbx.ExitOOM
 	}
-	if rep.Status == "" {
-		switch {
-		case (rep.ExitCode == sbx.ExitNotFound || rep.ExitCode == sbx.ExitCannotExec) && res.CPUTimeS == 0 && rep.Signal == "":
-			rep.Status, rep.Error = sbx.RunError, fmt.Sprintf("the command could not be executed (exit %d)", rep.ExitCode)
-		case rep.Signal != "":
-			rep.Status = sbx.RunSignaled
-		case rep.ExitCode != 0:
-			rep.Status = sbx.RunNonzeroExit
-		default:
-			rep.Status = sbx.RunOK
-		}
+	if rep.Status == "" && (rep.ExitCode == sbx.ExitNotFound || rep.ExitCode == sbx.ExitCannotExec) && res.CPUTimeS == 0 && rep.Signal == "" {
+		rep.Status, rep.Error = sbx.RunError, fmt.Sprintf("the command could not be executed (exit %d)", rep.ExitCode)
 	}
+	settleStatus(rep)
 	return nil
 }
