@@ -9,7 +9,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers release-helpers deps deps-bench deps-openhands test test-python test-nomad nomad lint fmt bench clean
+.PHONY: all build helpers release-helpers deps deps-bench deps-openhands test test-python python-dist test-nomad nomad lint fmt bench clean
 
 all: build
 
@@ -55,6 +55,13 @@ test: deps deps-openhands build
 ## test-python: the Python SDK's tests (pytest, against a real sbx serve), in the cached venv
 test-python: $(BIN)
 	cd sdk/python && SBX_BIN=$(abspath $(BIN)) "$$(bash ../../scripts/python-venv.sh)/bin/python" -m pytest -q tests
+
+## python-dist: the Python SDK's wheel and source archive in sdk/python/dist, as
+## uploaded to PyPI (twine upload sdk/python/dist/*), from the cached venv
+python-dist:
+	cd sdk/python && V="$$(bash ../../scripts/python-venv.sh)" && \
+		"$$V/bin/python" -m pip wheel --quiet --no-deps --no-build-isolation -w dist . && \
+		"$$V/bin/python" -c 'from setuptools import build_meta as b; print("dist/" + b.build_sdist("dist"))'
 
 ## nomad: build (once per machine, cached under /var/cache/sbx-test) the
 ## pinned Nomad agent the driver's end-to-end tests run, and print its path

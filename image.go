@@ -25,6 +25,11 @@ type Image struct {
 	LayerDirs []string `json:"layer_dirs,omitempty"`
 	// DiffIDs are the layers' diffIDs, lowest first.
 	DiffIDs []string `json:"diff_ids,omitempty"`
+	// Loaded is set by ImportImage when the archive named several images
+	// and no ImportOptions.Name picked one: then all of them were added
+	// (as docker load does), and Loaded lists them in the archive's order,
+	// this image first.
+	Loaded []Image `json:"loaded,omitempty"`
 }
 
 // ImageConfig is the part of an image config that decides how a process
@@ -152,7 +157,8 @@ type ImportOptions struct {
 	// the forms above but the layout directory).
 	Archive io.Reader
 	// Name is the image's name; needed when the archive names none, and
-	// always for a root file system.
+	// always for a root file system. With several images in the archive it
+	// picks one; without it all are imported (see Image.Loaded).
 	Name string
 	// Progress, if set, receives progress reports (never concurrently).
 	Progress func(PullProgress)

@@ -48,7 +48,7 @@ var OptionClasses = []OptionClass{
 	{Field: "Image", JSON: "image", Class: PoolKey, How: "by digest: the overlay's lower layers are mounted at start"},
 	{Field: "Rootfs", JSON: "rootfs", Class: PoolKey, How: "the overlay's lower layer is mounted at start"},
 	{Field: "Pull", JSON: "pull", Class: PoolClaim, How: "the image is resolved (and pulled) before the claim; the key holds its digest"},
-	{Field: "Cmd", JSON: "cmd", Class: PoolClaim, Claimant: true, How: "started after the claim, as after a cold create"},
+	{Field: "Cmd", JSON: "cmd", Class: PoolClaim, How: "started after the claim, as after a cold create; a pool whose members boot a main command keys on it, with env and workdir"},
 	{Field: "AutoRemove", JSON: "auto_remove", Class: PoolClaim, Claimant: true, How: "the record: the sandbox is removed when its cmd ends"},
 	{Field: "Env", JSON: "env", Class: PoolClaim, How: "the executor's default environment for later commands"},
 	{Field: "Workdir", JSON: "workdir", Class: PoolClaim, How: "the executor's default working directory (created in the root)"},

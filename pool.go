@@ -22,9 +22,53 @@ type PoolSpec struct {
 	// Size is how many idle members the pool keeps.
 	Size int `json:"size"`
 	// Options are what members start with. The fields OptionClasses marks
-	// Claimant (name, labels, TTL, cmd, publish, volumes, tmpfs...) must be
-	// empty: they belong to the sandbox a claim returns.
+	// Claimant (name, labels, TTL, publish, auto_remove, volumes, tmpfs)
+	// must be empty: they belong to the sandbox a claim returns.
+	//
+	// Options.Cmd, when set, is the members' main command (a server, an
+	// agent), booted when a member starts, with Options.Env, Workdir
+	// (created when missing) and User, and still running when the member
+	// is claimed. Such a member is claimed only by a create that asks for
+	// the same Cmd, Env and Workdir; it gets the member with its command
+	// running rather than starting it.
 	Options Options `json:"options"`
+	// KeyEnv names variables of the main command's environment set to a
+	// key of the member's own: 32 random bytes in hex, fresh for every
+	// member, the same in each named variable (a server's API key). A
+	// create need not give them; the claimant learns the key from the
+	// claim (sandbox.Host.Claim). It needs Options.Cmd.
+	KeyEnv []string `json:"key_env,omitempty"`
+	// ReadyCheck, when set, is a check the main command must pass before a
+	// member can be claimed (a server that has booted). It needs
+	// Options.Cmd.
+	ReadyCheck *ReadyCheck `json:"ready_check,omitempty"`
+}
+
+// PoolStats are what one process (a server: sandbox.Host.PoolStats) saw
+// of a pool since it started: claims that took a member (hits), creates
+// and claims of its key that found none (misses), claim hooks that failed,
+// and member boots (main command started and ready check passed) with
+// their time; LastError is why the latest boot failed, if it did.
+type PoolStats struct {
+	Hits         uint64  `json:"hits"`
+	Misses       uint64  `json:"misses"`
+	HookFailures uint64  `json:"hook_failures"`
+	Boots        uint64  `json:"boots"`
+	BootFailures uint64  `json:"boot_failures"`
+	BootSeconds  float64 `json:"boot_seconds"`      // all boots together
+	LastBootS    float64 `json:"last_boot_seconds"` // the latest boot
+	LastError    string  `json:"last_error,omitempty"`
+}
+
+// ReadyCheck is an HTTP GET of Path on TCP Port of the sandbox's loopback.
+// It passes on a 2xx reply whose body contains Body (any body when Body is
+// empty); it fails at once on a 4xx reply (the server is up and refuses),
+// and when the main command ends or Timeout (default 10 minutes) passes.
+type ReadyCheck struct {
+	Port    int      `json:"port"`
+	Path    string   `json:"path"`
+	Body    string   `json:"body,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
 }
 
 // Pool is a pool's definition with its members now.
@@ -101,6 +145,9 @@ func (p *PoolSpec) Validate() error {
 	if set := OptionsSet(o, PoolClaim, true); len(set) > 0 {
 		return fmt.Errorf("%w: a pool's options must not set %s: they belong to the sandbox a create claims from it", ErrInvalid, strings.Join(set, ", "))
 	}
+	if err := p.validateBoot(); err != nil {
+		return err
+	}
 	if o.Image == "" && o.Rootfs == "" {
 		return fmt.Errorf("%w: a pool needs an image or a root directory", ErrInvalid)
 	}
@@ -127,6 +174,30 @@ func EachPool(ctx context.Context, p Pools, names []string, op func(Pools, conte
 		}
 		if err != nil {
 			return fmt.Errorf("pool %s: %w", n, err)
+		}
+	}
+	return nil
+}
+
+// validateBoot checks what a pool with a main command adds.
+func (p *PoolSpec) validateBoot() error {
+	if len(p.Options.Cmd) == 0 && (len(p.KeyEnv) > 0 || p.ReadyCheck != nil) {
+		return fmt.Errorf("%w: a pool's key_env and ready_check need a main command (cmd) that its members boot", ErrInvalid)
+	}
+	for _, name := range p.KeyEnv {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			return fmt.Errorf("%w: key_env: %q is not a variable name", ErrInvalid, name)
+		}
+	}
+	if r := p.ReadyCheck; r != nil {
+		if r.Port <= 0 || r.Port > 65535 {
+			return fmt.Errorf("%w: ready: port %d is out of range (1-65535)", ErrInvalid, r.Port)
+		}
+		if !strings.HasPrefix(r.Path, "/") {
+			return fmt.Errorf("%w: ready: path %q must start with /", ErrInvalid, r.Path)
+		}
+		if r.Timeout < 0 {
+			return fmt.Errorf("%w: ready: timeout must not be negative", ErrInvalid)
 		}
 	}
 	return nil

@@ -40,13 +40,35 @@ const (
 // filesystem tarball (tar, tar.gz or tar.zst). name may be empty when the
 // archive names its image; a root filesystem always needs one.
 func (s *Store) Import(ctx context.Context, path, name string, progress ProgressFunc) (*Image, error) {
+	imgs, err := s.importArchive(ctx, path, path, name, false, progress)
+	if err != nil {
+		return nil, err
+	}
+	return imgs[0], nil
+}
+
+// ImportAll is Import, except that with no name an archive that names
+// several images (sbx save A B) adds all of them, as docker load does;
+// they come back in the archive's order. shown stands for path in
+// messages (an uploaded archive's temporary file is "the archive").
+func (s *Store) ImportAll(ctx context.Context, path, shown, name string, progress ProgressFunc) ([]*Image, error) {
+	return s.importArchive(ctx, path, shown, name, name == "", progress)
+}
+
+func (s *Store) importArchive(ctx context.Context, path, shown, name string, all bool, progress ProgressFunc) ([]*Image, error) {
 	format, err := DetectFormat(path)
 	if err != nil {
 		return nil, err
 	}
+	one := func(img *Image, err error) ([]*Image, error) {
+		if err != nil {
+			return nil, err
+		}
+		return []*Image{img}, nil
+	}
 	switch format {
 	case FormatOCILayout:
-		return s.importLayout(ctx, path, name, progress)
+		return s.importLayout(ctx, path, shown, name, all, progress)
 	case FormatOCIArchive:
 		dir, err := os.MkdirTemp(filepath.Join(s.root, "tmp"), "import-")
 		if err != nil {
@@ -54,13 +76,13 @@ func (s *Store) Import(ctx context.Context, path, name string, progress Progress
 		}
 		defer os.RemoveAll(dir)
 		if err := extractLayout(path, dir); err != nil {
-			return nil, diskErr(s.root, fmt.Errorf("import %s: %w", path, err))
+			return nil, diskErr(s.root, fmt.Errorf("import %s: %w", shown, err))
 		}
-		return s.importLayout(ctx, dir, name, progress)
+		return s.importLayout(ctx, dir, shown, name, all, progress)
 	case FormatDockerSave:
-		return s.importDockerSave(ctx, path, name, progress)
+		return one(s.importDockerSave(ctx, path, shown, name, progress))
 	default:
-		return s.importRootfs(ctx, path, name, progress)
+		return one(s.importRootfs(ctx, path, shown, name, progress))
 	}
 }
 
@@ -172,17 +194,17 @@ type candidate struct {
 	idx  v1.ImageIndex
 }
 
-func (s *Store) importLayout(ctx context.Context, dir, want string, progress ProgressFunc) (*Image, error) {
+func (s *Store) importLayout(ctx context.Context, dir, shown, want string, all bool, progress ProgressFunc) ([]*Image, error) {
 	ii, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
-		return nil, fmt.Errorf("import %s: read OCI layout: %w", dir, err)
+		return nil, fmt.Errorf("import %s: read OCI layout: %w", shown, err)
 	}
 	var cands []candidate
 	if err := collectImages(ii, &cands, 0); err != nil {
-		return nil, fmt.Errorf("import %s: %w", dir, err)
+		return nil, fmt.Errorf("import %s: %w", shown, err)
 	}
 	if len(cands) == 0 {
-		return nil, fmt.Errorf("import %s: %w: the layout holds no image", dir, ErrUnsupported)
+		return nil, fmt.Errorf("import %s: %w: the layout holds no image", shown, ErrUnsupported)
 	}
 	plat := s.platform()
 	var matched []candidate
@@ -192,9 +214,12 @@ func (s *Store) importLayout(ctx context.Context, dir, want string, progress Pro
 		}
 	}
 	if len(matched) == 0 {
-		return nil, fmt.Errorf("import %s: %w: no image for platform %s; choose one with --platform", dir, ErrUnsupported, plat.String())
+		return nil, fmt.Errorf("import %s: %w: no image for platform %s; choose one with --platform", shown, ErrUnsupported, plat.String())
 	}
-	chosen, nameFromArchive := matched[0], ""
+	if len(matched) > 1 && all {
+		return s.importNamed(ctx, shown, matched, progress)
+	}
+	chosen := matched[0]
 	if len(matched) > 1 {
 		found := false
 		for _, c := range matched {
@@ -204,30 +229,71 @@ func (s *Store) importLayout(ctx context.Context, dir, want string, progress Pro
 			}
 		}
 		if !found {
-			var names []string
-			for _, c := range matched {
-				names = append(names, refNameOf(c.desc))
-			}
-			return nil, fmt.Errorf("import %s: the layout holds %d images (%s); give the NAME of one", dir, len(matched), strings.Join(names, ", "))
+			return nil, fmt.Errorf("import %s: the layout holds %d images (%s); give the NAME of one", shown, len(matched), strings.Join(refNames(matched), ", "))
 		}
 	}
-	nameFromArchive = refNameOf(chosen.desc)
+	nameFromArchive := refNameOf(chosen.desc)
 	finalName := want
 	if finalName == "" {
 		finalName = nameFromArchive
 	}
-	if finalName == "" || !strings.ContainsAny(finalName, "/:") && nameFromArchive == finalName {
-		return nil, fmt.Errorf("import %s: the archive does not name its image (ref name %q); give a NAME", dir, nameFromArchive)
+	// A bare ref name ("v1", "bb") is, by the OCI convention, often only a
+	// tag: it names the image only when the caller gives it as NAME.
+	if finalName == "" || want == "" && !fullName(finalName) {
+		return nil, fmt.Errorf("import %s: the archive does not name its image (ref name %q); give a NAME", shown, nameFromArchive)
 	}
-	ref, err := s.canonicalName(finalName)
+	img, err := s.importCandidate(ctx, shown, finalName, chosen, progress)
 	if err != nil {
 		return nil, err
 	}
-	img, err := chosen.idx.Image(chosen.desc.Digest)
-	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", dir, err)
+	return []*Image{img}, nil
+}
+
+// importNamed adds every image of cands under its own ref name, which must
+// be a full name (REPO:TAG or REPO/...).
+func (s *Store) importNamed(ctx context.Context, shown string, cands []candidate, progress ProgressFunc) ([]*Image, error) {
+	for _, c := range cands {
+		if !fullName(refNameOf(c.desc)) {
+			return nil, fmt.Errorf("import %s: the layout holds %d images (%s), not all of them named; give the NAME of one", shown, len(cands), strings.Join(refNames(cands), ", "))
+		}
 	}
-	return s.addImage(ctx, ref.Name(), chosen.desc.Digest.String(), img, blobsHashed, progress)
+	var out []*Image
+	for _, c := range cands {
+		img, err := s.importCandidate(ctx, shown, refNameOf(c.desc), c, progress)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+func (s *Store) importCandidate(ctx context.Context, shown, name string, c candidate, progress ProgressFunc) (*Image, error) {
+	ref, err := s.canonicalName(name)
+	if err != nil {
+		return nil, err
+	}
+	img, err := c.idx.Image(c.desc.Digest)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", shown, err)
+	}
+	return s.addImage(ctx, ref.Name(), c.desc.Digest.String(), img, blobsHashed, progress)
+}
+
+// fullName reports whether an archive's ref name names an image on its
+// own (busybox:1.36, example.com/app) rather than being a bare tag.
+func fullName(n string) bool { return strings.ContainsAny(n, "/:") }
+
+func refNames(cands []candidate) []string {
+	var names []string
+	for _, c := range cands {
+		n := refNameOf(c.desc)
+		if n == "" {
+			n = "(unnamed)"
+		}
+		names = append(names, n)
+	}
+	return names
 }
 
 // collectImages lists the image manifests of ii, descending into nested
@@ -301,7 +367,7 @@ type dockerManifest struct {
 	Layers   []string
 }
 
-func (s *Store) importDockerSave(ctx context.Context, p, want string, progress ProgressFunc) (*Image, error) {
+func (s *Store) importDockerSave(ctx context.Context, p, shown, want string, progress ProgressFunc) (*Image, error) {
 	var manifest []dockerManifest
 	err := scanTar(p, func(hdr *tar.Header, r io.Reader) error {
 		if path.Clean(strings.TrimPrefix(hdr.Name, "./")) != "manifest.json" {
@@ -310,10 +376,10 @@ func (s *Store) importDockerSave(ctx context.Context, p, want string, progress P
 		return json.NewDecoder(io.LimitReader(r, 16<<20)).Decode(&manifest)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("import %s: read manifest.json: %w", p, err)
+		return nil, fmt.Errorf("import %s: read manifest.json: %w", shown, err)
 	}
 	if len(manifest) == 0 {
-		return nil, fmt.Errorf("import %s: manifest.json lists no image", p)
+		return nil, fmt.Errorf("import %s: manifest.json lists no image", shown)
 	}
 	var tag *name.Tag
 	finalName := want
@@ -325,21 +391,21 @@ func (s *Store) importDockerSave(ctx context.Context, p, want string, progress P
 				if (want == "" && tag == nil) || (want != "" && s.sameName(t, want)) {
 					nt, err := name.NewTag(t)
 					if err != nil {
-						return nil, fmt.Errorf("import %s: tag %q: %w", p, t, err)
+						return nil, fmt.Errorf("import %s: tag %q: %w", shown, t, err)
 					}
 					tag = &nt
 				}
 			}
 		}
 		if tag == nil || (want == "" && len(manifest) > 1) {
-			return nil, fmt.Errorf("import %s: the archive holds %d images (%s); give the NAME of one", p, len(manifest), strings.Join(all, ", "))
+			return nil, fmt.Errorf("import %s: the archive holds %d images (%s); give the NAME of one", shown, len(manifest), strings.Join(all, ", "))
 		}
 		if finalName == "" {
 			finalName = tag.String()
 		}
 	}
 	if finalName == "" {
-		return nil, fmt.Errorf("import %s: the archive does not name its image; give a NAME", p)
+		return nil, fmt.Errorf("import %s: the archive does not name its image; give a NAME", shown)
 	}
 	ref, err := s.canonicalName(finalName)
 	if err != nil {
@@ -354,12 +420,12 @@ func (s *Store) importDockerSave(ctx context.Context, p, want string, progress P
 	}
 	img, err := tarball.Image(opener, tag)
 	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", p, err)
+		return nil, fmt.Errorf("import %s: %w", shown, err)
 	}
 	// docker save has no manifest digest; the config digest is the image ID.
 	id, err := img.ConfigName()
 	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", p, err)
+		return nil, fmt.Errorf("import %s: %w", shown, err)
 	}
 	return s.addImage(ctx, ref.Name(), id.String(), img, blobsUncompressed, progress)
 }
@@ -371,9 +437,9 @@ type readCloser struct {
 
 func (r readCloser) Close() error { r.done(); return nil }
 
-func (s *Store) importRootfs(ctx context.Context, p, want string, progress ProgressFunc) (*Image, error) {
+func (s *Store) importRootfs(ctx context.Context, p, shown, want string, progress ProgressFunc) (*Image, error) {
 	if want == "" {
-		return nil, fmt.Errorf("import %s: a root filesystem tarball needs a NAME", p)
+		return nil, fmt.Errorf("import %s: a root filesystem tarball needs a NAME", shown)
 	}
 	ref, err := s.canonicalName(want)
 	if err != nil {
@@ -391,26 +457,30 @@ func (s *Store) importRootfs(ctx context.Context, p, want string, progress Progr
 	defer unlock()
 	recs, err := s.ingest(ctx, []layerSource{src}, progress)
 	if err != nil {
-		return nil, fmt.Errorf("import %s: %w", p, err)
+		return nil, fmt.Errorf("import %s: %w", shown, err)
 	}
-	step := HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx import " + filepath.Base(p)}
-	return s.record(ctx, ref.Name(), recs, ImageConfig{}, []HistoryEntry{step}, "linux/"+runtime.GOARCH)
+	step := HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx import " + filepath.Base(shown)}
+	// The digest depends on the content only: the same tarball imported
+	// again is the same image.
+	return s.record(ctx, ref.Name(), recs, ImageConfig{}, []HistoryEntry{step}, "linux/"+runtime.GOARCH, time.Time{})
 }
 
 // record stores an image built here (rootfs import, commit): its digest is
 // that of a config listing its diffIDs and runtime config.
-func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg ImageConfig, history []HistoryEntry, platform string) (*Image, error) {
+// created goes into the digest; a zero created leaves it out, so that the
+// digest depends on the layers and config only (an import).
+func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg ImageConfig, history []HistoryEntry, platform string, created time.Time) (*Image, error) {
 	now := time.Now().UTC()
 	diffIDs := make([]string, len(recs))
 	for i, r := range recs {
 		diffIDs[i] = r.DiffID
 	}
 	blob, _ := json.Marshal(struct {
-		Created  time.Time   `json:"created"`
+		Created  time.Time   `json:"created,omitzero"`
 		Platform string      `json:"platform"`
 		Config   ImageConfig `json:"config"`
 		DiffIDs  []string    `json:"diff_ids"`
-	}{now, platform, cfg, diffIDs})
+	}{created, platform, cfg, diffIDs})
 	sum := sha256.Sum256(blob)
 	rec := record{
 		Name:     name,
@@ -467,6 +537,7 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 	if rec, err := s.lookup(base.Digest); err == nil {
 		history = slices.Clone(rec.History)
 	}
-	history = append(history, HistoryEntry{Created: time.Now().UTC(), CreatedBy: "sbx commit"})
-	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, history, base.Platform)
+	now := time.Now().UTC()
+	history = append(history, HistoryEntry{Created: now, CreatedBy: "sbx commit"})
+	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, history, base.Platform, now)
 }

@@ -30,10 +30,30 @@ func (e errClaimRefused) Unwrap() error { return e.err }
 // completed by checkOptions) and img, applies what may differ, and returns
 // it running. t0 is when the create started (its timings count from
 // there). It returns nil, nil when no member can be had: the create
-// then starts a sandbox itself.
+// then starts a sandbox itself. With a main command, a member that booted
+// it comes first, then one whose command starts after the claim.
 func (h *Host) claim(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0 time.Time) (*sbx.Sandbox, error) {
-	tc := time.Now()
 	key := poolKey(o, img)
+	sb, err := h.claimKey(ctx, key, o, t0)
+	if sb != nil || err != nil {
+		return sb, err
+	}
+	if len(o.Cmd) == 0 {
+		h.pools.miss(key)
+		return nil, nil
+	}
+	plain := *o
+	plain.Cmd = nil
+	pkey := poolKey(&plain, img)
+	if sb, err = h.claimKey(ctx, pkey, o, t0); sb == nil && err == nil {
+		h.pools.miss(key, pkey)
+	}
+	return sb, err
+}
+
+// claimKey is claim among the members listed under key.
+func (h *Host) claimKey(ctx context.Context, key string, o *sbx.Options, t0 time.Time) (*sbx.Sandbox, error) {
+	tc := time.Now()
 	dir := filepath.Join(h.store.Root(), pooledDir, key)
 	ids, err := readDirNames(dir)
 	if err != nil || len(ids) == 0 {
@@ -140,6 +160,10 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	sb := m
 	sb.Options = *o
 	sb.Name = o.Name
+	sb.Cmd = nil
+	if len(m.Options.Cmd) > 0 {
+		sb.Cmd = &sbx.CmdStart{Status: execapi.MainCmdRunning} // booted by the member
+	}
 	sb.Pool, sb.FromPool = "", m.Pool
 	now := h.now().UTC()
 	sb.Created, sb.Started, sb.ExpiresAt = now, &now, nil
@@ -194,6 +218,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		return nil, fmt.Errorf("claim pool member %s: %w", m.ShortID(), err)
 	}
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
+	h.pools.hit(m.Pool, key)
 	h.emit(changeCreated, &sb)
 	h.emit(changeReady, &sb)
 	h.supervisor.askPoolRefill()

@@ -116,7 +116,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	sb.Status = sbx.StatusRunning
 	sb.CreateTimings.TotalS = time.Since(t0).Seconds()
 	if pool != "" {
-		err = h.markPooled(l, sb)
+		err = h.readyMember(ctx, l, sb)
 	} else {
 		err = l.Write(sb)
 	}
@@ -135,11 +135,11 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	return sb, nil
 }
 
-// startCmdOrRemove starts Options.Cmd of a new sandbox, if it has one;
-// when the command cannot start, the create fails as a whole and the
-// sandbox is removed.
+// startCmdOrRemove starts Options.Cmd of a new sandbox, if it has one
+// and it is not running yet (a pool member booted it); when the command
+// cannot start, the create fails as a whole and the sandbox is removed.
 func (h *Host) startCmdOrRemove(ctx context.Context, sb *sbx.Sandbox) error {
-	if len(sb.Options.Cmd) == 0 {
+	if len(sb.Options.Cmd) == 0 || sb.Cmd != nil {
 		return nil
 	}
 	cs, err := h.startMainCmd(ctx, sb)

@@ -27,6 +27,12 @@ func (h *Host) DialPort(ctx context.Context, ref string, port int) (net.Conn, er
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s: start it first", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
+	return h.dialSandboxPort(ctx, sb, port)
+}
+
+// dialSandboxPort is DialPort to sb whatever its status says (a pool
+// member booting its main command).
+func (h *Host) dialSandboxPort(ctx context.Context, sb *sbx.Sandbox, port int) (net.Conn, error) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	if sb.Network != nil && sb.Network.Mode == sbx.NetworkHost {
 		var d net.Dialer

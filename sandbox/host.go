@@ -165,6 +165,8 @@ type Host struct {
 
 	events     *events
 	supervisor *supervisor
+	// pools counts what this process's claims and pool fills did.
+	pools poolStats
 
 	// crashAt names a create step at which the process kills itself with
 	// SIGKILL (from SBX_TEST_CRASH_AT); tests use it to prove that GC

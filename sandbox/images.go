@@ -87,15 +87,25 @@ func (h *Host) importImage(ctx context.Context, o sbx.ImportOptions, policy *sbx
 		}
 		path = f.Name()
 	}
-	img, err := store.Import(ctx, path, o.Name, progressFunc(o.Progress))
+	shown := o.Path
+	if shown == "" {
+		shown = "the archive" // not the temporary file it was stored in
+	}
+	imgs, err := store.ImportAll(ctx, path, shown, o.Name, progressFunc(o.Progress))
 	if err != nil {
 		if o.Path == "" && ctx.Err() == nil && !isContractError(err) {
 			err = fmt.Errorf("%w: import: %w", sbx.ErrInvalid, err)
 		}
 		return nil, err
 	}
-	h.publish(sbx.Event{Type: sbx.EventImagePulled, Image: img.Name})
-	return contractImage(img, false), nil
+	out := contractImage(imgs[0], false)
+	for _, img := range imgs {
+		h.publish(sbx.Event{Type: sbx.EventImagePulled, Image: img.Name})
+		if len(imgs) > 1 {
+			out.Loaded = append(out.Loaded, *contractImage(img, false))
+		}
+	}
+	return out, nil
 }
 
 // isContractError reports whether err wraps one of the contract's errors.

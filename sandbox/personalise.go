@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"time"
@@ -202,6 +203,9 @@ func (h *Host) missReason(ctx context.Context, o *sbx.Options, img *sbx.ImageInf
 		sameImage = true
 		diff := sbx.PoolKeyDiff(o, &po)
 		diff = slices.DeleteFunc(diff, func(s string) bool { return s == "image" || s == "rootfs" })
+		if len(po.Cmd) > 0 && !reflect.DeepEqual(bootKey(o), bootKey(&po)) {
+			diff = append(diff, "the main command it boots (cmd, env, workdir)")
+		}
 		if best == "" || len(diff) < len(bestDiff) {
 			best, bestDiff = name, diff
 		}

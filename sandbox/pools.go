@@ -41,10 +41,14 @@ type poolDef struct {
 
 // poolKey hashes the options of o fixed at start (the fields
 // sbx.OptionClasses classes sbx.PoolKey), with the image it resolved to
-// (nil for a root directory) by digest.
+// (nil for a root directory) by digest, and the main command members
+// boot with its environment and working directory, if any.
 func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	k := sbx.PoolKeyValues(o)
 	k["image"], k["rootfs"] = "rootfs:"+o.Rootfs, nil
+	if b := bootKey(o); b != nil {
+		k["boot"] = b // a main command the members boot
+	}
 	if img != nil {
 		k["image"] = "image:" + img.Digest
 	}
@@ -232,7 +236,9 @@ func (h *Host) GetPool(ctx context.Context, name string) (*sbx.Pool, error) {
 // image's tag moved) or whose PID 1 died. Two fills of one pool never run
 // at once: the second waits for the first.
 func (h *Host) FillPool(ctx context.Context, name string) (*sbx.PoolReport, error) {
-	if err := sbx.ValidPoolName(name); err != nil {
+	// An unknown pool is sbx.ErrNotFound (404), before its lock file
+	// would be made.
+	if _, err := h.readPoolDef(name); err != nil {
 		return nil, err
 	}
 	unlock, err := state.LockFile(ctx, h.poolLockPath(name))
@@ -433,7 +439,9 @@ func (h *Host) markPooled(l *state.Lock, sb *sbx.Sandbox) error {
 	if err := l.Write(sb); err != nil {
 		return err
 	}
-	entry := h.pooledEntry(poolKey(&sb.Options, sb.Image), sb.ID)
+	key := poolKey(&sb.Options, sb.Image)
+	h.pools.indexed(sb.Pool, key)
+	entry := h.pooledEntry(key, sb.ID)
 	if err := os.MkdirAll(filepath.Dir(entry), 0o700); err != nil {
 		return fmt.Errorf("index pool member: %w", err)
 	}

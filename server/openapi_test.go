@@ -30,6 +30,7 @@ var bodies = map[string]reflect.Type{
 	"SandboxList":       reflect.TypeFor[api.SandboxList](),
 	"Pool":              reflect.TypeFor[sbx.Pool](),
 	"PoolSpec":          reflect.TypeFor[sbx.PoolSpec](),
+	"ReadyCheck":        reflect.TypeFor[sbx.ReadyCheck](),
 	"PoolList":          reflect.TypeFor[api.PoolList](),
 	"PoolReport":        reflect.TypeFor[sbx.PoolReport](),
 	"ImageInfo":         reflect.TypeFor[sbx.ImageInfo](),

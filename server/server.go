@@ -119,6 +119,9 @@ func New(cfg Config) (*Server, error) {
 	if c, ok := cfg.Backend.(statusCounter); ok {
 		s.metrics.registerBackend(c)
 	}
+	if p, ok := cfg.Backend.(poolStatser); ok {
+		s.metrics.registerPools(p)
+	}
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Pattern, s.metrics.instrument(rt.Method+" "+rt.Pattern, rt.handler))

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -21,8 +22,11 @@ import (
 
 	"github.com/creack/pty"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	execapi "github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -677,5 +681,67 @@ func TestAdversarialHostileExecutorCopyFromMemory(t *testing.T) {
 	}
 	if _, err := os.Stat(dst); err == nil {
 		t.Error("the refused copy was installed")
+	}
+}
+
+// TestAdversarialHostileExecutorLogs: `sbx logs` without -f (and the REST
+// logs without follow, which take the same path) against a taken-over
+// executor that stays silent ends after the idle deadline of a transfer,
+// and one that streams without end is cut off at the largest log ring.
+func TestAdversarialHostileExecutorLogs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		handler http.HandlerFunc
+	}{
+		{"silent", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
+		{"silent after the headers", func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}},
+		{"endless", func(w http.ResponseWriter, r *http.Request) {
+			frame := []byte(`{"type":"stdout","offset":0,"data":"` + strings.Repeat("x", 4000) + `"}` + "\n")
+			for r.Context().Err() == nil {
+				if _, err := w.Write(frame); err != nil {
+					return
+				}
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fakeExecutor(t, tc.handler)
+			start := time.Now()
+			_, err := c.MainCmdLogs(context.Background(), client.LogOptions{TailBytes: -1}, func(execapi.LogFrame) error { return nil })
+			if err == nil {
+				t.Error("the logs of a hostile executor ended without an error")
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("the logs without follow took %v (error %v)", d, err)
+			}
+		})
+	}
+}
+
+// TestAdversarialUnknownPoolFill: filling a pool that does not exist is
+// 404 over REST (it was 500) and leaves nothing behind.
+func TestAdversarialUnknownPoolFill(t *testing.T) {
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	req, _ := http.NewRequest("POST", e.url+"/v1/pools/no-such-pool/fill", nil)
+	req.Header.Set("Authorization", "Bearer "+serverTestToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("fill of an unknown pool: %d %s, want 404", resp.StatusCode, body)
+	}
+	if _, err := e.c.FillPool(context.Background(), "no-such-pool"); !errors.Is(err, sbx.ErrNotFound) {
+		t.Errorf("client fill of an unknown pool: %v, want sbx.ErrNotFound", err)
+	}
+	ents, _ := os.ReadDir(filepath.Join(e.root, "pools"))
+	for _, ent := range ents {
+		t.Errorf("left in the pools directory: %s", ent.Name())
 	}
 }

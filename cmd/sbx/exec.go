@@ -11,6 +11,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/dockerargs"
+	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/render"
 )
 
@@ -141,20 +142,14 @@ func cpCmd(a *app) *cobra.Command {
 		Long: `Copy a file or directory between a running sandbox and the host. One side is
 ID:PATH (ID may be a name or an ID prefix; a relative PATH is relative to
 the sandbox's working directory), the other a host path.
-Like docker cp: copying onto an existing directory puts SRC inside it,
-otherwise DST is created with SRC's content.`,
+Like docker cp: copying onto an existing directory puts SRC inside it, onto
+an existing file (or a character device or pipe) writes into it, otherwise
+DST is created with SRC's content. A DST of - writes a tar stream to stdout;
+a SRC of - unpacks a tar stream from stdin into the directory DST.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			srcRef, srcPath, srcIn := dockerargs.SplitCopyPath(args[0])
-			dstRef, dstPath, dstIn := dockerargs.SplitCopyPath(args[1])
-			if srcIn == dstIn {
-				return exitErr("give ID:PATH on exactly one side of sbx cp")
-			}
 			return a.withBackend(func(ctx context.Context, b backend) error {
-				if srcIn {
-					return b.CopyFrom(ctx, srcRef, srcPath, args[1])
-				}
-				return b.CopyTo(ctx, dstRef, args[0], dstPath)
+				return execclient.Copy(ctx, b, args[0], args[1], os.Stdin, os.Stdout)
 			})
 		},
 	}

@@ -86,7 +86,9 @@ func fetchImage(a *app, cmd *cobra.Command, f *imageFlags, prefix string, fetch 
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%s%s %s\n", prefix, sbx.FamiliarName(img.Name), img.Digest)
+	for _, one := range append([]sbx.Image{*img}, img.Loaded[min(1, len(img.Loaded)):]...) {
+		fmt.Fprintf(cmd.OutOrStdout(), "%s%s %s\n", prefix, sbx.FamiliarName(one.Name), one.Digest)
+	}
 	return nil
 }
 

@@ -42,6 +42,9 @@ func (f *openhandsFlags) registerServe(fs *pflag.FlagSet) {
 	fs.StringVar(&f.KeyFile, "openhands-key-file", "", "file holding the key Runtime API clients send as X-API-Key (required with --openhands-listen)")
 	fs.StringVar(&f.PublicHost, "openhands-public-host", "", "host name or address clients reach the Runtime API at, for runtime URLs (default: the listen address)")
 	fs.BoolVar(&f.RotateKeyOnResume, "openhands-rotate-key-on-resume", false, "give a resumed runtime a new session key")
+	fs.IntVar(&f.WarmSize, "openhands-warm", 0, "dormant Agent Servers each warm shape keeps booted for starts that run at once (0: none; see docs/openhands.md)")
+	fs.StringVar(&f.WarmFile, "openhands-warm-config", "", "JSON file of shapes to keep warm: {\"configs\": [{name, image, command, working_dir, environment, size, ...}]}")
+	fs.IntVar(&f.WarmLearn, "openhands-warm-learn", 1, "shapes of recent starts kept warm besides (with --openhands-warm)")
 	f.registerCommon(fs, "openhands-")
 }
 
@@ -79,7 +82,7 @@ func openhandsUpCmd(a *app) *cobra.Command {
 	f := &openhandsFlags{}
 	var (
 		image, name, address, workdir, user, keyFile, pull string
-		port                                               int
+		port, warm                                         int
 		asJSON                                             bool
 		timeout                                            time.Duration
 	)
@@ -119,7 +122,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			res, err := openhands.Up(ctx, be, openhands.UpOptions{
 				Request: req, Name: name, Address: address, Port: port, Key: key,
 				Aliases: p.Aliases, AgentTree: f.AgentTree, TreeImages: f.TreeImages, BaseLimits: p.BaseLimits,
-				Egress: f.Egress, Environment: p.Environment, ReadyTimeout: timeout, Logger: slog.Default(),
+				Egress: f.Egress, Environment: p.Environment, ReadyTimeout: timeout, Logger: slog.Default(), Warm: warm,
 			})
 			if err != nil {
 				return sbxError(err)
@@ -143,6 +146,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 	fs.StringVar(&pull, "pull", "IfNotPresent", "image pull policy: Always, IfNotPresent or Never")
 	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long the pull and the start may take")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fs.IntVar(&warm, "warm", 0, "also keep N dormant Agent Servers of this shape in a warm pool for later ups (filled by sbx serve or sbx pool fill)")
 	f.registerCommon(fs, "")
 	return cmd
 }

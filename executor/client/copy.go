@@ -31,7 +31,9 @@ func noSuchFile(err error) error {
 // CopyFrom copies the file or directory at src (absolute) inside a
 // sandbox to dst on this machine, through the sandbox's executor c, as
 // `docker cp ID:src dst` does: into dst when dst is an existing directory,
-// otherwise to dst itself. Everything arrives as a tar stream, which is
+// written into dst when it is an existing file (a regular file, a
+// character device, a pipe; other special files are refused), otherwise
+// to dst itself. Everything arrives as a tar stream, which is
 // hostile: package copyout extracts it into a staging directory without
 // ever following a symlink, refuses devices and escapes, drops setuid bits
 // and ownership, caps sizes (the stream at MaxCopyBytes), and installs the
@@ -48,7 +50,11 @@ func CopyFrom(ctx context.Context, c *Client, src, dst string) error {
 	src = path.Clean(src)
 	top := path.Base(src) // "/" for the whole root
 	dir, name := dst, top
-	if fi, err := os.Stat(dst); err == nil && fi.IsDir() {
+	fi, err := os.Stat(dst)
+	if err == nil && !fi.IsDir() {
+		return copyIntoExisting(ctx, c, src, dst, fi)
+	}
+	if err == nil {
 		if top == "/" {
 			return fmt.Errorf("%w: copy the sandbox's / to a new directory, not into the existing %s", sbx.ErrInvalid, dst)
 		}

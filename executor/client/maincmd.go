@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -77,6 +78,16 @@ func (c *Client) MainCmdLogs(ctx context.Context, o LogOptions, onFrame func(api
 	}
 	ctx, cancel := withDeadline(ctx, d)
 	defer cancel()
+	// Without follow the reply is what the ring holds: it must keep
+	// moving (IdleTimeout, as a file transfer) and be no larger than the
+	// largest ring, frames' overhead included.
+	touch := func() {}
+	if !o.Follow {
+		var stop func()
+		ctx, touch, stop = c.watchIdle(ctx)
+		defer stop()
+	}
+	var left int64 = 4*api.MaxMainCmdLogBytes + int64(c.opts.MaxFrameBytes)
 	q := url.Values{}
 	if o.TailBytes >= 0 {
 		q.Set("tail_bytes", strconv.FormatInt(o.TailBytes, 10))
@@ -88,11 +99,15 @@ func (c *Client) MainCmdLogs(ctx context.Context, o LogOptions, onFrame func(api
 	}
 	resp, err := c.Do(ctx, http.MethodGet, api.PathMainCmdLogs+"?"+q.Encode(), nil, "", 1<<62)
 	if err != nil {
-		return api.LogFrame{}, err
+		return api.LogFrame{}, idleCause(ctx, err)
 	}
 	defer resp.Body.Close()
+	var body io.Reader = touchReader{resp.Body, touch}
+	if !o.Follow {
+		body = &cappedReader{r: body, left: left}
+	}
 	var end api.LogFrame
-	err = readFrames(resp.Body, c.opts.MaxFrameBytes, "executor service logs", func(f *api.LogFrame) (bool, error) {
+	err = readFrames(body, c.opts.MaxFrameBytes, "executor service logs", func(f *api.LogFrame) (bool, error) {
 		switch f.Type {
 		case api.LogStdout, api.LogStderr, api.LogGap:
 			return false, onFrame(*f)
@@ -105,7 +120,28 @@ func (c *Client) MainCmdLogs(ctx context.Context, o LogOptions, onFrame func(api
 		}
 		return true, fmt.Errorf("unknown frame type %q", f.Type)
 	})
+	if err != nil && !o.Follow {
+		err = idleCause(ctx, err)
+	}
 	return end, err
+}
+
+// cappedReader fails with ErrReplyTooLarge once more than left bytes came.
+type cappedReader struct {
+	r    io.Reader
+	left int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if c.left <= 0 {
+		return 0, fmt.Errorf("executor service logs: a reply without follow larger than the largest log ring: %w", ErrReplyTooLarge)
+	}
+	if int64(len(p)) > c.left {
+		p = p[:c.left]
+	}
+	n, err := c.r.Read(p)
+	c.left -= int64(n)
+	return n, err
 }
 
 // MainCmdLogTail returns at most max bytes of the main command's latest output,

@@ -44,6 +44,9 @@ func (s *Service) routes() map[string]http.HandlerFunc {
 		"POST /pause":                s.auth(s.handleRef(s.Pause)),
 		"POST /resume":               s.auth(s.handleRef(s.Resume)),
 		"POST /stop":                 s.auth(s.handleRef(s.Stop)),
+		"GET /api/warm-runtime-configs": s.auth(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, s.WarmConfigs(r.Context()))
+		}),
 		"GET /openapi.yaml": func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/yaml")
 			_, _ = w.Write(OpenAPI)

@@ -99,6 +99,9 @@ type Config struct {
 	// RotateKeyOnResume gives a resumed runtime a new session key (the
 	// Agent Server restarts with it); by default the key is kept.
 	RotateKeyOnResume bool
+	// Warm keeps Agent Servers booted ahead (dormant), for starts that
+	// are running at once; it needs a local backend (sandbox.Host).
+	Warm WarmConfig
 	// LogTailBytes is how much of the Agent Server's output pod_logs
 	// carries (default 64 KiB).
 	LogTailBytes int64
@@ -115,6 +118,7 @@ type Service struct {
 	ctx   context.Context // ends background starts at Close
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
+	warm  *warm // nil without warm Agent Servers
 
 	tenants []tenant // the API keys; the first owns records without an owner
 
@@ -200,6 +204,14 @@ func New(be Backend, cfg Config) (*Service, error) {
 	if err := s.load(); err != nil {
 		stop()
 		return nil, err
+	}
+	w, err := s.newWarm()
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	if s.warm = w; w != nil {
+		s.background(s.keepWarm)
 	}
 	return s, nil
 }
@@ -453,20 +465,44 @@ func (s *Service) Start(req StartRequest) (Runtime, error) {
 			s.retire(old, "replaced by a new start of the session")
 		}
 	}
+	s.mu.Unlock()
 	rt := &runtime{
 		RuntimeID: "rt-" + newID(12), SessionID: req.SessionID, Key: newID(32), Image: req.Image,
 		Status: StatusStarting, PodStatus: PodPending, Created: time.Now().UTC(), Owner: req.owner,
 	}
+	// A warm Agent Server, when one of the request's shape is ready: the
+	// runtime is running before the reply.
+	if err := s.claimWarm(rt, req); err != nil && s.warm != nil {
+		s.log.Debug("openhands: cold start", "session", req.SessionID, "why", err)
+	}
+	return s.register(rt, req)
+}
+
+// register records a new runtime and, unless it is running already (a
+// warm Agent Server), brings it up in the background.
+func (s *Service) register(rt *runtime, req StartRequest) (Runtime, error) {
+	s.mu.Lock()
 	if err := s.listenRuntime(rt); err != nil {
 		s.mu.Unlock()
+		if rt.SandboxID != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			_ = s.be.Remove(ctx, rt.SandboxID, sbx.RemoveOptions{Force: true})
+		}
 		return Runtime{}, err
 	}
 	s.byID[rt.RuntimeID] = rt
 	s.bySess[rt.SessionID] = rt
 	s.save(rt)
 	obj := s.object(rt)
-	s.launch(rt, func(ctx context.Context) { s.bringUp(ctx, rt, req) })
+	running := rt.Status == StatusRunning
+	if !running {
+		s.launch(rt, func(ctx context.Context) { s.bringUp(ctx, rt, req) })
+	}
 	s.mu.Unlock()
+	if running {
+		s.watch(rt)
+	}
 	return obj, nil
 }
 
@@ -542,6 +578,12 @@ func (s *Service) bringUp(ctx context.Context, rt *runtime, req StartRequest) {
 		return
 	}
 	s.awaitReady(ctx, rt)
+	s.mu.Lock()
+	up := rt.Status == StatusRunning
+	s.mu.Unlock()
+	if up {
+		s.warm.learn(s, req)
+	}
 }
 
 // update runs fn on rt under the lock and saves it, unless rt was stopped

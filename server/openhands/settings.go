@@ -1,9 +1,12 @@
 package openhands
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -101,6 +104,12 @@ type ServeOptions struct {
 	// PublicHost is how clients reach the listeners (ListenOptions).
 	PublicHost        string
 	RotateKeyOnResume bool
+	// WarmSize is how many dormant Agent Servers each warm shape keeps
+	// (WarmConfig.Size); WarmFile a JSON file of shapes (WarmFile);
+	// WarmLearn how many shapes of recent starts are kept warm besides.
+	WarmSize  int
+	WarmFile  string
+	WarmLearn int
 	// ServerToken is the REST server's bearer token: the data plane strips
 	// it from what it forwards into sandboxes (Config.ServerTokens).
 	ServerToken string
@@ -134,10 +143,41 @@ func (o *ServeOptions) Config() (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
+	warm, err := o.warmConfig()
+	if err != nil {
+		return Config{}, err
+	}
 	return Config{
 		APIKey: keys[0], APIKeys: keys[1:], ServerTokens: []string{o.ServerToken}, Aliases: p.Aliases, AgentTree: o.AgentTree, TreeImages: o.TreeImages, BaseLimits: p.BaseLimits,
 		Egress: o.Egress, Environment: p.Environment, RotateKeyOnResume: o.RotateKeyOnResume, Logger: o.Logger,
+		Warm: warm,
 	}, nil
+}
+
+// warmConfig checks the warm flags and reads the shapes file.
+func (o *ServeOptions) warmConfig() (WarmConfig, error) {
+	c := WarmConfig{Size: o.WarmSize, Learn: o.WarmLearn}
+	if c.Size < 0 || c.Size > MaxWarmSize {
+		return c, fmt.Errorf("invalid --openhands-warm %d: use 0 to %d dormant Agent Servers per shape", c.Size, MaxWarmSize)
+	}
+	if c.Learn < 0 {
+		return c, fmt.Errorf("invalid --openhands-warm-learn %d: want 0 or more shapes", c.Learn)
+	}
+	if o.WarmFile == "" {
+		return c, nil
+	}
+	data, err := os.ReadFile(o.WarmFile)
+	if err != nil {
+		return c, fmt.Errorf("--openhands-warm-config: %w", err)
+	}
+	var f WarmFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return c, fmt.Errorf("--openhands-warm-config %s: %w (want {\"configs\": [{\"name\", \"image\", \"command\", \"working_dir\", \"environment\", ...}]})", o.WarmFile, err)
+	}
+	c.Shapes = f.Configs
+	return c, nil
 }
 
 // ListenAll opens the listeners o asks for over be with cfg (Config), the

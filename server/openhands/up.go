@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox"
 )
 
 // DefaultImage is the Agent Server image Up starts when none is given: the
@@ -44,6 +45,12 @@ type UpOptions struct {
 	BaseLimits  sbx.Limits
 	Egress      string
 	Environment map[string]string
+	// Warm, when positive, defines a warm pool of this many dormant Agent
+	// Servers of this start's shape (if there is none), for later starts;
+	// sbx serve on the same root fills it, or sbx pool fill. Up claims
+	// from such a pool (or from sbx serve's warm shapes) whenever one has
+	// a member ready.
+	Warm int
 	// ReadyTimeout bounds the pull and the start [10 min].
 	ReadyTimeout time.Duration
 	Logger       *slog.Logger
@@ -117,6 +124,11 @@ func Up(ctx context.Context, be Backend, o UpOptions) (*UpResult, error) {
 	}
 	opts.Publish = []string{net.JoinHostPort(o.Address, strconv.Itoa(o.Port)) + ":" + strconv.Itoa(AgentServerPort)}
 	opts.Labels["sbx.openhands/up"] = "1"
+	if wb, ok := be.(warmBackend); ok && !tree {
+		if res := upWarm(ctx, s, wb, &o, req, opts); res != nil {
+			return res, nil
+		}
+	}
 	sb, err := be.Create(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("create the Agent Server's sandbox: %w", err)
@@ -142,10 +154,47 @@ func Up(ctx context.Context, be Backend, o UpOptions) (*UpResult, error) {
 	if err != nil {
 		return fail(fmt.Errorf("the Agent Server did not answer /alive: %w", err))
 	}
+	return &UpResult{SandboxID: sb.ID, Name: name, Key: key, URL: upURL(&o)}, nil
+}
+
+// upURL is where Up's Agent Server is reached.
+func upURL(o *UpOptions) string {
 	host := o.Address
 	if ip := net.ParseIP(host); ip.IsUnspecified() {
 		host = "127.0.0.1" // published on every address, loopback included
 	}
-	return &UpResult{SandboxID: sb.ID, Name: name, Key: key,
-		URL: "http://" + net.JoinHostPort(host, strconv.Itoa(o.Port))}, nil
+	return "http://" + net.JoinHostPort(host, strconv.Itoa(o.Port))
+}
+
+// upWarm defines the warm pool o.Warm asks for, and claims a dormant
+// Agent Server of the start's shape with cold's options (its name,
+// labels and published port), handing it the session; nil when none was
+// had (Up then starts one cold).
+func upWarm(ctx context.Context, s *Service, wb warmBackend, o *UpOptions, req StartRequest, cold sbx.Options) *UpResult {
+	w := &warm{be: wb, prefix: warmPrefix}
+	sh, err := w.shapeOf(s, req, true)
+	if err != nil {
+		return nil
+	}
+	if o.Warm > 0 {
+		spec := sh.spec
+		spec.Size = min(o.Warm, MaxWarmSize)
+		if _, err := wb.CreatePool(ctx, spec); err != nil && !errors.Is(err, sbx.ErrNameInUse) {
+			s.log.Warn("openhands up: define the warm pool", "err", err)
+		}
+	}
+	opts := sh.spec.Options
+	opts.Name, opts.Labels, opts.Publish = cold.Name, cold.Labels, cold.Publish
+	key := o.Key
+	sb, err := wb.Claim(ctx, opts, func(ctx context.Context, m *sandbox.PoolMember) error {
+		if key == "" {
+			key = m.Key
+		}
+		return s.initAgentServer(ctx, m.Sandbox.ID, sh.initKey(m.Key), key, sh.initEnv(req))
+	})
+	if err != nil {
+		s.log.Debug("openhands up: no warm Agent Server", "why", err)
+		return nil
+	}
+	return &UpResult{SandboxID: sb.ID, Name: cold.Name, Key: key, URL: upURL(o)}
 }

@@ -2,8 +2,10 @@ package openhands_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -92,4 +94,73 @@ func median(d []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), d...)
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
+}
+
+// BenchmarkOpenHandsWarmStart measures POST /start until the first
+// authenticated Agent Server call (GET /api/conversations/search with the
+// session key, through the data plane) succeeds, 10 starts from a warm
+// shape with 2 dormant Agent Servers (sbx serve --openhands-warm 2; the
+// pool refills between starts, outside the timing) and, in the same run,
+// 10 cold starts of a shape that is not kept warm (another working
+// directory), each taken with the pool full so that no refill competes
+// with it. It reports both medians (warm_p50_s, cold_p50_s) and their
+// ratio. Run it with -benchtime 10x.
+func BenchmarkOpenHandsWarmStart(b *testing.B) {
+	shape := map[string]any{"name": "bench", "image": ohAskedImage, "command": "/usr/local/bin/openhands-agent-server --port 60000",
+		"working_dir": "/workspace/project", "run_as_user": 10001, "run_as_group": 10001, "environment": map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true"}}
+	data, _ := json.Marshal(map[string]any{"configs": []any{shape}})
+	f, err := os.CreateTemp("", "sbxoh-bench-*.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	f.Write(data)
+	f.Close()
+	e := newOHEnv(b, nil, "--openhands-warm", "2", "--openhands-warm-learn", "0", "--openhands-warm-config", f.Name())
+	start := func(session, workdir string, env map[string]string) time.Duration {
+		req := map[string]any{"image": e.image, "session_id": session, "command": shape["command"], "working_dir": workdir,
+			"run_as_user": 10001, "run_as_group": 10001, "environment": env}
+		t0 := time.Now()
+		code, rt := e.api(b, "POST", "/start", req)
+		if code != http.StatusOK {
+			b.Fatalf("start: %d %v", code, rt)
+		}
+		for deadline := t0.Add(10 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
+			if code, _ := e.agentCall(b, rt, "GET", "/api/conversations/search", rt["session_api_key"].(string)); code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatalf("session %s: no authenticated answer within 10 minutes", session)
+			}
+		}
+		took := time.Since(t0)
+		e.api(b, "POST", "/stop", map[string]any{"runtime_id": rt["runtime_id"]})
+		return took
+	}
+	full := func() {
+		e.waitWarm(b, 15*time.Minute, "the warm shape full", func(c map[string]warmConfig) bool { return c["bench"].Warm.Ready >= 2 })
+	}
+	b.ResetTimer()
+	var warm, cold []time.Duration
+	for i := 0; i < min(b.N, 10); i++ {
+		b.StopTimer()
+		full()
+		b.StartTimer()
+		// LLM_API_KEY is a per-session variable: it goes to /api/init and
+		// does not change the shape.
+		env := map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true", "LLM_API_KEY": fmt.Sprintf("key-%d", i)}
+		cold = append(cold, start(fmt.Sprintf("bench-cold-%d", i), "/workspace/cold", env))
+		b.StopTimer()
+		full()
+		b.StartTimer()
+		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env))
+	}
+	w := e.warmConfigs(b)["bench"].Warm
+	if w.Hits != len(warm) || w.InitFailures != 0 {
+		b.Fatalf("warm starts: %+v", w)
+	}
+	b.ReportMetric(median(warm).Seconds(), "warm_p50_s")
+	b.ReportMetric(median(cold).Seconds(), "cold_p50_s")
+	b.ReportMetric(median(cold).Seconds()/median(warm).Seconds(), "cold/warm")
+	b.ReportMetric(w.LastBootS, "last_refill_s")
 }

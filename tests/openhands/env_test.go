@@ -70,8 +70,8 @@ const (
 )
 
 // newOHEnv builds the world, with script driving the fake LLM: `sbx
-// serve` with both Runtime API listeners runs in H.
-func newOHEnv(t testing.TB, script []fixture.LLMStep) *ohEnv {
+// serve` with both Runtime API listeners (and the extra flags) runs in H.
+func newOHEnv(t testing.TB, script []fixture.LLMStep, extra ...string) *ohEnv {
 	t.Helper()
 	trees := fixture.OpenHandsTrees(t)
 	dir, err := os.MkdirTemp("", "sbxoh") // short: socket paths must fit 108 bytes
@@ -125,7 +125,7 @@ func newOHEnv(t testing.TB, script []fixture.LLMStep) *ohEnv {
 		// litellm fetches a model price list from the internet when it is
 		// imported; here there is none.
 		"--openhands-env", "LITELLM_LOCAL_MODEL_COST_MAP=True",
-	}, executorFlag()...)...)
+	}, append(extra, executorFlag()...)...)...)
 	var serveLog strings.Builder
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
 	if err := serve.Start(); err != nil {

@@ -98,7 +98,7 @@ def test_units_match_the_server() -> None:
 def test_wheel_builds_and_installs(tmp_path: Path) -> None:
     res = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), ".")
     assert res.returncode == 0, res.stdout + res.stderr
-    (wheel,) = tmp_path.glob("sbx-*.whl")
+    (wheel,) = tmp_path.glob("sbxrun-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "sbx/py.typed" in names and "sbx/_sync/client.py" in names and "sbx/_async/client.py" in names
     target = tmp_path / "site"
@@ -107,3 +107,25 @@ def test_wheel_builds_and_installs(tmp_path: Path) -> None:
     probe = "import sbx, sys; print(sbx.__file__, sbx.__version__)"
     res = _run(sys.executable, "-c", probe, cwd=target)
     assert res.returncode == 0 and str(target) in res.stdout, res.stdout + res.stderr
+
+
+def test_wheel_is_ready_to_publish(tmp_path: Path) -> None:
+    """The distribution PyPI would get: its own name (``sbx`` is taken on
+    PyPI; the import name stays ``sbx``), the version of sbx/_version.py,
+    the README as its description, and links."""
+    res = _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path), ".")
+    assert res.returncode == 0, res.stdout + res.stderr
+    (wheel,) = tmp_path.glob("sbxrun-*.whl")
+    z = zipfile.ZipFile(wheel)
+    (meta_name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+    meta = z.read(meta_name).decode()
+    headers = {}
+    for line in meta.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(": ")
+        headers.setdefault(key, []).append(value)
+    assert headers["Name"] == ["sbxrun"], headers.get("Name")
+    assert headers["Version"] == [sbx.__version__]
+    assert headers.get("Requires-Python") == [">=3.10"]
+    assert headers.get("Description-Content-Type") == ["text/markdown"]
+    assert any(u.startswith("Source, https://github.com/sbxrun/sbx") for u in headers.get("Project-URL", []))
+    assert "sbx serve" in meta.split("\n\n", 1)[1]

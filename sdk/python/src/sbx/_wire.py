@@ -25,6 +25,8 @@ DEFAULT_HOST = "unix:///run/sbx/sbx.sock"
 Frame = dict[str, Any]
 #: Network modes of a sandbox.
 Network = Literal["none", "bridge", "host"]
+#: When the server pulls a create's image.
+Pull = Literal["missing", "always", "never"]
 #: A command: an argv list, or a string run with ``/bin/sh -c``.
 Command = Union[Sequence[str], str]
 #: An environment: a mapping, or a list of "KEY=VALUE" strings.
@@ -188,7 +190,11 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         body["auto_remove"] = True
     if "cmd" in o:
         cmd = o["cmd"]
-        body["cmd"] = _argv([cmd] if isinstance(cmd, str) else cmd, "cmd")
+        body["cmd"] = _argv(["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd, "cmd")
+    if "pull" in o:
+        if o["pull"] not in ("missing", "always", "never"):
+            raise ValueError(f"pull {o['pull']!r}: want 'missing', 'always' or 'never'")
+        body["pull"] = o["pull"]
     limits: dict[str, Any] = {}
     for key in ("memory", "disk"):
         if key in o:

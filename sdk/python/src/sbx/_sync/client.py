@@ -42,6 +42,7 @@ from .._units import Duration, Size
 from .._wire import (
     Env,
     Network,
+    Pull,
     create_body,
     decode_json,
     env_list,
@@ -175,6 +176,7 @@ class Sandboxes:
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
         seccomp: Optional[str] = None,
+        pull: Optional[Pull] = None,
     ) -> Sandbox:
         """Create a sandbox and return it once its executor answers.
 
@@ -190,8 +192,11 @@ class Sandboxes:
         main command, exec'd once the sandbox is ready (``record.cmd_start``
         says whether it runs or already exited); with ``auto_remove`` the
         server removes the sandbox once that command has ended or the
-        sandbox was stopped (``docker run --rm``). ``env`` is a mapping or
-        "KEY=VALUE" strings.
+        sandbox was stopped (``docker run --rm``); a string ``cmd`` runs
+        with ``/bin/sh -c``, a list is exec'd as it is. ``env`` is a mapping
+        or "KEY=VALUE" strings. ``pull`` says when the server pulls
+        ``image``: "missing" (the default), "always" or "never" (an offline
+        program: an image not in the server's cache fails at once).
 
         Bad values raise ValueError or TypeError before anything is sent;
         the server's refusals are InvalidError, ForbiddenError (its policy),

@@ -1,0 +1,30 @@
+"""Create options as docs/python.md documents them: a string ``cmd`` runs
+through ``/bin/sh -c``, ``pull`` is passed to the server."""
+
+from __future__ import annotations
+
+import pytest
+
+import sbx
+from conftest import Server
+
+
+def test_string_cmd_runs_through_the_shell(client: sbx.Client, server: Server) -> None:
+    with client.sandboxes.create("busybox", cmd="for i in 1 2; do echo n$i; done; exit 6") as sb:
+        server.seen.add(sb.id)
+        exit = sb.wait()
+        assert exit.exit_code == 6, exit
+        assert sb.logs().stdout == "n1\nn2\n"
+
+
+def test_pull_policy(client: sbx.Client, server: Server) -> None:
+    # The image is in the server's cache: never pulls nothing and works.
+    with client.sandboxes.create("busybox", pull="never") as sb:
+        server.seen.add(sb.id)
+        assert sb.exec(["true"]).exit_code == 0
+    # Not in the cache: never refuses at once instead of trying a registry.
+    with pytest.raises(sbx.APIError) as err:
+        client.sandboxes.create("sbx-test/not-cached:1", pull="never")
+    assert err.value.status in (404, 422), err.value
+    with pytest.raises(ValueError):
+        client.sandboxes.create("busybox", pull="sometimes")

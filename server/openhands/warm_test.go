@@ -1,0 +1,79 @@
+package openhands
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestShapeSplitsTheEnvironment: a deferred shape boots with what the
+// Agent Server reads at boot (OH_*, logging, VS Code's root, the
+// operator's variables) and OH_DEFERRED_INIT, never a session key; the
+// rest of a request's variables (LLM settings) does not change the shape
+// and goes to /api/init. An exact shape boots with everything.
+func TestShapeSplitsTheEnvironment(t *testing.T) {
+	s := &Service{cfg: Config{Network: "bridge", Environment: map[string]string{"LITELLM_LOCAL_MODEL_COST_MAP": "True"}}}
+	w := &warm{prefix: warmPrefix}
+	uid := 10001
+	req := StartRequest{Image: "agent:local", Command: Command{"/usr/local/bin/openhands-agent-server", "--port", "60000"},
+		WorkingDir: "/workspace/project", RunAsUser: &uid, ResourceFactor: 1,
+		Environment: map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true", "OPENVSCODE_SERVER_ROOT": "/openhands/.openvscode-server",
+			"LLM_API_KEY": "secret-1", "SESSION_API_KEY": "chosen-by-the-client"}}
+	sh, err := w.shapeOf(s, req, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := sh.spec.Options
+	want := []string{"LITELLM_LOCAL_MODEL_COST_MAP=True", "LOG_JSON=true", "OH_DEFERRED_INIT=true", "OH_ENABLE_VNC=0", "OPENVSCODE_SERVER_ROOT=/openhands/.openvscode-server"}
+	if !slices.Equal(o.Env, want) {
+		t.Errorf("deferred boot env: %q, want %q", o.Env, want)
+	}
+	if o.User != "10001" || o.Workdir != "/workspace/project" || o.Cmd[0] != "/usr/local/bin/openhands-agent-server" || o.Name != "" || o.Labels != nil {
+		t.Errorf("pool options: %+v", o)
+	}
+	if !slices.Equal(sh.spec.KeyEnv, keyVars) || sh.spec.ReadyCheck == nil || sh.spec.ReadyCheck.Path != "/api/init" || !strings.HasPrefix(sh.spec.Name, warmPrefix) {
+		t.Errorf("pool spec: %+v", sh.spec)
+	}
+	if err := sh.spec.Validate(); err != nil {
+		t.Errorf("the pool spec does not validate: %v", err)
+	}
+	req.Environment["LLM_API_KEY"] = "secret-2"
+	if other, _ := w.shapeOf(s, req, true); other.spec.Name != sh.spec.Name {
+		t.Errorf("another LLM key made another deferred shape")
+	}
+	exact, _ := w.shapeOf(s, req, false)
+	if exact.spec.Name == sh.spec.Name || !slices.Contains(exact.spec.Options.Env, "LLM_API_KEY=secret-2") ||
+		slices.Contains(exact.spec.Options.Env, "OH_DEFERRED_INIT=true") || exact.spec.ReadyCheck.Path != "/alive" {
+		t.Errorf("exact shape: %+v", exact.spec)
+	}
+	for _, kv := range append(o.Env, exact.spec.Options.Env...) {
+		if strings.HasPrefix(kv, "SESSION_API_KEY=") {
+			t.Errorf("a session key in a boot environment: %s", kv)
+		}
+	}
+}
+
+// TestWarmConfigFile: the shapes file is the warm-runtime-configs object;
+// unknown fields and bad sizes are refused.
+func TestWarmConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "warm.json")
+	os.WriteFile(good, []byte(`{"configs":[{"name":"sdk","image":"ghcr.io/openhands/agent-server:1.58.0-python",
+		"command":"/usr/local/bin/openhands-agent-server --port 60000","working_dir":"/workspace/project",
+		"environment":{"OH_ENABLE_VNC":"0"},"run_as_user":10001,"size":2}]}`), 0o600)
+	o := ServeOptions{WarmSize: 1, WarmFile: good}
+	c, err := o.warmConfig()
+	if err != nil || len(c.Shapes) != 1 || c.Shapes[0].Size != 2 || c.Shapes[0].Command[2] != "60000" || *c.Shapes[0].RunAsUser != 10001 {
+		t.Fatalf("parsed %+v, %v", c, err)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"configs":[{"name":"x","imgae":"typo"}]}`), 0o600)
+	if _, err := (&ServeOptions{WarmFile: bad}).warmConfig(); err == nil {
+		t.Error("an unknown field was accepted")
+	}
+	if _, err := (&ServeOptions{WarmSize: MaxWarmSize + 1}).warmConfig(); err == nil {
+		t.Error("a size over the cap was accepted")
+	}
+}

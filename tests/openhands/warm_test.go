@@ -1,0 +1,83 @@
+package openhands_test
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// warmConfig is one element of GET /api/warm-runtime-configs.
+type warmConfig struct {
+	Name        string            `json:"name"`
+	Image       string            `json:"image"`
+	Command     []string          `json:"command"`
+	Environment map[string]string `json:"environment"`
+	WorkingDir  string            `json:"working_dir"`
+	Warm        struct {
+		Pool         string  `json:"pool"`
+		Ready        int     `json:"ready"`
+		Deferred     bool    `json:"deferred_init"`
+		Learned      bool    `json:"learned"`
+		Hits         int     `json:"hits"`
+		Misses       int     `json:"misses"`
+		InitFailures int     `json:"init_failures"`
+		LastBootS    float64 `json:"last_boot_seconds"`
+		LastError    string  `json:"last_error"`
+	} `json:"sbx_warm"`
+}
+
+func (e *ohEnv) warmConfigs(t testing.TB) map[string]warmConfig {
+	t.Helper()
+	req, _ := http.NewRequest("GET", e.url+"/api/warm-runtime-configs", nil)
+	req.Header.Set("X-API-Key", e.key)
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Configs []warmConfig `json:"configs"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET /api/warm-runtime-configs: %d %v", resp.StatusCode, err)
+	}
+	m := map[string]warmConfig{}
+	for _, c := range out.Configs {
+		m[c.Name] = c
+	}
+	return m
+}
+
+// waitWarm polls the warm shapes until ok says so (up to limit).
+func (e *ohEnv) waitWarm(t testing.TB, limit time.Duration, what string, ok func(map[string]warmConfig) bool) map[string]warmConfig {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		c := e.warmConfigs(t)
+		if ok(c) {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s; warm shapes: %+v", what, limit, c)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// agentCall calls the Agent Server of runtime rt through the data plane.
+func (e *ohEnv) agentCall(t testing.TB, rt map[string]any, method, path, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, rt["url"].(string)+path, nil)
+	if key != "" {
+		req.Header.Set("X-Session-API-Key", key)
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
