@@ -5,7 +5,8 @@
 #   install-deps.sh           what `make build` needs: a C compiler, static
 #                             libseccomp, git, and Go 1.25 or later
 #   install-deps.sh --test    also what the test suite runs (busybox-static,
-#                             debootstrap, skopeo, umoci, nftables, Python...)
+#                             debootstrap, skopeo, umoci, nftables, runc,
+#                             containerd, Python, CRIU 4...)
 #   install-deps.sh --bench   also the runtimes `sbx bench` compares against
 #
 # The test targets build their own expensive pieces on first use and cache
@@ -18,9 +19,9 @@ pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git)
 case "${1:-}" in
 "") ;;
 # runc is the reference the runc-compatible command set (sbx-runc) is tested
-# against; containerd and the CNI plugins run it in the Kubernetes tests.
+# against; containerd runs sbx-runc through its runc shim in those tests.
 --test) pkgs+=(busybox-static debootstrap iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci
-               runc containerd containernetworking-plugins) ;;
+               runc containerd) ;;
 --bench) pkgs+=(busybox-static python3 runc crun bubblewrap hyperfine docker.io podman) ;;
 *) echo "install-deps: unknown option $1 (none, --test or --bench)" >&2; exit 2 ;;
 esac
@@ -70,3 +71,10 @@ if ! command -v go >/dev/null 2>&1 || ! go_ok "$(command -v go)"; then
 	echo "install-deps: Go is at $GO_ROOT/bin; put it first on PATH (export PATH=$GO_ROOT/bin:\$PATH)" >&2
 fi
 
+# CRIU 4 or later, for the tests of checkpoint, restore and fork: the one on
+# PATH when it is recent enough, else Debian trixie's in its own directory
+# with a launcher (/usr/local/lib/sbx-criu/bin/criu, which sbx finds); see
+# scripts/criu.sh.
+if [[ "${1:-}" == "--test" ]]; then
+	bash "$(dirname "$0")/criu.sh" >/dev/null
+fi
