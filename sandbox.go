@@ -70,6 +70,9 @@ type Sandbox struct {
 	Pool string `json:"pool,omitempty"`
 	// FromPool is the pool a create claimed this sandbox from.
 	FromPool string `json:"from_pool,omitempty"`
+	// Checkpoint is the snapshot a stopped sandbox was checkpointed to:
+	// Start resumes it from there.
+	Checkpoint string `json:"checkpoint,omitempty"`
 
 	Created   time.Time  `json:"created"`
 	Started   *time.Time `json:"started,omitempty"`
@@ -272,6 +275,9 @@ type StopOptions struct {
 	Timeout time.Duration
 	// Signal is the first signal's name; empty means SIGTERM.
 	Signal string
+	// Checkpoint stops the sandbox by checkpointing it (no signal):
+	// Start resumes its processes where they were.
+	Checkpoint bool
 }
 
 // DefaultStopTimeout is how long Stop waits after SIGTERM before SIGKILL.
@@ -353,6 +359,9 @@ type GCReport struct {
 	// Orphans are runtime directories and names that belong to no
 	// sandbox.
 	Orphans []string `json:"orphans,omitempty"`
+	// PartialSnapshots counts snapshots whose checkpoint or import died
+	// midway, removed.
+	PartialSnapshots int `json:"partial_snapshots,omitempty"`
 	// Pooled are idle warm-pool members removed: their PID 1 died, or
 	// their pool is gone.
 	Pooled []string `json:"pooled,omitempty"`
@@ -378,6 +387,9 @@ type HostInfo struct {
 	RunRoot           string   `json:"run_root"`
 	Uses              []string `json:"uses"`
 	Warnings          []string `json:"warnings,omitempty"`
+	// Checkpoints says whether checkpoint, restore and fork work here: the
+	// CRIU found and its version, or why they do not.
+	Checkpoints string `json:"checkpoints,omitempty"`
 }
 
 // Policy is what a host lets its callers ask for. The CLI acting on its

@@ -66,6 +66,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("%w: stop timeout must not be negative", sbx.ErrInvalid)
 	}
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return nil, err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -77,6 +80,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	}
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	}
+	if o.Checkpoint {
+		return h.stopCheckpoint(ctx, l, sb)
 	}
 	timeout := o.Timeout
 	if timeout == 0 {
@@ -119,6 +125,12 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", sbx.ErrState, sb.ShortID())
+	}
+	if sb.Checkpoint != "" {
+		if err := h.resumeCheckpoint(ctx, l, sb); err != nil {
+			return nil, err
+		}
+		return sb, nil
 	}
 	// The old container's state and cgroups go first; the root stays.
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
@@ -214,6 +226,9 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 // otherwise Remove fails with sbx.ErrState.
 func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) error {
 	h.removeExpired(ctx)
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return err
