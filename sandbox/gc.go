@@ -27,6 +27,8 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 	errs = append(errs, err)
 	errs = append(errs, h.gcPools(ctx, rep))
 	errs = append(errs, h.gcAutoRemove(ctx, rep))
+	rep.PartialSnapshots, err = h.removePartialSnapshots()
+	errs = append(errs, err)
 	exists := func(id string) bool {
 		_, err := os.Stat(h.store.Dir(id))
 		return err == nil

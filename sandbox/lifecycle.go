@@ -83,6 +83,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
+	if o.Checkpoint {
+		return h.stopCheckpoint(ctx, l, sb)
+	}
 	timeout := o.Timeout
 	if timeout == 0 {
 		timeout = sbx.DefaultStopTimeout
@@ -124,6 +127,12 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", sbx.ErrState, sb.ShortID())
+	}
+	if sb.Checkpoint != "" {
+		if err := h.resumeCheckpoint(ctx, l, sb); err != nil {
+			return nil, err
+		}
+		return sb, nil
 	}
 	// The old container's state and cgroups go first; the root stays.
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
@@ -179,6 +188,12 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 		want, from = sbx.StatusRunning, sbx.StatusPaused
 	}
 	if sb.Status == want {
+		if !freeze {
+			// Frozen though recorded running: resume thaws it.
+			if err := h.thawFrozenRunning(sb); err != nil {
+				return nil, fmt.Errorf("sandbox %s: %w", sb.ShortID(), err)
+			}
+		}
 		return sb, nil
 	}
 	if sb.Status != from {

@@ -149,6 +149,7 @@ func (h *Host) lock(ctx context.Context, ref string) (*state.Lock, *sbx.Sandbox,
 		}
 		return nil, nil, err
 	}
+	h.healReadPause(l, &sb)
 	return l, &sb, nil
 }
 

@@ -5,10 +5,10 @@
 set -euo pipefail
 
 # runc is the reference the runc-compatible command set (sbx-runc) is tested
-# against; containerd and the CNI plugins run it in the Kubernetes tests.
+# against; containerd runs sbx-runc through its runc shim in those tests.
 pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
       iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci
-      runc containerd containernetworking-plugins)
+      runc containerd)
 if [[ "${1:-}" == "--bench" ]]; then
 	pkgs+=(crun bubblewrap hyperfine docker.io podman)
 fi
@@ -67,3 +67,8 @@ bash "$(dirname "$0")/python-venv.sh" >/dev/null
 # cached under /var/cache/sbx-test; see scripts/nomad-bin.sh. It prints the
 # build's wall time when it builds.
 PATH="$GO_ROOT/bin:$PATH" bash "$(dirname "$0")/nomad-bin.sh" >/dev/null
+
+# CRIU 4 or later, for checkpoint, restore and fork: the one on PATH when it
+# is recent enough, else Debian trixie's in its own directory with a launcher
+# (/usr/local/lib/sbx-criu/bin/criu, which sbx finds); see scripts/criu.sh.
+bash "$(dirname "$0")/criu.sh" >/dev/null

@@ -11,6 +11,11 @@ import (
 // an archive or a tar written out of a sandbox (sbx export -o, sbx save
 // -o) appears complete or not at all.
 func WriteFile(path string, write func(io.Writer) error) error {
+	return WriteFileMode(path, 0o644, write)
+}
+
+// WriteFileMode is WriteFile giving the file mode perm.
+func WriteFileMode(path string, perm os.FileMode, write func(io.Writer) error) error {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
 	if err != nil {
 		return err
@@ -23,7 +28,7 @@ func WriteFile(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
+	if err := os.Chmod(f.Name(), perm); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), path)

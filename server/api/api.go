@@ -79,8 +79,9 @@ type PoolList struct {
 // first signal's name (default SIGTERM) and how long to wait for PID 1 to
 // exit before SIGKILL (a duration string or seconds; default 10s).
 type StopRequest struct {
-	Timeout Duration `json:"timeout,omitempty"`
-	Signal  string   `json:"signal,omitempty"`
+	Timeout    Duration `json:"timeout,omitempty"`
+	Signal     string   `json:"signal,omitempty"`
+	Checkpoint bool     `json:"checkpoint,omitempty"`
 }
 
 // SignalRequest is the body of POST /v1/sandboxes/{id}/signal: the
