@@ -114,6 +114,7 @@ func runtimes(t *testing.T) []runtime {
 type result struct {
 	code           int
 	stdout, stderr string
+	stdoutPath     string // the file stdout went to (a created container keeps writing there)
 }
 
 // run runs the runtime with its --root and args, stdin from in.
@@ -149,7 +150,7 @@ func (r runtime) run(t *testing.T, in string, args ...string) result {
 	}
 	stdout, _ := os.ReadFile(out.Name())
 	stderr, _ := os.ReadFile(errf.Name())
-	return result{cmd.ProcessState.ExitCode(), string(stdout), string(stderr)}
+	return result{cmd.ProcessState.ExitCode(), string(stdout), string(stderr), out.Name()}
 }
 
 // state runs state and decodes it.

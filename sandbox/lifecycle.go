@@ -68,6 +68,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("%w: stop timeout must not be negative", sbx.ErrInvalid)
 	}
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return nil, err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -185,6 +188,12 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 		want, from = sbx.StatusRunning, sbx.StatusPaused
 	}
 	if sb.Status == want {
+		if !freeze {
+			// Frozen though recorded running: resume thaws it.
+			if err := h.thawFrozenRunning(sb); err != nil {
+				return nil, fmt.Errorf("sandbox %s: %w", sb.ShortID(), err)
+			}
+		}
 		return sb, nil
 	}
 	if sb.Status != from {
@@ -219,6 +228,9 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 // otherwise Remove fails with sbx.ErrState.
 func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) error {
 	h.removeExpired(ctx)
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return err

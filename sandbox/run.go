@@ -43,11 +43,18 @@ func (h *Host) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error) {
 }
 
 func (h *Host) run(ctx context.Context, o sbx.RunOptions, policy *sbx.Policy) (*sbx.Report, error) {
+	prep, miss, err := h.runPooled(ctx, &o, policy)
+	if prep != nil || err != nil {
+		return prep, err
+	}
 	r, err := h.createRun(ctx, &o, policy)
 	if err != nil {
 		return nil, err
 	}
 	rep := &sbx.Report{}
+	if miss != "" {
+		rep.Timings.Pool = "miss, " + miss
+	}
 	defer func() { rep.Timings.TeardownS = r.remove(ctx) }()
 	rep.Timings.NetworkS, rep.Timings.FromPool, rep.Timings.RootfsS = r.p.networkS, r.p.fromPool, r.p.rootfsS
 	rep.Timings.UserNSS = r.p.usernsS
@@ -320,17 +327,24 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	if signal != 0 {
 		rep.Signal = unix.SignalName(unix.Signal(signal))
 	}
-	if rep.Status == "" {
-		switch {
-		case signal != 0:
-			rep.Status = sbx.RunSignaled
-		case rep.ExitCode != 0:
-			rep.Status = sbx.RunNonzeroExit
-		default:
-			rep.Status = sbx.RunOK
-		}
-	}
+	settleStatus(rep)
 	return nil
+}
+
+// settleStatus gives a report without a status the one its signal and
+// exit code say.
+func settleStatus(rep *sbx.Report) {
+	if rep.Status != "" {
+		return
+	}
+	switch {
+	case rep.Signal != "":
+		rep.Status = sbx.RunSignaled
+	case rep.ExitCode != 0:
+		rep.Status = sbx.RunNonzeroExit
+	default:
+		rep.Status = sbx.RunOK
+	}
 }
 
 // remove tears the run down: container, network, root, directory. It

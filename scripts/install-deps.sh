@@ -5,10 +5,10 @@
 set -euo pipefail
 
 # runc is the reference the runc-compatible command set (sbx-runc) is tested
-# against; containerd and the CNI plugins run it in the Kubernetes tests.
+# against; containerd runs sbx-runc through its runc shim in those tests.
 pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
       iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci
-      runc containerd containernetworking-plugins)
+      runc containerd)
 if [[ "${1:-}" == "--bench" ]]; then
 	pkgs+=(crun bubblewrap hyperfine docker.io podman)
 fi

@@ -745,3 +745,45 @@ func TestAdversarialUnknownPoolFill(t *testing.T) {
 		t.Errorf("left in the pools directory: %s", ent.Name())
 	}
 }
+
+// TestAdversarialShortPrefixIsNotDestructive: rm, stop, kill and the REST
+// DELETE refuse an id prefix of fewer than 4 characters (a client guessing
+// ids with one character removed every sandbox); a longer unique prefix
+// and a short name still work.
+func TestAdversarialShortPrefixIsNotDestructive(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t, "--name", "db")
+	for _, args := range [][]string{{"rm", "-f", id[:1]}, {"stop", id[:3]}, {"kill", id[:2]}, {"rm", "-f", id[:3]}} {
+		r := h.sbx(t, "", args...)
+		if r.code == 0 || !strings.Contains(r.stderr, "at least 4") {
+			t.Errorf("sbx %s: exit %d %s, want a refusal asking for 4 characters", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	if got := h.inspect(t, id); got.Status != sbx.StatusRunning {
+		t.Errorf("after the refused operations the sandbox is %s", got.Status)
+	}
+	h.must(t, "stop", "db")
+	h.must(t, "rm", "-f", id[:4])
+
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	sb, err := e.c.Create(context.Background(), sbx.Options{Rootfs: fixture.BusyboxRootfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	for _, path := range []string{"/v1/sandboxes/" + sb.ID[:1], "/v1/sandboxes/" + sb.ID[:3] + "?force=true"} {
+		req, _ := http.NewRequest("DELETE", e.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+serverTestToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("DELETE %s: %d, want 400", path, resp.StatusCode)
+		}
+	}
+	if _, err := e.c.Get(context.Background(), sb.ID); err != nil {
+		t.Errorf("the sandbox is gone after refused deletes: %v", err)
+	}
+}
