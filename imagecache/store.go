@@ -21,6 +21,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache/unpack"
 	"github.com/sbxrun/sbx/internal/errkind"
+	"github.com/sbxrun/sbx/internal/fullfs"
 )
 
 // Store is an image cache on disk: unpacked layers keyed by diffID, shared
@@ -152,6 +153,11 @@ func (s *Store) updateIndex(ctx context.Context, change func(*index) error) erro
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
+		// A full disk: the index's own blocks take an index that is no
+		// larger (rmi), so that removing images frees space.
+		if fullfs.IsFull(err) && fullfs.Overwrite(filepath.Join(s.root, "index.json"), data) == nil {
+			return nil
+		}
 		return fmt.Errorf("write image index: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
