@@ -172,6 +172,10 @@ type CreateTimings struct {
 	// when the create took one (then the other steps ran ahead).
 	ClaimS float64 `json:"claim_s,omitempty"`
 	TotalS float64 `json:"total_s"`
+	// Pool says whether a warm pool served the create: "hit, NAME", or
+	// "miss, REASON" (no pool for the image, a key field that differs, no
+	// ready member). Empty for a pool's own members.
+	Pool string `json:"pool,omitempty"`
 }
 
 // CmdStart says how a create's Options.Cmd (the sandbox's main command)

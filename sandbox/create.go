@@ -58,8 +58,10 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if err != nil {
 		return nil, err
 	}
+	miss := ""
 	if pool == "" {
-		sb, err := h.claim(ctx, &opts, img.info, t0)
+		sb, reason, err := h.claimOrReason(ctx, &opts, img.info, t0)
+		miss = reason
 		if sb != nil || err != nil {
 			release()
 			if err == nil {
@@ -98,6 +100,9 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	h.emit(changeCreated, sb)
 	h.crashPoint(stepRecorded)
 	sb.CreateTimings = &sbx.CreateTimings{AdmitS: time.Since(t0).Seconds()}
+	if miss != "" {
+		sb.CreateTimings.Pool = "miss, " + miss
+	}
 	if err := h.build(ctx, sb, img.lowers); err != nil {
 		h.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
 		if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
