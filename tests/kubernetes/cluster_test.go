@@ -34,7 +34,8 @@ import (
 
 // nodeLink and nodeIP give the kubelet an address of its own that is not
 // loopback (which it refuses as a node IP) and not the host's (which would
-// expose its port): a /32 on a dummy link, local to this machine.
+// expose its port): a /32 on one end of a veth pair (this kernel has no
+// dummy links), local to this machine.
 const (
 	nodeLink = "sbxk8s0"
 	nodeIP   = "10.250.254.1"
@@ -201,7 +202,7 @@ current-context: c
 	c.startContainerd(sbx)
 	c.importImages()
 
-	for _, args := range [][]string{{"link", "add", nodeLink, "type", "dummy"}, {"addr", "add", nodeIP + "/32", "dev", nodeLink}, {"link", "set", nodeLink, "up"}} {
+	for _, args := range [][]string{{"link", "add", nodeLink, "type", "veth", "peer", "name", nodeLink + "p"}, {"addr", "add", nodeIP + "/32", "dev", nodeLink}, {"link", "set", nodeLink + "p", "up"}, {"link", "set", nodeLink, "up"}} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v: %s", args, err, out)
 		}
