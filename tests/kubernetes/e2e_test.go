@@ -35,7 +35,9 @@ type pod struct {
 }
 
 // podManifest is a busybox pod on the host network, under runtimeClass
-// ("" for the default, runc), limited to 64 MiB and half a CPU.
+// ("" for the default, runc), limited to 64 MiB and half a CPU. It
+// tolerates every taint: with no CNI the node stays NotReady (and tainted),
+// which host-network pods do not mind.
 func podManifest(name, runtimeClass string) string {
 	rc := ""
 	if runtimeClass != "" {
@@ -43,7 +45,7 @@ func podManifest(name, runtimeClass string) string {
 	}
 	return fmt.Sprintf(`{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": %q},
  "spec": {%s "hostNetwork": true, "automountServiceAccountToken": false, "enableServiceLinks": false,
-  "terminationGracePeriodSeconds": 1,
+  "terminationGracePeriodSeconds": 1, "tolerations": [{"operator": "Exists"}],
   "containers": [{"name": "main", "image": %q, "imagePullPolicy": "Never",
    "command": ["sh", "-c", "echo hello-from-pod; exec sleep 3600"],
    "resources": {"limits": {"memory": "64Mi", "cpu": "500m"}}}]}}`, name, rc, busyboxImage)
@@ -231,6 +233,7 @@ spec:
       automountServiceAccountToken: false
       enableServiceLinks: false
       terminationGracePeriodSeconds: 1
+      tolerations: [{operator: Exists}]
       containers:
       - name: main
         image: %s
@@ -252,6 +255,11 @@ spec:
 	took := c.claim(t, "claim-1")
 	t.Logf("SandboxClaim claim-1 Ready in %s (warm pool of 2)", took.Round(time.Millisecond))
 	c.kubectl("delete", "sandboxclaim", "claim-1", "--wait=false").must(t)
+	// The pool's pods go with it, and sbx-runc's containers with them.
+	c.kubectl("delete", "sandboxwarmpool", "sbx-pool").must(t)
+	c.kubectl("delete", "sandboxes", "--all").must(t)
+	c.kubectl("delete", "pods", "--all", "--grace-period", "0").must(t)
+	waitFor(t, "sbx-runc's containers removed", 60*time.Second, func() bool { return len(c.sbxContainers()) == 0 })
 }
 
 // waitPoolReady waits until the warm pool has n ready sandboxes.
