@@ -37,15 +37,13 @@ func (h *Host) refresh(l *state.Lock, sb *sbx.Sandbox) {
 
 // markStopped records that sb's PID 1 is gone. An error means the record
 // still says what it said before (the next operation finds PID 1 gone
-// and records it again).
+// and records it again); sb says stopped either way, as the sandbox is.
 func (h *Host) markStopped(l *state.Lock, sb *sbx.Sandbox) error {
 	now := h.now().UTC()
-	prev := *sb
 	sb.Status = sbx.StatusStopped
 	sb.Stopped = &now
 	sb.Pid, sb.PidStart = 0, 0
 	if err := l.Write(sb); err != nil {
-		*sb = prev
 		return err
 	}
 	h.emit(changeStopped, sb)

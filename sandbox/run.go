@@ -76,6 +76,7 @@ type run struct {
 	status  *os.File // the init's report of how the command ended
 	reader  *reaper.StatusReader
 	life    *os.File // lifeline: the init kills everything when it closes
+	stdio   *runStdio
 	t0      time.Time
 	startS  float64
 	created bool
@@ -207,13 +208,18 @@ func (r *run) start(o *sbx.RunOptions) error {
 	spec := containerSpec(r.p, args, env, r.proc.Cwd, r.user, []specs.Mount{readOnlyBind(source, initPath)})
 	spec.Tty = o.Tty
 	spec.ParentDeathSignal = int(unix.SIGKILL)
-	stdio := isolate.IO{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, ExtraFiles: []*os.File{statusW, lifeR},
+	if r.stdio, err = newRunStdio(o); err != nil {
+		return fmt.Errorf("pipes for the command's input and output: %w", err)
+	}
+	stdio := isolate.IO{Stdin: r.stdio.in, Stdout: r.stdio.out, Stderr: r.stdio.err, ExtraFiles: []*os.File{statusW, lifeR},
 		ConsoleWidth: o.ConsoleSize[0], ConsoleHeight: o.ConsoleSize[1]}
 	t := time.Now()
 	if r.ctr, err = isolate.Start(h.containerRoot(), spec, stdio); err != nil {
 		r.ctr = nil
+		r.stdio.abort()
 		return err
 	}
+	r.stdio.started()
 	r.startS = time.Since(t).Seconds()
 	r.t0 = t
 	// Read the status as it comes: the init must never block on the pipe.
@@ -285,6 +291,7 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	if o.Tty {
 		copies.Wait()
 	}
+	r.stdio.finish()
 	// The pipe closes when the init exits; a second is plenty.
 	st := r.reader.Status(time.Second)
 	usage, uerr := ctr.Usage()

@@ -209,6 +209,15 @@ func (s *Server) routes() []Route {
 		h(http.MethodGet, "/v1/images/history", s.imageHistory),
 		h(http.MethodGet, "/v1/images/{ref...}", s.inspectImage),
 		h(http.MethodDelete, "/v1/images/{ref...}", s.removeImage),
+		// Checkpoints and snapshots.
+		h(http.MethodPost, "/v1/sandboxes/{id}/checkpoint", s.checkpointSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/fork", s.forkSandbox),
+		h(http.MethodGet, "/v1/snapshots", s.listSnapshots),
+		h(http.MethodPost, "/v1/snapshots/import", s.importSnapshot),
+		h(http.MethodGet, "/v1/snapshots/{name}", s.inspectSnapshot),
+		h(http.MethodDelete, "/v1/snapshots/{name}", s.removeSnapshot),
+		h(http.MethodPost, "/v1/snapshots/{name}/restore", s.restoreSnapshot),
+		h(http.MethodGet, "/v1/snapshots/{name}/export", s.exportSnapshot),
 		// Warm pools.
 		h(http.MethodPost, "/v1/pools", s.createPool),
 		h(http.MethodGet, "/v1/pools", s.listPools),

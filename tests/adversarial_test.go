@@ -787,3 +787,43 @@ func TestAdversarialShortPrefixIsNotDestructive(t *testing.T) {
 		t.Errorf("the sandbox is gone after refused deletes: %v", err)
 	}
 }
+
+// TestAdversarialOneShotCannotReopenCallerOutput: a one-shot command gets
+// pipes, not the caller's files: it cannot reopen the file its output is
+// appended to through /proc/self/fd/1 (to read earlier jobs' output or
+// truncate it), and its output and input still flow.
+func TestAdversarialOneShotCannotReopenCallerOutput(t *testing.T) {
+	root := adversaryRoot(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "jobs.log")
+	if err := os.WriteFile(logPath, []byte("earlier-job-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	in, err := os.Open(filepath.Join(root, "etc", "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.Command(sbxBin, "run", "-i", "--rootfs", root, "--", "sh", "-c",
+		`echo "fd1=$(readlink /proc/self/fd/1)"; echo "fd0=$(readlink /proc/self/fd/0)"; `+
+			`: > /proc/self/fd/1; : > /proc/self/fd/2; echo "stdin=$(head -c 4)"; echo last`)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = out, out, in
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sbx run: %v", err)
+	}
+	data, _ := os.ReadFile(logPath)
+	got := string(data)
+	if !strings.HasPrefix(got, "earlier-job-secret\n") {
+		t.Errorf("the caller's file was truncated or rewritten: %q", got)
+	}
+	for _, want := range []string{"fd1=pipe:", "fd0=pipe:", "stdin=root", "last"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q: %q", want, got)
+		}
+	}
+}
