@@ -7,15 +7,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxrun/sbx/internal/roottest"
 	"golang.org/x/sys/unix"
 )
 
 // TestSetHostname: the name is set in the process's UTS namespace and
 // the host's stays as it was.
 func TestSetHostname(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (UTS namespaces)")
-	}
+	roottest.Require(t, "UTS namespaces")
 	host, _ := os.Hostname()
 	cmd := exec.Command("unshare", "--uts", "sleep", "300")
 	if err := cmd.Start(); err != nil {

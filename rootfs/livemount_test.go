@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxrun/sbx/internal/roottest"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,9 +48,7 @@ func unixSleep() { _ = unix.Nanosleep(&unix.Timespec{Nsec: 2e6}, nil) }
 // host; a mountpoint path through a symlink that leads out of the root
 // stays inside it.
 func TestMountLive(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (mount namespaces)")
-	}
+	roottest.Require(t, "mount namespaces")
 	pid, pidfd := startInMountNS(t)
 	root := t.TempDir()                  // the "sandbox's" root, as seen from its namespace
 	src, out := t.TempDir(), t.TempDir() // a host volume; a directory outside the root

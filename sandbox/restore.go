@@ -58,17 +58,19 @@ func (h *Host) Fork(ctx context.Context, ref string, o sbx.ForkOptions) ([]*sbx.
 	if err != nil {
 		return nil, err
 	}
+	// One after another: side by side they only contend for the disk and
+	// the CPU (measured slower on two cores, BENCHMARKS.md).
 	var out []*sbx.Sandbox
 	for i := 0; i < n; i++ {
 		opts := snap.Options
 		opts.Publish = nil
 		sb, err := h.restoreNew(ctx, snap, ri, opts)
 		if err != nil {
-			var errs []error
+			errs := []error{fmt.Errorf("fork copy %d of %d: %w", i+1, n, err)}
 			for _, made := range out {
 				errs = append(errs, h.Remove(context.WithoutCancel(ctx), made.ID, sbx.RemoveOptions{Force: true}))
 			}
-			return nil, errors.Join(append([]error{fmt.Errorf("fork copy %d of %d: %w", i+1, n, err)}, errs...)...)
+			return nil, errors.Join(errs...)
 		}
 		out = append(out, sb)
 	}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -348,5 +351,85 @@ func TestSnapshotRestoredIsolation(t *testing.T) {
 	}
 	if out, err := exec.Command("cat", "/proc/"+strconv.Itoa(sb.Pid)+"/cgroup").Output(); err != nil || !strings.Contains(string(out), id) {
 		t.Errorf("restored PID 1 is not in the sandbox's cgroup: %s %v", out, err)
+	}
+}
+
+// Checkpoint, restore, fork, export and import, and stop --checkpoint work
+// the same through sbx serve (server/client implements sbx.Snapshots).
+func TestSnapshotOverREST(t *testing.T) {
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	ctx := ctxT(t)
+	c := e.c
+	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.BusyboxRootfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	run := func(id, cmd string) string {
+		t.Helper()
+		res, err := c.Exec(ctx, id, sbx.ExecRequest{Argv: []string{"sh", "-c", cmd}}, nil)
+		if err != nil || res.ExitCode != 0 {
+			t.Fatalf("exec %q in %s: %v %+v", cmd, id, err, res)
+		}
+		return res.Stdout
+	}
+	run(sb.ID, "echo rest > /root/f")
+	snap, err := c.Checkpoint(ctx, sb.ID, sbx.CheckpointOptions{Snapshot: "r1", LeaveRunning: true})
+	if err != nil || snap.Name != "r1" || len(snap.Files) == 0 {
+		t.Fatalf("checkpoint: %v %+v", err, snap)
+	}
+	if list, err := c.ListSnapshots(ctx); err != nil || len(list) != 1 || list[0].Name != "r1" {
+		t.Fatalf("list: %v %v", err, list)
+	}
+	restored, err := c.Restore(ctx, "r1", sbx.RestoreOptions{Name: "rest-copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(restored.ID)
+	if out := run(restored.ID, "cat /root/f"); out != "rest\n" {
+		t.Fatalf("restored file: %q", out)
+	}
+	copies, err := c.Fork(ctx, sb.ID, sbx.ForkOptions{Count: 2})
+	if err != nil || len(copies) != 2 {
+		t.Fatalf("fork: %v %v", err, copies)
+	}
+	for _, cp := range copies {
+		e.see(cp.ID)
+		if out := run(cp.ID, "cat /root/f"); out != "rest\n" {
+			t.Fatalf("fork copy's file: %q", out)
+		}
+	}
+	var buf bytes.Buffer
+	if err := c.ExportSnapshot(ctx, "r1", &buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveSnapshot(ctx, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.InspectSnapshot(ctx, "r1"); err == nil {
+		t.Fatal("a removed snapshot is still there")
+	}
+	if imp, err := c.ImportSnapshot(ctx, &buf, "r2"); err != nil || imp.Name != "r2" {
+		t.Fatalf("import: %v %+v", err, imp)
+	}
+	if _, err := c.InspectSnapshot(ctx, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Stop(ctx, sb.ID, sbx.StopOptions{Checkpoint: true}); err != nil || got.Status != sbx.StatusStopped || got.Checkpoint == "" {
+		t.Fatalf("stop --checkpoint: %v %+v", err, got)
+	}
+	if _, err := c.Start(ctx, sb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if out := run(sb.ID, "cat /root/f"); out != "rest\n" {
+		t.Fatalf("resumed file: %q", out)
+	}
+	if err := c.RemoveSnapshot(ctx, "r2"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range append([]string{sb.ID, restored.ID}, copies[0].ID, copies[1].ID) {
+		if err := c.Remove(ctx, id, sbx.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -70,6 +70,16 @@ type SandboxList struct {
 	Sandboxes []*Sandbox `json:"sandboxes"`
 }
 
+// SnapshotList is the reply of GET /v1/snapshots.
+type SnapshotList struct {
+	Snapshots []*sbx.Snapshot `json:"snapshots"`
+}
+
+// ForkReply is the reply of POST /v1/sandboxes/{id}/fork: the copies.
+type ForkReply struct {
+	Sandboxes []*sbx.Sandbox `json:"sandboxes"`
+}
+
 // PoolList is the reply of GET /v1/pools.
 type PoolList struct {
 	Pools []*sbx.Pool `json:"pools"`
