@@ -341,3 +341,19 @@ func (h *Host) PoolStats() map[string]sbx.PoolStats {
 	}
 	return out
 }
+
+// bootedAlive reports whether idle member m's main command, if it boots
+// one, still runs (a fill replaces a member whose server died). An
+// executor that does not answer in time counts as alive: the claim's hook
+// finds out.
+func (h *Host) bootedAlive(ctx context.Context, m *sbx.Sandbox) bool {
+	if len(m.Options.Cmd) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, _ := h.executor(m)
+	defer c.Close()
+	st, err := c.MainCmd(ctx)
+	return err != nil || st.State != execapi.MainCmdExited
+}

@@ -146,6 +146,29 @@ func TestPoolBootedMember(t *testing.T) {
 	if st.Hits != 2 || st.HookFailures != 1 || st.Misses < 1 || st.Boots != 4 {
 		t.Fatalf("stats: %+v", st)
 	}
+	// A member whose command died is replaced by the next fill.
+	st = h.PoolStats()["srv"]
+	p, err := h.GetPool(ctx, "srv")
+	if err != nil || len(p.Ready) != 2 {
+		t.Fatalf("pool before the kill: %+v %v", p, err)
+	}
+	var dead sbx.Sandbox
+	if err := h.store.Read(p.Ready[0], &dead); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := h.executor(&dead)
+	if _, err := c.StopMainCmd(ctx, "SIGKILL", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	rep, err = h.FillPool(ctx, "srv")
+	if err != nil || len(rep.Removed) != 1 || rep.Removed[0] != dead.ID || len(rep.Started) != 1 {
+		t.Fatalf("fill after a member's command died: %+v %v", rep, err)
+	}
+	markSeen(h, rep.Started[0])
+	if got := h.PoolStats()["srv"].Boots; got != st.Boots+1 {
+		t.Fatalf("boots after the refill: %d, want %d", got, st.Boots+1)
+	}
 	for _, id := range []string{sb.ID, cold.ID} {
 		if err := h.Remove(ctx, id, sbx.RemoveOptions{Force: true}); err != nil {
 			t.Fatal(err)
