@@ -34,24 +34,29 @@ type warmConfig struct {
 	} `json:"sbx_warm"`
 }
 
+// warmConfigs are the warm shapes of both Runtime API listeners (path
+// mode: the app server's; port mode: the SDK's), by name.
 func (e *ohEnv) warmConfigs(t testing.TB) map[string]warmConfig {
 	t.Helper()
-	req, _ := http.NewRequest("GET", e.url+"/api/warm-runtime-configs", nil)
-	req.Header.Set("X-API-Key", e.key)
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Configs []warmConfig `json:"configs"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET /api/warm-runtime-configs: %d %v", resp.StatusCode, err)
-	}
 	m := map[string]warmConfig{}
-	for _, c := range out.Configs {
-		m[c.Name] = c
+	for _, base := range []string{e.url, e.sdkURL} {
+		req, _ := http.NewRequest("GET", base+"/api/warm-runtime-configs", nil)
+		req.Header.Set("X-API-Key", e.key)
+		resp, err := e.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Configs []warmConfig `json:"configs"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s/api/warm-runtime-configs: %d %v", base, resp.StatusCode, err)
+		}
+		for _, c := range out.Configs {
+			m[c.Name] = c
+		}
 	}
 	return m
 }
@@ -93,9 +98,11 @@ func (e *ohEnv) agentCall(t testing.TB, rt map[string]any, method, path, key str
 // get them, initialised with their session (/api/init) before /start
 // replied, and pass the same checks.
 func testOHWarm(t *testing.T, e *ohEnv) {
+	// The clients' shapes (the Rules' start is another: its working
+	// directory).
 	learned := func(c map[string]warmConfig) (n, ready, hits, failures int) {
 		for _, w := range c {
-			if w.Warm.Learned {
+			if w.Warm.Learned && w.WorkingDir == "/workspace/project" {
 				n++
 				hits += w.Warm.Hits
 				failures += w.Warm.InitFailures
