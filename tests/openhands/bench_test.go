@@ -155,7 +155,7 @@ func BenchmarkOpenHandsWarmStart(b *testing.B) {
 		b.StartTimer()
 		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env))
 	}
-	w := e.warmConfigs(b)["bench"].Warm
+	w := e.warmConfigsOf(b, e.url)["bench"].Warm // the path-mode listener's starts
 	if w.Hits != len(warm) || w.InitFailures != 0 {
 		b.Fatalf("warm starts: %+v", w)
 	}

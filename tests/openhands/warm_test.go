@@ -38,8 +38,14 @@ type warmConfig struct {
 // mode: the app server's; port mode: the SDK's), by name.
 func (e *ohEnv) warmConfigs(t testing.TB) map[string]warmConfig {
 	t.Helper()
+	return e.warmConfigsOf(t, e.url, e.sdkURL)
+}
+
+// warmConfigsOf are the warm shapes of the listeners at bases.
+func (e *ohEnv) warmConfigsOf(t testing.TB, bases ...string) map[string]warmConfig {
+	t.Helper()
 	m := map[string]warmConfig{}
-	for _, base := range []string{e.url, e.sdkURL} {
+	for _, base := range bases {
 		req, _ := http.NewRequest("GET", base+"/api/warm-runtime-configs", nil)
 		req.Header.Set("X-API-Key", e.key)
 		resp, err := e.hc.Do(req)
