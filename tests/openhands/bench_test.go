@@ -154,6 +154,7 @@ func BenchmarkOpenHandsWarmStart(b *testing.B) {
 		full()
 		b.StartTimer()
 		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env))
+		b.Logf("start %d: cold %.2fs, warm %.3fs", i+1, cold[i].Seconds(), warm[i].Seconds())
 	}
 	w := e.warmConfigsOf(b, e.url)["bench"].Warm // the path-mode listener's starts
 	if w.Hits != len(warm) || w.InitFailures != 0 {
