@@ -98,13 +98,15 @@ func median(d []time.Duration) time.Duration {
 
 // BenchmarkOpenHandsWarmStart measures POST /start until the first
 // authenticated Agent Server call (GET /api/conversations/search with the
-// session key, through the data plane) succeeds, 10 starts from a warm
-// shape with 2 dormant Agent Servers (sbx serve --openhands-warm 2; the
-// pool refills between starts, outside the timing) and, in the same run,
-// 10 cold starts of a shape that is not kept warm (another working
-// directory), each taken with the pool full so that no refill competes
-// with it. It reports both medians (warm_p50_s, cold_p50_s) and their
-// ratio. Run it with -benchtime 10x.
+// session key, through the data plane) succeeds: 10 starts from a warm
+// shape with 2 dormant Agent Servers (sbx serve --openhands-warm 2; each
+// start waits, outside the timing, until a member is ready: refills
+// between starts), then, in the same run, 3 cold starts of a shape that
+// is not kept warm (another working directory), taken with the pool full
+// so that no refill competes with them. It reports the medians
+// (warm_p50_s, cold_p50_s), their ratio and the latest refill (a dormant
+// boot). The counts are fixed (each start takes seconds to minutes of
+// boots): run it with -benchtime 1x.
 func BenchmarkOpenHandsWarmStart(b *testing.B) {
 	shape := map[string]any{"name": "bench", "image": ohAskedImage, "command": "/usr/local/bin/openhands-agent-server --port 60000",
 		"working_dir": "/workspace/project", "run_as_user": 10001, "run_as_group": 10001, "environment": map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true"}}
@@ -137,24 +139,29 @@ func BenchmarkOpenHandsWarmStart(b *testing.B) {
 		e.api(b, "POST", "/stop", map[string]any{"runtime_id": rt["runtime_id"]})
 		return took
 	}
-	full := func() {
-		e.waitWarm(b, 15*time.Minute, "the warm shape full", func(c map[string]warmConfig) bool { return c["bench"].Warm.Ready >= 2 })
+	ready := func(n int) {
+		e.waitWarm(b, 15*time.Minute, "the warm shape's members", func(c map[string]warmConfig) bool { return c["bench"].Warm.Ready >= n })
+	}
+	// LLM_API_KEY is a per-session variable: it goes to /api/init and does
+	// not change the shape.
+	env := func(i int) map[string]string {
+		return map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true", "LLM_API_KEY": fmt.Sprintf("key-%d", i)}
 	}
 	b.ResetTimer()
 	var warm, cold []time.Duration
-	for i := 0; i < min(b.N, 10); i++ {
+	for i := 0; i < 10; i++ {
 		b.StopTimer()
-		full()
+		ready(1)
 		b.StartTimer()
-		// LLM_API_KEY is a per-session variable: it goes to /api/init and
-		// does not change the shape.
-		env := map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true", "LLM_API_KEY": fmt.Sprintf("key-%d", i)}
-		cold = append(cold, start(fmt.Sprintf("bench-cold-%d", i), "/workspace/cold", env))
+		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env(i)))
+		b.Logf("warm start %d: %.3fs", i+1, warm[i].Seconds())
+	}
+	for i := 0; i < 3; i++ {
 		b.StopTimer()
-		full()
+		ready(2)
 		b.StartTimer()
-		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env))
-		b.Logf("start %d: cold %.2fs, warm %.3fs", i+1, cold[i].Seconds(), warm[i].Seconds())
+		cold = append(cold, start(fmt.Sprintf("bench-cold-%d", i), "/workspace/cold", env(i)))
+		b.Logf("cold start %d: %.2fs", i+1, cold[i].Seconds())
 	}
 	w := e.warmConfigsOf(b, e.url)["bench"].Warm // the path-mode listener's starts
 	if w.Hits != len(warm) || w.InitFailures != 0 {
