@@ -47,7 +47,7 @@ func TestPoolBootedMember(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	ctx := context.Background()
 	o := busybox(t)
-	o.Cmd, o.Env, o.Workdir = bootServer, []string{"WHO=pool"}, "/srv/app"
+	o.Cmd, o.Env, o.Workdir, o.User = bootServer, []string{"WHO=pool"}, "/srv/app", "1000:1000"
 	spec := sbx.PoolSpec{Name: "srv", Size: 2, Options: o, KeyEnv: []string{"KEY"},
 		ReadyCheck: &sbx.ReadyCheck{Port: 8080, Path: "/ready", Body: "dormant"}}
 	if _, err := h.CreatePool(ctx, spec); err != nil {
@@ -96,6 +96,10 @@ func TestPoolBootedMember(t *testing.T) {
 	}
 	if got := execOut(t, h, sb.ID, "pwd"); got != "/srv/app" {
 		t.Fatalf("workdir of later commands: %q", got)
+	}
+	// The start made the working directory; the command's user owns it.
+	if got := execOut(t, h, sb.ID, "stat", "-c", "%u:%g", "/srv/app"); got != "1000:1000" {
+		t.Fatalf("owner of the working directory: %q", got)
 	}
 
 	// A failing hook: the member goes, the caller gets the hook's error.

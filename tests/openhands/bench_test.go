@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,7 +102,7 @@ func median(d []time.Duration) time.Duration {
 // session key, through the data plane) succeeds: 10 starts from a warm
 // shape with 2 dormant Agent Servers (sbx serve --openhands-warm 2; each
 // start waits, outside the timing, until a member is ready: refills
-// between starts), then, in the same run, 3 cold starts of a shape that
+// between starts), then, in the same run, 2 cold starts of a shape that
 // is not kept warm (another working directory), taken with the pool full
 // so that no refill competes with them. It reports the medians
 // (warm_p50_s, cold_p50_s), their ratio and the latest refill (a dormant
@@ -154,14 +155,14 @@ func BenchmarkOpenHandsWarmStart(b *testing.B) {
 		ready(1)
 		b.StartTimer()
 		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env(i)))
-		b.Logf("warm start %d: %.3fs", i+1, warm[i].Seconds())
+		fmt.Fprintf(os.Stderr, "warm start %d: %.3fs (load %s)\n", i+1, warm[i].Seconds(), loadavg())
 	}
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 2; i++ {
 		b.StopTimer()
 		ready(2)
 		b.StartTimer()
 		cold = append(cold, start(fmt.Sprintf("bench-cold-%d", i), "/workspace/cold", env(i)))
-		b.Logf("cold start %d: %.2fs", i+1, cold[i].Seconds())
+		fmt.Fprintf(os.Stderr, "cold start %d: %.2fs (load %s)\n", i+1, cold[i].Seconds(), loadavg())
 	}
 	w := e.warmConfigsOf(b, e.url)["bench"].Warm // the path-mode listener's starts
 	if w.Hits != len(warm) || w.InitFailures != 0 {
@@ -171,4 +172,14 @@ func BenchmarkOpenHandsWarmStart(b *testing.B) {
 	b.ReportMetric(median(cold).Seconds(), "cold_p50_s")
 	b.ReportMetric(median(cold).Seconds()/median(warm).Seconds(), "cold/warm")
 	b.ReportMetric(w.LastBootS, "last_refill_s")
+}
+
+// loadavg is the machine's load (its progress lines say it).
+func loadavg() string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
