@@ -1,4 +1,6 @@
-# sbx build. Everything needs root to test; building needs cgo and libseccomp.
+# sbx build and tests. Building needs cgo and libseccomp (make deps);
+# `make unit` runs the tests that need neither root nor the network, as any
+# user; `make test` runs everything, as root. `make help` lists the targets.
 GO       ?= go
 BIN      := bin/sbx
 TAGS     := seccomp netgo osusergo
@@ -9,15 +11,25 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all build helpers release-helpers deps deps-bench deps-openhands test test-python python-dist test-nomad nomad lint fmt bench clean
+.PHONY: all help build helpers release-helpers deps deps-test deps-bench deps-openhands unit test test-python python-dist test-nomad nomad lint bench clean
 
 all: build
 
-## deps: install the Debian packages needed to build and test (idempotent)
+## help: list the targets
+help:
+	@awk '/^## / { sub(/^## /, ""); if (match($$0, /^[a-z-]+: /)) { name = substr($$0, 1, RLENGTH - 2); text = substr($$0, RLENGTH + 1) } else { text = "  " $$0; name = "" }; printf "  %-16s %s\n", name, text }' $(MAKEFILE_LIST)
+
+## deps: install what make build needs: gcc, static libseccomp, git, and Go
+## 1.25 or later (into /usr/local/go when missing); idempotent
 deps:
 	bash scripts/install-deps.sh
 
-## deps-bench: also install the runtimes sbx bench compares against
+## deps-test: also the Debian packages the test suite runs (busybox-static,
+## debootstrap, skopeo, umoci, nftables, python3...)
+deps-test:
+	bash scripts/install-deps.sh --test
+
+## deps-bench: also the runtimes sbx bench compares against
 deps-bench:
 	bash scripts/install-deps.sh --bench
 
@@ -45,8 +57,14 @@ SBX_TEST_CACHE ?= /var/cache/sbx-test
 deps-openhands:
 	bash tests/openhands/build-image.sh $(SBX_TEST_CACHE) >/dev/null
 
-## test: the whole suite, as root, against the real kernel
-test: deps deps-openhands build
+## unit: the tests that need neither root nor the network, as any user
+## (go test -short: tests that need root skip, see internal/roottest)
+unit: helpers
+	$(GO) test -short -tags '$(TAGS)' ./...
+
+## test: the whole suite, as root, against the real kernel (builds and
+## caches Nomad, the OpenHands trees and a Python venv on first use)
+test: deps deps-test deps-openhands build
 	$(GO) vet -tags '$(TAGS)' ./...
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
 	$(MAKE) --no-print-directory test-python
@@ -87,5 +105,6 @@ lint:
 bench: deps-bench build
 	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -run '^$$' -bench . -benchtime 50x ./tests/...
 
+## clean: remove what make build made
 clean:
 	rm -rf bin internal/helperbin/bin/sbx-*

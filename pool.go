@@ -10,21 +10,19 @@ import (
 )
 
 // PoolSpec defines a warm pool: Size sandboxes started ahead with Options
-// and kept idle, their executor answering. A Create whose options match a
-// pool's (see PoolKey) claims one of them instead of starting a sandbox,
-// and gets what can still change applied to it: name, labels, TTL, env and
-// working directory of later commands, the memory, CPU, pids and disk
-// limits, published ports, and Cmd. Everything else is fixed when a
-// sandbox starts, so it is the pool's key: image (by digest) or root
-// directory, network mode and its other settings, seccomp, capabilities,
-// user, hostname, read-only root, volumes and tmpfs mounts.
+// and kept idle, their executor answering. A Create whose options match
+// a pool's key (the fields OptionClasses classes PoolKey: the image by
+// digest, network mode, seccomp, capabilities, user namespace, read-only
+// root, user) claims one of them instead of starting a sandbox, and gets
+// everything else it asks for applied to it before it returns.
 type PoolSpec struct {
 	// Name names the pool: letters, digits, '.', '_' and '-', starting
 	// with a letter or digit, at most 64 bytes.
 	Name string `json:"name"`
 	// Size is how many idle members the pool keeps.
 	Size int `json:"size"`
-	// Options are what members start with. Name, Labels, TTL and Publish
+	// Options are what members start with. The fields OptionClasses marks
+	// Claimant (name, labels, TTL, publish, auto_remove, volumes, tmpfs)
 	// must be empty: they belong to the sandbox a claim returns.
 	//
 	// Options.Cmd, when set, is the members' main command (a server, an
@@ -144,8 +142,8 @@ func (p *PoolSpec) Validate() error {
 		return fmt.Errorf("%w: pool size %d: use 0 to %d", ErrInvalid, p.Size, MaxPoolSize)
 	}
 	o := &p.Options
-	if o.Name != "" || len(o.Labels) > 0 || o.TTL != 0 || len(o.Publish) > 0 || o.AutoRemove {
-		return fmt.Errorf("%w: a pool's options must not set name, labels, ttl, publish or auto_remove: they belong to the sandbox a create claims from it", ErrInvalid)
+	if set := OptionsSet(o, PoolClaim, true); len(set) > 0 {
+		return fmt.Errorf("%w: a pool's options must not set %s: they belong to the sandbox a create claims from it", ErrInvalid, strings.Join(set, ", "))
 	}
 	if err := p.validateBoot(); err != nil {
 		return err

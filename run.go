@@ -101,4 +101,7 @@ type Timings struct {
 	StartS    float64 `json:"start_s"`
 	CommandS  float64 `json:"command_s"`
 	TeardownS float64 `json:"teardown_s"`
+	// Pool says whether a warm pool's member ran the command: "hit,
+	// NAME", or "miss, REASON" (see CreateTimings.Pool).
+	Pool string `json:"pool,omitempty"`
 }

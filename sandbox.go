@@ -70,6 +70,9 @@ type Sandbox struct {
 	Pool string `json:"pool,omitempty"`
 	// FromPool is the pool a create claimed this sandbox from.
 	FromPool string `json:"from_pool,omitempty"`
+	// Checkpoint is the snapshot a stopped sandbox was checkpointed to:
+	// Start resumes it from there.
+	Checkpoint string `json:"checkpoint,omitempty"`
 
 	Created   time.Time  `json:"created"`
 	Started   *time.Time `json:"started,omitempty"`
@@ -169,6 +172,10 @@ type CreateTimings struct {
 	// when the create took one (then the other steps ran ahead).
 	ClaimS float64 `json:"claim_s,omitempty"`
 	TotalS float64 `json:"total_s"`
+	// Pool says whether a warm pool served the create: "hit, NAME", or
+	// "miss, REASON" (no pool for the image, a key field that differs, no
+	// ready member). Empty for a pool's own members.
+	Pool string `json:"pool,omitempty"`
 }
 
 // CmdStart says how a create's Options.Cmd (the sandbox's main command)
@@ -272,6 +279,9 @@ type StopOptions struct {
 	Timeout time.Duration
 	// Signal is the first signal's name; empty means SIGTERM.
 	Signal string
+	// Checkpoint stops the sandbox by checkpointing it (no signal):
+	// Start resumes its processes where they were.
+	Checkpoint bool
 }
 
 // DefaultStopTimeout is how long Stop waits after SIGTERM before SIGKILL.
@@ -353,6 +363,9 @@ type GCReport struct {
 	// Orphans are runtime directories and names that belong to no
 	// sandbox.
 	Orphans []string `json:"orphans,omitempty"`
+	// PartialSnapshots counts snapshots whose checkpoint or import died
+	// midway, removed.
+	PartialSnapshots int `json:"partial_snapshots,omitempty"`
 	// Pooled are idle warm-pool members removed: their PID 1 died, or
 	// their pool is gone.
 	Pooled []string `json:"pooled,omitempty"`
@@ -378,6 +391,9 @@ type HostInfo struct {
 	RunRoot           string   `json:"run_root"`
 	Uses              []string `json:"uses"`
 	Warnings          []string `json:"warnings,omitempty"`
+	// Checkpoints says whether checkpoint, restore and fork work here: the
+	// CRIU found and its version, or why they do not.
+	Checkpoints string `json:"checkpoints,omitempty"`
 }
 
 // Policy is what a host lets its callers ask for. The CLI acting on its

@@ -35,6 +35,12 @@ type hostEnv struct {
 }
 
 func newHostEnv(w Workload) (*hostEnv, error) {
+	return newHostEnvWith(w, nil)
+}
+
+// newHostEnvWith is newHostEnv with the host's configuration adjusted by
+// config (nil: as is).
+func newHostEnvWith(w Workload, config func(*sandbox.HostConfig)) (*hostEnv, error) {
 	root, err := os.MkdirTemp("", "sbx-bench-state-")
 	if err != nil {
 		return nil, err
@@ -44,6 +50,9 @@ func newHostEnv(w Workload) (*hostEnv, error) {
 	cfg := sandbox.HostConfig{Root: root, RunRoot: runRoot, Pull: sbx.PullNever}
 	if w.imageStore != nil {
 		cfg.Images = w.imageStore.Root()
+	}
+	if config != nil {
+		config(&cfg)
 	}
 	h, err := sandbox.Open(cfg)
 	if err != nil {

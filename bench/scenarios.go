@@ -7,7 +7,7 @@ import (
 )
 
 // ScenarioNames are the scenarios sbx bench knows, in the order they run.
-var ScenarioNames = []string{"cold", "lib", "ready", "pool", "exec", "session", "churn", "density"}
+var ScenarioNames = []string{"cold", "lib", "ready", "pool", "claim", "exec", "session", "churn", "density"}
 
 // CheckScenarios returns an error naming the first of names that is not a
 // scenario.
@@ -42,6 +42,8 @@ func Scenarios(names []string, w Workload, c Compare, samples, density int) ([]*
 			sc = ReadyScenario(w, c)
 		case "pool":
 			sc = PoolScenario(w, c)
+		case "claim":
+			sc = ClaimScenario(w)
 		case "exec":
 			sc = ExecScenario(w, c)
 		case "session":

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	ocg "github.com/opencontainers/cgroups"
+	"github.com/sbxrun/sbx/internal/roottest"
 )
 
 // TestDetectModeAgreesWithLibcontainer: the mode read at Root is the one
@@ -41,6 +42,7 @@ func TestDetectModeAgreesWithLibcontainer(t *testing.T) {
 // it), the budget's limits written, and nothing left after
 // RemoveParentIfEmpty. Needs root.
 func TestEnsureParentCreatesEveryHierarchy(t *testing.T) {
+	roottest.Require(t, "it creates the parent cgroup")
 	name := "sbx-cgtest-" + strconv.Itoa(os.Getpid())
 	t.Setenv(ParentEnv, name)
 	t.Cleanup(func() { _ = RemoveParentIfEmpty() })

@@ -1,17 +1,16 @@
 package cgroup
 
 import (
-	"os"
 	"testing"
+
+	"github.com/sbxrun/sbx/internal/roottest"
 )
 
 // The parent's memory limit can be set and read back, and cleared. The
 // parent is shared with every sandbox on the host, so the test uses a
 // limit far above the machine's memory and restores what was there.
 func TestParentMemoryLimit(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root: it writes the parent cgroup")
-	}
+	roottest.Require(t, "it writes the parent cgroup")
 	old, err := ParentMemoryLimit()
 	if err != nil {
 		t.Fatal(err)

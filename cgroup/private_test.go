@@ -4,15 +4,15 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sbxrun/sbx/internal/roottest"
 )
 
 // A process whose parent is already chosen keeps it; PrivateParent of a
 // process that chose none names one after the process and removes it, made
 // in every hierarchy, once empty.
 func TestPrivateParent(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root: it creates and removes a parent cgroup")
-	}
+	roottest.Require(t, "it creates and removes a parent cgroup")
 	t.Setenv(ParentEnv, "sbx-test-kept")
 	if err := PrivateParent("other")(); err != nil || Parent() != "sbx-test-kept" {
 		t.Fatalf("an inherited parent was replaced: %q, %v", Parent(), err)

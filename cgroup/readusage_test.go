@@ -9,6 +9,7 @@ import (
 
 	ocg "github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
+	"github.com/sbxrun/sbx/internal/roottest"
 )
 
 // TestReadUsageMatchesGetStats runs a process in cgroups of its own (with
@@ -23,6 +24,7 @@ func TestReadUsageMatchesGetStats(t *testing.T) {
 		}
 		return
 	}
+	roottest.Require(t, "it creates cgroups")
 	t.Setenv(ParentEnv, "sbx-cgtest-"+strconv.Itoa(os.Getpid()))
 	t.Cleanup(func() { _ = RemoveParentIfEmpty() })
 	if err := EnsureParent(Limits{}); err != nil {

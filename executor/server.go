@@ -73,6 +73,8 @@ type Server struct {
 	outBudget   *outbuf.Budget
 	defaults    atomic.Pointer[defaults]
 
+	serving atomic.Pointer[serving] // set by Serve
+
 	mu       sync.Mutex
 	sessions map[string]*shell.Session
 	svc      *mainCmd // the sandbox's main command, once started
@@ -206,6 +208,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+api.PathMainCmdStop, s.stopMainCmd)
 	mux.HandleFunc("GET "+api.PathFsArchive, s.getArchive)
 	mux.HandleFunc("PUT "+api.PathFsArchive, s.putArchive)
+	mux.HandleFunc("POST "+api.PathCheckpointPrepare, s.checkpointPrepare)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if allowed := allowedMethods(mux, r); len(allowed) > 0 {
 			w.Header().Set("Allow", strings.Join(allowed, ", "))
@@ -245,8 +248,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	rl := newRelistener(ln)
+	s.serving.Store(&serving{rl: rl, srv: srv})
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(rl) }()
 	select {
 	case err := <-errc:
 		s.shutdown()

@@ -56,6 +56,13 @@ func (s *Store) ImportAll(ctx context.Context, path, shown, name string, progres
 }
 
 func (s *Store) importArchive(ctx context.Context, path, shown, name string, all bool, progress ProgressFunc) ([]*Image, error) {
+	// Held shared from the staging directory on: RemoveDebris takes the
+	// lock exclusively before it removes staging directories.
+	unlock, err := s.Hold(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	format, err := DetectFormat(path)
 	if err != nil {
 		return nil, err

@@ -21,6 +21,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache/unpack"
 	"github.com/sbxrun/sbx/internal/errkind"
+	"github.com/sbxrun/sbx/internal/fullfs"
 )
 
 // Store is an image cache on disk: unpacked layers keyed by diffID, shared
@@ -152,6 +153,11 @@ func (s *Store) updateIndex(ctx context.Context, change func(*index) error) erro
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
+		// A full disk: the index's own blocks take an index that is no
+		// larger (rmi), so that removing images frees space.
+		if fullfs.IsFull(err) && fullfs.Overwrite(filepath.Join(s.root, "index.json"), data) == nil {
+			return nil
+		}
 		return fmt.Errorf("write image index: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
@@ -365,6 +371,42 @@ type GCResult struct {
 // a concurrent rmi and GC cannot remove layers about to be used.
 func (s *Store) Hold(ctx context.Context) (release func(), err error) {
 	return s.lock(ctx, "store", unix.LOCK_SH)
+}
+
+// Upload prefixes the name of an archive a caller stores in Root while it
+// holds Hold, to import it (an upload to sbx serve, sbx load from stdin);
+// RemoveDebris removes those whose importer died.
+const Upload = ".upload-"
+
+// RemoveDebris removes what interrupted pulls, imports and saves left in
+// the store (staging directories under tmp/, uploaded archives in Root)
+// and returns their names. It acts only when the store's lock is free
+// within a moment (no pull, import, save or holder of Hold runs), and
+// then removes nothing else: a busy store is left for the next call.
+func (s *Store) RemoveDebris(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	unlock, err := s.lock(ctx, "store", unix.LOCK_EX)
+	if err != nil {
+		return nil
+	}
+	defer unlock()
+	var removed []string
+	tmps, _ := os.ReadDir(filepath.Join(s.root, "tmp"))
+	for _, t := range tmps {
+		if err := os.RemoveAll(filepath.Join(s.root, "tmp", t.Name())); err == nil {
+			removed = append(removed, "tmp/"+t.Name())
+		}
+	}
+	top, _ := os.ReadDir(s.root)
+	for _, e := range top {
+		if strings.HasPrefix(e.Name(), Upload) && e.Type().IsRegular() {
+			if err := os.Remove(filepath.Join(s.root, e.Name())); err == nil {
+				removed = append(removed, e.Name())
+			}
+		}
+	}
+	return removed
 }
 
 // GC removes the layers that no image in the index uses, except layers a

@@ -215,6 +215,8 @@ func Start(stateRoot string, s *Spec, stdio IO) (_ *Container, retErr error) {
 	if err != nil {
 		return nil, err
 	}
+	// Where a checkpoint's CRIU options go (see checkpoint.go).
+	cfg.Labels = append(cfg.Labels, criuConfigLabel+"="+filepath.Join(stateRoot, s.ID, criuConfigName))
 	args := s.Args
 	extra := stdio.ExtraFiles
 	if prog != nil {

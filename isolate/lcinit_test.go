@@ -1,6 +1,7 @@
 package isolate
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,8 @@ import (
 	"github.com/opencontainers/runc/libcontainer"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -20,6 +23,10 @@ import (
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == "init" {
 		Init()
+	}
+	flag.Parse()
+	if !testing.Short() {
+		helperbin.ExitUnlessEmbedded("isolate")
 	}
 	// The test's container gets a private parent cgroup, removed at the
 	// end, instead of leaving the host's default parent behind.
@@ -34,9 +41,7 @@ func TestMain(m *testing.M) {
 // Go runtime starts. Stopped before it executes PID 1 (libcontainer's
 // Start, without Run), the init stage shows which binary it runs.
 func TestInitStageRunsSmallBinary(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root: it starts a container")
-	}
+	roottest.Require(t, "it starts a container")
 	dir := t.TempDir()
 	s := &Spec{ID: "lcinit-" + filepath.Base(dir), Rootfs: fixture.BusyboxRootfs(t), ReadonlyRootfs: true,
 		Args: []string{"/bin/true"}, Seccomp: "unconfined"}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/vishvananda/netlink"
 )
 
@@ -44,9 +45,7 @@ const (
 
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root (network namespaces, veths, nftables); run it with sudo")
-	}
+	roottest.Require(t, "network namespaces, veths, nftables")
 }
 
 func newTestEnv(t testing.TB) *testEnv {

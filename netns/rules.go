@@ -201,6 +201,23 @@ func (n *Network) addSandboxRules(c *nftables.Conn, l *lease, dns []netip.Addr) 
 	inet, nat, _ := n.tables()
 	fw := c.AddChain(&nftables.Chain{Name: prefixForward + l.Key, Table: inet})
 	in := c.AddChain(&nftables.Chain{Name: prefixHostIn + l.Key, Table: inet})
+	n.addFilterRules(c, fw, in, l, dns)
+
+	key := l.IP.As4()
+	if err := c.SetAddElements(fwdMap(inet), []nftables.SetElement{{Key: key[:], VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: fw.Name}}}); err != nil {
+		return err
+	}
+	if err := c.SetAddElements(hostInMap(inet), []nftables.SetElement{{Key: key[:], VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: in.Name}}}); err != nil {
+		return err
+	}
+
+	addPortRules(c, nat, l)
+	return nil
+}
+
+// addFilterRules adds the lease's egress policy to its forward chain fw
+// and its allowed host ports to its host-input chain in.
+func (n *Network) addFilterRules(c *nftables.Conn, fw, in *nftables.Chain, l *lease, dns []netip.Addr) {
 	add := func(ch *nftables.Chain, exprs ...expr.Any) {
 		c.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: exprs})
 	}
@@ -235,17 +252,6 @@ func (n *Network) addSandboxRules(c *nftables.Conn, l *lease, dns []netip.Addr) 
 		add(in, join(l4proto(protoNum(hp.Proto)), dport(hp.Port), verdict(expr.VerdictAccept))...)
 	}
 	add(in, verdict(expr.VerdictDrop)...)
-
-	key := l.IP.As4()
-	if err := c.SetAddElements(fwdMap(inet), []nftables.SetElement{{Key: key[:], VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: fw.Name}}}); err != nil {
-		return err
-	}
-	if err := c.SetAddElements(hostInMap(inet), []nftables.SetElement{{Key: key[:], VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: in.Name}}}); err != nil {
-		return err
-	}
-
-	addPortRules(c, nat, l)
-	return nil
 }
 
 // addPortRules adds the DNAT rules of the lease's published ports: a chain

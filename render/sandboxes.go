@@ -119,6 +119,9 @@ func GCReport(w io.Writer, rep *sbx.GCReport) {
 			fmt.Fprintln(w, done.what, id)
 		}
 	}
+	if rep.PartialSnapshots > 0 {
+		fmt.Fprintln(w, "removed partial snapshots:", rep.PartialSnapshots)
+	}
 }
 
 // Info writes the host facts as sbx info's text.
@@ -126,6 +129,9 @@ func Info(w io.Writer, info *sbx.HostInfo) {
 	fmt.Fprintf(w, "sbx:          %s\nkernel:       %s\ncgroups:      %s (%s)\ncgroup parent: /%s\nswap limit:   %v\nseccomp:      %v %s\noverlayfs:    %v\nuser ns:      %v\nroot:         %s\nrun root:     %s\n",
 		info.Version, info.Kernel, info.CgroupMode, strings.Join(info.CgroupControllers, ","), strings.TrimPrefix(info.CgroupParent, "/"),
 		info.SwapLimit, info.Seccomp, info.LibseccompVersion, info.Overlayfs, info.UserNamespaces, info.Root, info.RunRoot)
+	if info.Checkpoints != "" {
+		fmt.Fprintln(w, "checkpoints: ", info.Checkpoints)
+	}
 	fmt.Fprintln(w, "uses:")
 	for _, u := range info.Uses {
 		fmt.Fprintln(w, "  -", u)

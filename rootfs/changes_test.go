@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sbxrun/sbx/internal/roottest"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,6 +14,7 @@ import (
 // checks that Changes reads the writable layer as docker diff would, never
 // following the sandbox's symbolic links.
 func TestChanges(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
 	bottom, top := t.TempDir(), t.TempDir()
 	for _, d := range []string{"dir", "etc", "deep/er"} {
 		if err := os.MkdirAll(filepath.Join(bottom, d), 0o755); err != nil {

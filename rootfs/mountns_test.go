@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/sbxrun/sbx/internal/roottest"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,9 +37,7 @@ func mountsAt(t *testing.T, dir string) []string {
 // pin), which a new mount namespace does not copy, and after Remove
 // nothing is left.
 func TestNamespacesKeepMountsOffTheHost(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (mount namespaces)")
-	}
+	roottest.Require(t, "mount namespaces")
 	base := t.TempDir()
 	ns := NewNamespaces(filepath.Join(base, "mntns"))
 	for _, name := range []string{"a", "b"} {
@@ -124,9 +123,7 @@ func TestNamespacesKeepMountsOffTheHost(t *testing.T) {
 // TestNamespacesCreateFails: when fn fails nothing is kept, and bad names
 // are refused.
 func TestNamespacesCreateFails(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (mount namespaces)")
-	}
+	roottest.Require(t, "mount namespaces")
 	base := t.TempDir()
 	ns := NewNamespaces(filepath.Join(base, "mntns"))
 	boom := errors.New("boom")
@@ -151,9 +148,7 @@ func TestNamespacesCreateFails(t *testing.T) {
 // panic or runtime.Goexit in fn comes back as an error instead of ending
 // the process or hanging the caller.
 func TestNamespacesEnterKeepsCallersView(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (mount namespaces)")
-	}
+	roottest.Require(t, "mount namespaces")
 	base := t.TempDir()
 	ns := NewNamespaces(filepath.Join(base, "mntns"))
 	if err := ns.Create("w", func() error { return nil }); err != nil {

@@ -32,6 +32,10 @@ type Options struct {
 	// UserNS, if set, prepares the root for a sandbox in that user
 	// namespace: lower layers id-mapped, the writable layer its root's.
 	UserNS *UserNS
+	// Seed, if set, fills the empty writable layer (its upper directory)
+	// before anything else is written to it and before the overlay is
+	// mounted: a restore puts a checkpoint's layer back.
+	Seed func(upper string) error
 }
 
 // Root is a prepared root filesystem. Dir holds everything it mounted;
@@ -76,6 +80,11 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 		}
 	}()
 	upper := filepath.Join(dir, rwDir, "upper")
+	if o.Seed != nil {
+		if err := o.Seed(upper); err != nil {
+			return nil, err
+		}
+	}
 	if err := r.writeEtc(filepath.Join(upper, "etc"), o); err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxrun/sbx/internal/roottest"
 	"golang.org/x/sys/unix"
 )
 
@@ -14,6 +15,7 @@ import (
 // page of mount options, and checks that the topmost layer wins, that
 // writes land in the writable layer and that Release leaves nothing.
 func TestPrepareManyLayers(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
 	base := t.TempDir()
 	var lowers []string
 	long := strings.Repeat("x", 100)
@@ -59,6 +61,7 @@ func TestPrepareManyLayers(t *testing.T) {
 
 // TestPrepareDiskCap checks that the writable layer is capped.
 func TestPrepareDiskCap(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
 	lower := t.TempDir()
 	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), []string{lower}, Options{DiskBytes: 2 << 20})
 	if err != nil {
@@ -89,9 +92,7 @@ func TestPrepareErrors(t *testing.T) {
 // mount, a mount below a plain directory, and never removes anything
 // through a mount or a symlink.
 func TestCleanupUnmountsEverythingBelow(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root: it mounts tmpfs and binds")
-	}
+	roottest.Require(t, "it mounts tmpfs and binds")
 	host := t.TempDir() // stands for host files a volume would expose
 	keep := filepath.Join(host, "keep")
 	if err := os.WriteFile(keep, []byte("host data"), 0o644); err != nil {

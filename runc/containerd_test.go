@@ -27,7 +27,7 @@ func startContainerd(t *testing.T) *containerd {
 	t.Helper()
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
-		t.Fatalf("containerd is missing (make deps installs Debian's containerd): %v", err)
+		t.Fatalf("containerd is missing (make deps-test installs Debian's containerd): %v", err)
 	}
 	dir := t.TempDir()
 	c := &containerd{sock: filepath.Join(dir, "containerd.sock"), ns: fmt.Sprintf("sbx-test-%d", os.Getpid())}

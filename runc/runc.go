@@ -87,6 +87,11 @@ func Main(args []string) int {
 	if err := fs.Parse(args); err != nil {
 		return fail(g, fmt.Errorf("%w\n%s", err, usage()))
 	}
+	// create changes to the bundle's directory: a relative root must not
+	// move with it.
+	if root, err := filepath.Abs(g.root); err == nil {
+		g.root = root
+	}
 	if g.log != "" {
 		f, err := os.OpenFile(g.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_SYNC, 0o644)
 		if err != nil {

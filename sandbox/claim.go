@@ -75,7 +75,7 @@ func (h *Host) claimKey(ctx context.Context, key string, o *sbx.Options, t0 time
 			continue
 		}
 		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
-			return sb, err
+			return claimResult(sb, err)
 		}
 	}
 	// A member whose record already says pooled may still be locked by the
@@ -94,14 +94,15 @@ func (h *Host) claimKey(ctx context.Context, key string, o *sbx.Options, t0 time
 			continue
 		}
 		if sb, err := h.claimMember(ctx, l, key, o, t0, tc); sb != nil || err != nil {
-			return sb, err
+			return claimResult(sb, err)
 		}
 	}
 	return nil, nil
 }
 
 // claimMember runs claimLocked and unlocks: the claimed sandbox, or the
-// request's own refusal, or (nil, nil) to try another member.
+// request's own refusal, or (nil, nil) to try another member, or
+// errClaimFailed when the member could not be personalised.
 func (h *Host) claimMember(ctx context.Context, l *state.Lock, key string, o *sbx.Options, t0, tc time.Time) (*sbx.Sandbox, error) {
 	sb, err := h.claimLocked(ctx, l, key, o, t0, tc)
 	l.Unlock()
@@ -110,10 +111,29 @@ func (h *Host) claimMember(ctx context.Context, l *state.Lock, key string, o *sb
 		return nil, refused.err
 	}
 	if err != nil {
-		h.log.Warn("claim pool member failed; trying another", "id", l.ID(), "err", err)
-		return nil, nil
+		// The member is gone; another would likely fail the same way (a
+		// volume's directory missing...): the create starts cold, which
+		// says what is wrong if the request is at fault.
+		h.log.Warn("claim pool member failed; starting cold", "id", l.ID(), "err", err)
+		return nil, errClaimFailed{err}
 	}
 	return sb, nil
+}
+
+// errClaimFailed ends a claim whose member could not be personalised:
+// the create starts cold.
+type errClaimFailed struct{ err error }
+
+func (e errClaimFailed) Error() string { return "a claim failed: " + e.err.Error() }
+
+// claimResult turns a failed claim (errClaimFailed) into none, so that
+// the create starts cold.
+func claimResult(sb *sbx.Sandbox, err error) (*sbx.Sandbox, error) {
+	var failed errClaimFailed
+	if errors.As(err, &failed) {
+		return nil, nil
+	}
+	return sb, err
 }
 
 // claimLocked claims the locked sandbox if it is still an idle member with
@@ -170,10 +190,19 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		h.store.ReleaseName(sb.Name, sb.ID)
 		return nil, errClaimRefused{err}
 	}
-	err = h.applyClaim(ctx, &m, &sb)
+	// The claim is recorded before anything of the member changes: a
+	// claim killed midway leaves a record being created, which gc removes
+	// with the member, never a pooled one with another claimant's mounts.
+	sb.Status = sbx.StatusCreating
+	err = l.Write(&sb)
+	if err == nil {
+		_ = os.Remove(h.pooledEntry(key, sb.ID))
+		err = h.applyClaim(ctx, &m, &sb)
+	}
 	if err == nil {
 		sb.Status = sbx.StatusRunning
-		sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds()}
+		sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds(),
+			Pool: "hit, " + m.Pool}
 		err = l.Write(&sb)
 	}
 	release()
@@ -243,8 +272,9 @@ func (h *Host) publishClaim(ctx context.Context, sb *sbx.Sandbox) error {
 }
 
 // applyClaim applies to the running member m what sb asks for beyond its
-// key: cgroup limits, the writable layer's size, and the environment and
-// working directory of later commands.
+// key: cgroup limits, the writable layer's size, what personalise applies
+// (hostname, network settings, mounts), and the environment and working
+// directory of later commands.
 func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
@@ -261,6 +291,9 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
 		if err != nil {
 			return err
 		}
+	}
+	if err := h.personalise(ctx, m, sb); err != nil {
+		return err
 	}
 	oenv, owd := commandDefaults(m)
 	nenv, nwd := commandDefaults(sb)

@@ -47,7 +47,7 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 	if sb.Image == nil || sb.Image.Digest == "" {
 		return nil, fmt.Errorf("%w: sandbox %s was not created from an image (--rootfs); commit needs a base image", sbx.ErrInvalid, sb.ShortID())
 	}
-	resume, err := h.pauseToRead(sb, "commit")
+	resume, err := h.pauseToRead(l, sb, "commit")
 	if err != nil {
 		return nil, err
 	}

@@ -58,8 +58,10 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if err != nil {
 		return nil, err
 	}
+	miss := ""
 	if pool == "" {
-		sb, err := h.claim(ctx, &opts, img.info, t0)
+		sb, reason, err := h.claimOrReason(ctx, &opts, img.info, t0)
+		miss = reason
 		if sb != nil || err != nil {
 			release()
 			if err == nil {
@@ -98,6 +100,9 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	h.emit(changeCreated, sb)
 	h.crashPoint(stepRecorded)
 	sb.CreateTimings = &sbx.CreateTimings{AdmitS: time.Since(t0).Seconds()}
+	if miss != "" {
+		sb.CreateTimings.Pool = "miss, " + miss
+	}
 	if err := h.build(ctx, sb, img.lowers); err != nil {
 		h.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
 		if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
@@ -307,6 +312,14 @@ func (h *Host) checkMemory(want int64, except string) error {
 // build creates the planned resources in order: the runtime directory,
 // the network and root (provision), and the container with the executor.
 func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) error {
+	return h.buildWith(ctx, sb, lowers, nil, func(p *provisioned) error {
+		return h.startExecutor(ctx, sb, p.root.Mounts, p.uns)
+	})
+}
+
+// buildWith is build with the writable layer filled by seed (if set)
+// and the container made by start, in the sandbox's mount namespace.
+func (h *Host) buildWith(ctx context.Context, sb *sbx.Sandbox, lowers []string, seed func(upper string) error, start func(p *provisioned) error) error {
 	h.crashPoint(stepRunDir)
 	run := h.store.RunDir(sb.ID)
 	if err := os.Mkdir(run, 0o700); err != nil {
@@ -315,7 +328,7 @@ func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) erro
 	if err := os.WriteFile(filepath.Join(run, rootOwnerFile), []byte(h.store.Root()), 0o600); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
-	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir)}
+	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir), seed: seed}
 	if sb.Options.UserNS == sbx.UserNSPrivate {
 		p.usernsOwner = sandboxOwner(h.store.Root(), sb.ID)
 	}
@@ -338,7 +351,7 @@ func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) erro
 		}
 		sb.RootPath = p.root.Path
 		sb.CreateTimings.NetworkS, sb.CreateTimings.FromPool, sb.CreateTimings.RootfsS = p.networkS, p.fromPool, p.rootfsS
-		return h.startExecutor(ctx, sb, p.root.Mounts, p.uns)
+		return start(p)
 	})
 }
 

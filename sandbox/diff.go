@@ -50,7 +50,7 @@ func (h *Host) Diff(ctx context.Context, ref string) ([]sbx.Change, error) {
 	default:
 		return nil, fmt.Errorf("%w: sandbox %s runs in host mode: its root is the host's, there is no image to compare with", sbx.ErrUnsupported, sb.ShortID())
 	}
-	resume, err := h.pauseToRead(sb, "diff")
+	resume, err := h.pauseToRead(l, sb, "diff")
 	if err != nil {
 		return nil, err
 	}

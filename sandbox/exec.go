@@ -2,6 +2,9 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/client"
@@ -24,8 +27,54 @@ func (h *Host) Exec(ctx context.Context, ref string, req sbx.ExecRequest, onOutp
 	}
 	c, _ := h.executor(sb)
 	defer c.Close()
+	ctx, stop := h.watchFrozen(ctx, sb)
+	defer stop()
+	var res sbx.ExecResult
 	if onOutput == nil {
-		return c.Exec(ctx, req)
+		res, err = c.Exec(ctx, req)
+	} else {
+		res, err = c.ExecStream(ctx, req, onOutput)
 	}
-	return c.ExecStream(ctx, req, onOutput)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errFrozen) {
+		err = fmt.Errorf("%w: sandbox %s is frozen though its record says running (sbx resume %s thaws it)", sbx.ErrState, sb.ShortID(), sb.ShortID())
+	}
+	return res, err
+}
+
+// errFrozen is the cause of an exec cancelled by watchFrozen.
+var errFrozen = errors.New("sandbox frozen")
+
+// frozenCheckEvery is how often a long exec checks that its sandbox is
+// not frozen behind its record's back.
+const frozenCheckEvery = 2 * time.Second
+
+// watchFrozen gives an exec a deadline against a sandbox that is frozen
+// while its record says running (nothing in it can answer): every
+// frozenCheckEvery, once the exec has run that long, it reads the record
+// and the freezer, and cancels ctx with errFrozen when the sandbox is
+// frozen and the record does not say paused (a pause recorded by sbx pause
+// or a reading export is waited out). Short execs cost nothing.
+func (h *Host) watchFrozen(ctx context.Context, sb *sbx.Sandbox) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(frozenCheckEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			var cur sbx.Sandbox
+			if h.store.Read(sb.ID, &cur) != nil || cur.Status != sbx.StatusRunning {
+				continue
+			}
+			if ctr, err := h.container(&cur); err == nil && ctr.Status() == "paused" {
+				cancel(errFrozen)
+				return
+			}
+		}
+	}()
+	return ctx, func() { close(done); cancel(nil) }
 }

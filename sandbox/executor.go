@@ -79,30 +79,14 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 	}
 	defer logf.Close()
 
-	executor, err := h.executorBinary()
+	spec, done, err := h.executorSpec(sb, extra, uns)
 	if err != nil {
 		return err
 	}
-	binds := []specs.Mount{readOnlyBind(executor, isolate.ExecutorPath)}
-	env := sb.Options.Env
-	if sb.Image != nil {
-		env = sbx.MergeEnv(sb.Image.Env, sb.Options.Env)
-	}
-	// Commands get the image's and the caller's variables (and a PATH);
-	// the executor sets HOME and USER for the user each command runs as.
-	cmdEnv := withPath(env)
-	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options,
-		root: &rootfs.Root{Path: sb.RootPath, Mounts: extra}, net: attachmentOf(sb), uns: uns}
-	if sb.Options.UserNS == sbx.UserNSPrivate && uns == nil {
-		if p.uns, err = newUserNS(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID)); err != nil {
-			return err
-		}
-		defer p.closeUserNS()
-	}
-	spec := containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds)
+	defer done()
 	// The commands' environment goes through a memfd, not the command
 	// line, so that no host user can read it with ps.
-	envFile, err := envMemfd(cmdEnv)
+	envFile, err := envMemfd(withPath(executorEnv(sb)))
 	if err != nil {
 		return err
 	}
@@ -135,6 +119,38 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		sb.CreateTimings.ReadyS = time.Since(t1).Seconds()
 	}
 	return nil
+}
+
+// executorEnv is the environment of a sandbox's commands: the image's
+// and the caller's variables (withPath adds a PATH; the executor sets HOME
+// and USER for the user each command runs as).
+func executorEnv(sb *sbx.Sandbox) []string {
+	if sb.Image != nil {
+		return sbx.MergeEnv(sb.Image.Env, sb.Options.Env)
+	}
+	return sb.Options.Env
+}
+
+// executorSpec is the container of a sandbox whose PID 1 is the executor:
+// what a start runs and a restore recreates. done releases what it holds
+// (a user namespace it made).
+func (h *Host) executorSpec(sb *sbx.Sandbox, extra []specs.Mount, uns *usernsHandle) (*isolate.Spec, func(), error) {
+	executor, err := h.executorBinary()
+	if err != nil {
+		return nil, nil, err
+	}
+	binds := []specs.Mount{readOnlyBind(executor, isolate.ExecutorPath)}
+	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options,
+		root: &rootfs.Root{Path: sb.RootPath, Mounts: extra}, net: attachmentOf(sb), uns: uns}
+	done := func() {}
+	if sb.Options.UserNS == sbx.UserNSPrivate && uns == nil {
+		if p.uns, err = newUserNS(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID)); err != nil {
+			return nil, nil, err
+		}
+		done = p.closeUserNS
+	}
+	env := executorEnv(sb)
+	return containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds), done, nil
 }
 
 // attachmentOf is the network a recorded sandbox's container joins.

@@ -28,7 +28,7 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 	if sb.Image == nil && sb.Options.Rootfs == "" {
 		return fmt.Errorf("%w: sandbox %s runs in host mode: its root is the host's", sbx.ErrUnsupported, sb.ShortID())
 	}
-	resume, err := h.pauseToRead(sb, "export")
+	resume, err := h.pauseToRead(l, sb, "export")
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 		if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
 			return fmt.Errorf("%w: the root of sandbox %s is not mounted (run sbx gc if it crashed)", sbx.ErrState, sb.ShortID())
 		}
-		if err := pack.Write(w, sb.RootPath, exportSkip); err != nil {
+		if err := pack.Write(ctxWriter{ctx, w}, sb.RootPath, exportSkip); err != nil {
 			return fmt.Errorf("export sandbox %s: %w", sb.ShortID(), err)
 		}
 		return nil
@@ -49,26 +49,4 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 // for itself: its .sbx directory and the executor's scratch directory.
 func exportSkip(rel string) bool {
 	return rel == ".sbx" || (sbxOwnPath(rel) && !layerExcludes[rel])
-}
-
-// pauseToRead pauses a running sandbox while the host reads its root or
-// writable layer (for what: export, commit, diff), so that nothing in it
-// changes meanwhile and it cannot swap a directory for a symlink between
-// the walk's listing and its reading; a paused or stopped one stays as it
-// is. resume undoes the pause.
-func (h *Host) pauseToRead(sb *sbx.Sandbox, what string) (resume func(), err error) {
-	switch sb.Status {
-	case sbx.StatusRunning:
-		ctr, err := h.container(sb)
-		if err != nil {
-			return nil, err
-		}
-		if err := ctr.Pause(); err != nil {
-			return nil, fmt.Errorf("pause sandbox %s for %s: %w", sb.ShortID(), what, err)
-		}
-		return func() { _ = ctr.Resume() }, nil
-	case sbx.StatusPaused, sbx.StatusStopped:
-		return func() {}, nil
-	}
-	return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 }

@@ -26,7 +26,14 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 	_, err = h.recover(ctx, rep)
 	errs = append(errs, err)
 	errs = append(errs, h.gcPools(ctx, rep))
+	if store, err := h.imageStore(); err == nil {
+		for _, d := range store.RemoveDebris(ctx) {
+			rep.Orphans = append(rep.Orphans, "image-debris:"+d)
+		}
+	}
 	errs = append(errs, h.gcAutoRemove(ctx, rep))
+	rep.PartialSnapshots, err = h.removePartialSnapshots()
+	errs = append(errs, err)
 	exists := func(id string) bool {
 		_, err := os.Stat(h.store.Dir(id))
 		return err == nil

@@ -84,6 +84,10 @@ type HostConfig struct {
 	// "INIT reaper [flags] -- CMD": sbx-init or a full sbx binary [the
 	// sbx-init embedded in this program, written once under Root/helpers].
 	Init string
+	// CRIU is the criu binary (or launcher) checkpoints run [$SBX_CRIU, else
+	// the criu on PATH when it is 4.2 or later, else
+	// isolate.DefaultCRIUPath, which make deps installs].
+	CRIU string
 	// Logger receives the host's logs [slog.Default()].
 	Logger *slog.Logger
 }

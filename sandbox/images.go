@@ -73,7 +73,14 @@ func (h *Host) importImage(ctx context.Context, o sbx.ImportOptions, policy *sbx
 		if o.Archive == nil {
 			return nil, fmt.Errorf("%w: import needs a path or an archive", sbx.ErrInvalid)
 		}
-		f, err := os.CreateTemp(store.Root(), ".upload-*")
+		// Held from the upload on, so that gc (RemoveDebris) removes
+		// only the archives of importers that died.
+		release, err := store.Hold(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		f, err := os.CreateTemp(store.Root(), imagecache.Upload+"*")
 		if err != nil {
 			return nil, fmt.Errorf("store the archive: %w", err)
 		}

@@ -50,6 +50,7 @@ func (h *Host) Info(ctx context.Context) (*sbx.HostInfo, error) {
 	} else {
 		info.Warnings = append(info.Warnings, "overlayfs is not available: load the overlay module")
 	}
+	info.Checkpoints = h.checkpointSupport(ctx)
 	if !info.SwapLimit {
 		info.Warnings = append(info.Warnings, "swap accounting is off: memory limits cannot disable swap (boot with swapaccount=1)")
 	}

@@ -37,15 +37,13 @@ func (h *Host) refresh(l *state.Lock, sb *sbx.Sandbox) {
 
 // markStopped records that sb's PID 1 is gone. An error means the record
 // still says what it said before (the next operation finds PID 1 gone
-// and records it again).
+// and records it again); sb says stopped either way, as the sandbox is.
 func (h *Host) markStopped(l *state.Lock, sb *sbx.Sandbox) error {
 	now := h.now().UTC()
-	prev := *sb
 	sb.Status = sbx.StatusStopped
 	sb.Stopped = &now
 	sb.Pid, sb.PidStart = 0, 0
 	if err := l.Write(sb); err != nil {
-		*sb = prev
 		return err
 	}
 	h.emit(changeStopped, sb)
@@ -68,6 +66,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	if o.Timeout < 0 {
 		return nil, fmt.Errorf("%w: stop timeout must not be negative", sbx.ErrInvalid)
 	}
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return nil, err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -79,6 +80,9 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	}
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	}
+	if o.Checkpoint {
+		return h.stopCheckpoint(ctx, l, sb)
 	}
 	timeout := o.Timeout
 	if timeout == 0 {
@@ -121,6 +125,12 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", sbx.ErrState, sb.ShortID())
+	}
+	if sb.Checkpoint != "" {
+		if err := h.resumeCheckpoint(ctx, l, sb); err != nil {
+			return nil, err
+		}
+		return sb, nil
 	}
 	// The old container's state and cgroups go first; the root stays.
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
@@ -176,6 +186,12 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 		want, from = sbx.StatusRunning, sbx.StatusPaused
 	}
 	if sb.Status == want {
+		if !freeze {
+			// Frozen though recorded running: resume thaws it.
+			if err := h.thawFrozenRunning(sb); err != nil {
+				return nil, fmt.Errorf("sandbox %s: %w", sb.ShortID(), err)
+			}
+		}
 		return sb, nil
 	}
 	if sb.Status != from {
@@ -210,6 +226,9 @@ func (h *Host) setFrozen(ctx context.Context, ref string, freeze bool) (*sbx.San
 // otherwise Remove fails with sbx.ErrState.
 func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) error {
 	h.removeExpired(ctx)
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return err
+	}
 	l, sb, err := h.lock(ctx, ref)
 	if err != nil {
 		return err

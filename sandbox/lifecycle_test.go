@@ -13,14 +13,13 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
 func requireRoot(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root: it mounts overlays and creates cgroups")
-	}
+	roottest.Require(t, "it mounts overlays and creates cgroups")
 }
 
 func newHost(t testing.TB, cfg HostConfig) *Host {

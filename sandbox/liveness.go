@@ -26,6 +26,7 @@ func pid1Alive(sb *sbx.Sandbox) bool {
 // sandbox's lock is free at once (a busy sandbox is refreshed by whoever
 // holds it, or by the next locked operation).
 func (h *Host) checkAlive(sb *sbx.Sandbox) {
+	h.healReadPauseUnlocked(sb)
 	if (sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused) || sb.Pid == 0 || pid1Alive(sb) {
 		return
 	}

@@ -52,6 +52,24 @@ func (h *Host) Resolve(ref string) (string, error) {
 	return "", fmt.Errorf("%w: %q matches %d sandboxes; give more digits", sbx.ErrAmbiguous, ref, len(match))
 }
 
+// minDestructivePrefix is the shortest id prefix that stops, kills or
+// removes a sandbox: a one-character prefix matches a sixteenth of the
+// sandboxes, and a client guessing ids (or a typo) would remove them.
+const minDestructivePrefix = 4
+
+// checkDestructiveRef refuses, for an operation that stops, kills or
+// removes, an id prefix shorter than minDestructivePrefix (names and full
+// ids are fine). Call it before resolving ref.
+func (h *Host) checkDestructiveRef(ref string) error {
+	if len(ref) >= minDestructivePrefix || !state.IsIDPrefix(ref) {
+		return nil
+	}
+	if id, err := h.store.LookupName(ref); err == nil && h.exists(id) == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %q is too short to stop, kill or remove a sandbox by: give at least %d characters of its id, or its name", sbx.ErrAmbiguous, ref, minDestructivePrefix)
+}
+
 func (h *Host) exists(id string) error {
 	if _, err := os.Stat(h.store.Dir(id)); err != nil {
 		return fmt.Errorf("sandbox %s: %w", id, sbx.ErrNotFound)
@@ -131,6 +149,7 @@ func (h *Host) lock(ctx context.Context, ref string) (*state.Lock, *sbx.Sandbox,
 		}
 		return nil, nil, err
 	}
+	h.healReadPause(l, &sb)
 	return l, &sb, nil
 }
 

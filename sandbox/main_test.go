@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -23,12 +26,17 @@ func TestMain(m *testing.M) {
 	if os.Getenv("SBX_HELPER_FILL") == "1" {
 		helperFill()
 	}
+	flag.Parse()
+	skipped := roottest.SkipExamples("sandbox", "they start sandboxes")
+	if !testing.Short() {
+		helperbin.ExitUnlessEmbedded("sandbox")
+	}
 	// Helper processes (this binary re-run by a test) keep their parent's.
 	releaseParent := cgroup.PrivateParent("sbx-test")
-	if os.Geteuid() == 0 {
+	if os.Geteuid() == 0 && !skipped {
 		root, err := fixture.BusyboxRootfsDir()
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "busybox fixture for the examples:", err, "(make deps installs busybox-static)")
+			fmt.Fprintln(os.Stderr, "busybox fixture for the examples:", err, "(make deps-test installs busybox-static)")
 			os.Exit(1)
 		}
 		os.Setenv("SBX_EXAMPLE_ROOTFS", root)

@@ -199,6 +199,9 @@ func (h *Host) Signal(ctx context.Context, ref, signal string) error {
 	if signal == "" {
 		return fmt.Errorf("%w: signal is required, e.g. SIGTERM", sbx.ErrInvalid)
 	}
+	if err := h.checkDestructiveRef(ref); err != nil {
+		return err
+	}
 	sb, err := h.running(ctx, ref)
 	if err != nil {
 		return err

@@ -85,7 +85,7 @@ func (h *Host) Claim(ctx context.Context, opts sbx.Options, hook ClaimHook) (*sb
 
 // Claim is Host.Claim held to the view's policy.
 func (v *PolicyView) Claim(ctx context.Context, opts sbx.Options, hook ClaimHook) (*sbx.Sandbox, error) {
-	return v.Host.claimWith(ctx, opts, v.policy, hook)
+	return v.h.claimWith(ctx, opts, v.policy, hook)
 }
 
 func (h *Host) claimWith(ctx context.Context, opts sbx.Options, policy *sbx.Policy, hook ClaimHook) (*sbx.Sandbox, error) {

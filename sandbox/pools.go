@@ -39,63 +39,22 @@ type poolDef struct {
 	Created time.Time    `json:"created"`
 }
 
-// poolKeyFields are the options fixed when a sandbox starts: a create must
-// match all of them to claim a member. Published ports are not among them:
-// members publish none, and a claim adds the create's.
-type poolKeyFields struct {
-	Image          string       `json:"image"` // the digest, or the root directory
-	User           string       `json:"user"`
-	Hostname       string       `json:"hostname"`
-	Network        string       `json:"network"`
-	Egress         string       `json:"egress"`
-	AllowHostPorts []string     `json:"allow_host_ports"`
-	DNS            []string     `json:"dns"`
-	ReadonlyRootfs bool         `json:"readonly_rootfs"`
-	Volumes        []sbx.Volume `json:"volumes"`
-	Tmpfs          []sbx.Tmpfs  `json:"tmpfs"`
-	CapAdd         []string     `json:"cap_add"`
-	CapDrop        []string     `json:"cap_drop"`
-	Seccomp        string       `json:"seccomp"`
-	UserNS         string       `json:"userns"`
-	Boot           *bootFields  `json:"boot,omitempty"` // a main command the members boot
-}
-
-// poolKey hashes the options of o fixed at start, with the image it
-// resolved to (nil for a root directory).
+// poolKey hashes the options of o fixed at start (the fields
+// sbx.OptionClasses classes sbx.PoolKey), with the image it resolved to
+// (nil for a root directory) by digest, and the main command members
+// boot with its environment and working directory, if any.
 func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
-	k := poolKeyFields{
-		Image: "rootfs:" + o.Rootfs, User: o.User, Hostname: o.Hostname, Network: o.Network,
-		Egress: o.Egress, AllowHostPorts: o.AllowHostPorts, DNS: o.DNS,
-		ReadonlyRootfs: o.ReadonlyRootfs, Volumes: o.Volumes, Tmpfs: o.Tmpfs,
-		CapAdd: o.CapAdd, CapDrop: o.CapDrop, Seccomp: o.Seccomp, UserNS: o.UserNS,
-		Boot: bootKey(o),
+	k := sbx.PoolKeyValues(o)
+	k["image"], k["rootfs"] = "rootfs:"+o.Rootfs, nil
+	if b := bootKey(o); b != nil {
+		k["boot"] = b // a main command the members boot
 	}
 	if img != nil {
-		k.Image = "image:" + img.Digest
-	}
-	// An empty list and none are the same (records drop empty lists).
-	k.AllowHostPorts, k.DNS = nilIfEmpty(k.AllowHostPorts), nilIfEmpty(k.DNS)
-	k.Volumes, k.Tmpfs = nilIfEmpty(k.Volumes), nilIfEmpty(k.Tmpfs)
-	k.CapAdd, k.CapDrop = nilIfEmpty(k.CapAdd), nilIfEmpty(k.CapDrop)
-	if k.Seccomp == "" {
-		k.Seccomp = "default"
-	}
-	if k.Network == "" {
-		k.Network = sbx.NetworkNone
-	}
-	if k.UserNS == "" {
-		k.UserNS = sbx.UserNSHost
+		k["image"] = "image:" + img.Digest
 	}
 	data, _ := json.Marshal(k)
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:16])
-}
-
-func nilIfEmpty[T any](s []T) []T {
-	if len(s) == 0 {
-		return nil
-	}
-	return s
 }
 
 func (h *Host) poolDefPath(name string) string {
@@ -296,6 +255,9 @@ func (h *Host) fillLocked(ctx context.Context, name string) (*sbx.PoolReport, er
 	d, err := h.readPoolDef(name)
 	if err != nil {
 		return rep, err
+	}
+	if err := d.Spec.Validate(); err != nil {
+		return rep, fmt.Errorf("pool %q: %w (defined by an older sbx: sbx pool rm it and create it again)", name, err)
 	}
 	o := d.Spec.Options
 	if err := h.checkOptions(&o, true, h.cfg.Policy); err != nil {

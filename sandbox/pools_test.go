@@ -369,7 +369,9 @@ func TestPoolKey(t *testing.T) {
 	img := &sbx.ImageInfo{Digest: "sha256:aa"}
 	a := sbx.Options{Image: "x", Volumes: []sbx.Volume{}, CapAdd: []string{}}
 	b := sbx.Options{Image: "x", Name: "n", Env: []string{"A=1"}, Workdir: "/w", TTL: time.Hour,
-		Limits: sbx.Limits{MemoryBytes: 1 << 30}, Labels: map[string]string{"k": "v"}, Seccomp: "default"}
+		Limits: sbx.Limits{MemoryBytes: 1 << 30}, Labels: map[string]string{"k": "v"}, Seccomp: "default",
+		Hostname: "h", DNS: []string{"192.0.2.1"}, Egress: "none", AllowHostPorts: []string{"80"},
+		Volumes: []sbx.Volume{{HostPath: "/a", Path: "/a"}}, Tmpfs: []sbx.Tmpfs{{Path: "/t"}}}
 	if poolKey(&a, img) != poolKey(&b, img) {
 		t.Fatal("what a claim applies changed the key")
 	}
@@ -379,7 +381,6 @@ func TestPoolKey(t *testing.T) {
 		"network":   {Image: "x", Network: sbx.NetworkBridge},
 		"seccomp":   {Image: "x", Seccomp: "unconfined"},
 		"cap":       {Image: "x", CapDrop: []string{"ALL"}},
-		"tmpfs":     {Image: "x", Tmpfs: []sbx.Tmpfs{{Path: "/t"}}},
 		"userns":    {Image: "x", UserNS: sbx.UserNSPrivate},
 	} {
 		if poolKey(&o, img) == poolKey(&a, img) {

@@ -109,6 +109,8 @@ type provisioned struct {
 	// until the container has joined it (close it with closeUserNS).
 	usernsOwner string
 	uns         *usernsHandle
+	// seed fills the writable layer first (a restore's), if set.
+	seed func(upper string) error
 
 	net      *netns.Attachment
 	bridged  bool // net is a bridge attachment, to detach on release
@@ -186,6 +188,7 @@ func (h *Host) prepareRoot(p *provisioned, crash func(step string)) (err error) 
 		Hosts:      p.net.Hosts,
 		ResolvConf: p.net.ResolvConf,
 		Dirs:       dirs,
+		Seed:       p.seed,
 	}
 	if p.uns != nil {
 		ro.UserNS = &rootfs.UserNS{NS: p.uns.ns, HostID: p.uns.rng.HostID}

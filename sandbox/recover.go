@@ -69,7 +69,11 @@ func (h *Host) recover(ctx context.Context, rep *sbx.GCReport) ([]*sbx.Sandbox, 
 				rep.Interrupted = append(rep.Interrupted, e.ID)
 			}
 		default:
+			h.healReadPause(l, &sb)
 			h.refresh(l, &sb)
+			if err := h.thawFrozenRunning(&sb); err != nil {
+				errs = append(errs, err)
+			}
 			if sb.Status == sbx.StatusStopped {
 				rep.Stopped = append(rep.Stopped, e.ID)
 			} else {

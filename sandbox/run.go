@@ -43,11 +43,18 @@ func (h *Host) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error) {
 }
 
 func (h *Host) run(ctx context.Context, o sbx.RunOptions, policy *sbx.Policy) (*sbx.Report, error) {
+	prep, miss, err := h.runPooled(ctx, &o, policy)
+	if prep != nil || err != nil {
+		return prep, err
+	}
 	r, err := h.createRun(ctx, &o, policy)
 	if err != nil {
 		return nil, err
 	}
 	rep := &sbx.Report{}
+	if miss != "" {
+		rep.Timings.Pool = "miss, " + miss
+	}
 	defer func() { rep.Timings.TeardownS = r.remove(ctx) }()
 	rep.Timings.NetworkS, rep.Timings.FromPool, rep.Timings.RootfsS = r.p.networkS, r.p.fromPool, r.p.rootfsS
 	rep.Timings.UserNSS = r.p.usernsS
@@ -69,6 +76,7 @@ type run struct {
 	status  *os.File // the init's report of how the command ended
 	reader  *reaper.StatusReader
 	life    *os.File // lifeline: the init kills everything when it closes
+	stdio   *runStdio
 	t0      time.Time
 	startS  float64
 	created bool
@@ -200,13 +208,18 @@ func (r *run) start(o *sbx.RunOptions) error {
 	spec := containerSpec(r.p, args, env, r.proc.Cwd, r.user, []specs.Mount{readOnlyBind(source, initPath)})
 	spec.Tty = o.Tty
 	spec.ParentDeathSignal = int(unix.SIGKILL)
-	stdio := isolate.IO{Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr, ExtraFiles: []*os.File{statusW, lifeR},
+	if r.stdio, err = newRunStdio(o); err != nil {
+		return fmt.Errorf("pipes for the command's input and output: %w", err)
+	}
+	stdio := isolate.IO{Stdin: r.stdio.in, Stdout: r.stdio.out, Stderr: r.stdio.err, ExtraFiles: []*os.File{statusW, lifeR},
 		ConsoleWidth: o.ConsoleSize[0], ConsoleHeight: o.ConsoleSize[1]}
 	t := time.Now()
 	if r.ctr, err = isolate.Start(h.containerRoot(), spec, stdio); err != nil {
 		r.ctr = nil
+		r.stdio.abort()
 		return err
 	}
+	r.stdio.started()
 	r.startS = time.Since(t).Seconds()
 	r.t0 = t
 	// Read the status as it comes: the init must never block on the pipe.
@@ -278,6 +291,7 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	if o.Tty {
 		copies.Wait()
 	}
+	r.stdio.finish()
 	// The pipe closes when the init exits; a second is plenty.
 	st := r.reader.Status(time.Second)
 	usage, uerr := ctr.Usage()
@@ -320,17 +334,24 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	if signal != 0 {
 		rep.Signal = unix.SignalName(unix.Signal(signal))
 	}
-	if rep.Status == "" {
-		switch {
-		case signal != 0:
-			rep.Status = sbx.RunSignaled
-		case rep.ExitCode != 0:
-			rep.Status = sbx.RunNonzeroExit
-		default:
-			rep.Status = sbx.RunOK
-		}
-	}
+	settleStatus(rep)
 	return nil
+}
+
+// settleStatus gives a report without a status the one its signal and
+// exit code say.
+func settleStatus(rep *sbx.Report) {
+	if rep.Status != "" {
+		return
+	}
+	switch {
+	case rep.Signal != "":
+		rep.Status = sbx.RunSignaled
+	case rep.ExitCode != 0:
+		rep.Status = sbx.RunNonzeroExit
+	default:
+		rep.Status = sbx.RunOK
+	}
 }
 
 // remove tears the run down: container, network, root, directory. It

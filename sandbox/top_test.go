@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+	"github.com/sbxrun/sbx/internal/roottest"
 )
 
 // TestProcessInfoMatchesProcfs reads processes in a PID namespace of
@@ -18,6 +19,7 @@ import (
 // parent, state, CPU time, RSS, UID and command line, also for a command
 // name holding ") " that would shift naively split fields.
 func TestProcessInfoMatchesProcfs(t *testing.T) {
+	roottest.Require(t, "it makes a PID namespace")
 	odd := filepath.Join(t.TempDir(), "x) R 1 2")
 	data, err := os.ReadFile("/bin/sleep")
 	if err != nil {

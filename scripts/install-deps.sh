@@ -1,17 +1,30 @@
 #!/usr/bin/env bash
-# Installs the Debian packages sbx needs to build and test; with --bench also
-# the runtimes `sbx bench` compares against. Idempotent: installs only what is
-# missing, so a fresh Debian machine needs nothing by hand.
+# Installs what sbx needs, and only that, so a fresh Debian machine needs
+# nothing by hand. Idempotent: installs only what is missing.
+#
+#   install-deps.sh           what `make build` needs: a C compiler, static
+#                             libseccomp, git, and Go 1.25 or later
+#   install-deps.sh --test    also what the test suite runs (busybox-static,
+#                             debootstrap, skopeo, umoci, nftables, runc,
+#                             containerd, Python, CRIU 4...)
+#   install-deps.sh --bench   also the runtimes `sbx bench` compares against
+#
+# The test targets build their own expensive pieces on first use and cache
+# them under /var/cache/sbx-test: the pinned Nomad (scripts/nomad-bin.sh),
+# the SDK's Python venv (scripts/python-venv.sh), the OpenHands trees
+# (tests/openhands/build-image.sh).
 set -euo pipefail
 
+pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git)
+case "${1:-}" in
+"") ;;
 # runc is the reference the runc-compatible command set (sbx-runc) is tested
-# against; containerd and the CNI plugins run it in the Kubernetes tests.
-pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git busybox-static debootstrap
-      iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci
-      runc containerd containernetworking-plugins)
-if [[ "${1:-}" == "--bench" ]]; then
-	pkgs+=(crun bubblewrap hyperfine docker.io podman)
-fi
+# against; containerd runs sbx-runc through its runc shim in those tests.
+--test) pkgs+=(busybox-static debootstrap iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci
+               runc containerd) ;;
+--bench) pkgs+=(busybox-static python3 runc crun bubblewrap hyperfine docker.io podman) ;;
+*) echo "install-deps: unknown option $1 (none, --test or --bench)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -58,12 +71,10 @@ if ! command -v go >/dev/null 2>&1 || ! go_ok "$(command -v go)"; then
 	echo "install-deps: Go is at $GO_ROOT/bin; put it first on PATH (export PATH=$GO_ROOT/bin:\$PATH)" >&2
 fi
 
-# The Python SDK's tests run in a venv with pinned packages from PyPI, made
-# once under the test cache (see scripts/python-venv.sh).
-bash "$(dirname "$0")/python-venv.sh" >/dev/null
-
-# Nomad, for the Nomad driver's end-to-end tests: not packaged by Debian, so
-# it is built once from the Go module proxy (pinned, a few minutes) and
-# cached under /var/cache/sbx-test; see scripts/nomad-bin.sh. It prints the
-# build's wall time when it builds.
-PATH="$GO_ROOT/bin:$PATH" bash "$(dirname "$0")/nomad-bin.sh" >/dev/null
+# CRIU 4 or later, for the tests of checkpoint, restore and fork: the one on
+# PATH when it is recent enough, else Debian trixie's in its own directory
+# with a launcher (/usr/local/lib/sbx-criu/bin/criu, which sbx finds); see
+# scripts/criu.sh.
+if [[ "${1:-}" == "--test" ]]; then
+	bash "$(dirname "$0")/criu.sh" >/dev/null
+fi

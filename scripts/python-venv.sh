@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 req=sdk/python/requirements-test.txt
 py=${SBX_PYTHON:-python3}
 cache=${SBX_TEST_CACHE:-/var/cache/sbx-test}
-command -v "$py" >/dev/null || { echo "python-venv: $py not found (make deps installs python3)" >&2; exit 1; }
+command -v "$py" >/dev/null || { echo "python-venv: $py not found (make deps-test installs python3)" >&2; exit 1; }
 key=$({ "$py" -c 'import sys; print(sys.version)'; cat "$req"; } | sha256sum | cut -c1-16)
 venv="$cache/pyvenv-$key"
 

@@ -53,6 +53,6 @@ func (s *Server) stopSandbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.stateChange(w, r, func(ctx context.Context, ref string) (*sbx.Sandbox, error) {
-		return s.b.Stop(ctx, ref, sbx.StopOptions{Timeout: time.Duration(req.Timeout), Signal: req.Signal})
+		return s.b.Stop(ctx, ref, sbx.StopOptions{Timeout: time.Duration(req.Timeout), Signal: req.Signal, Checkpoint: req.Checkpoint})
 	})
 }

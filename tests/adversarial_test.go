@@ -745,3 +745,85 @@ func TestAdversarialUnknownPoolFill(t *testing.T) {
 		t.Errorf("left in the pools directory: %s", ent.Name())
 	}
 }
+
+// TestAdversarialShortPrefixIsNotDestructive: rm, stop, kill and the REST
+// DELETE refuse an id prefix of fewer than 4 characters (a client guessing
+// ids with one character removed every sandbox); a longer unique prefix
+// and a short name still work.
+func TestAdversarialShortPrefixIsNotDestructive(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t, "--name", "db")
+	for _, args := range [][]string{{"rm", "-f", id[:1]}, {"stop", id[:3]}, {"kill", id[:2]}, {"rm", "-f", id[:3]}} {
+		r := h.sbx(t, "", args...)
+		if r.code == 0 || !strings.Contains(r.stderr, "at least 4") {
+			t.Errorf("sbx %s: exit %d %s, want a refusal asking for 4 characters", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	if got := h.inspect(t, id); got.Status != sbx.StatusRunning {
+		t.Errorf("after the refused operations the sandbox is %s", got.Status)
+	}
+	h.must(t, "stop", "db")
+	h.must(t, "rm", "-f", id[:4])
+
+	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	sb, err := e.c.Create(context.Background(), sbx.Options{Rootfs: fixture.BusyboxRootfs(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.see(sb.ID)
+	for _, path := range []string{"/v1/sandboxes/" + sb.ID[:1], "/v1/sandboxes/" + sb.ID[:3] + "?force=true"} {
+		req, _ := http.NewRequest("DELETE", e.url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+serverTestToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("DELETE %s: %d, want 400", path, resp.StatusCode)
+		}
+	}
+	if _, err := e.c.Get(context.Background(), sb.ID); err != nil {
+		t.Errorf("the sandbox is gone after refused deletes: %v", err)
+	}
+}
+
+// TestAdversarialOneShotCannotReopenCallerOutput: a one-shot command gets
+// pipes, not the caller's files: it cannot reopen the file its output is
+// appended to through /proc/self/fd/1 (to read earlier jobs' output or
+// truncate it), and its output and input still flow.
+func TestAdversarialOneShotCannotReopenCallerOutput(t *testing.T) {
+	root := adversaryRoot(t)
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "jobs.log")
+	if err := os.WriteFile(logPath, []byte("earlier-job-secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	in, err := os.Open(filepath.Join(root, "etc", "passwd"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd := exec.Command(sbxBin, "run", "-i", "--rootfs", root, "--", "sh", "-c",
+		`echo "fd1=$(readlink /proc/self/fd/1)"; echo "fd0=$(readlink /proc/self/fd/0)"; `+
+			`: > /proc/self/fd/1; : > /proc/self/fd/2; echo "stdin=$(head -c 4)"; echo last`)
+	cmd.Stdout, cmd.Stderr, cmd.Stdin = out, out, in
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sbx run: %v", err)
+	}
+	data, _ := os.ReadFile(logPath)
+	got := string(data)
+	if !strings.HasPrefix(got, "earlier-job-secret\n") {
+		t.Errorf("the caller's file was truncated or rewritten: %q", got)
+	}
+	for _, want := range []string{"fd1=pipe:", "fd0=pipe:", "stdin=root", "last"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("output lacks %q: %q", want, got)
+		}
+	}
+}

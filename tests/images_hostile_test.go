@@ -2,7 +2,6 @@ package tests
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -311,49 +310,8 @@ func TestImagesHostileLayers(t *testing.T) {
 
 // TestImagesSparseBomb feeds a PAX sparse file whose holes expand to 1 GiB.
 func TestImagesSparseBomb(t *testing.T) {
-	// archive/tar does not write sparse files: build the PAX header by hand.
-	record := func(k, v string) string {
-		n := len(k) + len(v) + 3
-		for {
-			r := fmt.Sprintf("%d %s=%s\n", n, k, v)
-			if len(r) == n {
-				return r
-			}
-			n = len(r)
-		}
-	}
-	pax := record("GNU.sparse.major", "1") + record("GNU.sparse.minor", "0") +
-		record("GNU.sparse.name", "sparse") + record("GNU.sparse.realsize", "1073741824")
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{Name: "PaxHeaders/sparse", Typeflag: tar.TypeReg, Size: int64(len(pax)), Format: tar.FormatUSTAR}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write([]byte(pax))
-	block := make([]byte, 512)
-	copy(block, "1\n0\n0\n")
-	if err := tw.WriteHeader(&tar.Header{Name: "GNUSparseFile.0/sparse", Typeflag: tar.TypeReg, Mode: 0o644, Size: 512, Format: tar.FormatUSTAR}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write(block)
-	tw.Close()
-	raw := buf.Bytes()
-	raw[156] = tar.TypeXHeader // turn the first entry into a PAX header
-	copy(raw[148:156], "        ")
-	sum := 0
-	for _, b := range raw[:512] {
-		sum += int(b)
-	}
-	copy(raw[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	// Check the reader really sees a 1 GiB sparse file.
-	tr := tar.NewReader(bytes.NewReader(raw))
-	h, err := tr.Next()
-	if err != nil || h.Size != 1<<30 || h.Name != "sparse" {
-		t.Fatalf("crafted sparse entry reads as %+v, %v", h, err)
-	}
-	buf = *bytes.NewBuffer(raw)
 	reg := fixture.StartRegistry(t)
-	ref := reg.Push(t, "hostile:sparse", fixture.NewImage(t, v1.Config{}, fixture.LayerFromTar(t, buf.Bytes())))
+	ref := reg.Push(t, "hostile:sparse", fixture.NewImage(t, v1.Config{}, fixture.LayerFromTar(t, fixture.SparseBombTar(t, 1<<30, 0, 0))))
 	s := imagesStore(t, imagecache.Options{Limits: unpack.Limits{MaxBytes: 16 << 20}})
 	if _, err := s.Pull(context.Background(), ref, nil); !errors.Is(err, unpack.ErrHostile) {
 		t.Fatalf("sparse bomb: %v, want ErrHostile", err)

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/isolate"
 )
 
@@ -22,10 +25,11 @@ var testHelpersDir string
 
 func TestMain(m *testing.M) {
 	isolate.Init() // tests start sandboxes in this process
-	if os.Geteuid() != 0 {
-		fmt.Fprintln(os.Stderr, "tests: the integration tests need root (run `make test` as root)")
-		os.Exit(1)
+	flag.Parse()
+	if run, code := roottest.Package("tests", "integration tests against the real kernel"); !run {
+		os.Exit(code)
 	}
+	helperbin.ExitUnlessEmbedded("tests")
 	cleanup, err := findSbx()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tests:", err)

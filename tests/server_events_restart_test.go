@@ -68,7 +68,7 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.host = h2 // the env's clean-up uses the host that runs now
-	s2, err := server.New(server.Config{Backend: h2, Token: serverTestToken, Logger: quiet})
+	s2, err := server.New(server.Config{Backend: h2, Background: h2, Token: serverTestToken, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/sbxrun/sbx/internal/roottest"
 )
 
 func TestLeases(t *testing.T) {
@@ -50,9 +52,7 @@ func TestLeases(t *testing.T) {
 }
 
 func TestNewMapsTheRange(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (make test runs as root)")
-	}
+	roottest.Require(t, "it makes user namespaces and id-mapped mounts")
 	r := Range{HostID: DefaultBase + 17*DefaultSize, Size: DefaultSize}
 	f, err := New(r)
 	if err != nil {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two or more sbx binaries side by side, sample by sample, on one machine.
 
-    sudo bench/abtest/abtest.py [-n 100] [--rootfs DIR] NAME=BINARY NAME=BINARY...
+    sudo bench/abtest/abtest.py [-n 100] [--warmup 5] [--rootfs DIR] NAME=BINARY NAME=BINARY...
 
 Each round runs every binary once per scenario, in a shuffled order, so that
 the machine's changing load hits all of them alike (sbx bench interleaves the
@@ -23,7 +23,8 @@ the median of the paired ratios (second / first), and the load averages seen.
 import argparse, os, random, shutil, statistics, subprocess, sys, tempfile, time
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-ap.add_argument("-n", type=int, default=100, help="measured rounds (5 more warm up)")
+ap.add_argument("-n", type=int, default=100, help="measured rounds")
+ap.add_argument("--warmup", type=int, default=5, help="rounds run first and not measured")
 ap.add_argument("--rootfs", default="/var/cache/sbx-test/busybox", help="unpacked root with `true`")
 ap.add_argument("--claim", action="store_true", help="also time a fresh CLI's claim from a warm pool")
 ap.add_argument("binaries", nargs="+", help="NAME=PATH of a static sbx binary")
@@ -58,18 +59,18 @@ try:
         for v in names:
             timed(sbx(v, "pool", "create", "abtest", "--size", "2", *POOLED, "--rootfs", a.rootfs))
             timed(sbx(v, "pool", "fill", "abtest"))
-    for i in range(a.n + 5):
+    for i in range(a.n + a.warmup):
         order = names[:]
         random.shuffle(order)
         for v in order:
             ms, _ = timed(sbx(v, "run", "--rootfs", a.rootfs, "true"))
-            if i >= 5:
+            if i >= a.warmup:
                 res["cold"][v].append(ms)
         random.shuffle(order)
         for v in order:
             ms, sid = timed(sbx(v, "create", "--rootfs", a.rootfs))
             subprocess.run(sbx(v, "rm", "-f", sid), capture_output=True)
-            if i >= 5:
+            if i >= a.warmup:
                 res["ready"][v].append(ms)
         if a.claim:
             random.shuffle(order)
@@ -80,7 +81,7 @@ try:
                     sys.exit(f"{v}: sbx create did not claim from the pool (pool {pool!r})")
                 subprocess.run(sbx(v, "rm", "-f", sid), capture_output=True)
                 timed(sbx(v, "pool", "fill", "abtest"))
-                if i >= 5:
+                if i >= a.warmup:
                     res["claim"][v].append(ms)
         if i % 20 == 0:
             loads.append(os.getloadavg()[0])

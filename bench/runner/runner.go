@@ -143,11 +143,11 @@ func (r *Request) check() (plotter string, err error) {
 	if r.Samples < 1 || r.Warmup < 0 {
 		return "", errors.New("--samples must be at least 1 and --warmup at least 0")
 	}
-	if os.Geteuid() != 0 {
-		return "", errors.New("sbx bench needs root: it creates namespaces, cgroups and mounts")
-	}
 	if r.Rootfs != "" && r.Image != "" {
 		return "", errors.New("give --rootfs or --image, not both")
+	}
+	if os.Geteuid() != 0 {
+		return "", errors.New("sbx bench needs root: it creates namespaces, cgroups and mounts")
 	}
 	return plotter, nil
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
@@ -23,9 +24,7 @@ func runSbx(t *testing.T, args ...string) (int, string, string) {
 }
 
 func TestImagesCLI(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("needs root (ownership and whiteouts in layers)")
-	}
+	roottest.Require(t, "ownership and whiteouts in layers")
 	reg := fixture.StartRegistry(t)
 	ref := reg.Push(t, "cli/busybox:1", fixture.BusyboxImage(t))
 	root := t.TempDir()

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 
+	"github.com/sbxrun/sbx/cmd/sbx/internal/snapshotcmd"
 	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/runc"
 	"github.com/sbxrun/sbx/sandbox"
@@ -39,7 +40,9 @@ func main() {
 
 // commands lists every command of sbx, in one place.
 func commands(a *app) []*cobra.Command {
-	return []*cobra.Command{
+	return append(snapshotcmd.Commands(func(fn func(context.Context, any) error) error {
+		return a.withBackend(func(ctx context.Context, b backend) error { return fn(ctx, b) })
+	}), // checkpoint, restore, fork, snapshot
 		// One-shot and long-lived sandboxes.
 		runCmd(a), createCmd(a), execCmd(a), shellCmd(a), cpCmd(a),
 		listCmd(a, "ps"), listCmd(a, "ls"), inspectCmd(a), statsCmd(a),
@@ -57,7 +60,7 @@ func commands(a *app) []*cobra.Command {
 		openhandsCmd(a),
 		// Run by sbx itself, hidden.
 		executorCmd(), reaperCmd(), expiryWatcherCmd(a), autoRemoverCmd(a),
-	}
+	)
 }
 
 // withAliases gives cmd further names (docker's spellings).

@@ -257,6 +257,7 @@ func stopCmd(a *app) *cobra.Command {
 	}
 	cmd.Flags().VarP(&grace, "time", "t", "grace period before SIGKILL: seconds (5) or a duration (500ms)")
 	cmd.Flags().StringVarP(&o.Signal, "signal", "s", "", "first signal to send (default SIGTERM)")
+	cmd.Flags().BoolVar(&o.Checkpoint, "checkpoint", false, "checkpoint the processes instead (no signal): start resumes them")
 	return cmd
 }
 

@@ -8,15 +8,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sbxrun/sbx/internal/roottest"
 	"golang.org/x/sys/unix"
 )
 
 // Write turns an overlayfs upper directory into an OCI layer: the sandbox
 // wrote that directory, so nothing in it may be followed.
 func TestWrite(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test needs root: whiteouts are 0:0 character devices")
-	}
+	roottest.Require(t, "it reads layers owned by other users and 0:0 whiteouts")
 	upper := t.TempDir()
 	mk := func(rel string, fn func(p string) error) {
 		t.Helper()

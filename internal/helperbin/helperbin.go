@@ -84,6 +84,29 @@ func notEmbedded(name string) error {
 	return fmt.Errorf("%s: %w: %s", name, ErrNotEmbedded, Hint(bi))
 }
 
+// Embedded returns nil when this build carries every helper binary, and
+// otherwise ErrNotEmbedded for the first one missing, with what to run: one
+// line a test's TestMain can print before anything fails for want of it.
+func Embedded() error {
+	for _, name := range []string{Init, Executor, LCInit} {
+		if fi, err := fs.Stat(files, "bin/"+name); err != nil || fi.Size() == 0 {
+			return notEmbedded(name)
+		}
+	}
+	return nil
+}
+
+// ExitUnlessEmbedded is for the TestMain of a package whose tests start
+// sandboxes: without the helper binaries it prints one line, naming pkg
+// and what to run, and exits 1, instead of every test failing for want of
+// them.
+func ExitUnlessEmbedded(pkg string) {
+	if err := Embedded(); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v\n", pkg, err)
+		os.Exit(1)
+	}
+}
+
 // sampleBytes of each end of a binary name its installed copy: they hold
 // the ELF headers with Go's build ID and the end of the file.
 const sampleBytes = 64 << 10

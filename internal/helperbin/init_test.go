@@ -13,12 +13,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx/internal/roottest"
 	"golang.org/x/sys/unix"
 )
 
 // eachInit runs f for the embedded sbx-init (the C build) and for the Go
 // build of cmd/sbx-init (isolate/reaper): the two must behave alike.
 func eachInit(t *testing.T, f func(t *testing.T, bin string)) {
+	roottest.Require(t, "it starts sbx-init as PID 1 of a PID namespace")
 	dir := t.TempDir()
 	c, err := Install(dir, Init)
 	if err != nil {

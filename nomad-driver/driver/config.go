@@ -3,7 +3,6 @@ package driver
 import (
 	"fmt"
 	"path"
-	"sort"
 	"strings"
 	"time"
 
@@ -167,8 +166,10 @@ type TaskConfig struct {
 	CPUHardLimit *bool `codec:"cpu_hard_limit"`
 	// Pool names a warm pool of the node's sbx root: the task's sandbox
 	// is one of its idle members when one is ready (a cold start with the
-	// same options otherwise). What a sandbox fixes at start comes from
-	// the pool, so the task sets none of it (see poolFixedFields).
+	// same options otherwise). What a sandbox fixes at start (the pool's
+	// key, sbx.OptionClasses) comes from the pool; the task may set it only
+	// to the pool's values. The rest, task directories included, is
+	// applied at the claim.
 	Pool string `codec:"pool"`
 }
 
@@ -232,7 +233,7 @@ func (tc *TaskConfig) validate() error {
 	if len(tc.Ports) > 0 && tc.Network != "bridge" && tc.Pool == "" {
 		bad("ports need network = \"bridge\" (with %q the sandbox has no ports of its own)", tc.networkOrNone())
 	}
-	if tc.Egress != "" && tc.Network != "bridge" {
+	if tc.Egress != "" && tc.Network != "bridge" && tc.Pool == "" {
 		bad("egress applies to network = \"bridge\" only")
 	}
 	if _, err := tc.diskBytes(); err != nil {
@@ -256,38 +257,11 @@ func (tc *TaskConfig) validate() error {
 		if err := sbx.ValidPoolName(tc.Pool); err != nil {
 			bad("pool: %v", err)
 		}
-		for _, f := range tc.poolFixedFields() {
-			bad("%s: a pool's sandboxes are started before the task exists, so the pool %q fixes it (set it in the pool's options)", f, tc.Pool)
-		}
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sbx task config: %s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-// poolFixedFields names the fields set in the task config that a sandbox
-// fixes when it starts, and so a pool fixes for its members.
-func (tc *TaskConfig) poolFixedFields() []string {
-	var set []string
-	for name, isSet := range map[string]bool{
-		"image_path": tc.ImagePath != "",
-		"user":       tc.User != "",
-		"network":    tc.Network != "" && tc.Network != "none",
-		"egress":     tc.Egress != "",
-		"seccomp":    tc.Seccomp != "",
-		"cap_add":    len(tc.CapAdd) > 0,
-		"cap_drop":   len(tc.CapDrop) > 0,
-		"read_only":  tc.ReadOnly,
-		"volumes":    len(tc.Volumes) > 0,
-		"tmpfs":      len(tc.Tmpfs) > 0,
-	} {
-		if isSet {
-			set = append(set, name)
-		}
-	}
-	sort.Strings(set)
-	return set
 }
 
 func (tc *TaskConfig) networkOrNone() string {

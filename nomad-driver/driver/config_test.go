@@ -65,9 +65,11 @@ func TestTaskConfigDecodesEveryField(t *testing.T) {
 	if err := pc.validate(); err != nil {
 		t.Fatal(err)
 	}
+	// What the pool fixes is checked against the pool when the task starts
+	// (poolOptions), not here.
 	tc.Pool = "warm"
-	if err := tc.validate(); err == nil || !strings.Contains(err.Error(), "cap_add") || !strings.Contains(err.Error(), "image_path") {
-		t.Errorf("pool with fields it fixes: %v", err)
+	if err := tc.validate(); err != nil {
+		t.Errorf("pool with fields of the pool's key: %v", err)
 	}
 }
 

@@ -3,7 +3,7 @@ package driver
 import (
 	"context"
 	"fmt"
-	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/nomad/plugins/drivers"
@@ -12,11 +12,13 @@ import (
 )
 
 // poolOptions turns a task's sandbox options into those of a claim from
-// its pool: what a sandbox fixes at start (image, user, network, mounts,
-// seccomp, capabilities) is the pool's, and the task brings what a claim
-// applies (name, labels, environment, working directory, limits, command,
-// published ports). Nomad's task directories are not mounted: the pool's
-// members were started before the task existed.
+// its pool. What a pool's members fix at start (its key, sbx.OptionClasses:
+// image, network, seccomp, capabilities, user namespace, read-only root,
+// user) is the pool's: the task may leave it unset or set it to the
+// pool's value. Everything else is the task's and applied at the claim:
+// name, labels, environment, working directory, limits, command, ports,
+// egress, DNS, and Nomad's task directories, host volumes and tmpfs
+// mounts.
 func poolOptions(ctx context.Context, pools sbx.Pools, images sbx.Images, cfg *drivers.TaskConfig, tc *TaskConfig, task sbx.Options, img *sbx.Image) (sbx.Options, error) {
 	p, err := pools.GetPool(ctx, tc.Pool)
 	if err != nil {
@@ -32,21 +34,25 @@ func poolOptions(ctx context.Context, pools sbx.Pools, images sbx.Images, cfg *d
 	if pimg.Digest != img.Digest {
 		return task, fmt.Errorf("sbx: the task's image %s (%s) is not pool %q's image %s (%s)", img.Name, img.Digest, tc.Pool, pimg.Name, pimg.Digest)
 	}
-	if cfg.User != "" && cfg.User != p.Options.User {
-		return task, fmt.Errorf("sbx: the task's user %q is not pool %q's user %q (a pool fixes the user)", cfg.User, tc.Pool, p.Options.User)
+	if tc.networkOrNone() == sbx.NetworkNone {
+		task.Network = "" // the default (HCL fills in "none"): the pool's
 	}
-	o := p.Options
-	o.Volumes = slices.Clone(o.Volumes)
-	o.Tmpfs = slices.Clone(o.Tmpfs)
-	o.Name, o.Labels, o.Env, o.Workdir, o.Limits, o.Cmd = task.Name, task.Labels, task.Env, task.Workdir, task.Limits, task.Cmd
+	o, differ := sbx.ClaimOptions(&task, &p.Options)
+	if len(differ) > 0 {
+		return task, fmt.Errorf("sbx: the task's %s differ from pool %q's: a pool's members are started before the task exists, so the pool fixes %s (leave them unset or set the pool's values)",
+			strings.Join(differ, ", "), tc.Pool, sbx.PoolKeyFieldNames())
+	}
 	o.Pull = sbx.PullNever
-	if len(tc.Ports) > 0 {
-		if o.Network != sbx.NetworkBridge {
-			return task, fmt.Errorf("sbx: ports need a bridge network, and pool %q's is %q", tc.Pool, o.Network)
-		}
+	o.Publish, o.DNS = nil, nil
+	if o.Network == sbx.NetworkBridge {
 		if o.Publish, err = publishPorts(cfg, tc.Ports); err != nil {
 			return task, err
 		}
+		if cfg.DNS != nil {
+			o.DNS = cfg.DNS.Servers
+		}
+	} else if len(tc.Ports) > 0 {
+		return task, fmt.Errorf("sbx: ports need a bridge network, and pool %q's is %q", tc.Pool, o.Network)
 	}
 	return o, nil
 }

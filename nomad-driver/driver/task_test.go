@@ -294,8 +294,9 @@ func TestStartTaskRefusesWhatPolicyForbids(t *testing.T) {
 }
 
 // TestTaskFromWarmPool: a task naming a pool claims an idle member (its
-// environment and command applied at the claim), the plugin refills the
-// pool, and a task that sets what the pool fixes is refused.
+// environment, command and Nomad's task directories applied at the
+// claim), the plugin refills the pool, and a task that sets what the pool
+// fixes to another value is refused.
 func TestTaskFromWarmPool(t *testing.T) {
 	e := newTaskEnv(t)
 	host, err := e.d.sbxHost()
@@ -316,7 +317,10 @@ func TestTaskFromWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := e.task(t, "pooled", TaskConfig{Pool: "unit", Env: map[string]string{"GREETING": "from-the-claim"},
-		Command: "/bin/sh", Args: []string{"-c", "echo $GREETING; test -e /alloc && exit 1; exit 3"}}, 32)
+		Command: "/bin/sh", Args: []string{"-c", "echo $GREETING; cat /local/from-nomad && echo written >/alloc/by-task && exit 3; exit 1"}}, 32)
+	if err := os.WriteFile(filepath.Join(cfg.TaskDir().LocalDir, "from-nomad"), []byte("task dir\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if _, _, err := e.h.StartTask(cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -329,9 +333,12 @@ func TestTaskFromWarmPool(t *testing.T) {
 		t.Fatalf("the task's sandbox was not claimed from the pool: %+v %v", sb, err)
 	}
 	if res := e.wait(t, cfg.ID, time.Minute); res.ExitCode != 3 {
-		t.Errorf("exit %+v; want 3 (no Nomad directories in a pooled sandbox)", res)
+		t.Errorf("exit %+v; want 3 (Nomad's task directories mounted in the claimed sandbox)", res)
 	}
-	waitLog(t, cfg, "stdout", "from-the-claim\n")
+	waitLog(t, cfg, "stdout", "from-the-claim\ntask dir\n")
+	if data, err := os.ReadFile(filepath.Join(cfg.TaskDir().SharedAllocDir, "by-task")); err != nil || string(data) != "written\n" {
+		t.Errorf("the task's write to /alloc: %q, %v", data, err)
+	}
 	if err := e.h.DestroyTask(cfg.ID, false); err != nil {
 		t.Fatal(err)
 	}
@@ -348,9 +355,9 @@ func TestTaskFromWarmPool(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// What a pool fixes cannot come from the task.
-	bad := e.task(t, "badpool", TaskConfig{Pool: "unit", Command: "/bin/true", Volumes: []string{"/srv:/srv"}, CapDrop: []string{"NET_RAW"}}, 32)
-	if _, _, err := e.h.StartTask(bad); err == nil || !strings.Contains(err.Error(), "volumes") || !strings.Contains(err.Error(), "cap_drop") {
-		t.Errorf("StartTask with volumes and cap_drop in a pool task: %v; want a refusal naming both", err)
+	bad := e.task(t, "badpool", TaskConfig{Pool: "unit", Command: "/bin/true", Seccomp: "unconfined", CapDrop: []string{"NET_RAW"}}, 32)
+	if _, _, err := e.h.StartTask(bad); err == nil || !strings.Contains(err.Error(), "seccomp") || !strings.Contains(err.Error(), "cap_drop") {
+		t.Errorf("StartTask with seccomp and cap_drop other than the pool's: %v; want a refusal naming both", err)
 	}
 	other := e.task(t, "nopool", TaskConfig{Pool: "no-such-pool", Command: "/bin/true"}, 32)
 	if _, _, err := e.h.StartTask(other); err == nil || !strings.Contains(err.Error(), "no-such-pool") {

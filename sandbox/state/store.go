@@ -35,6 +35,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx/internal/fullfs"
+
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/internal/errkind"
 )
@@ -416,6 +418,12 @@ func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp." + strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		_ = os.Remove(tmp)
+		// A full disk: the record's own blocks still take a record
+		// (stopped, removing), so that sbx tells the truth and can
+		// free space.
+		if fullfs.IsFull(err) && fullfs.Overwrite(path, data) == nil {
+			return nil
+		}
 		return fmt.Errorf("state: write %s: %w%s", path, bare(err), hint(err))
 	}
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)

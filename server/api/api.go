@@ -70,6 +70,16 @@ type SandboxList struct {
 	Sandboxes []*Sandbox `json:"sandboxes"`
 }
 
+// SnapshotList is the reply of GET /v1/snapshots.
+type SnapshotList struct {
+	Snapshots []*sbx.Snapshot `json:"snapshots"`
+}
+
+// ForkReply is the reply of POST /v1/sandboxes/{id}/fork: the copies.
+type ForkReply struct {
+	Sandboxes []*sbx.Sandbox `json:"sandboxes"`
+}
+
 // PoolList is the reply of GET /v1/pools.
 type PoolList struct {
 	Pools []*sbx.Pool `json:"pools"`
@@ -79,8 +89,9 @@ type PoolList struct {
 // first signal's name (default SIGTERM) and how long to wait for PID 1 to
 // exit before SIGKILL (a duration string or seconds; default 10s).
 type StopRequest struct {
-	Timeout Duration `json:"timeout,omitempty"`
-	Signal  string   `json:"signal,omitempty"`
+	Timeout    Duration `json:"timeout,omitempty"`
+	Signal     string   `json:"signal,omitempty"`
+	Checkpoint bool     `json:"checkpoint,omitempty"`
 }
 
 // SignalRequest is the body of POST /v1/sandboxes/{id}/signal: the

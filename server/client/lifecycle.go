@@ -32,7 +32,7 @@ func (c *Client) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 // Stop sends o.Signal (SIGTERM) to the sandbox's PID 1 and SIGKILL after
 // o.Timeout (the server's default when zero).
 func (c *Client) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sandbox, error) {
-	return c.change(ctx, ref, "stop", api.StopRequest{Timeout: sbx.Duration(o.Timeout), Signal: o.Signal})
+	return c.change(ctx, ref, "stop", api.StopRequest{Timeout: sbx.Duration(o.Timeout), Signal: o.Signal, Checkpoint: o.Checkpoint})
 }
 
 // Remove removes a sandbox; without o.Force a running one is refused

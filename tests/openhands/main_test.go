@@ -5,11 +5,14 @@
 package openhands_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"testing"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/helperbin"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/sandbox"
 )
 
@@ -19,8 +22,13 @@ var sbxBin = os.Getenv("SBX_BIN")
 
 func TestMain(m *testing.M) {
 	sandbox.Init() // the Host starts sandboxes in this process
-	if os.Geteuid() != 0 || sbxBin == "" {
-		fmt.Fprintln(os.Stderr, "tests/openhands: need root and SBX_BIN, a static sbx binary (make build; make test sets it)")
+	flag.Parse()
+	if run, code := roottest.Package("tests/openhands", "OpenHands' clients against a real sbx serve"); !run {
+		os.Exit(code)
+	}
+	helperbin.ExitUnlessEmbedded("tests/openhands")
+	if sbxBin == "" {
+		fmt.Fprintln(os.Stderr, "tests/openhands: need SBX_BIN, a static sbx binary (make build; make test sets it)")
 		os.Exit(1)
 	}
 	// A private parent cgroup: every sandbox of these tests lives under

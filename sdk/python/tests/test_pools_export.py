@@ -28,11 +28,16 @@ def test_pool_lifecycle(client: sbx.Client, server: Server) -> None:
         assert len(ready) == 1, ready
         assert name in [p.name for p in client.pools.list()]
         # A create with the pool's key claims the ready member, and gets
-        # what a claim may still change (memory, labels).
-        with client.sandboxes.create("busybox", hostname="pooled", memory="64m", labels={"claim": "1"}) as sb:
+        # what it asks for beyond the key applied (memory, labels, hostname).
+        with client.sandboxes.create("busybox", hostname="claimed", memory="64m", labels={"claim": "1"}) as sb:
             server.seen.add(sb.id)
             assert sb.id == ready[0] and sb.record.labels == {"claim": "1"}
-            assert sb.exec(["hostname"]).stdout.strip() == "pooled"
+            assert sb.record.from_pool == name and sb.record.pool == "hit, " + name
+            assert sb.exec(["hostname"]).stdout.strip() == "claimed"
+        # One the pool cannot serve says why.
+        with client.sandboxes.create("busybox", readonly_rootfs=True) as cold:
+            server.seen.add(cold.id)
+            assert cold.record.from_pool == "" and cold.record.pool == f"miss, pool {name}: readonly_rootfs differs"
         client.pools.fill(name)
         idle = client.pools.get(name).ready
         server.seen.update(idle)

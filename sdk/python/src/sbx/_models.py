@@ -347,6 +347,22 @@ class SandboxRecord(_Decoded):
         labels = self.spec.get("labels")
         return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
 
+    @property
+    def from_pool(self) -> str:
+        """The warm pool whose idle member this sandbox is ("" if none)."""
+        value = self.raw.get("from_pool")
+        return value if isinstance(value, str) else ""
+
+    @property
+    def pool(self) -> str:
+        """Whether a warm pool served the create (``create_timings.pool``):
+        ``"hit, NAME"``, or ``"miss, REASON"`` saying why none could (no pool
+        for the image, a field of a pool's key that differs, no ready
+        member); "" when the server does not say."""
+        timings = self.raw.get("create_timings")
+        value = timings.get("pool") if isinstance(timings, Mapping) else None
+        return value if isinstance(value, str) else ""
+
 
 @dataclass(frozen=True)
 class Stats(_Decoded):

@@ -1,0 +1,241 @@
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path"
+	"strconv"
+
+	pathrs "github.com/cyphar/filepath-securejoin/pathrs-lite"
+	"golang.org/x/sys/unix"
+)
+
+// Mounts made in a running sandbox (a warm pool's member being claimed)
+// use the kernel's new mount API: each is a detached tree made on the
+// host (open_tree of a host directory, or fsopen/fsmount of a tmpfs), its
+// flags set with mount_setattr (read-only, nosuid, nodev, and id-mapped
+// to the sandbox's user namespace when it has its own), then moved into
+// the sandbox's mount namespace with move_mount onto a mountpoint
+// resolved inside its root. No path of the sandbox is ever followed on
+// the host: mountpoints are made with in-root resolution (openat2
+// RESOLVE_IN_ROOT), and the sandbox's own mounts die with its mount
+// namespace, as those made at its start do.
+
+// LiveMount is one mount made in a running sandbox.
+type LiveMount struct {
+	// Source is the host directory (or file) of a bind mount; empty for
+	// a tmpfs.
+	Source string
+	// Target is the path inside the sandbox.
+	Target string
+	// ReadOnly makes the mount read-only.
+	ReadOnly bool
+	// SizeBytes caps a tmpfs; 0 is the kernel's default (half of RAM).
+	SizeBytes int64
+}
+
+// PrepareTargets creates the mountpoints of mounts inside the root
+// directory root (a directory for a tmpfs or a directory's bind, an empty
+// file for a file's), resolving each path inside root: a symlink in the
+// root can never lead outside it. Call it where the root is mounted
+// writable (a sandbox's own mount namespace: its read-only root is a bind
+// in the container's).
+func PrepareTargets(root string, mounts []LiveMount) error {
+	rootDir, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the sandbox's root: %w", err)
+	}
+	defer rootDir.Close()
+	for _, m := range mounts {
+		if err := prepareTarget(rootDir, m); err != nil {
+			return fmt.Errorf("mountpoint %s: %w", m.Target, err)
+		}
+	}
+	return nil
+}
+
+func prepareTarget(root *os.File, m LiveMount) error {
+	target := path.Clean("/" + m.Target)
+	if target == "/" {
+		return errors.New("cannot mount over the root")
+	}
+	dir := true
+	if m.Source != "" {
+		fi, err := os.Stat(m.Source)
+		if err != nil {
+			return fmt.Errorf("volume source: %w", err)
+		}
+		dir = fi.IsDir()
+	}
+	if dir {
+		h, err := pathrs.MkdirAllHandle(root, target, 0o755)
+		if err != nil {
+			return err
+		}
+		return h.Close()
+	}
+	parent, err := pathrs.MkdirAllHandle(root, path.Dir(target), 0o755)
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	fd, err := unix.Openat(int(parent.Fd()), path.Base(target), unix.O_CREAT|unix.O_NOFOLLOW|unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o644)
+	if err != nil {
+		return fmt.Errorf("create the file mountpoint: %w", err)
+	}
+	return unix.Close(fd)
+}
+
+// MountLive makes mounts in the running sandbox whose PID 1 the pidfd
+// refers to. root is that process's root directory (its /proc/PID/root,
+// opened while it was known to be alive); userns, if not -1, is a
+// descriptor of its user namespace, to which every mount is id-mapped
+// (host files of uid 0 show as the sandbox's root, as at create). The
+// mountpoints must exist (PrepareTargets). On error some of the mounts
+// may have been made: the caller discards the sandbox.
+func MountLive(pidfd int, root *os.File, userns int, mounts []LiveMount) error {
+	trees := make([]int, 0, len(mounts))
+	defer func() {
+		for _, fd := range trees {
+			unix.Close(fd)
+		}
+	}()
+	targets := make([]*os.File, 0, len(mounts))
+	defer func() {
+		for _, f := range targets {
+			f.Close()
+		}
+	}()
+	for _, m := range mounts {
+		fd, err := detachedTree(m, userns)
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", m.Target, err)
+		}
+		trees = append(trees, fd)
+		t, err := pathrs.OpenatInRoot(root, path.Clean("/"+m.Target))
+		if err != nil {
+			return fmt.Errorf("mount %s: find the mountpoint in the sandbox: %w", m.Target, err)
+		}
+		targets = append(targets, t)
+	}
+	return onLockedThread(func() error {
+		// move_mount attaches only inside the caller's mount namespace.
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			return fmt.Errorf("unshare file system attributes: %w", err)
+		}
+		if err := unix.Setns(pidfd, unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("join the sandbox's mount namespace: %w", err)
+		}
+		for i, m := range mounts {
+			err := unix.MoveMount(trees[i], "", int(targets[i].Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+			if err != nil {
+				return fmt.Errorf("mount %s: move_mount: %w", m.Target, err)
+			}
+		}
+		return nil
+	})
+}
+
+// detachedTree makes the detached mount of m on the host: a recursive
+// clone of the source directory or a new tmpfs, nosuid and nodev,
+// read-only as asked, id-mapped to userns if it is not -1.
+func detachedTree(m LiveMount, userns int) (int, error) {
+	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
+	if m.ReadOnly {
+		attr |= unix.MOUNT_ATTR_RDONLY
+	}
+	var fd int
+	if m.Source != "" {
+		var err error
+		fd, err = unix.OpenTree(unix.AT_FDCWD, m.Source, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+		if err != nil {
+			return -1, fmt.Errorf("open_tree %s: %w", m.Source, err)
+		}
+		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attr}); err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("mount_setattr: %w", err)
+		}
+	} else {
+		var err error
+		if fd, err = newTmpfs(m.SizeBytes, int(attr)); err != nil {
+			return -1, err
+		}
+	}
+	if userns >= 0 {
+		err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)})
+		if err != nil {
+			unix.Close(fd)
+			return -1, fmt.Errorf("id-map to the sandbox's user namespace: %w", err)
+		}
+	}
+	return fd, nil
+}
+
+// newTmpfs makes a detached tmpfs (mode 1777) with the mount attributes
+// attr.
+func newTmpfs(size int64, attr int) (int, error) {
+	fsfd, err := unix.Fsopen("tmpfs", unix.FSOPEN_CLOEXEC)
+	if err != nil {
+		return -1, fmt.Errorf("fsopen tmpfs: %w", err)
+	}
+	defer unix.Close(fsfd)
+	if err := unix.FsconfigSetString(fsfd, "mode", "1777"); err != nil {
+		return -1, fmt.Errorf("tmpfs mode: %w", err)
+	}
+	if size > 0 {
+		if err := unix.FsconfigSetString(fsfd, "size", strconv.FormatInt(size, 10)); err != nil {
+			return -1, fmt.Errorf("tmpfs size %d: %w", size, err)
+		}
+	}
+	if err := unix.FsconfigCreate(fsfd); err != nil {
+		return -1, fmt.Errorf("create tmpfs: %w", err)
+	}
+	fd, err := unix.Fsmount(fsfd, unix.FSMOUNT_CLOEXEC, attr)
+	if err != nil {
+		return -1, fmt.Errorf("fsmount tmpfs: %w", err)
+	}
+	return fd, nil
+}
+
+// RewriteEtc replaces /etc/hostname, /etc/hosts and /etc/resolv.conf (those
+// o gives) in the mounted root directory root of a running sandbox,
+// resolving every path inside it; each file keeps its inode, owner and
+// mode, so binds of it see the new content. Call it where the root is
+// mounted writable (the sandbox's own mount namespace).
+func RewriteEtc(root string, o Options) error {
+	rootDir, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the sandbox's root: %w", err)
+	}
+	defer rootDir.Close()
+	etc, err := pathrs.MkdirAllHandle(rootDir, "/etc", 0o755)
+	if err != nil {
+		return fmt.Errorf("find /etc in the sandbox: %w", err)
+	}
+	defer etc.Close()
+	for _, f := range []struct{ name, content string }{
+		{"hostname", o.Hostname + "\n"}, {"hosts", o.Hosts}, {"resolv.conf", o.ResolvConf},
+	} {
+		if f.content == "" || f.content == "\n" {
+			continue
+		}
+		fd, err := unix.Openat(int(etc.Fd()), f.name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o644)
+		if err != nil {
+			return fmt.Errorf("open /etc/%s: %w", f.name, err)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			unix.Close(fd)
+			return fmt.Errorf("/etc/%s is not a regular file", f.name)
+		}
+		_, werr := unix.Write(fd, []byte(f.content))
+		if cerr := unix.Close(fd); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("write /etc/%s: %w", f.name, werr)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,172 @@
+package rootfs
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/sbxrun/sbx/internal/roottest"
+	"golang.org/x/sys/unix"
+)
+
+// startInMountNS starts a process in a private mount namespace of its own
+// (as a running sandbox's PID 1 is) and returns its pid and pidfd.
+func startInMountNS(t *testing.T) (int, int) {
+	t.Helper()
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	// unshare execs sleep in the same process once the namespace is made.
+	self, _ := os.Readlink("/proc/self/ns/mnt")
+	for range 500 {
+		if ns, err := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/ns/mnt"); err == nil && ns != self {
+			if exe, _ := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe"); strings.HasSuffix(exe, "sleep") {
+				break
+			}
+		}
+		unixSleep()
+	}
+	pidfd, err := unix.PidfdOpen(cmd.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(pidfd) })
+	return cmd.Process.Pid, pidfd
+}
+
+func unixSleep() { _ = unix.Nanosleep(&unix.Timespec{Nsec: 2e6}, nil) }
+
+// TestMountLive: a volume (read-only and not) and a sized tmpfs made with
+// the new mount API appear in the process's mount namespace at the
+// mountpoints PrepareTargets made, with their flags, and never on the
+// host; a mountpoint path through a symlink that leads out of the root
+// stays inside it.
+func TestMountLive(t *testing.T) {
+	roottest.Require(t, "mount namespaces")
+	pid, pidfd := startInMountNS(t)
+	root := t.TempDir()                  // the "sandbox's" root, as seen from its namespace
+	src, out := t.TempDir(), t.TempDir() // a host volume; a directory outside the root
+	if err := os.WriteFile(filepath.Join(src, "hello"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A hostile symlink in the root naming a host directory: inside the
+	// root it means root+out, which exists there too.
+	if err := os.Symlink(out, filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, out), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mounts := []LiveMount{
+		{Source: src, Target: "/data"},
+		{Source: src, Target: "/ro/data", ReadOnly: true},
+		{Target: "/scratch", SizeBytes: 4 << 20},
+		{Target: "/escape/x"},
+	}
+	if err := PrepareTargets(root, mounts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a mountpoint followed a symlink out of the root: %v", err)
+	}
+	procRoot, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/root"+root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer procRoot.Close()
+	if err := MountLive(pidfd, procRoot, -1, mounts); err != nil {
+		t.Fatal(err)
+	}
+	// The host sees none of them.
+	if got := mountsAt(t, root); len(got) != 0 {
+		t.Fatalf("mounts on the host: %v", got)
+	}
+	in := func(args ...string) (string, error) {
+		out, err := exec.Command("nsenter", append([]string{"-t", strconv.Itoa(pid), "-m", "--"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if got, err := in("cat", root+"/data/hello"); err != nil || got != "from the host" {
+		t.Fatalf("volume in the namespace: %q, %v", got, err)
+	}
+	if got, err := in("touch", root+"/ro/data/new"); err == nil || !strings.Contains(got, "Read-only") {
+		t.Fatalf("read-only volume accepted a write: %q, %v", got, err)
+	}
+	if _, err := in("touch", root+"/data/new"); err != nil {
+		t.Fatalf("writable volume refused a write: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(src, "new")); err != nil {
+		t.Fatalf("a write to the volume did not reach the host directory: %v", err)
+	}
+	mi, err := in("cat", "/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{root + "/data ", root + "/ro/data ", root + "/scratch ", root + out + "/x "} {
+		line := ""
+		for _, l := range strings.Split(mi, "\n") {
+			if strings.Contains(l, " "+want) {
+				line = l
+			}
+		}
+		if line == "" {
+			t.Fatalf("no mount at %s in the namespace:\n%s", want, mi)
+		}
+		if !strings.Contains(line, "nosuid") || !strings.Contains(line, "nodev") {
+			t.Errorf("%s: not nosuid,nodev: %s", want, line)
+		}
+	}
+	if got, err := in("df", "-k", root+"/scratch"); err != nil || !strings.Contains(got, "4096") {
+		t.Errorf("tmpfs size: %q, %v", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "x")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a mount followed a symlink out of the root: %v", err)
+	}
+}
+
+// TestRewriteEtc: the files are replaced in place (same inode), inside
+// the root even when /etc is a symlink pointing out of it, and a FIFO
+// there is refused rather than blocked on.
+func TestRewriteEtc(t *testing.T) {
+	root, out := t.TempDir(), t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(root, "etc"), 0o755))
+	must(os.WriteFile(filepath.Join(root, "etc", "hosts"), []byte("old\n"), 0o644))
+	var before unix.Stat_t
+	must(unix.Stat(filepath.Join(root, "etc", "hosts"), &before))
+	must(RewriteEtc(root, Options{Hostname: "h1", Hosts: "127.0.0.1 h1\n", ResolvConf: "nameserver 10.0.0.1\n"}))
+	var after unix.Stat_t
+	must(unix.Stat(filepath.Join(root, "etc", "hosts"), &after))
+	if before.Ino != after.Ino {
+		t.Fatal("/etc/hosts was replaced, not rewritten")
+	}
+	for name, want := range map[string]string{"hostname": "h1\n", "hosts": "127.0.0.1 h1\n", "resolv.conf": "nameserver 10.0.0.1\n"} {
+		if got, _ := os.ReadFile(filepath.Join(root, "etc", name)); string(got) != want {
+			t.Errorf("/etc/%s = %q, want %q", name, got, want)
+		}
+	}
+	// /etc a symlink to a host directory: resolved inside the root.
+	root2 := t.TempDir()
+	must(os.Symlink(out, filepath.Join(root2, "etc")))
+	must(os.MkdirAll(filepath.Join(root2, out), 0o755))
+	must(RewriteEtc(root2, Options{ResolvConf: "nameserver 10.0.0.2\n"}))
+	if _, err := os.Stat(filepath.Join(out, "resolv.conf")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("RewriteEtc wrote through a symlink out of the root")
+	}
+	must(unix.Mkfifo(filepath.Join(root, "etc", "resolv.conf.fifo"), 0o644))
+	must(os.Remove(filepath.Join(root, "etc", "resolv.conf")))
+	must(os.Rename(filepath.Join(root, "etc", "resolv.conf.fifo"), filepath.Join(root, "etc", "resolv.conf")))
+	if err := RewriteEtc(root, Options{ResolvConf: "x\n"}); err == nil {
+		t.Fatal("wrote to a FIFO")
+	}
+}

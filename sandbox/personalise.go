@@ -1,0 +1,262 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/isolate"
+	"github.com/sbxrun/sbx/netns"
+	"github.com/sbxrun/sbx/rootfs"
+)
+
+// Claim-time personalisation: what a create asks for beyond a warm pool's
+// key is applied to the running member before the create returns, from
+// the host, without the member's executor: the hostname in its UTS
+// namespace, the egress rules, allowed host ports and name servers of its
+// network, its /etc/hostname, hosts and resolv.conf, and the volumes and
+// tmpfs mounts of the create, made with the new mount API and moved into
+// its mount namespace (rootfs.MountLive). The member never ran code of
+// anyone, so nothing in it is to be undone; whatever fails, the member is
+// discarded.
+
+// personalise applies to the claimed member m (its record as a member)
+// what sb (its record as claimed) asks for beyond the key: hostname,
+// network settings, /etc files and mounts.
+func (h *Host) personalise(ctx context.Context, m, sb *sbx.Sandbox) error {
+	newHost := hostname(sb) != hostname(m)
+	netChanged := sb.Options.Egress != m.Options.Egress || !slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) ||
+		!slices.Equal(sb.Options.DNS, m.Options.DNS)
+	mounts := liveMounts(&sb.Options)
+	if !newHost && !netChanged && len(mounts) == 0 {
+		return nil
+	}
+	pm, err := openMember(m)
+	if err != nil {
+		return err
+	}
+	defer pm.close()
+	etc := rootfs.Options{}
+	if newHost || netChanged {
+		if etc, err = h.claimNetwork(ctx, sb, newHost); err != nil {
+			return err
+		}
+	}
+	if newHost {
+		if err := isolate.SetHostname(pm.pidfd, hostname(sb)); err != nil {
+			return err
+		}
+		etc.Hostname = hostname(sb)
+	}
+	root := filepath.Join(h.store.RunDir(sb.ID), rootfsDir, "root")
+	if sb.RootPath != "" {
+		root = sb.RootPath
+	}
+	// /etc files and mountpoints are written where the root is mounted
+	// writable: the sandbox's own mount namespace (a read-only root is a
+	// read-only bind in its container's).
+	err = h.inMountNS(sb.ID, func() error {
+		if etc.Hostname != "" || etc.Hosts != "" || etc.ResolvConf != "" {
+			if err := rootfs.RewriteEtc(root, etc); err != nil {
+				return err
+			}
+		}
+		return rootfs.PrepareTargets(root, mounts)
+	})
+	if err != nil || len(mounts) == 0 {
+		return err
+	}
+	return rootfs.MountLive(pm.pidfd, pm.root, pm.userns, mounts)
+}
+
+// claimNetwork gives the claimed sandbox sb its egress policy, allowed
+// host ports, name servers and hostname (of /etc/hosts): the rules of a
+// bridged network are replaced (netns.Reconfigure, recorded in the lease
+// first). It returns the /etc files to write.
+func (h *Host) claimNetwork(ctx context.Context, sb *sbx.Sandbox, newHost bool) (rootfs.Options, error) {
+	na, err := parseNetwork(&sb.Options, hostname(sb))
+	if err != nil {
+		return rootfs.Options{}, err
+	}
+	if na.Mode != netns.ModeBridge {
+		if !newHost {
+			return rootfs.Options{}, nil
+		}
+		a := netns.LocalAttachment(sb.ID, na.Mode, hostname(sb), "")
+		return rootfs.Options{Hosts: a.Hosts}, nil
+	}
+	n, err := h.network()
+	if err != nil {
+		return rootfs.Options{}, err
+	}
+	a, err := n.Reconfigure(ctx, sb.ID, na)
+	if err != nil {
+		return rootfs.Options{}, err
+	}
+	sb.Network = networkInfo(a)
+	return rootfs.Options{Hosts: a.Hosts, ResolvConf: a.ResolvConf}, nil
+}
+
+// liveMounts are the volumes and tmpfs mounts of o as mounts made in a
+// running sandbox.
+func liveMounts(o *sbx.Options) []rootfs.LiveMount {
+	var out []rootfs.LiveMount
+	for _, v := range o.Volumes {
+		out = append(out, rootfs.LiveMount{Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
+	}
+	for _, t := range o.Tmpfs {
+		out = append(out, rootfs.LiveMount{Target: t.Path, SizeBytes: t.SizeBytes})
+	}
+	return out
+}
+
+// member holds a running member's PID 1 by a pidfd, with its root
+// directory and (with a private user namespace) its user namespace, all
+// opened while that very process was alive.
+type member struct {
+	pidfd  int
+	root   *os.File
+	userns int
+}
+
+// openMember opens m's PID 1: a pidfd checked against the recorded start
+// time (so a reused PID is refused), then its root and user namespace,
+// and checks that the process still lives (so they are its own).
+func openMember(m *sbx.Sandbox) (*member, error) {
+	pidfd, err := unix.PidfdOpen(m.Pid, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open PID 1 of pool member %s: %w", m.ShortID(), err)
+	}
+	pm := &member{pidfd: pidfd, userns: -1}
+	if !pid1Alive(m) {
+		pm.close()
+		return nil, fmt.Errorf("PID 1 of pool member %s is gone", m.ShortID())
+	}
+	proc := "/proc/" + strconv.Itoa(m.Pid)
+	if pm.root, err = os.OpenFile(proc+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err != nil {
+		pm.close()
+		return nil, fmt.Errorf("open the root of pool member %s: %w", m.ShortID(), err)
+	}
+	if m.Options.UserNS == sbx.UserNSPrivate {
+		if pm.userns, err = unix.Open(proc+"/ns/user", unix.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			pm.close()
+			return nil, fmt.Errorf("open the user namespace of pool member %s: %w", m.ShortID(), err)
+		}
+	}
+	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
+		pm.close()
+		return nil, fmt.Errorf("PID 1 of pool member %s is gone: %w", m.ShortID(), err)
+	}
+	return pm, nil
+}
+
+func (pm *member) close() {
+	unix.Close(pm.pidfd)
+	if pm.root != nil {
+		pm.root.Close()
+	}
+	if pm.userns >= 0 {
+		unix.Close(pm.userns)
+	}
+}
+
+// claimOrReason claims a member for o as claim does, or says why none
+// could serve it.
+func (h *Host) claimOrReason(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0 time.Time) (*sbx.Sandbox, string, error) {
+	sb, err := h.claim(ctx, o, img, t0)
+	if sb != nil || err != nil {
+		return sb, "", err
+	}
+	return nil, h.missReason(ctx, o, img), nil
+}
+
+// missReason says why no pool member could serve o (with img, nil for a
+// root directory): the pool whose key is nearest and what differs, or
+// that the matching pool has no ready member.
+func (h *Host) missReason(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo) string {
+	names, err := h.poolNames()
+	if err != nil || len(names) == 0 {
+		return "no pool defined"
+	}
+	best, bestDiff := "", []string(nil)
+	sameImage := false
+	for _, name := range names {
+		d, err := h.readPoolDef(name)
+		if err != nil {
+			continue
+		}
+		po := d.Spec.Options
+		if err := h.checkOptions(&po, true, h.cfg.Policy); err != nil {
+			continue
+		}
+		if !h.sameRoot(ctx, &po, o, img) {
+			continue
+		}
+		sameImage = true
+		diff := sbx.PoolKeyDiff(o, &po)
+		diff = slices.DeleteFunc(diff, func(s string) bool { return s == "image" || s == "rootfs" })
+		if len(po.Cmd) > 0 && !reflect.DeepEqual(bootKey(o), bootKey(&po)) {
+			diff = append(diff, "the main command it boots (cmd, env, workdir)")
+		}
+		if best == "" || len(diff) < len(bestDiff) {
+			best, bestDiff = name, diff
+		}
+	}
+	switch {
+	case !sameImage && o.Rootfs != "":
+		return "no pool for root directory " + o.Rootfs
+	case !sameImage:
+		return "no pool for image " + o.Image
+	case len(bestDiff) > 0:
+		verb := "differ"
+		if len(bestDiff) == 1 {
+			verb = "differs"
+		}
+		return fmt.Sprintf("pool %s: %s %s", best, joinNames(bestDiff), verb)
+	}
+	return "pool " + best + " has no ready member"
+}
+
+// sameRoot reports whether the pool's options po start from the image
+// (by digest) or root directory the create's o resolved to.
+func (h *Host) sameRoot(ctx context.Context, po, o *sbx.Options, img *sbx.ImageInfo) bool {
+	if o.Rootfs != "" || po.Rootfs != "" {
+		return po.Rootfs == o.Rootfs
+	}
+	if img == nil {
+		return false
+	}
+	po.Pull = sbx.PullNever
+	pimg, release, err := h.resolveRoot(ctx, po, nil)
+	if err != nil {
+		return false
+	}
+	release()
+	return pimg.info != nil && pimg.info.Digest == img.Digest
+}
+
+// joinNames joins field names for a message: "a", "a and b", "a, b and c".
+func joinNames(names []string) string {
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return names[0]
+	}
+	out := ""
+	for i, n := range names[:len(names)-1] {
+		if i > 0 {
+			out += ", "
+		}
+		out += n
+	}
+	return out + " and " + names[len(names)-1]
+}
