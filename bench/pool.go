@@ -97,7 +97,7 @@ func (p *poolEnv) open(ctx context.Context) error {
 	if _, err := env.h.FillPool(ctx, poolName); err != nil {
 		return fmt.Errorf("fill the warm pool: %w", err)
 	}
-	if p.srv, err = server.New(server.Config{Backend: env.h}); err != nil {
+	if p.srv, err = server.New(server.Config{Backend: env.h, Background: env.h}); err != nil {
 		return err
 	}
 	p.sock = filepath.Join(env.root, "sbx.sock")

@@ -160,6 +160,62 @@ func (o *CreateFlags) Options(args []string, local bool) (sbx.Options, error) {
 	return opts, err
 }
 
+// RunFlags are the flags of docker run: those of every sandbox, mounts,
+// and -d, which starts the command as the main command of a long-lived
+// sandbox (sbx create with a command); then --name, --label, --ttl and
+// --rm (a background remover) apply. Without -d, --rm is what run always
+// does.
+type RunFlags struct {
+	SandboxFlags
+	Detach, Rm     bool
+	Name           string
+	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw]; CONTAINER[:size=SIZE]
+	Labels         []string // KEY=VALUE
+	TTL            time.Duration
+}
+
+// Options turns the flags and args (IMAGE [CMD...], CMD... with Rootfs, or
+// -- CMD... in host mode; dashAt is where "--" was, -1 if nowhere) into
+// sbx.Options and the command; local as in SandboxFlags.Options. Without
+// Detach, Name, Labels and TTL are refused. With it, the flags that need
+// the command's end or a terminal are refused when changed says they were
+// given ("interactive", "tty", "report", "stats"), and so is Timeout.
+func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(flag string) bool) (sbx.Options, []string, error) {
+	opts, err := f.SandboxFlags.Options(local)
+	if err != nil {
+		return opts, nil, err
+	}
+	if err := AddMounts(&opts, f.Volumes, f.Tmpfs, local); err != nil {
+		return opts, nil, err
+	}
+	var cmd []string
+	if opts.Image, cmd, err = SplitRunArgs(args, f.Rootfs != "", dashAt); err != nil {
+		return opts, nil, err
+	}
+	if !f.Detach {
+		if f.Name != "" || len(f.Labels) > 0 || f.TTL != 0 {
+			return opts, nil, errors.New("--name, --label and --ttl are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
+		}
+		return opts, cmd, nil
+	}
+	for _, bad := range []string{"interactive", "tty", "report", "stats"} {
+		if changed(bad) {
+			return opts, nil, fmt.Errorf("--%s does not go with -d: the command runs on in the background (follow it with sbx logs -f, wait with sbx wait, remove with sbx rm or --ttl)", bad)
+		}
+	}
+	if f.Timeout != 0 {
+		return opts, nil, errors.New("--timeout does not go with -d: a detached sandbox's lifetime is --ttl")
+	}
+	if f.TTL < 0 {
+		return opts, nil, fmt.Errorf("invalid --ttl %v: must be positive", f.TTL)
+	}
+	if opts.Labels, err = ParseLabels(f.Labels); err != nil {
+		return opts, nil, err
+	}
+	opts.Name, opts.TTL, opts.AutoRemove = f.Name, f.TTL, f.Rm
+	return opts, cmd, nil
+}
+
 // AddMounts adds --volume and --tmpfs mounts to opts; local as in
 // ParseVolume.
 func AddMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,5 +265,43 @@ func TestExecFlagsRequest(t *testing.T) {
 		if _, err := tc.f.Request([]string{"ls"}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%+v: %v, want %q", tc.f, err, tc.want)
 		}
+	}
+}
+
+// TestRunFlagsOptions checks run's split between a one-shot run and -d:
+// the flags of a sandbox that outlives its command need -d, the flags of
+// a command that is waited for refuse it, and -d fills the sandbox's name,
+// labels, TTL and auto-removal.
+func TestRunFlagsOptions(t *testing.T) {
+	none := func(string) bool { return false }
+	f := RunFlags{Name: "web"}
+	if _, _, err := f.Options([]string{"alpine", "true"}, -1, true, none); err == nil || !strings.Contains(err.Error(), "add -d") {
+		t.Fatalf("--name without -d: %v; want the hint to add -d", err)
+	}
+	f = RunFlags{Detach: true}
+	if _, _, err := f.Options([]string{"alpine"}, -1, true, func(n string) bool { return n == "tty" }); err == nil || !strings.Contains(err.Error(), "--tty does not go with -d") {
+		t.Fatalf("-t with -d: %v", err)
+	}
+	f = RunFlags{Detach: true, TTL: -time.Second}
+	if _, _, err := f.Options([]string{"alpine"}, -1, true, none); err == nil || !strings.Contains(err.Error(), "--ttl") {
+		t.Fatalf("negative --ttl: %v", err)
+	}
+	f = RunFlags{Detach: true}
+	f.Timeout = time.Second
+	if _, _, err := f.Options([]string{"alpine"}, -1, true, none); err == nil || !strings.Contains(err.Error(), "--timeout does not go with -d") {
+		t.Fatalf("--timeout with -d: %v", err)
+	}
+	f = RunFlags{Detach: true, Rm: true, Name: "web", Labels: []string{"a=b"}, TTL: time.Minute, Tmpfs: []string{"/scratch"}}
+	opts, cmd, err := f.Options([]string{"alpine", "sleep", "9"}, -1, true, none)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Image != "alpine" || !slices.Equal(cmd, []string{"sleep", "9"}) || opts.Name != "web" || opts.Labels["a"] != "b" ||
+		opts.TTL != time.Minute || !opts.AutoRemove || len(opts.Tmpfs) != 1 {
+		t.Fatalf("run -d options %+v, command %q", opts, cmd)
+	}
+	f = RunFlags{}
+	if opts, cmd, err = f.Options([]string{"echo", "hi"}, 0, true, none); err != nil || opts.Image != "" || !slices.Equal(cmd, []string{"echo", "hi"}) {
+		t.Fatalf("host mode: %+v %q %v", opts, cmd, err)
 	}
 }

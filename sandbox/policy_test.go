@@ -1,9 +1,11 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/sbxrun/sbx"
@@ -55,5 +57,54 @@ func TestPolicy(t *testing.T) {
 	}
 	if _, err := normalizePolicy(&sbx.Policy{AllowedHostDirs: []string{"rel"}}); !errors.Is(err, sbx.ErrInvalid) {
 		t.Fatalf("a relative allowed directory: %v", err)
+	}
+}
+
+// TestPolicyViewIsTheContract checks that a PolicyView has exactly the
+// methods of sbx.Sandboxes, sbx.Images and sbx.Pools, and Claim and
+// PoolStats: nothing else of the Host leaks through it unforwarded
+// (background work), and the compile-time assertions beside the type make
+// each new contract method a decision.
+func TestPolicyViewIsTheContract(t *testing.T) {
+	want := map[string]bool{"Claim": true, "PoolStats": true}
+	for _, it := range []reflect.Type{reflect.TypeFor[sbx.Sandboxes](), reflect.TypeFor[sbx.Images](), reflect.TypeFor[sbx.Pools]()} {
+		for i := range it.NumMethod() {
+			want[it.Method(i).Name] = true
+		}
+	}
+	vt := reflect.TypeFor[*PolicyView]()
+	for i := range vt.NumMethod() {
+		if name := vt.Method(i).Name; !want[name] {
+			t.Errorf("PolicyView.%s is not a method of the contract: decide whether the policy applies and test it", name)
+		}
+	}
+	if vt.NumMethod() != len(want) {
+		t.Errorf("PolicyView has %d methods, the contract %d", vt.NumMethod(), len(want))
+	}
+}
+
+// TestPolicyViewHoldsCreatesToItsPolicy checks that a view refuses a
+// create its policy forbids before anything is made, although the host's
+// own policy (none) would allow it.
+func TestPolicyViewHoldsCreatesToItsPolicy(t *testing.T) {
+	dir := t.TempDir()
+	h, err := Open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	v, err := h.WithPolicy(&sbx.Policy{AllowedHostDirs: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := v.Create(ctx, sbx.Options{Rootfs: "/etc"}); !errors.Is(err, sbx.ErrForbidden) {
+		t.Fatalf("create of a rootfs outside the view's dirs: %v, want ErrForbidden", err)
+	}
+	if _, err := v.Run(ctx, sbx.RunOptions{Options: sbx.Options{Rootfs: "/etc", Cmd: []string{"true"}}}); !errors.Is(err, sbx.ErrForbidden) {
+		t.Fatalf("run of a rootfs outside the view's dirs: %v, want ErrForbidden", err)
+	}
+	if list, err := v.List(ctx, sbx.Filter{}); err != nil || len(list) != 0 {
+		t.Fatalf("after refused creates: %v, %v; want nothing", list, err)
 	}
 }

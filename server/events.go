@@ -35,8 +35,8 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 	// stream is open sees its events, even if the subscription below is
 	// made after the headers went out.
 	if since == 0 {
-		if b, ok := s.b.(interface{ LastEventSeq() uint64 }); ok {
-			since = b.LastEventSeq()
+		if s.cfg.Background != nil {
+			since = s.cfg.Background.LastEventSeq()
 		}
 	}
 	ctx, cancel := s.untilShutdown(r.Context())

@@ -48,15 +48,9 @@ func newMetrics() *metrics {
 	}
 }
 
-// statusCounter is a backend that knows how many sandboxes it has in each
-// status and how many OOM kills it has seen (sandbox.Host).
-type statusCounter interface {
-	StatusCounts() (map[sbx.Status]int, uint64)
-}
-
 // registerBackend reports sbx_sandboxes{state} and sbx_oom_kills_total
 // from the backend, read at each scrape.
-func (m *metrics) registerBackend(c statusCounter) {
+func (m *metrics) registerBackend(c Background) {
 	sandboxes := m.reg.NewGauge("sbx_sandboxes", "Sandboxes by state, as the server last saw them.", "state")
 	oomKills := m.reg.NewCounter("sbx_oom_kills_total", "OOM kills seen in the server's sandboxes.")
 	m.reg.OnScrape(func() {

@@ -1,16 +1,8 @@
 package server
 
-import "github.com/sbxrun/sbx"
-
-// poolStatser is a backend that counts what its warm pools did
-// (sandbox.Host).
-type poolStatser interface {
-	PoolStats() map[string]sbx.PoolStats
-}
-
 // registerPools reports the warm pools' hits, misses, hook failures and
 // member boots (count and seconds, by result), read at each scrape.
-func (m *metrics) registerPools(p poolStatser) {
+func (m *metrics) registerPools(p Background) {
 	claims := m.reg.NewCounter("sbx_pool_claims_total",
 		"Creates and claims of a warm pool's key, by pool and result (hit: a member was claimed, miss: none was idle, hook_failed: the claim's completion failed and the member was removed).", "pool", "result")
 	boots := m.reg.NewCounter("sbx_pool_member_boots_total",

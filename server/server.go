@@ -33,14 +33,30 @@ type Backend interface {
 	sbx.Images
 }
 
+// Background is a backend's work between requests (a *sandbox.Host has
+// it): Start starts it, the metrics count sandboxes by state, OOM kills
+// and what the warm pools did from it, and a new event stream starts
+// after its latest event.
+type Background interface {
+	// StartBackground re-adopts running sandboxes and starts watching.
+	StartBackground(ctx context.Context) error
+	// StatusCounts returns the sandboxes in each status and the OOM kills
+	// seen.
+	StatusCounts() (map[sbx.Status]int, uint64)
+	// LastEventSeq returns the sequence number of the latest event.
+	LastEventSeq() uint64
+	// PoolStats counts what each warm pool did.
+	PoolStats() map[string]sbx.PoolStats
+}
+
 // Config configures a Server. Zero values take the defaults in brackets.
 type Config struct {
-	// Backend runs the sandboxes and holds the images. Required. If it
-	// also has StartBackground(ctx) error, Start calls it; if it has
-	// StatusCounts() (map[sbx.Status]int, uint64), the metrics report
-	// sandboxes by state and OOM kills from it; if it has
-	// LastEventSeq() uint64, a new event stream starts after that event.
+	// Backend runs the sandboxes and holds the images. Required.
 	Backend Backend
+	// Background is the backend's background work, usually the Backend
+	// itself (sbx serve passes its *sandbox.Host as both); nil: none (no
+	// start, no sandbox gauges, event streams from their first event).
+	Background Background
 	// Token is the bearer token every route but /healthz requires. Empty
 	// turns auth off: only for a unix socket with mode 0600, or when the
 	// operator asked for it explicitly (--insecure-no-auth).
@@ -116,11 +132,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics()
 	s.proxy = newExecutorProxy(s)
-	if c, ok := cfg.Backend.(statusCounter); ok {
-		s.metrics.registerBackend(c)
-	}
-	if p, ok := cfg.Backend.(poolStatser); ok {
-		s.metrics.registerPools(p)
+	if cfg.Background != nil {
+		s.metrics.registerBackend(cfg.Background)
+		s.metrics.registerPools(cfg.Background)
 	}
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {
@@ -263,8 +277,8 @@ func (s *Server) authorized(r *http.Request) bool {
 // sandbox.Host re-adopts the sandboxes a previous server (or the CLI) left
 // running and watches for changes, expired TTLs and its network pool.
 func (s *Server) Start(ctx context.Context) error {
-	if b, ok := s.b.(interface{ StartBackground(context.Context) error }); ok {
-		return b.StartBackground(ctx)
+	if s.cfg.Background != nil {
+		return s.cfg.Background.StartBackground(ctx)
 	}
 	return nil
 }

@@ -57,9 +57,10 @@ func newTestServerHost(t *testing.T, mutate func(*Config, *sandbox.HostConfig), 
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Backend = h
+	cfg.Backend, cfg.Background = h, h
 	if wrap != nil {
-		cfg.Backend = wrap(h)
+		b := wrap(h)
+		cfg.Backend, cfg.Background = b, b.(Background) // each wrapper embeds the Host
 	}
 	s, err := New(cfg)
 	if err != nil {

@@ -76,9 +76,10 @@ func newServerEnv(t testing.TB, hcfg sandbox.HostConfig, mutate func(*server.Con
 		t.Fatal(err)
 	}
 	cfg := server.Config{
-		Backend: e.host,
-		Token:   serverTestToken,
-		Logger:  quiet,
+		Backend:    e.host,
+		Background: e.host,
+		Token:      serverTestToken,
+		Logger:     quiet,
 	}
 	if mutate != nil {
 		mutate(&cfg)

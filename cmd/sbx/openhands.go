@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +11,6 @@ import (
 	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/render"
 	"github.com/sbxrun/sbx/sandbox"
-	"github.com/sbxrun/sbx/server"
 	"github.com/sbxrun/sbx/server/openhands"
 )
 
@@ -24,7 +22,7 @@ type openhandsFlags struct {
 
 // registerCommon registers the flags sbx serve and sbx openhands up share,
 // with prefix ("openhands-" for serve).
-func (f *openhandsFlags) registerCommon(fs *pflag.FlagSet, prefix string) {
+func registerOpenHandsSettings(fs *pflag.FlagSet, prefix string, f *openhands.Settings) {
 	fs.StringArrayVar(&f.Aliases, prefix+"alias", nil, "map images before they are pulled: PATTERN=IMAGE, * matches anything (repeatable; e.g. 'ghcr.io/openhands/agent-server:*=agent:local')")
 	fs.StringVar(&f.AgentTree, prefix+"agent-tree", "", "host directory with a self-contained Agent Server tree, mounted read-only at /agent-server in images matching --"+prefix+"tree-image")
 	fs.StringArrayVar(&f.TreeImages, prefix+"tree-image", nil, "image PATTERN that gets the Agent Server tree (repeatable)")
@@ -45,23 +43,7 @@ func (f *openhandsFlags) registerServe(fs *pflag.FlagSet) {
 	fs.IntVar(&f.WarmSize, "openhands-warm", 0, "dormant Agent Servers each warm shape keeps booted for starts that run at once (0: none; see docs/openhands.md)")
 	fs.StringVar(&f.WarmFile, "openhands-warm-config", "", "JSON file of shapes to keep warm: {\"configs\": [{name, image, command, working_dir, environment, size, ...}]}")
 	fs.IntVar(&f.WarmLearn, "openhands-warm-learn", 1, "shapes of recent starts kept warm besides (with --openhands-warm)")
-	f.registerCommon(fs, "openhands-")
-}
-
-// startOpenHands opens the Runtime API listeners the flags ask for over
-// host, held to the API's policy (Settings.Policy); the caller serves
-// them (Listener.Serve); the data plane strips token (the REST server's).
-func startOpenHands(f *openhandsFlags, host *sandbox.Host, root, token string, log *slog.Logger) (openhands.Listeners, error) {
-	f.StateRoot, f.Logger, f.ServerToken = filepath.Join(root, "openhands"), log, token
-	cfg, err := f.Config()
-	if err != nil || !f.Enabled() {
-		return nil, err
-	}
-	be, err := host.WithPolicy(f.Policy())
-	if err != nil {
-		return nil, err
-	}
-	return openhands.ListenAll(be, cfg, &f.ServeOptions)
+	registerOpenHandsSettings(fs, "openhands-", &f.Settings)
 }
 
 // openhandsCmd is sbx openhands: OpenHands' helpers.
@@ -79,13 +61,8 @@ openhands up starts one Agent Server for a client that talks to one directly
 }
 
 func openhandsUpCmd(a *app) *cobra.Command {
-	f := &openhandsFlags{}
-	var (
-		image, name, address, workdir, user, keyFile, pull string
-		port, warm                                         int
-		asJSON                                             bool
-		timeout                                            time.Duration
-	)
+	f := &openhands.UpFlags{}
+	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "up [--image IMAGE] [--port 8000] [--name NAME]",
 		Short: "Start one Agent Server in a sandbox and print its URL and key",
@@ -99,18 +76,8 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			if err != nil {
 				return err
 			}
-			p, err := f.Parse("")
+			o, err := f.Options(slog.Default())
 			if err != nil {
-				return exitErr("%v", err)
-			}
-			key := ""
-			if keyFile != "" {
-				if key, err = server.ReadToken(keyFile); err != nil {
-					return exitErr("--key-file: %v", err)
-				}
-			}
-			req := openhands.StartRequest{Image: image, WorkingDir: workdir, ImagePullPolicy: pull}
-			if err := req.ParseUser(user); err != nil {
 				return exitErr("%v", err)
 			}
 			be, err := host.WithPolicy(f.Policy())
@@ -119,11 +86,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			}
 			ctx, cancel := console.SignalContext()
 			defer cancel()
-			res, err := openhands.Up(ctx, be, openhands.UpOptions{
-				Request: req, Name: name, Address: address, Port: port, Key: key,
-				Aliases: p.Aliases, AgentTree: f.AgentTree, TreeImages: f.TreeImages, BaseLimits: p.BaseLimits,
-				Egress: f.Egress, Environment: p.Environment, ReadyTimeout: timeout, Logger: slog.Default(), Warm: warm,
-			})
+			res, err := openhands.Up(ctx, be, o)
 			if err != nil {
 				return sbxError(err)
 			}
@@ -136,17 +99,17 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 		},
 	}
 	fs := cmd.Flags()
-	fs.StringVar(&image, "image", openhands.DefaultImage, "the Agent Server image (or any image, with --agent-tree and --tree-image)")
-	fs.StringVar(&name, "name", "", "sandbox name (default openhands-XXXXXXXX)")
-	fs.StringVar(&address, "address", "127.0.0.1", "host address the Agent Server's port is published on")
-	fs.IntVarP(&port, "port", "p", 8000, "host port the Agent Server is published on")
-	fs.StringVarP(&workdir, "workdir", "w", "/workspace", "working directory of the Agent Server (created when missing)")
-	fs.StringVarP(&user, "user", "u", "", "UID[:GID] the Agent Server runs as (default: the image's user)")
-	fs.StringVar(&keyFile, "key-file", "", "file holding the session key (default: a random one)")
-	fs.StringVar(&pull, "pull", "IfNotPresent", "image pull policy: Always, IfNotPresent or Never")
-	fs.DurationVar(&timeout, "timeout", 10*time.Minute, "how long the pull and the start may take")
+	fs.StringVar(&f.Image, "image", openhands.DefaultImage, "the Agent Server image (or any image, with --agent-tree and --tree-image)")
+	fs.StringVar(&f.Name, "name", "", "sandbox name (default openhands-XXXXXXXX)")
+	fs.StringVar(&f.Address, "address", "127.0.0.1", "host address the Agent Server's port is published on")
+	fs.IntVarP(&f.Port, "port", "p", 8000, "host port the Agent Server is published on")
+	fs.StringVarP(&f.WorkingDir, "workdir", "w", "/workspace", "working directory of the Agent Server (created when missing)")
+	fs.StringVarP(&f.User, "user", "u", "", "UID[:GID] the Agent Server runs as (default: the image's user)")
+	fs.StringVar(&f.KeyFile, "key-file", "", "file holding the session key (default: a random one)")
+	fs.StringVar(&f.Pull, "pull", "IfNotPresent", "image pull policy: Always, IfNotPresent or Never")
+	fs.DurationVar(&f.Timeout, "timeout", 10*time.Minute, "how long the pull and the start may take")
 	fs.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	fs.IntVar(&warm, "warm", 0, "also keep N dormant Agent Servers of this shape in a warm pool for later ups (filled by sbx serve or sbx pool fill)")
-	f.registerCommon(fs, "")
+	fs.IntVar(&f.Warm, "warm", 0, "also keep N dormant Agent Servers of this shape in a warm pool for later ups (filled by sbx serve or sbx pool fill)")
+	registerOpenHandsSettings(fs, "", &f.Settings)
 	return cmd
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -16,20 +15,13 @@ import (
 )
 
 type runOptions struct {
-	dockerargs.SandboxFlags
+	dockerargs.RunFlags
 	images      imageFlags
 	entrypoint  string
 	interactive bool
 	tty         bool
 	report      string
 	stats       bool
-	// docker's spellings: -d starts the command in a long-lived sandbox
-	// (sbx create with a command); --rm is what run always does.
-	detach, rm    bool
-	name          string
-	volumes, tmpf []string
-	labels        []string
-	ttl           time.Duration
 }
 
 func runCmd(a *app) *cobra.Command {
@@ -69,13 +61,13 @@ when it is not found; 125 when sbx itself failed.`,
 	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
 	cmd.Flags().StringVar(&o.report, "report", "", "write a JSON resource report to this file")
 	cmd.Flags().BoolVar(&o.stats, "stats", false, "print a resource report on stderr")
-	cmd.Flags().BoolVarP(&o.detach, "detach", "d", false, "start the command in a long-lived sandbox, print its ID and return")
-	cmd.Flags().BoolVar(&o.rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d; with -d a background process does it)")
-	cmd.Flags().StringVar(&o.name, "name", "", "a unique name for the sandbox (with -d)")
-	cmd.Flags().StringArrayVarP(&o.volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
-	cmd.Flags().StringArrayVar(&o.tmpf, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
-	cmd.Flags().StringArrayVarP(&o.labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
-	cmd.Flags().DurationVar(&o.ttl, "ttl", 0, "remove the sandbox this long after its creation (with -d)")
+	cmd.Flags().BoolVarP(&o.Detach, "detach", "d", false, "start the command in a long-lived sandbox, print its ID and return")
+	cmd.Flags().BoolVar(&o.Rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d; with -d a background process does it)")
+	cmd.Flags().StringVar(&o.Name, "name", "", "a unique name for the sandbox (with -d)")
+	cmd.Flags().StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	cmd.Flags().StringArrayVar(&o.Tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
+	cmd.Flags().StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
+	cmd.Flags().DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (with -d)")
 	return cmd
 }
 
@@ -84,24 +76,13 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return err
 	}
-	local := a.host == ""
-	opts, err := o.Options(local)
+	opts, cmdArgs, err := o.Options(args, cmd.Flags().ArgsLenAtDash(), a.host == "", cmd.Flags().Changed)
 	if err != nil {
 		return exitErr("%v", err)
 	}
-	if err := dockerargs.AddMounts(&opts, o.volumes, o.tmpf, local); err != nil {
-		return exitErr("%v", err)
-	}
-	var cmdArgs []string
-	if opts.Image, cmdArgs, err = dockerargs.SplitRunArgs(args, o.Rootfs != "", cmd.Flags().ArgsLenAtDash()); err != nil {
-		return exitErr("%v", err)
-	}
 	image := opts.Image != ""
-	if o.detach {
+	if o.Detach {
 		return runDetached(a, cmd, o, cfg, opts, cmdArgs)
-	}
-	if o.name != "" || len(o.labels) > 0 || o.ttl != 0 {
-		return exitErr("--name, --label and --ttl are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
 	}
 	b, err := a.open(cfg)
 	if err != nil {
@@ -148,22 +129,6 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 // image's entrypoint with CMD (or the image's Cmd), or CMD with --rootfs
 // and in host mode; it prints the sandbox's ID.
 func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConfig, opts sbx.Options, cmdArgs []string) error {
-	for _, bad := range []string{"interactive", "tty", "report", "stats"} {
-		if cmd.Flags().Changed(bad) {
-			return exitErr("--%s does not go with -d: the command runs on in the background (follow it with sbx logs -f, wait with sbx wait, remove with sbx rm or --ttl)", bad)
-		}
-	}
-	if o.Timeout != 0 {
-		return exitErr("--timeout does not go with -d: a detached sandbox's lifetime is --ttl")
-	}
-	if o.ttl < 0 {
-		return exitErr("invalid --ttl %v: must be positive", o.ttl)
-	}
-	labels, err := dockerargs.ParseLabels(o.labels)
-	if err != nil {
-		return exitErr("%v", err)
-	}
-	opts.Name, opts.TTL, opts.Labels, opts.AutoRemove = o.name, o.ttl, labels, o.rm
 	b, err := a.open(cfg)
 	if err != nil {
 		return sbxError(err)

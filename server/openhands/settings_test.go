@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSettingsParse(t *testing.T) {
@@ -70,5 +71,39 @@ func TestParseUser(t *testing.T) {
 		if err := (&StartRequest{}).ParseUser(bad); err == nil || !strings.Contains(err.Error(), "want UID or UID:GID") {
 			t.Errorf("%q: %v", bad, err)
 		}
+	}
+}
+
+// TestUpFlagsOptions checks sbx openhands up's flags: each bad one is
+// refused naming it, and good ones reach UpOptions with the key read from
+// its file.
+func TestUpFlagsOptions(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		f    UpFlags
+		want string
+	}{
+		{UpFlags{Settings: Settings{Aliases: []string{"noequals"}}}, "--alias"},
+		{UpFlags{KeyFile: filepath.Join(dir, "none")}, "--key-file"},
+		{UpFlags{User: "root"}, "--user"},
+	} {
+		if _, err := c.f.Options(nil); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want an error naming %s", c.f, err, c.want)
+		}
+	}
+	f := UpFlags{Settings: Settings{Memory: "1g", Env: []string{"A=1"}}, Image: "img", Name: "n", Address: "127.0.0.2", Port: 9000,
+		WorkingDir: "/w", User: "1000:1001", KeyFile: keyFile, Pull: "Never", Timeout: time.Minute}
+	o, err := f.Options(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Key != "0123456789abcdef0123" || o.Request.Image != "img" || o.Request.WorkingDir != "/w" || o.Request.ImagePullPolicy != "Never" ||
+		o.Request.RunAsUser == nil || *o.Request.RunAsUser != 1000 || o.Name != "n" || o.Address != "127.0.0.2" || o.Port != 9000 ||
+		o.ReadyTimeout != time.Minute || o.BaseLimits.MemoryBytes != 1<<30 || o.Environment["A"] != "1" {
+		t.Fatalf("UpOptions %+v", o)
 	}
 }

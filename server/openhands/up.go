@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/server"
 )
 
 // DefaultImage is the Agent Server image Up starts when none is given: the
@@ -20,6 +21,39 @@ const DefaultImage = "ghcr.io/openhands/agent-server:1.58.0-python"
 
 // DefaultCommand is the Agent Server's command, as the SDK sends it.
 var DefaultCommand = []string{"/usr/local/bin/openhands-agent-server", "--port", strconv.Itoa(AgentServerPort)}
+
+// UpFlags are sbx openhands up's settings in the text forms of its
+// flags; Options checks and converts them.
+type UpFlags struct {
+	Settings
+	Image, Name, Address, WorkingDir, User, KeyFile, Pull string
+	Port, Warm                                            int
+	Timeout                                               time.Duration
+}
+
+// Options checks f and makes the UpOptions of Up, reading the session key
+// from KeyFile when one is named; log is Up's logger.
+func (f *UpFlags) Options(log *slog.Logger) (UpOptions, error) {
+	p, err := f.Parse("")
+	if err != nil {
+		return UpOptions{}, err
+	}
+	key := ""
+	if f.KeyFile != "" {
+		if key, err = server.ReadToken(f.KeyFile); err != nil {
+			return UpOptions{}, fmt.Errorf("--key-file: %w", err)
+		}
+	}
+	req := StartRequest{Image: f.Image, WorkingDir: f.WorkingDir, ImagePullPolicy: f.Pull}
+	if err := req.ParseUser(f.User); err != nil {
+		return UpOptions{}, err
+	}
+	return UpOptions{
+		Request: req, Name: f.Name, Address: f.Address, Port: f.Port, Key: key,
+		Aliases: p.Aliases, AgentTree: f.AgentTree, TreeImages: f.TreeImages, BaseLimits: p.BaseLimits,
+		Egress: f.Egress, Environment: p.Environment, ReadyTimeout: f.Timeout, Logger: log, Warm: f.Warm,
+	}, nil
+}
 
 // UpOptions say how Up starts one Agent Server for a client that talks to
 // one Agent Server directly (Agent Canvas).
