@@ -50,6 +50,9 @@ func (c *claimEnv) open(ctx context.Context) error {
 	if out, err := exec.CommandContext(ctx, "ip", "netns", "add", c.netns).CombinedOutput(); err != nil {
 		return fmt.Errorf("ip netns add %s: %w: %s", c.netns, err, out)
 	}
+	if out, err := exec.CommandContext(ctx, "ip", "-n", c.netns, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("loopback up in %s: %w: %s", c.netns, err, out)
+	}
 	env, err := newHostEnvWith(c.w, func(cfg *sandbox.HostConfig) { cfg.HostNetNS = "/run/netns/" + c.netns })
 	if err != nil {
 		return err

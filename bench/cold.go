@@ -39,7 +39,8 @@ func ColdScenario(w Workload, c Compare) *Scenario {
 		Unit:        "ms",
 		// The same run in a user namespace of its own: what --userns
 		// private costs (docs/security.md).
-		Subjects: []Subject{&sbxCold{w: w}, &sbxCold{w: w, userns: true}},
+		// And the same run claiming a warm pool's member.
+		Subjects: []Subject{&sbxCold{w: w}, &sbxCold{w: w, userns: true}, &sbxPooledRun{w: w}},
 		Probes:   componentProbes(w),
 	}
 	for _, name := range c.Runtimes {

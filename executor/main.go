@@ -154,11 +154,16 @@ func serve(o options) error {
 	// A hangup of a terminal the executor never owns must not stop it. The
 	// signal is caught, not ignored: an ignored signal stays ignored in
 	// every command the executor starts.
+	// So is SIGPIPE: the host stops reading the executor's stdout and
+	// stderr once it is ready, and a write to them must then fail, not
+	// end the executor.
 	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	signal.Notify(hup, syscall.SIGHUP, syscall.SIGPIPE)
 	go func() {
-		for range hup {
-			log.Debug("executor: SIGHUP ignored")
+		for sig := range hup {
+			if sig == syscall.SIGHUP { // a log line of SIGPIPE would raise another
+				log.Debug("executor: SIGHUP ignored")
+			}
 		}
 	}()
 	ln, err := listener(o)

@@ -13,8 +13,9 @@ import (
 // name servers and the hostname (of /etc/hosts) of the attached bridged
 // network of sandboxID: a warm pool's member being claimed. The new
 // settings are recorded in the lease first; the sandbox's forward and
-// host-input chains are then flushed and refilled in one batch, so the
-// sandbox is under either its old rules or its new ones, never none. On
+// host-input chains then get the new rules in front of the old ones in
+// one batch, so the sandbox is under either its old rules or its new
+// ones, never none. On
 // error the network is as it was. The returned attachment has the
 // resolv.conf and hosts files of the new settings.
 func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts AttachOptions) (*Attachment, error) {
@@ -64,10 +65,16 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	inet, _, _ := n.tables()
 	fw := &nftables.Chain{Name: prefixForward + l.Key, Table: inet}
 	in := &nftables.Chain{Name: prefixHostIn + l.Key, Table: inet}
-	c.FlushChain(fw)
-	c.FlushChain(in)
+	// The new rules go in front of the old ones, which they make
+	// unreachable: each chain's rules end in a verdict for every packet.
+	// Deleting rules costs the kernel an RCU grace period (10 ms and more
+	// on a busy host); the old ones go with the chains when the sandbox's
+	// network is detached.
 	dns, _ := n.sandboxDNS(l.DNS)
-	n.addFilterRules(c, fw, in, l, dns)
+	rules := n.filterRules(fw, in, l, dns)
+	for i := len(rules) - 1; i >= 0; i-- {
+		c.InsertRule(rules[i])
+	}
 	if err := c.Flush(); err != nil { // one batch: all or nothing
 		return undo(fmt.Errorf("replace the rules of sandbox %s: %w", sandboxID, err))
 	}

@@ -218,8 +218,16 @@ func (n *Network) addSandboxRules(c *nftables.Conn, l *lease, dns []netip.Addr) 
 // addFilterRules adds the lease's egress policy to its forward chain fw
 // and its allowed host ports to its host-input chain in.
 func (n *Network) addFilterRules(c *nftables.Conn, fw, in *nftables.Chain, l *lease, dns []netip.Addr) {
+	for _, r := range n.filterRules(fw, in, l, dns) {
+		c.AddRule(r)
+	}
+}
+
+// filterRules are the rules addFilterRules adds, in order.
+func (n *Network) filterRules(fw, in *nftables.Chain, l *lease, dns []netip.Addr) []*nftables.Rule {
+	var rules []*nftables.Rule
 	add := func(ch *nftables.Chain, exprs ...expr.Any) {
-		c.AddRule(&nftables.Rule{Table: ch.Table, Chain: ch, Exprs: exprs})
+		rules = append(rules, &nftables.Rule{Table: ch.Table, Chain: ch, Exprs: exprs})
 	}
 	kind := l.Egress.kind()
 	if kind != EgressNone {
@@ -252,6 +260,7 @@ func (n *Network) addFilterRules(c *nftables.Conn, fw, in *nftables.Chain, l *le
 		add(in, join(l4proto(protoNum(hp.Proto)), dport(hp.Port), verdict(expr.VerdictAccept))...)
 	}
 	add(in, verdict(expr.VerdictDrop)...)
+	return rules
 }
 
 // addPortRules adds the DNAT rules of the lease's published ports: a chain

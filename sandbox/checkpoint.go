@@ -256,11 +256,11 @@ func tail(b []byte, n int) []byte {
 // placeholder (an abstract socket of its network namespace).
 func (h *Host) handover(ctx context.Context, pid int, placeholder, run string) error {
 	sock := filepath.Join(run, socketDir, socketName)
-	logf, err := os.OpenFile(filepath.Join(run, executorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	out, err := openExecutorOutput(run)
 	if err != nil {
 		return fmt.Errorf("executor log: %w", err)
 	}
-	defer logf.Close()
+	defer out.close()
 	_ = os.Remove(sock)
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
@@ -283,7 +283,7 @@ func (h *Host) handover(ctx context.Context, pid int, placeholder, run string) e
 		return fmt.Errorf("reach the executor's placeholder socket: %w", err)
 	}
 	defer conn.Close()
-	return client.Handover(ctx, conn, f, logf)
+	return client.Handover(ctx, conn, f, out.W)
 }
 
 // stopCheckpoint stops sb (locked, running) by checkpointing it into a

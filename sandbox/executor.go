@@ -73,11 +73,11 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		return fmt.Errorf("executor socket: %w", err)
 	}
 	defer lnFile.Close()
-	logf, err := os.OpenFile(filepath.Join(run, executorLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	out, err := openExecutorOutput(run)
 	if err != nil {
 		return fmt.Errorf("executor log: %w", err)
 	}
-	defer logf.Close()
+	defer out.close()
 
 	spec, done, err := h.executorSpec(sb, extra, uns)
 	if err != nil {
@@ -94,11 +94,12 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 	h.crashPoint(stepStart)
 	t0 := time.Now()
 	ctr, err := isolate.Start(h.containerRoot(), spec, isolate.IO{
-		Stdout:     logf,
-		Stderr:     logf,
+		Stdout:     out.W,
+		Stderr:     out.W,
 		ExtraFiles: []*os.File{lnFile, envFile},
 	})
 	if err != nil {
+		out.close()
 		return fmt.Errorf("%w%s", err, logTail(filepath.Join(run, executorLog)))
 	}
 	// Reap PID 1 when it exits while this process lives (a server); a CLI
@@ -111,6 +112,7 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 	h.crashPoint(stepReady)
 	t1 := time.Now()
 	if err := h.waitReady(ctx, sockPath); err != nil {
+		out.close()
 		tail := logTail(filepath.Join(run, executorLog))
 		return fmt.Errorf("%w: %w%s", sbx.ErrNotReady, err, tail)
 	}
@@ -200,17 +202,6 @@ func unixHTTPClient(sock string) *http.Client {
 		DisableCompression: true,
 		MaxIdleConns:       1,
 	}}
-}
-
-func logTail(path string) string {
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) == 0 {
-		return ""
-	}
-	if len(data) > 1000 {
-		data = data[len(data)-1000:]
-	}
-	return "\nexecutor output:\n" + strings.TrimSpace(string(data))
 }
 
 // withPath adds the default PATH to env if it has none.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	execapi "github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -178,6 +179,9 @@ func (h *Host) bootMember(ctx context.Context, sb *sbx.Sandbox) error {
 	}
 	c, _ := h.executor(sb)
 	defer c.Close()
+	if err := giveWorkdir(ctx, c, sb.Options.Workdir, sb.Options.User); err != nil {
+		return err
+	}
 	spec := execapi.MainCmdSpec{Argv: sb.Options.Cmd, Env: env, Cwd: sb.Options.Workdir, CreateCwd: sb.Options.Workdir != "", User: sb.Options.User}
 	st, err := c.StartMainCmd(ctx, spec)
 	if err != nil {
@@ -340,4 +344,39 @@ func (h *Host) PoolStats() map[string]sbx.PoolStats {
 		out[name] = *s
 	}
 	return out
+}
+
+// bootedAlive reports whether idle member m's main command, if it boots
+// one, still runs (a fill replaces a member whose server died). An
+// executor that does not answer in time counts as alive: the claim's hook
+// finds out.
+func (h *Host) bootedAlive(ctx context.Context, m *sbx.Sandbox) bool {
+	if len(m.Options.Cmd) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, _ := h.executor(m)
+	defer c.Close()
+	st, err := c.MainCmd(ctx)
+	return err != nil || st.State != execapi.MainCmdExited
+}
+
+// giveWorkdir gives the working directory to the main command's user when
+// the sandbox's start made it (empty, root's): the command finds it as a
+// start of the command in a missing directory would have made it (a
+// server writes its state under its working directory).
+func giveWorkdir(ctx context.Context, c *client.Client, wd, user string) error {
+	if wd == "" || user == "" || user == "0" || user == "root" || strings.HasPrefix(user, "0:") {
+		return nil
+	}
+	script := `[ -d "$1" ] && [ -z "$(ls -A "$1")" ] && [ "$(stat -c %u "$1")" = 0 ] && chown "$2" "$1"; true`
+	res, err := c.Exec(ctx, sbx.ExecRequest{Argv: []string{"/bin/sh", "-c", script, "sh", wd, user}, User: "0"})
+	if err != nil {
+		return fmt.Errorf("give the working directory %s to %s: %w", wd, user, err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("give the working directory %s to %s: exit %d: %.200s", wd, user, res.ExitCode, res.Stderr)
+	}
+	return nil
 }

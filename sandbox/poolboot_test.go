@@ -47,7 +47,7 @@ func TestPoolBootedMember(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	ctx := context.Background()
 	o := busybox(t)
-	o.Cmd, o.Env, o.Workdir = bootServer, []string{"WHO=pool"}, "/srv/app"
+	o.Cmd, o.Env, o.Workdir, o.User = bootServer, []string{"WHO=pool"}, "/srv/app", "1000:1000"
 	spec := sbx.PoolSpec{Name: "srv", Size: 2, Options: o, KeyEnv: []string{"KEY"},
 		ReadyCheck: &sbx.ReadyCheck{Port: 8080, Path: "/ready", Body: "dormant"}}
 	if _, err := h.CreatePool(ctx, spec); err != nil {
@@ -97,6 +97,10 @@ func TestPoolBootedMember(t *testing.T) {
 	if got := execOut(t, h, sb.ID, "pwd"); got != "/srv/app" {
 		t.Fatalf("workdir of later commands: %q", got)
 	}
+	// The start made the working directory; the command's user owns it.
+	if got := execOut(t, h, sb.ID, "stat", "-c", "%u:%g", "/srv/app"); got != "1000:1000" {
+		t.Fatalf("owner of the working directory: %q", got)
+	}
 
 	// A failing hook: the member goes, the caller gets the hook's error.
 	claim.Name = "second"
@@ -145,6 +149,29 @@ func TestPoolBootedMember(t *testing.T) {
 	st = h.PoolStats()["srv"]
 	if st.Hits != 2 || st.HookFailures != 1 || st.Misses < 1 || st.Boots != 4 {
 		t.Fatalf("stats: %+v", st)
+	}
+	// A member whose command died is replaced by the next fill.
+	st = h.PoolStats()["srv"]
+	p, err := h.GetPool(ctx, "srv")
+	if err != nil || len(p.Ready) != 2 {
+		t.Fatalf("pool before the kill: %+v %v", p, err)
+	}
+	var dead sbx.Sandbox
+	if err := h.store.Read(p.Ready[0], &dead); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := h.executor(&dead)
+	if _, err := c.StopMainCmd(ctx, "SIGKILL", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	rep, err = h.FillPool(ctx, "srv")
+	if err != nil || len(rep.Removed) != 1 || rep.Removed[0] != dead.ID || len(rep.Started) != 1 {
+		t.Fatalf("fill after a member's command died: %+v %v", rep, err)
+	}
+	markSeen(h, rep.Started[0])
+	if got := h.PoolStats()["srv"].Boots; got != st.Boots+1 {
+		t.Fatalf("boots after the refill: %d, want %d", got, st.Boots+1)
 	}
 	for _, id := range []string{sb.ID, cold.ID} {
 		if err := h.Remove(ctx, id, sbx.RemoveOptions{Force: true}); err != nil {

@@ -278,7 +278,7 @@ func (h *Host) fillLocked(ctx context.Context, name string) (*sbx.PoolReport, er
 		if m.Status != sbx.StatusPooled {
 			continue // being created by a fill that died: gc's
 		}
-		if poolKey(&m.Options, m.Image) == key && pid1Alive(m) && ready < d.Spec.Size {
+		if poolKey(&m.Options, m.Image) == key && pid1Alive(m) && h.bootedAlive(ctx, m) && ready < d.Spec.Size {
 			ready++
 			continue
 		}

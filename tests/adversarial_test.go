@@ -827,3 +827,24 @@ func TestAdversarialOneShotCannotReopenCallerOutput(t *testing.T) {
 		}
 	}
 }
+
+// TestAdversarialExecutorLogIsCapped: what a taken-over PID 1 writes to
+// its stdout (here root with CAP_SYS_PTRACE, which can open PID 1's
+// descriptors) does not grow the host's executor.log beyond its cap, and
+// the executor keeps serving.
+func TestAdversarialExecutorLogIsCapped(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t, "--cap-add", "SYS_PTRACE")
+	h.sbx(t, "", "exec", id, "--", "sh", "-c",
+		"timeout 20 sh -c 'head -c 20000000 /dev/zero > /proc/1/fd/1' 2>/dev/null; timeout 5 sh -c 'head -c 20000000 /dev/zero > /proc/1/fd/2' 2>/dev/null; true")
+	fi, err := os.Stat(filepath.Join(h.run, "sandboxes", id, "executor.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() > 1<<20 {
+		t.Errorf("executor.log grew to %d bytes", fi.Size())
+	}
+	if out := h.must(t, "exec", id, "--", "echo", "still-serving"); !strings.Contains(out, "still-serving") {
+		t.Errorf("the executor stopped serving: %q", out)
+	}
+}

@@ -34,7 +34,7 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 	sctx, scancel := context.WithCancel(ctx)
 	go func() {
 		_ = e.c.Events(sctx, 0, func(ev api.Event) error {
-			if ev.Type == api.EventReady && ev.Name == "ttl-restart" {
+			if ev.Type == sbx.EventReady && ev.Name == "ttl-restart" {
 				ready <- ev.Seq
 				return errDone
 			}
@@ -86,7 +86,7 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 	defer rcancel()
 	err = c2.Events(rctx, lastSeq, func(ev api.Event) error {
 		got = append(got, ev)
-		if ev.Type == api.EventRemoved {
+		if ev.Type == sbx.EventRemoved {
 			return errDone
 		}
 		return nil
@@ -94,7 +94,7 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 	if !errors.Is(err, errDone) {
 		t.Fatalf("resumed stream: %v after %+v", err, got)
 	}
-	if got[0].Type != api.EventReset {
+	if got[0].Type != sbx.EventReset {
 		t.Fatalf("resumed stream with an id of the previous server starts with %+v, want a reset", got[0])
 	}
 	last := got[len(got)-1]

@@ -117,7 +117,7 @@ func TestServerImages(t *testing.T) {
 	if list, _ := e.c.ListImages(ctx); len(list) != 0 {
 		t.Fatalf("images left: %+v", list)
 	}
-	want := []string{api.EventImagePulled, api.EventImagePulled, api.EventImagePulled, api.EventImageRemove, api.EventImageRemove}
+	want := []string{sbx.EventImagePulled, sbx.EventImagePulled, sbx.EventImagePulled, sbx.EventImageRemoved, sbx.EventImageRemoved}
 	for i, w := range want {
 		ev := nextImageEvent(t, events)
 		if ev.Type != w {

@@ -500,7 +500,7 @@ func TestServerLimits(t *testing.T) {
 	for removed := false; !removed; {
 		select {
 		case ev := <-events:
-			removed = ev.Type == api.EventRemoved && ev.Sandbox == b.ID
+			removed = ev.Type == sbx.EventRemoved && ev.Sandbox == b.ID
 		case <-deadline:
 			t.Fatal("the TTL sandbox was not removed within 15s")
 		}
@@ -594,10 +594,10 @@ func TestServerEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.see(sb.ID)
-	expect(sb.ID, api.EventCreated, api.EventReady)
+	expect(sb.ID, sbx.EventCreated, sbx.EventReady)
 	_, _ = e.c.Pause(ctx, sb.ID)
 	_, _ = e.c.Resume(ctx, sb.ID)
-	expect(sb.ID, api.EventPaused, api.EventResumed)
+	expect(sb.ID, sbx.EventPaused, sbx.EventResumed)
 
 	// An OOM kill inside the sandbox.
 	var res execResult
@@ -607,18 +607,18 @@ func TestServerEventsInOrder(t *testing.T) {
 	if err := e.c.Call(ctx, "POST", client.SandboxPath(sb.ID, "/exec"), map[string]any{"command": "dd if=/dev/zero of=/dev/null bs=256M count=1"}, &res); err != nil || res.ExitCode != 137 {
 		t.Fatalf("memory hog: %+v %v", res, err)
 	}
-	expect(sb.ID, api.EventOOM)
+	expect(sb.ID, sbx.EventOOM)
 
 	// PID 1 killed from the host: the watcher reports the exit.
 	got, _ := e.c.Get(ctx, sb.ID)
 	if err := unix.Kill(got.Pid, unix.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	expect(sb.ID, api.EventExited)
+	expect(sb.ID, sbx.EventExited)
 	if _, err := e.c.Start(ctx, sb.ID); err != nil {
 		t.Fatal(err)
 	}
-	expect(sb.ID, api.EventStarted)
+	expect(sb.ID, sbx.EventStarted)
 
 	// A sandbox created and removed by another process (a CLI).
 	other, err := sandbox.Open(sandbox.HostConfig{Root: e.root, RunRoot: e.runRoot, Executor: serverExecutorBin()})
@@ -630,15 +630,15 @@ func TestServerEventsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.see(osb.ID)
-	expect(osb.ID, api.EventCreated, api.EventReady)
+	expect(osb.ID, sbx.EventCreated, sbx.EventReady)
 	if err := other.Remove(ctx, osb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	expect(osb.ID, api.EventRemoved)
+	expect(osb.ID, sbx.EventRemoved)
 	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	expect(sb.ID, api.EventRemoved)
+	expect(sb.ID, sbx.EventRemoved)
 
 	// The raw stream carried the same events, as id/event/data records.
 	var rawEvents []string
@@ -652,7 +652,7 @@ func TestServerEventsInOrder(t *testing.T) {
 			t.Fatalf("raw SSE stream: %d of %d events: %v", len(rawEvents), last-first+1, rawEvents)
 		}
 	}
-	if rawEvents[0] != api.EventCreated || rawEvents[len(rawEvents)-1] != api.EventRemoved {
+	if rawEvents[0] != sbx.EventCreated || rawEvents[len(rawEvents)-1] != sbx.EventRemoved {
 		t.Fatalf("raw SSE stream: %v", rawEvents)
 	}
 

@@ -174,24 +174,10 @@ type PullFrame struct {
 	Error    *ErrorBody    `json:"error,omitempty"`
 }
 
-// Event types of GET /v1/events.
-const (
-	EventCreated     = sbx.EventCreated
-	EventReady       = sbx.EventReady
-	EventPaused      = sbx.EventPaused
-	EventResumed     = sbx.EventResumed
-	EventStarted     = sbx.EventStarted
-	EventOOM         = sbx.EventOOM
-	EventExited      = sbx.EventExited
-	EventRemoved     = sbx.EventRemoved
-	EventImagePulled = sbx.EventImagePulled
-	EventImageRemove = sbx.EventImageRemoved
-	EventReset       = sbx.EventReset
-)
-
-// Event is one server-sent event (the contract's). A server numbers its
-// events from a boot epoch (unix microseconds at its start), so the ids of
-// a restarted server are larger than those of the one before it.
+// Event is one server-sent event (the contract's; its types are the
+// sbx.Event* constants). A server numbers its events from a boot epoch
+// (unix microseconds at its start), so the ids of a restarted server are
+// larger than those of the one before it.
 type Event = sbx.Event
 
 // CmdStart says how a create request's cmd started (the contract's).

@@ -237,6 +237,9 @@ func (w *warm) add(s *Service, name string, req StartRequest, size int, deferred
 	if cur := w.shapes[sh.spec.Name]; cur != nil {
 		return cur, nil
 	}
+	if name == "" {
+		name = "learned-" + strings.TrimPrefix(sh.spec.Name, w.prefix)
+	}
 	sh.name, sh.size, sh.learned, sh.lastUsed = name, size, learned, time.Now()
 	sh.spec.Size = size
 	w.shapes[sh.spec.Name] = sh
@@ -408,8 +411,7 @@ func (w *warm) learn(s *Service, req StartRequest) {
 		return
 	}
 	req.SessionID, req.ImagePullPolicy = "", ""
-	name := fmt.Sprintf("learned-%d", time.Now().Unix())
-	if _, err := w.add(s, name, req, s.cfg.Warm.Size, true, true); err != nil {
+	if _, err := w.add(s, "", req, s.cfg.Warm.Size, true, true); err != nil {
 		s.log.Debug("openhands: not keeping this start's shape warm", "err", err)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,13 +99,15 @@ func median(d []time.Duration) time.Duration {
 
 // BenchmarkOpenHandsWarmStart measures POST /start until the first
 // authenticated Agent Server call (GET /api/conversations/search with the
-// session key, through the data plane) succeeds, 10 starts from a warm
-// shape with 2 dormant Agent Servers (sbx serve --openhands-warm 2; the
-// pool refills between starts, outside the timing) and, in the same run,
-// 10 cold starts of a shape that is not kept warm (another working
-// directory), each taken with the pool full so that no refill competes
-// with it. It reports both medians (warm_p50_s, cold_p50_s) and their
-// ratio. Run it with -benchtime 10x.
+// session key, through the data plane) succeeds: 10 starts from a warm
+// shape with 2 dormant Agent Servers (sbx serve --openhands-warm 2; each
+// start waits, outside the timing, until a member is ready: refills
+// between starts), then, in the same run, 2 cold starts of a shape that
+// is not kept warm (another working directory), taken with the pool full
+// so that no refill competes with them. It reports the medians
+// (warm_p50_s, cold_p50_s), their ratio and the latest refill (a dormant
+// boot). The counts are fixed (each start takes seconds to minutes of
+// boots): run it with -benchtime 1x.
 func BenchmarkOpenHandsWarmStart(b *testing.B) {
 	shape := map[string]any{"name": "bench", "image": ohAskedImage, "command": "/usr/local/bin/openhands-agent-server --port 60000",
 		"working_dir": "/workspace/project", "run_as_user": 10001, "run_as_group": 10001, "environment": map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true"}}
@@ -137,25 +140,31 @@ func BenchmarkOpenHandsWarmStart(b *testing.B) {
 		e.api(b, "POST", "/stop", map[string]any{"runtime_id": rt["runtime_id"]})
 		return took
 	}
-	full := func() {
-		e.waitWarm(b, 15*time.Minute, "the warm shape full", func(c map[string]warmConfig) bool { return c["bench"].Warm.Ready >= 2 })
+	ready := func(n int) {
+		e.waitWarm(b, 15*time.Minute, "the warm shape's members", func(c map[string]warmConfig) bool { return c["bench"].Warm.Ready >= n })
+	}
+	// LLM_API_KEY is a per-session variable: it goes to /api/init and does
+	// not change the shape.
+	env := func(i int) map[string]string {
+		return map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true", "LLM_API_KEY": fmt.Sprintf("key-%d", i)}
 	}
 	b.ResetTimer()
 	var warm, cold []time.Duration
-	for i := 0; i < min(b.N, 10); i++ {
+	for i := 0; i < 10; i++ {
 		b.StopTimer()
-		full()
+		ready(1)
 		b.StartTimer()
-		// LLM_API_KEY is a per-session variable: it goes to /api/init and
-		// does not change the shape.
-		env := map[string]string{"OH_ENABLE_VNC": "0", "LOG_JSON": "true", "LLM_API_KEY": fmt.Sprintf("key-%d", i)}
-		cold = append(cold, start(fmt.Sprintf("bench-cold-%d", i), "/workspace/cold", env))
-		b.StopTimer()
-		full()
-		b.StartTimer()
-		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env))
+		warm = append(warm, start(fmt.Sprintf("bench-warm-%d", i), "/workspace/project", env(i)))
+		fmt.Fprintf(os.Stderr, "warm start %d: %.3fs (load %s)\n", i+1, warm[i].Seconds(), loadavg())
 	}
-	w := e.warmConfigs(b)["bench"].Warm
+	for i := 0; i < 2; i++ {
+		b.StopTimer()
+		ready(2)
+		b.StartTimer()
+		cold = append(cold, start(fmt.Sprintf("bench-cold-%d", i), "/workspace/cold", env(i)))
+		fmt.Fprintf(os.Stderr, "cold start %d: %.2fs (load %s)\n", i+1, cold[i].Seconds(), loadavg())
+	}
+	w := e.warmConfigsOf(b, e.url)["bench"].Warm // the path-mode listener's starts
 	if w.Hits != len(warm) || w.InitFailures != 0 {
 		b.Fatalf("warm starts: %+v", w)
 	}
@@ -163,4 +172,14 @@ func BenchmarkOpenHandsWarmStart(b *testing.B) {
 	b.ReportMetric(median(cold).Seconds(), "cold_p50_s")
 	b.ReportMetric(median(cold).Seconds()/median(warm).Seconds(), "cold/warm")
 	b.ReportMetric(w.LastBootS, "last_refill_s")
+}
+
+// loadavg is the machine's load (its progress lines say it).
+func loadavg() string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }

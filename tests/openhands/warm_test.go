@@ -28,24 +28,35 @@ type warmConfig struct {
 	} `json:"sbx_warm"`
 }
 
+// warmConfigs are the warm shapes of both Runtime API listeners (path
+// mode: the app server's; port mode: the SDK's), by name.
 func (e *ohEnv) warmConfigs(t testing.TB) map[string]warmConfig {
 	t.Helper()
-	req, _ := http.NewRequest("GET", e.url+"/api/warm-runtime-configs", nil)
-	req.Header.Set("X-API-Key", e.key)
-	resp, err := e.hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Configs []warmConfig `json:"configs"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET /api/warm-runtime-configs: %d %v", resp.StatusCode, err)
-	}
+	return e.warmConfigsOf(t, e.url, e.sdkURL)
+}
+
+// warmConfigsOf are the warm shapes of the listeners at bases.
+func (e *ohEnv) warmConfigsOf(t testing.TB, bases ...string) map[string]warmConfig {
+	t.Helper()
 	m := map[string]warmConfig{}
-	for _, c := range out.Configs {
-		m[c.Name] = c
+	for _, base := range bases {
+		req, _ := http.NewRequest("GET", base+"/api/warm-runtime-configs", nil)
+		req.Header.Set("X-API-Key", e.key)
+		resp, err := e.hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Configs []warmConfig `json:"configs"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s/api/warm-runtime-configs: %d %v", base, resp.StatusCode, err)
+		}
+		for _, c := range out.Configs {
+			m[c.Name] = c
+		}
 	}
 	return m
 }

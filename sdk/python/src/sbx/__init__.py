@@ -82,6 +82,7 @@ from ._models import (
     SandboxRecord,
     SessionInfo,
     SessionResult,
+    Snapshot,
     Stats,
     Tmpfs,
     Volume,

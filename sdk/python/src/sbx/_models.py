@@ -50,6 +50,7 @@ __all__ = [
     "GCReport",
     "Pool",
     "PoolReport",
+    "Snapshot",
     "ExecutorInfo",
 ]
 
@@ -663,6 +664,22 @@ class Pool(_Decoded):
     ready: list[str] = field(default_factory=list)
     starting: int = 0
     created: Optional[datetime] = None
+
+
+@dataclass(frozen=True)
+class Snapshot(_Decoded):
+    """A checkpoint of a sandbox on the server (:meth:`Sandbox.checkpoint`):
+    its ``name``, when it was ``created``, the sandbox it holds
+    (``source_id``, ``source_name``), its size on disk in ``bytes``, and the
+    CRIU that made it (``criu_version``). :meth:`Sandboxes.restore` starts a
+    new sandbox from it."""
+
+    name: str = json_names("name", required=True)
+    created: Optional[datetime] = None
+    source_id: str = ""
+    source_name: str = ""
+    bytes: int = 0
+    criu_version: str = ""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import os
 import time
 from contextlib import AsyncExitStack
 from types import TracebackType
+from urllib.parse import quote
 from typing import IO, Any, AsyncIterator, Callable, Mapping, Optional, Sequence, Union
 
 from httpx_sse import EventSource, ServerSentEvent
@@ -203,6 +204,16 @@ class AsyncSandboxes:
         manager, the sandbox is removed at the end of the block."""
         body = create_body(locals())
         reply = await self._http.call("POST", "/v1/sandboxes", what="create", json=body, timeout=None)
+        return AsyncSandbox(self._http, SandboxRecord.from_json(reply))
+
+    async def restore(self, snapshot: str, *, name: Optional[str] = None) -> AsyncSandbox:
+        """Start a new sandbox from a snapshot (:meth:`Sandbox.checkpoint`):
+        a new id, its own writable layer, network and cgroups, the
+        snapshot's processes. A snapshot changed on disk is refused
+        (InvalidError)."""
+        body = {} if name is None else {"name": name}
+        path = "/v1/snapshots/" + quote(snapshot, safe="") + "/restore"
+        reply = await self._http.call("POST", path, what=f"restore {snapshot}", json=body, timeout=None)
         return AsyncSandbox(self._http, SandboxRecord.from_json(reply))
 
     async def get(self, sandbox_id: str) -> AsyncSandbox:

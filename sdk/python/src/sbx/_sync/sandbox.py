@@ -31,6 +31,7 @@ from .._models import (
     ProcessInfo,
     SandboxRecord,
     SessionInfo,
+    Snapshot,
     SessionResult,
     Stats,
 )
@@ -246,12 +247,37 @@ class Sandbox:
         """Start a stopped sandbox again on its kept root."""
         return self._change("start")
 
-    def stop(self, timeout: Optional[Duration] = None) -> SandboxRecord:
+    def stop(self, timeout: Optional[Duration] = None, *, checkpoint: bool = False) -> SandboxRecord:
         """Stop the sandbox: SIGTERM to its PID 1, SIGKILL after ``timeout``
         (seconds, a timedelta or "5s"; default the server's). The root is
-        kept: :meth:`start` runs it again."""
-        body = None if timeout is None else {"timeout": go_duration(timeout, "timeout")}
+        kept: :meth:`start` runs it again. With ``checkpoint`` its processes
+        are checkpointed instead (CRIU on the server), and :meth:`start`
+        resumes them where they were."""
+        body: Optional[dict[str, Any]] = None if timeout is None else {"timeout": go_duration(timeout, "timeout")}
+        if checkpoint:
+            body = {**(body or {}), "checkpoint": True}
         return self._change("stop", body)
+
+    def checkpoint(self, snapshot: Optional[str] = None, *, leave_running: bool = False) -> Snapshot:
+        """Write the sandbox's processes, writable layer and record to a
+        snapshot on the server (named ``snapshot``, else after the sandbox
+        and the time). The sandbox stops unless ``leave_running``;
+        :meth:`Sandboxes.restore` starts new sandboxes from the snapshot."""
+        body: dict[str, Any] = {"leave_running": leave_running}
+        if snapshot is not None:
+            body["snapshot"] = snapshot
+        reply = self._http.call("POST", self._path("/checkpoint"), what=f"checkpoint {self.id}", json=body, timeout=None)
+        self.refresh()
+        return Snapshot.from_json(reply)
+
+    def fork(self, n: int = 1) -> list[Sandbox]:
+        """Start ``n`` running copies of the sandbox, which runs on: each
+        with its own id, writable layer, memory and network."""
+        reply = self._http.call("POST", self._path("/fork"), what=f"fork {self.id}", json={"count": n}, timeout=None)
+        items = reply.get("sandboxes") if isinstance(reply, dict) else None
+        if not isinstance(items, list):
+            raise ProtocolError(f"fork {self.id}: the server sent no list")
+        return [Sandbox(self._http, SandboxRecord.from_json(s)) for s in items]
 
     def commit(self, name: str) -> Image:
         """Store the sandbox's writable layer as a new image ``name`` in the
