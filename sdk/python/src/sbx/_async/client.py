@@ -298,25 +298,7 @@ class AsyncImages:
         filesystem, or an OCI layout), the archive's bytes, or a binary file
         object. ``name`` is needed when the archive does not name its image,
         and always for a root filesystem."""
-        content: Any
-        if isinstance(source, (bytes, bytearray)):
-            content = bytes(source)
-        elif isinstance(source, (str, os.PathLike)):
-            if os.path.isdir(source):
-                content = _aio.iterate(_tar.tar_chunks(source, arcname="."))
-            else:
-                content = _aio.iterate(_tar.file_chunks(os.fspath(source)))
-        else:
-            content = _aio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
-        reply = await self._http.call(
-            "POST",
-            "/v1/images/import",
-            what="import image",
-            params={"name": name} if name else None,
-            content=content,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=None,
-        )
+        reply = await _upload_tar(self._http, "/v1/images/import", "import image", source, name, directories=True)
         return Image.from_json(reply)
 
     async def tag(self, source: str, target: str) -> Image:
@@ -496,23 +478,42 @@ class AsyncSnapshots:
         the snapshot's record lists and refuses a damaged or truncated tar
         (InvalidError), and one over its upload limit (TooLargeError); a
         name in use raises ConflictError."""
-        content: Any
-        if isinstance(source, (bytes, bytearray)):
-            content = bytes(source)
-        elif isinstance(source, (str, os.PathLike)):
-            content = _aio.iterate(_tar.file_chunks(os.fspath(source)))
-        else:
-            content = _aio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
-        reply = await self._http.call(
-            "POST",
-            "/v1/snapshots/import",
-            what="import snapshot",
-            params={"name": name} if name else None,
-            content=content,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=None,
-        )
+        reply = await _upload_tar(self._http, "/v1/snapshots/import", "import snapshot", source, name, directories=False)
         return Snapshot.from_json(reply)
+
+
+async def _upload_tar(
+    http: AsyncHTTP,
+    path: str,
+    what: str,
+    source: Union[str, os.PathLike[str], bytes, IO[bytes]],
+    name: Optional[str],
+    *,
+    directories: bool,
+) -> Any:
+    """POST ``source`` as a tar body to ``path`` (``?name=`` when given) and
+    return the decoded reply: a local file (or, with ``directories``, a
+    directory sent as a tar of its contents), bytes, or a binary file
+    object, streamed in chunks."""
+    content: Any
+    if isinstance(source, (bytes, bytearray)):
+        content = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        if directories and os.path.isdir(source):
+            content = _aio.iterate(_tar.tar_chunks(source, arcname="."))
+        else:
+            content = _aio.iterate(_tar.file_chunks(os.fspath(source)))
+    else:
+        content = _aio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
+    return await http.call(
+        "POST",
+        path,
+        what=what,
+        params={"name": name} if name else None,
+        content=content,
+        headers={"Content-Type": "application/x-tar"},
+        timeout=None,
+    )
 
 
 class AsyncEventStream(AsyncClosing):

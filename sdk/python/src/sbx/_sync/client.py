@@ -299,25 +299,7 @@ class Images:
         filesystem, or an OCI layout), the archive's bytes, or a binary file
         object. ``name`` is needed when the archive does not name its image,
         and always for a root filesystem."""
-        content: Any
-        if isinstance(source, (bytes, bytearray)):
-            content = bytes(source)
-        elif isinstance(source, (str, os.PathLike)):
-            if os.path.isdir(source):
-                content = _sio.iterate(_tar.tar_chunks(source, arcname="."))
-            else:
-                content = _sio.iterate(_tar.file_chunks(os.fspath(source)))
-        else:
-            content = _sio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
-        reply = self._http.call(
-            "POST",
-            "/v1/images/import",
-            what="import image",
-            params={"name": name} if name else None,
-            content=content,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=None,
-        )
+        reply = _upload_tar(self._http, "/v1/images/import", "import image", source, name, directories=True)
         return Image.from_json(reply)
 
     def tag(self, source: str, target: str) -> Image:
@@ -497,23 +479,42 @@ class Snapshots:
         the snapshot's record lists and refuses a damaged or truncated tar
         (InvalidError), and one over its upload limit (TooLargeError); a
         name in use raises ConflictError."""
-        content: Any
-        if isinstance(source, (bytes, bytearray)):
-            content = bytes(source)
-        elif isinstance(source, (str, os.PathLike)):
-            content = _sio.iterate(_tar.file_chunks(os.fspath(source)))
-        else:
-            content = _sio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
-        reply = self._http.call(
-            "POST",
-            "/v1/snapshots/import",
-            what="import snapshot",
-            params={"name": name} if name else None,
-            content=content,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=None,
-        )
+        reply = _upload_tar(self._http, "/v1/snapshots/import", "import snapshot", source, name, directories=False)
         return Snapshot.from_json(reply)
+
+
+def _upload_tar(
+    http: HTTP,
+    path: str,
+    what: str,
+    source: Union[str, os.PathLike[str], bytes, IO[bytes]],
+    name: Optional[str],
+    *,
+    directories: bool,
+) -> Any:
+    """POST ``source`` as a tar body to ``path`` (``?name=`` when given) and
+    return the decoded reply: a local file (or, with ``directories``, a
+    directory sent as a tar of its contents), bytes, or a binary file
+    object, streamed in chunks."""
+    content: Any
+    if isinstance(source, (bytes, bytearray)):
+        content = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        if directories and os.path.isdir(source):
+            content = _sio.iterate(_tar.tar_chunks(source, arcname="."))
+        else:
+            content = _sio.iterate(_tar.file_chunks(os.fspath(source)))
+    else:
+        content = _sio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
+    return http.call(
+        "POST",
+        path,
+        what=what,
+        params={"name": name} if name else None,
+        content=content,
+        headers={"Content-Type": "application/x-tar"},
+        timeout=None,
+    )
 
 
 class EventStream(Closing):
