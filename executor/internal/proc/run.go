@@ -156,9 +156,13 @@ func (s *Supervisor) Wait(p *Process, out *Reader, lim Limits) Result {
 		_ = p.SignalGroup(unix.SIGKILL)
 		<-p.Done()
 	}
-	// waitExit waits for p once its output drained (or will not).
-	waitExit := func() {
+	// wait waits for p to exit, ending it early at the timeout, at
+	// cancel or when the sink fails, or for drained; it reports whether
+	// drained came first.
+	wait := func(drained <-chan struct{}) bool {
 		select {
+		case <-drained:
+			return true
 		case <-p.Done():
 		case <-timeout:
 			timedOut = true
@@ -168,22 +172,14 @@ func (s *Supervisor) Wait(p *Process, out *Reader, lim Limits) Result {
 		case <-failed:
 			kill()
 		}
+		return false
 	}
-	select {
-	case <-drained:
+	if wait(drained) {
 		// The pipes close as the command exits: reap it at once rather
 		// than through the SIGCHLD hop (SIGCHLD still reaps it should it
 		// not be a zombie yet).
 		s.Reap()
-		waitExit()
-	case <-p.Done():
-	case <-timeout:
-		timedOut = true
-		kill()
-	case <-lim.Cancel:
-		kill()
-	case <-failed:
-		kill()
+		wait(nil)
 	}
 	if timedOut {
 		// Members of the group that outlived the leader die too.
