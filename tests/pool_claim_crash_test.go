@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,7 +31,7 @@ func TestPoolClaimKilled(t *testing.T) {
 	for _, step := range sandbox.ClaimSteps {
 		t.Run(step, func(t *testing.T) {
 			h.must(t, "pool", "fill", "crashy")
-			members := strings.Fields(h.must(t, "ps", "-aq", "--pooled"))
+			members := h.idle(t)
 			if len(members) != 2 {
 				t.Fatalf("pool filled to %d members, want 2", len(members))
 			}
@@ -86,4 +87,60 @@ func TestPoolClaimKilled(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPoolClaimPortTaken: a claim whose published port another sandbox
+// publishes fails with the port error and puts the member back in its
+// pool untouched: the next claim gets it.
+func TestPoolClaimPortTaken(t *testing.T) {
+	h := newLCHost(t)
+	rootfs := fixture.BusyboxRootfs(t)
+	h.must(t, "pool", "create", "ports", "--size", "2", "--network", "bridge", "--rootfs", rootfs)
+	t.Cleanup(func() { h.sbx(t, "", "pool", "rm", "ports") })
+	h.must(t, "pool", "fill", "ports")
+	first := h.create(t, "--network", "bridge", "-p", "127.0.0.1:18089:80")
+	if sb := h.inspect(t, first); sb.FromPool != "ports" {
+		t.Fatalf("the first create did not claim: %+v", sb.CreateTimings)
+	}
+	// The CLI refills the pool after a claim: list the idle members now.
+	left := h.idle(t)
+	if len(left) == 0 {
+		t.Fatal("no idle member left after one claim")
+	}
+	for _, id := range left {
+		h.saw(id)
+	}
+	r := h.sbx(t, "", "create", "--rootfs", rootfs, "--network", "bridge", "--name", "second", "-p", "127.0.0.1:18089:80")
+	if r.code == 0 || !strings.Contains(r.stderr, "18089") {
+		t.Fatalf("a create publishing a taken port: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if now := h.idle(t); strings.Join(now, " ") != strings.Join(left, " ") {
+		t.Fatalf("after the refused claim the idle members are %v, want %v", now, left)
+	}
+	for _, id := range left {
+		if sb := h.inspect(t, id); sb.Status != sbx.StatusPooled || sb.Name != "" || sb.Network == nil || len(sb.Network.Ports) != 0 {
+			t.Fatalf("member %s after the refused claim: %s %q %+v", id, sb.Status, sb.Name, sb.Network)
+		}
+	}
+	if r := h.sbx(t, "", "inspect", "second"); r.code == 0 {
+		t.Fatal("the refused claim's name resolves")
+	}
+	second := h.create(t, "--network", "bridge", "-p", "127.0.0.1:18090:80")
+	if sb := h.inspect(t, second); sb.FromPool != "ports" || !slices.Contains(left, second) {
+		t.Fatalf("the next claim got %s (from pool %q), want one of the members put back %v", second, sb.FromPool, left)
+	}
+	h.must(t, "rm", "-f", first, second)
+	h.must(t, "pool", "drain", "ports")
+}
+
+// idle lists the idle pool members of h.
+func (h *lcHost) idle(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, id := range strings.Fields(h.must(t, "ps", "-aq", "--pooled")) {
+		if h.inspect(t, id).Status == sbx.StatusPooled {
+			out = append(out, id)
+		}
+	}
+	return out
 }
