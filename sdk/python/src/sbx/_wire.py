@@ -107,6 +107,13 @@ def pool_path(name: str, suffix: str = "") -> str:
     return "/v1/pools/" + quote(name, safe="") + suffix
 
 
+def snapshot_path(name: str, suffix: str = "") -> str:
+    """The path of a snapshot's route: ``/v1/snapshots/{name}{suffix}``."""
+    if not name:
+        raise ValueError("snapshot name is empty")
+    return "/v1/snapshots/" + quote(name, safe="") + suffix
+
+
 def env_list(env: Optional[Env], what: str = "env") -> Optional[list[str]]:
     if env is None:
         return None
