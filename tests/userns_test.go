@@ -62,6 +62,12 @@ func TestUserNSOneShot(t *testing.T) {
 	if len(lines) != 3 || hostIDOf(t, lines[0]) < userns.DefaultBase || lines[1] != "0" || lines[2] != "0" {
 		t.Fatalf("in the user namespace: %q", out)
 	}
+	// The command's pipes are its root's: it reopens them as a process
+	// may (echo > /dev/stderr), to a file and to a pipe of the caller.
+	r0 := runSbx(t, "in", "run", "-i", "--userns", "private", "--rootfs", root, "--", "sh", "-c", "echo out > /dev/stdout; echo err > /proc/self/fd/2; cat /dev/stdin")
+	if r0.code != 0 || r0.stdout != "out\nin" || r0.stderr != "err\n" {
+		t.Errorf("reopening the command's own pipes: exit %d, stdout %q, stderr %q", r0.code, r0.stdout, r0.stderr)
+	}
 	var script []string
 	want := map[string][]string{}
 	for _, c := range escapeChecks {
