@@ -130,9 +130,10 @@ func TestUserNSOneShot(t *testing.T) {
 }
 
 // TestUserNSLongLived: a long-lived sandbox in a user namespace with a
-// bridged network, a volume (host root's file there is not its root's;
-// what it writes there belongs to its range), cp both ways, commit, stop
-// and start; its
+// bridged network (its root binds port 80 and opens an ICMP socket, though
+// it does not own the network namespace), a volume (host root's file there
+// is not its root's; what it writes there belongs to its range), cp both
+// ways, commit, stop and start; its
 // range is given back when it is removed, and nothing leaks.
 func TestUserNSLongLived(t *testing.T) {
 	root := adversaryRoot(t)
@@ -157,10 +158,12 @@ func TestUserNSLongLived(t *testing.T) {
 	}
 	id := strings.TrimSpace(h.must(t, "create", "--userns", "private", "--network", "bridge", "--pull", "never", "-v", vol+":/vol", "userns/base:1"))
 	h.saw(id)
-	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0")
+	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0; "+
+		"httpd -p 80 -h /tmp && echo bound-80; /adversary ping")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	hostID := hostIDOf(t, lines[0])
-	if hostID < userns.DefaultBase || lines[1] != "65534" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") {
+	if hostID < userns.DefaultBase || lines[1] != "65534" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") ||
+		!strings.Contains(out, "bound-80") || !strings.Contains(out, "ping ok") {
 		t.Errorf("sandbox in a user namespace: %q", out)
 	}
 	var st unix.Stat_t
