@@ -110,7 +110,7 @@ func (h *Host) claimNetwork(ctx context.Context, sb *sbx.Sandbox, newHost bool) 
 func liveMounts(o *sbx.Options) []rootfs.LiveMount {
 	var out []rootfs.LiveMount
 	for _, v := range o.Volumes {
-		out = append(out, rootfs.LiveMount{Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
+		out = append(out, rootfs.LiveMount{Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly, HostIDs: v.IDMap == sbx.VolumeIDMapHost})
 	}
 	for _, t := range o.Tmpfs {
 		out = append(out, rootfs.LiveMount{Target: t.Path, SizeBytes: t.SizeBytes})
