@@ -136,11 +136,15 @@ class _Decoded:
 class Volume:
     """A directory of the server's host (``host_path``) mounted at ``path``
     inside the sandbox. The server must allow the directory
-    (``sbx serve --allow-host-dir``)."""
+    (``sbx serve --allow-host-dir``). In a private user namespace the
+    sandbox's files in it belong to its own host id range; ``idmap="host"``
+    maps it back to the host's ids instead (its root then writes as host
+    root: see docs/security.md)."""
 
     host_path: str
     path: str
     read_only: bool = False
+    idmap: Optional[str] = None
 
 
 @dataclass(frozen=True)
