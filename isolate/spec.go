@@ -21,7 +21,7 @@ const (
 )
 
 // InitPath is where the small sbx-init binary is bind-mounted, read-only,
-// in one-shot sandboxes, which run it as their PID 1 ("reaper").
+// in one-shot sandboxes, which run it as their PID 1 ("sbx-init reaper").
 const InitPath = "/.sbx/init"
 
 // ExecutorPath is where the sbx-executor binary is bind-mounted, read-only,
