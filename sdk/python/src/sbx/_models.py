@@ -136,11 +136,15 @@ class _Decoded:
 class Volume:
     """A directory of the server's host (``host_path``) mounted at ``path``
     inside the sandbox. The server must allow the directory
-    (``sbx serve --allow-host-dir``)."""
+    (``sbx serve --allow-host-dir``). In a private user namespace the
+    sandbox's files in it belong to its own host id range; ``idmap="host"``
+    maps it back to the host's ids instead (its root then writes as host
+    root: see docs/security.md)."""
 
     host_path: str
     path: str
     read_only: bool = False
+    idmap: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -668,11 +672,14 @@ class Pool(_Decoded):
 
 @dataclass(frozen=True)
 class Snapshot(_Decoded):
-    """A checkpoint of a sandbox on the server (:meth:`Sandbox.checkpoint`):
-    its ``name``, when it was ``created``, the sandbox it holds
-    (``source_id``, ``source_name``), its size on disk in ``bytes``, and the
-    CRIU that made it (``criu_version``). :meth:`Sandboxes.restore` starts a
-    new sandbox from it."""
+    """A checkpoint of a sandbox on the server (:meth:`Sandbox.checkpoint`,
+    :attr:`Client.snapshots`): its ``name``, when it was ``created``, the
+    sandbox it holds (``source_id``, ``source_name``, the ``hostname``
+    restores keep, its options as ``spec`` and its ``image``, the server's
+    objects as sent), its size on disk in ``bytes``, the sha256 of each of
+    its ``files``, the CRIU that made it (``criu_version``), its ``format``
+    version and the seconds the dump and the layer's copy took (``dump_s``,
+    ``layer_s``). :meth:`Sandboxes.restore` starts a new sandbox from it."""
 
     name: str = json_names("name", required=True)
     created: Optional[datetime] = None
@@ -680,6 +687,13 @@ class Snapshot(_Decoded):
     source_name: str = ""
     bytes: int = 0
     criu_version: str = ""
+    format: int = 0
+    hostname: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    dump_s: float = 0.0
+    layer_s: float = 0.0
 
 
 @dataclass(frozen=True)
