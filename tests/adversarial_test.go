@@ -328,11 +328,12 @@ func TestAdversarialHostileExecutorCopyFrom(t *testing.T) {
 }
 
 // bridgeLeftovers lists what bridged sandboxes leave in the state under
-// root and runRoot and in the stand-in host namespace ns: leases, namespace
-// mounts, veths beside the bridge, and sbx's per-sandbox nftables chains.
+// root and runRoot and in the stand-in host namespace ns: leases (shared by
+// the roots on the bridge), namespace mounts, veths beside the bridge, and
+// sbx's per-sandbox nftables chains.
 func bridgeLeftovers(t *testing.T, root, runRoot, ns string) []string {
 	t.Helper()
-	var out []string
+	out := sharedLeases(t, ns)
 	for _, d := range []string{filepath.Join(root, "network", "leases"), filepath.Join(runRoot, "netns")} {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {

@@ -328,7 +328,8 @@ class SandboxRecord(_Decoded):
 
     ``status`` is creating, running, paused, stopped or removing. ``spec``,
     ``image`` and ``network`` are the server's objects as sent; ``raw`` is
-    the whole record."""
+    the whole record. ``cmd_exit`` is how the main command (``cmd``) ended,
+    once the server saw it end (the sandbox runs on after it)."""
 
     id: str = json_names("id", required=True)
     name: Optional[str] = None
@@ -344,6 +345,7 @@ class SandboxRecord(_Decoded):
     image: dict[str, Any] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
     cmd_start: Optional[CmdStart] = None
+    cmd_exit: Optional[Exit] = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
