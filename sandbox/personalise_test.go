@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/userns"
 )
 
 // claimOne defines pool name (one member, options o), fills it and
@@ -96,12 +97,17 @@ func TestClaimPersonalisesHostnameAndMounts(t *testing.T) {
 // TestClaimMountsIntoReadOnlyRootAndPrivateUserNS: a member with a
 // read-only root gets a volume at a path its image lacks (the mountpoint
 // is made where the root is writable); a member with a private user
-// namespace gets an id-mapped volume (host root's files are its root's,
-// and its root's writes are host root's).
+// namespace gets a volume in its own ids (host root's files are not its
+// root's, and its root's writes belong to its range), or with idmap=host
+// an id-mapped one (host root's files are its root's, and its root's
+// writes are host root's).
 func TestClaimMountsIntoReadOnlyRootAndPrivateUserNS(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	vol := t.TempDir()
 	if err := os.WriteFile(filepath.Join(vol, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(vol, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 	base := busybox(t)
@@ -123,15 +129,25 @@ func TestClaimMountsIntoReadOnlyRootAndPrivateUserNS(t *testing.T) {
 	}
 	base = busybox(t)
 	base.UserNS = sbx.UserNSPrivate
-	c = base
-	c.Volumes = []sbx.Volume{{HostPath: vol, Path: "/vol"}}
-	sb = claimOne(t, h, "userns", base, c)
-	if got := execOut(t, h, sb.ID, "stat", "-c", "%u", "/vol/f"); got != "0" {
-		t.Errorf("a host root's file in the id-mapped volume is owned by %s inside, want 0", got)
-	}
-	execOut(t, h, sb.ID, "touch", "/vol/by-sandbox")
-	if st, err := os.Stat(filepath.Join(vol, "by-sandbox")); err != nil || fileUID(st) != 0 {
-		t.Errorf("the sandbox root's file on the host: %v, uid %d", err, fileUID(st))
+	for _, idmap := range []string{"", sbx.VolumeIDMapHost} {
+		c = base
+		c.Volumes = []sbx.Volume{{HostPath: vol, Path: "/vol", IDMap: idmap}}
+		sb = claimOne(t, h, "userns"+idmap, base, c)
+		wantOwner, made := "65534", "by-sandbox"+idmap
+		if idmap != "" {
+			wantOwner = "0"
+		}
+		if got := execOut(t, h, sb.ID, "stat", "-c", "%u", "/vol/f"); got != wantOwner {
+			t.Errorf("idmap %q: a host root's file in the volume is owned by %s inside, want %s", idmap, got, wantOwner)
+		}
+		execOut(t, h, sb.ID, "touch", "/vol/"+made)
+		st, err := os.Stat(filepath.Join(vol, made))
+		if err != nil {
+			t.Fatalf("idmap %q: the sandbox root's file: %v", idmap, err)
+		}
+		if idmap == "" && fileUID(st) < userns.DefaultBase || idmap != "" && fileUID(st) != 0 {
+			t.Errorf("idmap %q: the sandbox root's file on the host has uid %d", idmap, fileUID(st))
+		}
 	}
 }
 
@@ -278,4 +294,36 @@ func fileUID(fi os.FileInfo) int {
 		return -1
 	}
 	return int(fi.Sys().(*syscall.Stat_t).Uid)
+}
+
+// TestClaimAppliesUser: the default user is applied at the claim, not
+// fixed by the pool: a create asking for user 1000 claims a member of a
+// pool without one, and its later commands run as 1000 (a command's own
+// user still wins); a create asking for a user the image lacks removes
+// the member it tried and fails as a cold create does.
+func TestClaimAppliesUser(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	c := busybox(t)
+	c.User = "1000:1000"
+	sb := claimOne(t, h, "user", busybox(t), c)
+	if got := execOut(t, h, sb.ID, "id", "-u"); got != "1000" {
+		t.Errorf("uid of a command after the claim: %q, want 1000", got)
+	}
+	if got := execOut(t, h, sb.ID, "id", "-g"); got != "1000" {
+		t.Errorf("gid of a command after the claim: %q, want 1000", got)
+	}
+	res, err := h.Exec(context.Background(), sb.ID, sbx.ExecRequest{Argv: []string{"id", "-u"}, User: "0"}, nil)
+	if err != nil || strings.TrimSpace(res.Stdout) != "0" {
+		t.Errorf("a command's own user after the claim: %+v, %v", res, err)
+	}
+
+	newPool(t, h, "user2", 1, busybox(t))
+	bad := busybox(t)
+	bad.User = "nosuchuser"
+	if sb, err := h.Create(context.Background(), bad); err == nil {
+		t.Fatalf("a create with a user the image lacks: %+v", sb)
+	}
+	if list, _ := h.List(context.Background(), sbx.Filter{Pooled: true}); len(list) != 1 || list[0].ID != sb.ID {
+		t.Fatalf("after the failed claim: %+v, want only the first claimed sandbox (the member was removed)", list)
+	}
 }
