@@ -11,7 +11,7 @@ import (
 // and kept idle, their executor answering. A Create whose options match
 // a pool's key (the fields OptionClasses classes PoolKey: the image by
 // digest, network mode, seccomp, capabilities, user namespace, read-only
-// root, user) claims one of them instead of starting a sandbox, and gets
+// root) claims one of them instead of starting a sandbox, and gets
 // everything else it asks for applied to it before it returns.
 type PoolSpec struct {
 	// Name names the pool: letters, digits, '.', '_' and '-', starting
