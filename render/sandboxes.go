@@ -62,7 +62,11 @@ func Sandboxes(w io.Writer, list []*sbx.Sandbox, o ListOptions) error {
 		if command != "" {
 			command = strconv.Quote(command)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, ImageOf(&sb.Options), command, sb.Status, created, sb.Name, Labels(sb.Options.Labels))
+		status := string(sb.Status)
+		if sb.Idle {
+			status += " (idle, checkpointed)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, ImageOf(&sb.Options), command, status, created, sb.Name, Labels(sb.Options.Labels))
 	}
 	return tw.Flush()
 }
