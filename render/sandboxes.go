@@ -62,13 +62,21 @@ func Sandboxes(w io.Writer, list []*sbx.Sandbox, o ListOptions) error {
 		if command != "" {
 			command = strconv.Quote(command)
 		}
-		status := string(sb.Status)
-		if sb.Idle {
-			status += " (idle, checkpointed)"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, ImageOf(&sb.Options), command, status, created, sb.Name, Labels(sb.Options.Labels))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, ImageOf(&sb.Options), command, StatusOf(sb), created, sb.Name, Labels(sb.Options.Labels))
 	}
 	return tw.Flush()
+}
+
+// StatusOf is a sandbox's status as sbx ps shows it: with how its main
+// command ended, once it did ("running, cmd exited (3)").
+func StatusOf(sb *sbx.Sandbox) string {
+	if sb.Idle {
+		return string(sb.Status) + " (idle, checkpointed)"
+	}
+	if sb.CmdExit == nil || sb.Status != sbx.StatusRunning {
+		return string(sb.Status)
+	}
+	return fmt.Sprintf("%s, cmd exited (%d)", sb.Status, sb.CmdExit.ExitCode)
 }
 
 // Stats writes one line of sbx stats' table, after its header when header

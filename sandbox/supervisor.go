@@ -168,7 +168,7 @@ func (s *supervisor) watchIdle() {
 }
 
 // reconcile runs one round of watch: changes made elsewhere, PID 1s that
-// died, and OOM kills.
+// died, main commands that ended, and OOM kills.
 func (s *supervisor) reconcile(ctx context.Context) {
 	h := s.h
 	listedAt := time.Now()
@@ -188,6 +188,7 @@ func (s *supervisor) reconcile(ctx context.Context) {
 			return
 		}
 	}
+	h.probeCmdEnds(ctx, list)
 	for _, sb := range list {
 		if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 			continue

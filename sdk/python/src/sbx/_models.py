@@ -136,11 +136,15 @@ class _Decoded:
 class Volume:
     """A directory of the server's host (``host_path``) mounted at ``path``
     inside the sandbox. The server must allow the directory
-    (``sbx serve --allow-host-dir``)."""
+    (``sbx serve --allow-host-dir``). In a private user namespace the
+    sandbox's files in it belong to its own host id range; ``idmap="host"``
+    maps it back to the host's ids instead (its root then writes as host
+    root: see docs/security.md)."""
 
     host_path: str
     path: str
     read_only: bool = False
+    idmap: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -327,7 +331,8 @@ class SandboxRecord(_Decoded):
     ``idle`` says its idle timeout stopped it (the next call restores it).
     ``spec``,
     ``image`` and ``network`` are the server's objects as sent; ``raw`` is
-    the whole record."""
+    the whole record. ``cmd_exit`` is how the main command (``cmd``) ended,
+    once the server saw it end (the sandbox runs on after it)."""
 
     id: str = json_names("id", required=True)
     name: Optional[str] = None
@@ -343,6 +348,7 @@ class SandboxRecord(_Decoded):
     image: dict[str, Any] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
     cmd_start: Optional[CmdStart] = None
+    cmd_exit: Optional[Exit] = None
     checkpoint: str = ""
     idle: bool = False
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
