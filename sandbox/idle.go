@@ -216,20 +216,18 @@ func (h *Host) checkpointIdle(ctx context.Context) (done []string, watched bool)
 	return done, watched
 }
 
-// lastActive is the last use of sb: its activity file's mtime, or its
-// start when it has none yet.
+// lastActive is the last use of sb: its activity file's mtime or its
+// (re)start, whichever is later.
 func (h *Host) lastActive(sb *sbx.Sandbox) time.Time {
-	if fi, err := os.Stat(filepath.Join(h.store.RunDir(sb.ID), activityFile)); err == nil {
-		return fi.ModTime()
-	}
+	last := sb.Created
 	if sb.Started != nil {
-		return *sb.Started
+		last = *sb.Started
 	}
-	return sb.Created
+	if fi, err := os.Stat(filepath.Join(h.store.RunDir(sb.ID), activityFile)); err == nil && fi.ModTime().After(last) {
+		last = fi.ModTime()
+	}
+	return last
 }
-
-// errBusy: the sandbox is in use; the idle check tries again later.
-var errBusy = errors.New("busy")
 
 // checkpointIdleOne checkpoints sandbox id for idleness, unless it is busy
 // or was used meanwhile. On a failed checkpoint its use is recorded now,
