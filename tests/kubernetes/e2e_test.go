@@ -128,17 +128,18 @@ func testPods(t *testing.T, c *cluster) {
 		})
 	}
 	status := func(name string) string {
-		out, errs, code := c.kubectl("exec", name, "--", "sh", "-c", "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -d ' \\t'; cat /sys/fs/cgroup/memory/memory.limit_in_bytes").run()
+		out, errs, code := c.kubectl("exec", name, "--", "sh", "-c", "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -d ' \\t'; cat /sys/fs/cgroup/memory/memory.limit_in_bytes; echo quota=$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us)").run()
 		if code != 0 {
 			t.Errorf("kubectl exec %s: exit %d: %s", name, code, errs)
 		}
 		return out
 	}
-	if out := status("sbx-pod"); !strings.Contains(out, "NoNewPrivs:1") || !strings.Contains(out, "Seccomp:2") || !strings.Contains(out, "67108864") {
-		t.Errorf("sbx pod: %q, want no_new_privs, sbx's seccomp filter and the 64 MiB limit", out)
+	// Half a CPU is a CFS quota of 50 ms per 100 ms period.
+	if out := status("sbx-pod"); !strings.Contains(out, "NoNewPrivs:1") || !strings.Contains(out, "Seccomp:2") || !strings.Contains(out, "67108864") || !strings.Contains(out, "quota=50000") {
+		t.Errorf("sbx pod: %q, want no_new_privs, sbx's seccomp filter, the 64 MiB limit and half a CPU", out)
 	}
-	if out := status("runc-pod"); !strings.Contains(out, "Seccomp:0") || !strings.Contains(out, "67108864") {
-		t.Errorf("runc pod: %q, want no seccomp filter (Kubernetes' default) and the 64 MiB limit", out)
+	if out := status("runc-pod"); !strings.Contains(out, "Seccomp:0") || !strings.Contains(out, "67108864") || !strings.Contains(out, "quota=50000") {
+		t.Errorf("runc pod: %q, want no seccomp filter (Kubernetes' default), the 64 MiB limit and half a CPU", out)
 	}
 	// The memory limit holds: a process that takes all it can is OOM-killed.
 	_, errs, code := c.kubectl("exec", "sbx-pod", "--", "tail", "/dev/zero").run()
