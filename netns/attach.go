@@ -84,6 +84,9 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	leases = n.sweepDebris(leases)
 	var l *lease
 	for _, x := range leases {
+		if !n.mine(x) {
+			continue // another root's: its ports count (resolvePorts), nothing else
+		}
 		if x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
 			return nil, fmt.Errorf("sandbox %s already has a network (%s); detach it first", sandboxID, x.IP)
 		}
@@ -207,7 +210,14 @@ func (n *Network) Detach(ctx context.Context, sandboxID string) error {
 // lock held and the bridge ready.
 func (n *Network) prepare(owner string) (*lease, error) {
 	key := newKey()
-	l := &lease{Key: key, HostVeth: "sbx" + key, NetNSPath: filepath.Join(n.cfg.RunDir, key), State: statePreparing, Owner: owner}
+	// Keys name veths and chains shared with other roots' sandboxes.
+	for tries := 0; tries < 8; tries++ {
+		if _, err := n.host.LinkByName("sbx" + key); err != nil {
+			break
+		}
+		key = newKey()
+	}
+	l := &lease{Key: key, Root: n.cfg.StateDir, HostVeth: "sbx" + key, NetNSPath: filepath.Join(n.cfg.RunDir, key), State: statePreparing, Owner: owner}
 	if err := n.reserveLease(l); err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	}
 	var l *lease
 	for _, x := range leases {
-		if x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
+		if n.mine(x) && x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
 			l = x
 		}
 	}

@@ -368,7 +368,7 @@ func TestPoolBackgroundRefill(t *testing.T) {
 func TestPoolKey(t *testing.T) {
 	img := &sbx.ImageInfo{Digest: "sha256:aa"}
 	a := sbx.Options{Image: "x", Volumes: []sbx.Volume{}, CapAdd: []string{}}
-	b := sbx.Options{Image: "x", Name: "n", Env: []string{"A=1"}, Workdir: "/w", TTL: time.Hour,
+	b := sbx.Options{Image: "x", Name: "n", Env: []string{"A=1"}, Workdir: "/w", User: "1000", TTL: time.Hour,
 		Limits: sbx.Limits{MemoryBytes: 1 << 30}, Labels: map[string]string{"k": "v"}, Seccomp: "default",
 		Hostname: "h", DNS: []string{"192.0.2.1"}, Egress: "none", AllowHostPorts: []string{"80"},
 		Volumes: []sbx.Volume{{HostPath: "/a", Path: "/a"}}, Tmpfs: []sbx.Tmpfs{{Path: "/t"}}}
@@ -376,7 +376,6 @@ func TestPoolKey(t *testing.T) {
 		t.Fatal("what a claim applies changed the key")
 	}
 	for name, o := range map[string]sbx.Options{
-		"user":      {Image: "x", User: "1000"},
 		"read-only": {Image: "x", ReadonlyRootfs: true},
 		"network":   {Image: "x", Network: sbx.NetworkBridge},
 		"seccomp":   {Image: "x", Seccomp: "unconfined"},
