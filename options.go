@@ -122,8 +122,7 @@ func (o *Options) UnmarshalJSON(data []byte) error {
 
 // Limits are the resource limits of a sandbox. Zero means unlimited (or
 // the host's default). In JSON the sizes are memory_bytes and disk_bytes;
-// requests may also give them as "memory" and "disk", and as strings with
-// a unit ("512m").
+// requests may give them as strings with a unit ("512m").
 type Limits struct {
 	// MemoryBytes caps the sandbox's memory; swap is disabled. The
 	// writable layer (see DiskBytes) counts toward it.
@@ -139,41 +138,19 @@ type Limits struct {
 	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
-// UnmarshalJSON reads the byte limits as numbers or strings with a unit,
-// under their names or the short ones ("memory", "disk").
+// UnmarshalJSON reads the byte limits as numbers or strings with a unit.
 func (l *Limits) UnmarshalJSON(data []byte) error {
 	var v struct {
-		MemoryBytes *Size   `json:"memory_bytes"`
-		Memory      *Size   `json:"memory"`
+		MemoryBytes Size    `json:"memory_bytes"`
 		CPUs        float64 `json:"cpus"`
 		Pids        int64   `json:"pids"`
-		DiskBytes   *Size   `json:"disk_bytes"`
-		Disk        *Size   `json:"disk"`
+		DiskBytes   Size    `json:"disk_bytes"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return fmt.Errorf("limits: %w", err)
 	}
-	var err error
-	*l = Limits{CPUs: v.CPUs, Pids: v.Pids}
-	if l.MemoryBytes, err = oneOf("memory_bytes", v.MemoryBytes, "memory", v.Memory); err != nil {
-		return err
-	}
-	l.DiskBytes, err = oneOf("disk_bytes", v.DiskBytes, "disk", v.Disk)
-	return err
-}
-
-// oneOf returns the value of whichever of two spellings of a field is
-// given, refusing both.
-func oneOf(name string, v *Size, alias string, a *Size) (int64, error) {
-	switch {
-	case v != nil && a != nil:
-		return 0, fmt.Errorf("give %s or %s, not both", name, alias)
-	case v != nil:
-		return int64(*v), nil
-	case a != nil:
-		return int64(*a), nil
-	}
-	return 0, nil
+	*l = Limits{MemoryBytes: int64(v.MemoryBytes), CPUs: v.CPUs, Pids: v.Pids, DiskBytes: int64(v.DiskBytes)}
+	return nil
 }
 
 // Volume mounts the host directory HostPath at Path inside the sandbox.
@@ -197,26 +174,23 @@ type Volume struct {
 const VolumeIDMapHost = "host"
 
 // Tmpfs mounts an empty in-memory file system at Path. In JSON the size is
-// size_bytes; requests may also give "size", and a string with a unit.
+// size_bytes, a number or a string with a unit.
 type Tmpfs struct {
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes,omitempty"`
 }
 
-// UnmarshalJSON reads size_bytes or size, as a number or a string with a
-// unit.
+// UnmarshalJSON reads size_bytes as a number or a string with a unit.
 func (t *Tmpfs) UnmarshalJSON(data []byte) error {
 	var v struct {
 		Path      string `json:"path"`
-		SizeBytes *Size  `json:"size_bytes"`
-		Size      *Size  `json:"size"`
+		SizeBytes Size   `json:"size_bytes"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return fmt.Errorf("tmpfs: %w", err)
 	}
-	size, err := oneOf("size_bytes", v.SizeBytes, "size", v.Size)
-	*t = Tmpfs{Path: v.Path, SizeBytes: size}
-	return err
+	*t = Tmpfs{Path: v.Path, SizeBytes: int64(v.SizeBytes)}
+	return nil
 }
 
 // Pull policies of Options.Pull.

@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx"
 )
 
 // Archive formats Import recognises.
@@ -63,7 +65,7 @@ func (s *Store) importArchive(ctx context.Context, path, shown, name string, all
 		return nil, err
 	}
 	defer unlock()
-	format, err := DetectFormat(path)
+	format, err := detectFormat(path, shown)
 	if err != nil {
 		return nil, err
 	}
@@ -94,16 +96,17 @@ func (s *Store) importArchive(ctx context.Context, path, shown, name string, all
 }
 
 // DetectFormat tells which kind of image archive path is.
-func DetectFormat(p string) (string, error) {
-	fi, err := os.Stat(p)
+func DetectFormat(p string) (string, error) { return detectFormat(p, p) }
+
+// detectFormat is DetectFormat naming p as shown in its errors (an
+// uploaded archive's temporary file is "the archive").
+func detectFormat(p, shown string) (string, error) {
+	isDir, err := sbx.CheckImportPath(p)
 	if err != nil {
-		return "", fmt.Errorf("import: %w", err)
+		return "", err
 	}
-	if fi.IsDir() {
-		if exists(filepath.Join(p, "index.json")) {
-			return FormatOCILayout, nil
-		}
-		return "", fmt.Errorf("import %s: directory is not an OCI image layout (no index.json); to import a root directory, tar it first", p)
+	if isDir {
+		return FormatOCILayout, nil
 	}
 	names := map[string]bool{}
 	err = scanTar(p, func(hdr *tar.Header, _ io.Reader) error {
@@ -111,7 +114,7 @@ func DetectFormat(p string) (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("import %s: not a tar archive (or a gzip or zstd compressed one): %w", p, err)
+		return "", fmt.Errorf("%w: import %s: not a tar archive (or a gzip or zstd compressed one): %w", sbx.ErrInvalid, shown, err)
 	}
 	switch {
 	case names["oci-layout"] && names["index.json"]:

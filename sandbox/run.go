@@ -208,7 +208,11 @@ func (r *run) start(o *sbx.RunOptions) error {
 	spec := containerSpec(r.p, args, env, r.proc.Cwd, r.user, []specs.Mount{readOnlyBind(source, initPath)})
 	spec.Tty = o.Tty
 	spec.ParentDeathSignal = int(unix.SIGKILL)
-	if r.stdio, err = newRunStdio(o); err != nil {
+	owner := -1
+	if r.p.uns != nil {
+		owner = int(r.p.uns.rng.HostID)
+	}
+	if r.stdio, err = newRunStdio(o, owner); err != nil {
 		return fmt.Errorf("pipes for the command's input and output: %w", err)
 	}
 	stdio := isolate.IO{Stdin: r.stdio.in, Stdout: r.stdio.out, Stderr: r.stdio.err, ExtraFiles: []*os.File{statusW, lifeR},

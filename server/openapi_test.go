@@ -171,12 +171,6 @@ func checkObject(t *testing.T, where string, s *openapi3.Schema, typ reflect.Typ
 	fields := jsonFields(typ)
 	props := map[string]bool{}
 	for name, p := range s.Properties {
-		if alias, ok := p.Value.Extensions["x-sbx-alias"].(string); ok {
-			if _, ok := fields[alias]; !ok {
-				t.Errorf("%s.%s is an alias of %s, which %s does not have", where, name, alias, typ)
-			}
-			continue
-		}
 		props[name] = true
 		ft, ok := fields[name]
 		if !ok {

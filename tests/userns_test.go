@@ -62,6 +62,12 @@ func TestUserNSOneShot(t *testing.T) {
 	if len(lines) != 3 || hostIDOf(t, lines[0]) < userns.DefaultBase || lines[1] != "0" || lines[2] != "0" {
 		t.Fatalf("in the user namespace: %q", out)
 	}
+	// The command's pipes are its root's: it reopens them as a process
+	// may (echo > /dev/stderr), to a file and to a pipe of the caller.
+	r0 := runSbx(t, "in", "run", "-i", "--userns", "private", "--rootfs", root, "--", "sh", "-c", "echo out > /dev/stdout; echo err > /proc/self/fd/2; cat /dev/stdin")
+	if r0.code != 0 || r0.stdout != "out\nin" || r0.stderr != "err\n" {
+		t.Errorf("reopening the command's own pipes: exit %d, stdout %q, stderr %q", r0.code, r0.stdout, r0.stderr)
+	}
 	var script []string
 	want := map[string][]string{}
 	for _, c := range escapeChecks {
@@ -124,9 +130,10 @@ func TestUserNSOneShot(t *testing.T) {
 }
 
 // TestUserNSLongLived: a long-lived sandbox in a user namespace with a
-// bridged network, a volume (host root's file there is not its root's;
-// what it writes there belongs to its range), cp both ways, commit, stop
-// and start; its
+// bridged network (its root binds port 80 and opens an ICMP socket, though
+// it does not own the network namespace), a volume (host root's file there
+// is not its root's; what it writes there belongs to its range), cp both
+// ways, commit, stop and start; its
 // range is given back when it is removed, and nothing leaks.
 func TestUserNSLongLived(t *testing.T) {
 	root := adversaryRoot(t)
@@ -151,10 +158,12 @@ func TestUserNSLongLived(t *testing.T) {
 	}
 	id := strings.TrimSpace(h.must(t, "create", "--userns", "private", "--network", "bridge", "--pull", "never", "-v", vol+":/vol", "userns/base:1"))
 	h.saw(id)
-	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0")
+	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0; "+
+		"httpd -p 80 -h /tmp && echo bound-80; /adversary ping")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	hostID := hostIDOf(t, lines[0])
-	if hostID < userns.DefaultBase || lines[1] != "65534" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") {
+	if hostID < userns.DefaultBase || lines[1] != "65534" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") ||
+		!strings.Contains(out, "bound-80") || !strings.Contains(out, "ping ok") {
 		t.Errorf("sandbox in a user namespace: %q", out)
 	}
 	var st unix.Stat_t
