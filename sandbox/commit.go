@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/imagecache/pack"
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // upperDir is where rootfs.Prepare keeps the writable layer of a sandbox,
@@ -31,8 +33,7 @@ var layerExcludes = map[string]bool{
 // sandboxes created from name start with that state at once. A running
 // sandbox is paused while its layer is read.
 func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error) {
-	store, err := h.imageStore()
-	if err != nil {
+	if _, err := h.imageStore(); err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -44,6 +45,21 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 		return nil, err
 	}
 	defer l.Unlock()
+	img, err := h.commitLocked(ctx, l, sb, name, nil, "sbx commit")
+	if err != nil {
+		return nil, err
+	}
+	return contractImage(img, false), nil
+}
+
+// commitLocked stores the writable layer of sb (locked) over its image as
+// the image name, with the config cfg (nil: the base's) and the history
+// line createdBy. A running sandbox is paused while its layer is read.
+func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox, name string, cfg *imagecache.ImageConfig, createdBy string) (*imagecache.Image, error) {
+	store, err := h.imageStore()
+	if err != nil {
+		return nil, err
+	}
 	if sb.Image == nil || sb.Image.Digest == "" {
 		return nil, fmt.Errorf("%w: sandbox %s was not created from an image (--rootfs); commit needs a base image", sbx.ErrInvalid, sb.ShortID())
 	}
@@ -76,10 +92,10 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 	}
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return write(pw) })) }()
-	img, err := store.Commit(ctx, base, name, pr, nil)
+	img, err := store.CommitStep(ctx, base, name, pr, cfg, createdBy)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {
 		return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
 	}
-	return contractImage(img, false), nil
+	return img, nil
 }

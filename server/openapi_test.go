@@ -67,6 +67,7 @@ var bodies = map[string]reflect.Type{
 	"ExecutorInfo":      reflect.TypeFor[execapi.Info](),
 	"Image":             reflect.TypeFor[sbx.Image](),
 	"ImageConfig":       reflect.TypeFor[sbx.ImageConfig](),
+	"Healthcheck":       reflect.TypeFor[sbx.Healthcheck](),
 	"ImageList":         reflect.TypeFor[api.ImageList](),
 	"ImageGCReport":     reflect.TypeFor[sbx.ImageGCReport](),
 	"PullRequest":       reflect.TypeFor[api.PullRequest](),
