@@ -96,7 +96,8 @@ var bodies = map[string]reflect.Type{
 // customFields are the JSON fields a type writes through its own
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
-	reflect.TypeFor[sbx.Options](): {"ttl", "idle_timeout"},
+	reflect.TypeFor[sbx.Options]():     {"ttl", "idle_timeout"},
+	reflect.TypeFor[sbx.ExecRequest](): {"stop_grace"},
 }
 
 // scalarSchemas are the named schemas that are not objects.
