@@ -172,6 +172,9 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	if err := applyPolicy(policy, o); err != nil {
 		return err
 	}
+	if err := h.checkIdleOptions(o); err != nil {
+		return err
+	}
 	if o.Network == sbx.NetworkHost {
 		h.log.Warn("network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
 	}
@@ -377,6 +380,11 @@ func (h *Host) destroy(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) erro
 		}
 	}
 	if err := h.release(ctx, sb); err != nil {
+		return err
+	}
+	// The checkpoint of a stop --checkpoint (or of the idle timeout) holds
+	// the sandbox's memory: it goes with the sandbox.
+	if err := h.dropStopCheckpoint(ctx, sb); err != nil {
 		return err
 	}
 	if err := h.forget(l, sb); err != nil {

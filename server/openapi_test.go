@@ -98,7 +98,7 @@ var bodies = map[string]reflect.Type{
 // customFields are the JSON fields a type writes through its own
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
-	reflect.TypeFor[sbx.Options](): {"ttl"},
+	reflect.TypeFor[sbx.Options](): {"ttl", "idle_timeout"},
 }
 
 // scalarSchemas are the named schemas that are not objects.
