@@ -166,6 +166,9 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	if o.Network == "" {
 		o.Network = sbx.NetworkNone
 	}
+	if o.UserNS == "" {
+		o.UserNS = sbx.DefaultUserNS(o)
+	}
 	if _, err := parseNetwork(o, ""); err != nil {
 		return err
 	}

@@ -32,6 +32,10 @@ func newLCHost(t *testing.T) *lcHost {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Private user namespaces (the default) need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	h := &lcHost{root: filepath.Join(dir, "root"), run: filepath.Join(dir, "run"), ids: map[string]bool{}}
 	// Bridged sandboxes get their bridge, veths and rules in a namespace
 	// that stands in for the host, never on the machine's own interfaces.

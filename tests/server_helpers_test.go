@@ -59,6 +59,10 @@ func newServerEnv(t testing.TB, hcfg sandbox.HostConfig, mutate func(*server.Con
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Private user namespaces (the default) need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	e := &serverEnv{dir: dir, root: filepath.Join(dir, "root"), runRoot: filepath.Join(dir, "run"), ids: map[string]bool{}}
 	hcfg.Root, hcfg.RunRoot, hcfg.Executor = e.root, e.runRoot, serverExecutorBin()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

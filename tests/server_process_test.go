@@ -50,6 +50,10 @@ func newServeDirs(t *testing.T) *serveProc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// Private user namespaces (the default) need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	p := &serveProc{dir: dir, root: filepath.Join(dir, "root"), runRoot: filepath.Join(dir, "run"),
 		sock: filepath.Join(dir, "sbx.sock"), tokenFile: filepath.Join(dir, "token")}
 	if err := os.WriteFile(p.tokenFile, []byte(serverTestToken+"\n"), 0o600); err != nil {
