@@ -303,7 +303,8 @@ func TestLifecycleDiskCap(t *testing.T) {
 	h.must(t, "exec", id, "--", "sh", "-c", "dd if=/dev/zero of=/small bs=1M count=4 2>/dev/null")
 }
 
-// Volumes: read-only and read-write, with ownership as seen on the host.
+// Volumes: read-only and read-write, with ownership as seen on the host
+// (idmap=host: the sandbox's uid 1000 is the host's).
 func TestLifecycleVolumes(t *testing.T) {
 	h := newLCHost(t)
 	ro, rw := t.TempDir(), t.TempDir()
@@ -313,7 +314,10 @@ func TestLifecycleVolumes(t *testing.T) {
 	if err := os.Chown(rw, 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
-	id := h.create(t, "-v", ro+":/in:ro", "-v", rw+":/out", "--tmpfs", "/scratch:size=1m")
+	if err := os.Chmod(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := h.create(t, "-v", ro+":/in:ro", "-v", rw+":/out:idmap=host", "--tmpfs", "/scratch:size=1m")
 	if out := h.must(t, "exec", id, "--", "cat", "/in/input"); out != "data" {
 		t.Fatalf("read-only volume reads %q", out)
 	}

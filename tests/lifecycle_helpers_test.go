@@ -162,3 +162,16 @@ func (h *lcHost) assertNoLeaks(t testing.TB) {
 		}
 	}
 }
+
+// reachableTempDir is a t.TempDir that other users may traverse (not
+// read), as the run root of sandboxes in private user namespaces needs.
+func reachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

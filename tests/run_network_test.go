@@ -39,7 +39,7 @@ func testHostNS(t testing.TB) string {
 func TestRunBridgeNetwork(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	ns := testHostNS(t)
-	state := t.TempDir()
+	state := reachableTempDir(t)
 	sbx := func(args ...string) (string, error) {
 		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, sbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run")}, args...)...)
 		out, err := cmd.CombinedOutput()

@@ -202,7 +202,7 @@ func TestUserNSLongLived(t *testing.T) {
 		}
 	}
 	h.must(t, "commit", id, "userns/committed:1")
-	other := strings.TrimSpace(h.must(t, "create", "--pull", "never", "userns/committed:1"))
+	other := strings.TrimSpace(h.must(t, "create", "--userns", "host", "--pull", "never", "userns/committed:1"))
 	h.saw(other)
 	if got := h.must(t, "exec", other, "--", "stat", "-c", "%u:%g", "/root/kept"); got != "0:0\n" {
 		t.Errorf("the committed file's owner in a sandbox without a user namespace: %q", got)
