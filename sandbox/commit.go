@@ -10,7 +10,6 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache"
-	"github.com/sbxrun/sbx/imagecache/pack"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -80,18 +79,12 @@ func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox,
 	if err != nil {
 		return nil, fmt.Errorf("base image %s: %w", sb.Image.Digest, err)
 	}
-	write := func(w io.Writer) error { return pack.Write(w, upper, sbxOwnPath) }
-	if sb.Options.UserNS == sbx.UserNSPrivate {
-		// What the sandbox wrote is stored with its host ids: the layer
-		// gets the ids the sandbox saw.
-		rng, err := leasedRange(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID))
-		if err != nil {
-			return nil, err
-		}
-		write = func(w io.Writer) error { return pack.WriteShifted(w, upper, sbxOwnPath, rng.HostID, rng.Size) }
+	packAs, err := h.packer(sb)
+	if err != nil {
+		return nil, err
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return write(pw) })) }()
+	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return packAs(pw, upper, sbxOwnPath) })) }()
 	img, err := store.CommitStep(ctx, base, name, pr, cfg, createdBy)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {
