@@ -210,3 +210,20 @@ func TestCLIIsThin(t *testing.T) {
 		t.Errorf("cmd/sbx has %d non-test lines (bound: under %d): move what is not command definitions, flags and calls into a library package (docs/contributing.md)", lines, maxCLILines)
 	}
 }
+
+// A program linking the local backend built without cgo fails with a
+// message from sbx (package internal/needcgo), not only runc's undefined
+// symbols.
+func TestLocalBackendWithoutCgoSaysWhy(t *testing.T) {
+	cmd := exec.Command("go", "build", "-o", os.DevNull, "./sandbox")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "sbx_local_backend_needs_cgo__build_with_CGO_ENABLED_1") {
+		t.Fatalf("CGO_ENABLED=0 go build ./sandbox: %v\n%s", err, out)
+	}
+	cmd = exec.Command("go", "build", "-o", os.DevNull, "./server/client")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("the remote-only client must build without cgo: %v\n%s", err, out)
+	}
+}

@@ -282,7 +282,7 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 	if !req.Tty {
 		closeStdin.Do(func() { stdin.Close() })
 	}
-	code, sig := p.ExitCode()
+	code, sig := timedOutCode(p.ExitCode, timedOut)
 	res := api.ExecResult{ExitCode: code, Signal: sig, TimedOut: timedOut}
 	setUsage(&res, p)
 	return res, nil

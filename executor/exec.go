@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/internal/outbuf"
 	"github.com/sbxrun/sbx/executor/internal/proc"
@@ -283,7 +284,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	}
 	outR.Close()
 	errR.Close()
-	code, sig := p.ExitCode()
+	code, sig := timedOutCode(p.ExitCode, timedOut)
 	res := api.ExecResult{
 		ExitCode:  code,
 		Signal:    sig,
@@ -329,4 +330,15 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 func failedStart(code int, err error, start time.Time, sink func(string, []byte) error) api.ExecResult {
 	_ = sink(api.FrameStderr, []byte(fmt.Sprintf("sbx: %v\n", err)))
 	return api.ExecResult{ExitCode: code, DurationS: time.Since(start).Seconds()}
+}
+
+// timedOutCode is the exit code and signal of a command (exit): those of
+// its end, except that a command killed for its timeout exits 124 (its
+// signal still SIGKILL), as sbx run and sbx exec --timeout report it.
+func timedOutCode(exit func() (int, string), timedOut bool) (int, string) {
+	code, sig := exit()
+	if timedOut {
+		code = sbx.ExitTimeout
+	}
+	return code, sig
 }

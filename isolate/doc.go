@@ -15,3 +15,6 @@
 // thread out of libcontainer's namespace work and runs libcontainer's init
 // itself where no sbx-lcinit is at hand.
 package isolate
+
+// A build without cgo fails with a message from sbx (package needcgo).
+import _ "github.com/sbxrun/sbx/internal/needcgo"

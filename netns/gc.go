@@ -144,7 +144,7 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 	if err != nil {
 		return nil, err
 	}
-	keepKeys, keepVeths, keepNS := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	keepKeys, keepVeths, keepNS, keepHolders := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[int]bool{}
 	for _, l := range leases {
 		keep := false
 		switch l.State {
@@ -155,6 +155,9 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 		}
 		if keep {
 			keepKeys[l.Key], keepVeths[l.HostVeth], keepNS[filepath.Clean(l.NetNSPath)] = true, true, true
+			if l.Holder != nil {
+				keepHolders[l.Holder.PID] = true
+			}
 			continue
 		}
 		what := fmt.Sprintf("lease %s (%s %s)", l.IP, l.State, l.Owner)
@@ -200,6 +203,10 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 			removed = append(removed, "namespace "+p)
 		}
 	}
+
+	// Holders of published ports that no lease explains (a lease file
+	// removed by hand).
+	removed = append(removed, n.sweepHolders(keepHolders)...)
 
 	// Rules that no lease explains.
 	r, err := n.gcRules(keepKeys, leases)

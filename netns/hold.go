@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -123,7 +124,8 @@ func (n *Network) startHolder(socks []*os.File) (*holder, *os.File, error) {
 		return nil, nil, fmt.Errorf("hold published ports: %w", err)
 	}
 	defer r.Close()
-	cmd := exec.Command(path, "3")
+	// The state directory names the holders of this Network for GC.
+	cmd := exec.Command(path, "3", n.cfg.StateDir)
 	cmd.ExtraFiles = append([]*os.File{r}, socks...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -208,4 +210,36 @@ func stopHolder(h *holder) error {
 		}
 	}
 	return fmt.Errorf("the holder of published ports (pid %d) did not end within 5s", h.PID)
+}
+
+// sweepHolders kills the holders started for this state directory that
+// are not in keep (by PID), and returns what it removed. Call with the
+// lock held: no holder is being started meanwhile.
+func (n *Network) sweepHolders(keep map[int]bool) []string {
+	var removed []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || keep[pid] {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
+		if len(args) != 3 || args[2] != n.cfg.StateDir || !strings.HasPrefix(filepath.Base(args[0]), helperbin.Hold) {
+			continue
+		}
+		start, err := procStart(pid)
+		if err != nil {
+			continue
+		}
+		if err := stopHolder(&holder{PID: pid, Start: start}); err != nil {
+			n.log.Warn("could not stop a port holder no lease records", "pid", pid, "err", err)
+			continue
+		}
+		removed = append(removed, "port holder "+e.Name())
+	}
+	return removed
 }

@@ -128,7 +128,7 @@ func TestGCRemovesDeadSandboxesAndCrashDebris(t *testing.T) {
 		t.Errorf("the lease left attaching is still there: %s", data)
 	}
 	for _, want := range []string{"dead", "stray", "10.88.9.9",
-		"veth " + orphan.HostVeth, "chain fw-" + strings.TrimPrefix(orphan.HostVeth, "sbx"), "chain pt-", "chain sp-", "elements of map fwd", "elements of map ports", "published-port jump"} {
+		"veth " + orphan.HostVeth, "chain fw-" + strings.TrimPrefix(orphan.HostVeth, "sbx"), "chain pt-", "chain sp-", "elements of map fwd", "elements of map ports", "published-port jump", "port holder"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("gc did not report removing %q", want)
 		}

@@ -189,6 +189,9 @@ var (
 // Open opens the state under cfg.Root and cfg.RunRoot, creating them if
 // needed. It starts nothing in the background; see StartBackground.
 func Open(cfg HostConfig) (*Host, error) {
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("%w: sandbox.Open needs root (namespaces, cgroups, mounts): run this program as root, or reach a root sbx serve through github.com/sbxrun/sbx/server/client", sbx.ErrForbidden)
+	}
 	if cfg.Root == "" {
 		cfg.Root = "/var/lib/sbx"
 	}

@@ -69,7 +69,7 @@ func Supported() (bool, string) {
 // that a build without the seccomp tag fails at once with a clear message.
 func Check(f *configs.Seccomp) error {
 	if f != nil && !lcseccomp.Enabled {
-		return fmt.Errorf("this sbx binary was built without seccomp support; rebuild with -tags seccomp or use --seccomp unconfined")
+		return fmt.Errorf("this sbx binary was built without seccomp support; rebuild with -tags seccomp (go build -tags seccomp, for a program embedding sbx), or run without a filter: --seccomp unconfined, Options.Seccomp = \"unconfined\" for a library caller")
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
 )
@@ -59,7 +60,7 @@ func TestExecutorAttach(t *testing.T) {
 	}
 
 	res, _, _ = run(api.AttachRequest{ExecRequest: api.ExecRequest{Argv: []string{"sleep", "30"}, TimeoutS: 0.3}, Tty: true}, nil)
-	if !res.TimedOut || res.Signal != "SIGKILL" {
+	if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != sbx.ExitTimeout {
 		t.Fatalf("attach past its timeout: %+v", res)
 	}
 

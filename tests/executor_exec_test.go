@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
 )
@@ -163,7 +164,8 @@ func TestExecutorExecTimeoutKillsProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != 137 || res.Stdout != "started\n" {
+	// As sbx run and sbx exec --timeout: 124, the command killed.
+	if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != sbx.ExitTimeout || res.Stdout != "started\n" {
 		t.Fatalf("got %+v", res)
 	}
 	data, err := os.ReadFile(pidFile)

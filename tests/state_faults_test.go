@@ -62,9 +62,9 @@ func TestCorruptRecordKeepsTheSandbox(t *testing.T) {
 	}
 }
 
-// TestStopOnFullDisk: when the record cannot be written (the state's file
-// system is full), sbx stop fails and says so once, clearly; with space
-// again, stop finishes the job.
+// TestStopOnFullDisk: on a full state file system sbx stop either records
+// the stop (the record is rewritten in the blocks it holds) or fails and
+// says so once, clearly; with space again, stop finishes the job.
 func TestStopOnFullDisk(t *testing.T) {
 	h := newLCHost(t)
 	if err := os.MkdirAll(h.root, 0o700); err != nil {
@@ -97,9 +97,12 @@ func TestStopOnFullDisk(t *testing.T) {
 	f.Close()
 	r := h.sbx(t, "", "stop", id)
 	if r.code == 0 {
-		t.Fatalf("sbx stop on a full disk exited 0: %q %q", r.stdout, r.stderr)
-	}
-	if !strings.Contains(r.stderr, "no space left on device") || strings.Count(r.stderr, "record.json") != 1 || !strings.Contains(r.stderr, "free space") {
+		// The record was rewritten in the blocks it holds: the stop is
+		// recorded, so the sandbox must really be stopped.
+		if st := h.inspect(t, id).Status; st != "stopped" {
+			t.Fatalf("sbx stop on a full disk exited 0 but the record says %s", st)
+		}
+	} else if !strings.Contains(r.stderr, "no space left on device") || strings.Count(r.stderr, "record.json") != 1 || !strings.Contains(r.stderr, "free space") {
 		t.Errorf("stop on a full disk says %q; want the reason, the file once and what to do", r.stderr)
 	}
 	os.Remove(fill)

@@ -7,8 +7,10 @@
  * started later from binding the port and having its local clients'
  * connections captured by the sandbox.
  *
- *   sbx-hold READY-FD
+ *   sbx-hold READY-FD [STATE-DIR]
  *
+ * STATE-DIR (the network state directory it holds ports for) only names
+ * it, for sbx gc to find holders whose lease is gone.
  * It waits for one byte 'g' on READY-FD, written once the sbx process has
  * recorded this process in the sandbox's network lease; if READY-FD closes
  * first (that process died before recording it), it exits and the ports
@@ -24,7 +26,7 @@
 #include <unistd.h>
 
 int main(int argc, char **argv) {
-	if (argc != 2)
+	if (argc != 2 && argc != 3)
 		return 2;
 	int ready = atoi(argv[1]);
 	/* A terminal's signals never reach it (it has a session of its own),

@@ -37,7 +37,7 @@ const (
 	Init     = "sbx-init"     // one-shot init: "sbx-init reaper [flags] -- CMD"
 	Executor = "sbx-executor" // executor: "sbx-executor executor [flags]"
 	LCInit   = "sbx-lcinit"   // libcontainer's init stage (cgo); see isolate
-	Hold     = "sbx-hold"     // holder of published host ports: "sbx-hold READY-FD" (package netns)
+	Hold     = "sbx-hold"     // holder of published host ports: "sbx-hold READY-FD STATE-DIR" (package netns)
 )
 
 //go:embed bin
