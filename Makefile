@@ -11,7 +11,7 @@ export CGO_ENABLED := 1
 # make deps installs Go into /usr/local/go when the machine has none new enough.
 export PATH := /usr/local/go/bin:$(PATH)
 
-.PHONY: all help build helpers release-helpers deps deps-test deps-bench deps-openhands unit test test-python python-dist test-nomad nomad lint bench clean
+.PHONY: all help build helpers release-helpers deps deps-test deps-bench deps-openhands unit test test-python python-dist test-nomad test-kubernetes nomad k8s lint bench clean
 
 all: build
 
@@ -66,9 +66,10 @@ unit: helpers
 ## caches Nomad, the OpenHands trees and a Python venv on first use)
 test: deps deps-test deps-openhands build
 	$(GO) vet -tags '$(TAGS)' ./...
-	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 14m -p 1 ./...
+	SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS)' -count=1 -timeout 25m -p 1 ./...
 	$(MAKE) --no-print-directory test-python
 	$(MAKE) --no-print-directory test-nomad
+	$(MAKE) --no-print-directory test-kubernetes
 
 ## test-python: the Python SDK's tests (pytest, against a real sbx serve), in the cached venv
 test-python: $(BIN)
@@ -86,6 +87,19 @@ python-dist:
 nomad:
 	@bash scripts/nomad-bin.sh
 
+## k8s: build (once per machine, cached under /var/cache/sbx-test) the
+## pinned Kubernetes programs, etcd and agent-sandbox's controller that the
+## Kubernetes end-to-end tests run, and print their directory
+k8s:
+	@bash scripts/k8s-bin.sh
+
+## test-kubernetes: sbx as a Kubernetes RuntimeClass end to end (etcd,
+## kube-apiserver, kube-scheduler, a kubelet, containerd, agent-sandbox);
+## SBX_K8S_BENCH=1 also measures pod and claim start-up
+test-kubernetes: build
+	SBX_K8S_BIN=$$(bash scripts/k8s-bin.sh) SBX_BIN=$(abspath $(BIN)) $(GO) test -tags '$(TAGS) kubernetes' \
+		-count=1 -timeout 20m -v -run TestKubernetes ./tests/kubernetes/
+
 ## test-nomad: the Nomad driver's tests (its own module), including the
 ## end-to-end tests on a real Nomad cluster on loopback
 test-nomad: build
@@ -97,6 +111,7 @@ test-nomad: build
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt: files above need formatting'; exit 1; }
 	$(GO) vet -tags '$(TAGS)' ./...
+	$(GO) vet -tags '$(TAGS) kubernetes' ./tests/kubernetes/
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags '$(TAGS)' ./...
 	cd nomad-driver && $(GO) vet -tags '$(TAGS)' ./...
 	cd nomad-driver && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags '$(TAGS)' ./...

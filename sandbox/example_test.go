@@ -8,6 +8,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -125,4 +126,53 @@ func useSandbox(ctx context.Context, s sbx.Sandboxes, id, dir string) error {
 	data, err := os.ReadFile(filepath.Join(dir, "out"))
 	fmt.Print(string(data))
 	return err
+}
+
+// A registry-free job: import a root file system tarball as an image,
+// run the job's steps in a sandbox of it (pull never: nothing is fetched),
+// copy the artifact out, remove everything. The imported short name
+// ci-base:1 is stored as index.docker.io/library/ci-base:1.
+func Example_offline() {
+	dir, err := os.MkdirTemp("", "sbx-example-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	host, err := sandbox.Open(sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer host.Close()
+	ctx := context.Background()
+
+	// The tarball a CI system ships (here made from the example's root).
+	tarball := filepath.Join(dir, "rootfs.tar")
+	if out, err := exec.Command("tar", "-C", os.Getenv("SBX_EXAMPLE_ROOTFS"), "-cf", tarball, ".").CombinedOutput(); err != nil {
+		log.Fatalf("tar: %v %s", err, out)
+	}
+	img, err := host.ImportImage(ctx, sbx.ImportOptions{Path: tarball, Name: "ci-base:1"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(img.Name)
+
+	sb, err := host.Create(ctx, sbx.Options{Image: "ci-base:1", Pull: sbx.PullNever, Workdir: "/work", TTL: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
+	for _, step := range []string{"mkdir -p /work/out", "echo built > /work/out/artifact.txt"} {
+		res, err := host.Exec(ctx, sb.ID, sbx.ExecRequest{Command: step, TimeoutS: 60}, nil)
+		if err != nil || res.ExitCode != 0 {
+			log.Fatalf("step %q: %v %+v", step, err, res)
+		}
+	}
+	if err := host.CopyFrom(ctx, sb.ID, "out/artifact.txt", filepath.Join(dir, "artifact.txt")); err != nil {
+		log.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "artifact.txt"))
+	fmt.Print(string(b))
+	// Output:
+	// index.docker.io/library/ci-base:1
+	// built
 }

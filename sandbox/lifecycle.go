@@ -126,12 +126,14 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: the root file system of sandbox %s is gone (did the host restart?): remove it with sbx rm", sbx.ErrState, sb.ShortID())
 	}
-	if sb.Checkpoint != "" {
+	if sb.Checkpoint != "" && h.hasSnapshot(sb.Checkpoint) {
 		if err := h.resumeCheckpoint(ctx, l, sb); err != nil {
 			return nil, err
 		}
 		return sb, nil
 	}
+	// A checkpoint removed meanwhile: the sandbox starts anew.
+	sb.Checkpoint = ""
 	// The old container's state and cgroups go first; the root stays.
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
 		return nil, err

@@ -284,6 +284,15 @@ func (h *Host) loadSnapshot(name string) (*sbx.Snapshot, *restoreInfo, error) {
 	return snap, &ri, nil
 }
 
+// hasSnapshot reports whether a complete snapshot called name exists.
+func (h *Host) hasSnapshot(name string) bool {
+	if sbx.ValidSnapshotName(name) != nil {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(h.snapshotDir(name), snapshotFile))
+	return err == nil
+}
+
 // snapshotNames lists the complete snapshots.
 func (h *Host) snapshotNames() ([]string, error) {
 	entries, err := os.ReadDir(h.snapshotsRoot())

@@ -12,7 +12,8 @@
 # The test targets build their own expensive pieces on first use and cache
 # them under /var/cache/sbx-test: the pinned Nomad (scripts/nomad-bin.sh),
 # the SDK's Python venv (scripts/python-venv.sh), the OpenHands trees
-# (tests/openhands/build-image.sh).
+# (tests/openhands/build-image.sh), the pinned Kubernetes programs, etcd and
+# agent-sandbox's controller (scripts/k8s-bin.sh).
 set -euo pipefail
 
 pkgs=(ca-certificates gcc libc6-dev make pkg-config libseccomp-dev git)

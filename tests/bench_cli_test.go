@@ -147,8 +147,8 @@ func TestBenchMissingRuntimeIsReported(t *testing.T) {
 		}
 	}
 	rows := tableRows(r.stdout, "cold")
-	if len(rows) != 4 {
-		t.Fatalf("want rows for sbx, sbx --userns private, runc and podman, got %q", rows)
+	if len(rows) != 5 {
+		t.Fatalf("want rows for sbx, sbx --userns private, sbx run pooled, runc and podman, got %q", rows)
 	}
 	if f := strings.Fields(rows[0]); f[0] != "sbx" || f[len(f)-1] != "1.00" {
 		t.Errorf("sbx row %q: want figures and ratio 1.00", rows[0])
@@ -156,7 +156,10 @@ func TestBenchMissingRuntimeIsReported(t *testing.T) {
 	if !strings.HasPrefix(rows[1], bench.UserNSSubject+" ") || strings.HasSuffix(strings.TrimSpace(rows[1]), "FAILED") {
 		t.Errorf("row %q: want the figures of %s", rows[1], bench.UserNSSubject)
 	}
-	for _, row := range rows[2:] {
+	if !strings.HasPrefix(rows[2], "sbx run, pooled ") || strings.HasSuffix(strings.TrimSpace(rows[2]), "FAILED") {
+		t.Errorf("row %q: want the figures of the pooled sbx run", rows[2])
+	}
+	for _, row := range rows[3:] {
 		if !strings.HasSuffix(strings.TrimSpace(row), "FAILED") {
 			t.Errorf("row %q: want FAILED", row)
 		}
@@ -192,8 +195,8 @@ func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 		t.Errorf("machine header incomplete: %+v", rep.Machine)
 	}
 	cold := rep.Scenarios[0]
-	if len(cold.Subjects) != 5 {
-		t.Fatalf("cold subjects: %d, want sbx, sbx --userns private, runc, crun, bwrap", len(cold.Subjects))
+	if len(cold.Subjects) != 6 {
+		t.Fatalf("cold subjects: %d, want sbx, sbx --userns private, sbx run pooled, runc, crun, bwrap", len(cold.Subjects))
 	}
 	for _, s := range cold.Subjects {
 		switch {
@@ -209,17 +212,17 @@ func TestBenchEveryRuntimeHasFiguresOrError(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range cold.Subjects[:2] {
+	for _, s := range cold.Subjects[:3] {
 		if s.Summary == nil {
 			t.Fatalf("%s must have figures: %+v", s.Name, s)
 		}
 	}
-	for _, s := range cold.Subjects[2:] {
+	for _, s := range cold.Subjects[3:] {
 		if !anchorInstalled(s.Name) && !strings.Contains(s.Error, "not installed") {
 			t.Errorf("%s is not installed on this host, yet its row says %q", s.Name, s.Error)
 		}
 	}
-	if runc := cold.Subjects[2]; anchorInstalled("runc") && runc.Summary == nil {
+	if runc := cold.Subjects[3]; anchorInstalled("runc") && runc.Summary == nil {
 		t.Fatalf("runc is installed and must have figures: %+v", runc)
 	}
 	var phases []string
@@ -388,7 +391,7 @@ func TestBenchDefaultRoot(t *testing.T) {
 			t.Errorf("default root: %v", err)
 		}
 	}
-	if rows := tableRows(r.stdout, "cold"); len(rows) != 2 || !strings.HasPrefix(rows[0], "sbx ") || !strings.HasPrefix(rows[1], bench.UserNSSubject+" ") {
+	if rows := tableRows(r.stdout, "cold"); len(rows) != 3 || !strings.HasPrefix(rows[0], "sbx ") || !strings.HasPrefix(rows[1], bench.UserNSSubject+" ") || !strings.HasPrefix(rows[2], "sbx run, pooled ") {
 		t.Errorf("rows: %q", rows)
 	}
 }

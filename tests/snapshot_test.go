@@ -288,6 +288,27 @@ func TestSnapshotExportImport(t *testing.T) {
 	}
 }
 
+// A sandbox stopped by stop --checkpoint whose snapshot was removed
+// meanwhile starts anew.
+func TestSnapshotStartAfterCheckpointRemoved(t *testing.T) {
+	h := newLCHost(t)
+	id := h.create(t)
+	h.must(t, "exec", id, "--", "sh", "-c", "echo kept > /root/f")
+	h.must(t, "stop", "--checkpoint", id)
+	sb := h.inspect(t, id)
+	if sb.Checkpoint == "" {
+		t.Fatal("stop --checkpoint recorded no checkpoint")
+	}
+	h.must(t, "snapshot", "rm", sb.Checkpoint)
+	h.must(t, "start", id)
+	if out := h.must(t, "exec", id, "cat", "/root/f"); out != "kept\n" {
+		t.Fatalf("the writable layer after a fresh start: %q", out)
+	}
+	if sb := h.inspect(t, id); sb.Checkpoint != "" || sb.Status != "running" {
+		t.Fatalf("after the start: %s, checkpoint %q", sb.Status, sb.Checkpoint)
+	}
+}
+
 // A restore whose root directory is gone fails clearly and leaves nothing.
 func TestSnapshotRestoreMissingRoot(t *testing.T) {
 	h := newLCHost(t)

@@ -95,7 +95,11 @@ func (d *Driver) StartTask(cfg *drivers.TaskConfig) (*drivers.TaskHandle, *drive
 		if sb.FromPool != "" {
 			d.emit(cfg, fmt.Sprintf("Claimed an idle member of warm pool %s", tc.Pool))
 		} else {
-			d.emit(cfg, fmt.Sprintf("Warm pool %s had no idle member: started cold", tc.Pool))
+			why := "no idle member"
+			if sb.CreateTimings != nil && sb.CreateTimings.Pool != "" {
+				why = sb.CreateTimings.Pool
+			}
+			d.emit(cfg, fmt.Sprintf("Warm pool %s did not serve the task (%s): started cold", tc.Pool, why))
 		}
 		go d.refillPool(host, tc.Pool)
 	}

@@ -37,6 +37,9 @@ func (c *cluster) sbxCLI(a *agent, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.sbx, append([]string{"--root", a.sbxRoot, "--run-root", a.sbxRunRoot}, args...)...)
+	// The client's cgroup parent: sandboxes the CLI starts (a pool's
+	// members) live where the plugin's do.
+	cmd.Env = append(os.Environ(), a.env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -35,6 +35,7 @@ func TestSbxDriver(t *testing.T) {
 		run  func(*testing.T, *env)
 	}{
 		{"DistinctHostsLogsExitCodesExec", testDistinctHosts},
+		{"PoolTaskDirs", testPoolTaskDirs},
 		{"BridgePorts", testBridgePorts},
 		{"Limits", testLimits},
 		{"Drain", testDrain},
@@ -681,4 +682,84 @@ func exitCode(err error) int {
 		return ee.ExitCode()
 	}
 	return -1
+}
+
+// testPoolTaskDirs: a task with pool claims an idle member of the node's
+// warm pool, and Nomad's task directories are mounted in it at the claim:
+// a template rendered into /local is read, /alloc is written.
+func testPoolTaskDirs(t *testing.T, e *env) {
+	c := e.on(t)
+	for _, a := range c.clients {
+		// The image is in each client's cache since the first step.
+		if out, err := c.sbxCLI(a, "pool", "create", "e2e", "--size", "1", "--pull", "never", e.image); err != nil {
+			t.Fatalf("%s: sbx pool create: %v: %s", a.name, err, out)
+		}
+		if out, err := c.sbxCLI(a, "pool", "fill", "e2e"); err != nil {
+			t.Fatalf("%s: sbx pool fill: %v: %s", a.name, err, out)
+		}
+	}
+	defer func() {
+		for _, a := range c.clients {
+			if out, err := c.sbxCLI(a, "pool", "rm", "e2e"); err != nil {
+				t.Errorf("%s: sbx pool rm: %v: %s", a.name, err, out)
+			}
+		}
+	}()
+	job := c.runJob(fmt.Sprintf(`
+job "pooled" {
+  datacenters = ["dc1"]
+  type = "batch"
+  group "g" {
+    restart {
+      attempts = 0
+      mode     = "fail"
+    }
+    reschedule {
+      attempts  = 0
+      unlimited = false
+    }
+    task "t" {
+      driver = "sbx"
+      config {
+        image   = %q
+        pool    = "e2e"
+        command = "/bin/sh"
+        args    = ["-c", "cat /local/greeting.txt && echo written > /alloc/data/by-task && test -d /secrets"]
+      }
+      template {
+        data        = "hello from a template"
+        destination = "local/greeting.txt"
+      }
+      resources {
+        memory = 32
+      }
+    }
+  }
+}`, e.image))
+	ev := c.waitTerminated(job, 2*time.Minute)
+	if ev.Details["exit_code"] != "0" {
+		t.Fatalf("pooled task with task directories: terminated event %+v", ev.Details)
+	}
+	allocs := c.allocs(job)
+	if len(allocs) != 1 {
+		t.Fatalf("want 1 allocation, got %d", len(allocs))
+	}
+	claimed := false
+	var events []string
+	for _, ev := range allocs[0].TaskStates["t"].Events {
+		msg := ev.DisplayMessage + " " + ev.Message + " " + ev.DriverMessage
+		events = append(events, ev.Type+": "+msg)
+		if strings.Contains(msg, "Claimed an idle member of warm pool e2e") {
+			claimed = true
+		}
+	}
+	if !claimed {
+		t.Errorf("the task did not claim a pool member; its events: %q", events)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := c.nomadCLI(ctx, "", "alloc", "logs", allocs[0].ID, "t")
+	if err != nil || !strings.Contains(out, "hello from a template") {
+		t.Errorf("the task's output: %q, %v", out, err)
+	}
 }

@@ -1,0 +1,364 @@
+//go:build kubernetes
+
+// Package kubernetes_test runs sbx as a Kubernetes RuntimeClass end to end
+// on this machine: etcd, kube-apiserver, kube-scheduler and a kubelet
+// (built by scripts/k8s-bin.sh), Debian's containerd with a runtime "sbx"
+// (its runc shim with sbx-runc), pods with runtimeClassName sbx beside pods
+// under runc, and agent-sandbox's controller with a warm pool of sbx pods.
+// Run with `make test-kubernetes` (as root), which sets SBX_K8S_BIN and
+// SBX_BIN; SBX_K8S_BENCH=1 also measures pod and claim start-up.
+package kubernetes_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// pod is the part of a Pod the test reads.
+type pod struct {
+	Metadata struct {
+		UID string `json:"uid"`
+	} `json:"metadata"`
+	Status struct {
+		Phase             string `json:"phase"`
+		ContainerStatuses []struct {
+			ContainerID string `json:"containerID"`
+		} `json:"containerStatuses"`
+	} `json:"status"`
+}
+
+// podManifest is a busybox pod on the host network, under runtimeClass
+// ("" for the default, runc), limited to 64 MiB and half a CPU. It
+// tolerates every taint: with no CNI the node stays NotReady (and tainted),
+// which host-network pods do not mind.
+func podManifest(name, runtimeClass string) string {
+	rc := ""
+	if runtimeClass != "" {
+		rc = fmt.Sprintf(`"runtimeClassName": %q,`, runtimeClass)
+	}
+	return fmt.Sprintf(`{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": %q},
+ "spec": {%s "hostNetwork": true, "automountServiceAccountToken": false, "enableServiceLinks": false,
+  "terminationGracePeriodSeconds": 1, "tolerations": [{"operator": "Exists"}],
+  "containers": [{"name": "main", "image": %q, "imagePullPolicy": "Never",
+   "command": ["sh", "-c", "echo hello-from-pod; exec sleep 3600"],
+   "resources": {"limits": {"memory": "64Mi", "cpu": "500m"}}}]}}`, name, rc, busyboxImage)
+}
+
+func TestKubernetes(t *testing.T) {
+	bin, sbx := os.Getenv("SBX_K8S_BIN"), os.Getenv("SBX_BIN")
+	if bin == "" || sbx == "" || os.Geteuid() != 0 {
+		t.Fatal("needs root, SBX_K8S_BIN (scripts/k8s-bin.sh) and SBX_BIN: run make test-kubernetes")
+	}
+	sbx, _ = filepath.Abs(sbx)
+	c := startCluster(t, bin, sbx)
+	t.Run("PodsUnderSbxAndRunc", func(t *testing.T) { testPods(t, c) })
+	if !t.Failed() {
+		t.Run("AgentSandboxWarmPool", func(t *testing.T) { testAgentSandbox(t, c) })
+	}
+	if os.Getenv("SBX_K8S_BENCH") != "" && !t.Failed() {
+		t.Run("BenchPodStart", func(t *testing.T) { benchPods(t, c) })
+	}
+}
+
+// waitPhase waits for the pod to reach phase and returns it.
+func (c *cluster) waitPhase(t *testing.T, name, phase string, timeout time.Duration) pod {
+	t.Helper()
+	var p pod
+	waitFor(t, "pod "+name+" "+phase, timeout, func() bool {
+		return c.getJSON("/api/v1/namespaces/default/pods/"+name, &p) && p.Status.Phase == phase
+	})
+	return p
+}
+
+// deletePod deletes the pod and waits until the API has forgotten it.
+func (c *cluster) deletePod(t *testing.T, name string) {
+	t.Helper()
+	c.request("DELETE", "/api/v1/namespaces/default/pods/"+name, []byte(`{"gracePeriodSeconds": 0}`))
+	waitFor(t, "pod "+name+" gone", 60*time.Second, func() bool {
+		code, _ := c.request("GET", "/api/v1/namespaces/default/pods/"+name, nil)
+		return code == 404
+	})
+}
+
+// sbxContainers lists the containers sbx-runc holds for containerd.
+func (c *cluster) sbxContainers() []string {
+	entries, _ := os.ReadDir(c.sbxRoot)
+	var ids []string
+	for _, e := range entries {
+		ids = append(ids, e.Name())
+	}
+	return ids
+}
+
+// testPods runs the same pod under sbx and runc side by side: logs, exec,
+// limits, and nothing left behind after delete.
+func testPods(t *testing.T, c *cluster) {
+	links := countLinks(t)
+	c.kubectl("apply", "-f", "-").stdin(podManifest("sbx-pod", "sbx")).must(t)
+	c.kubectl("apply", "-f", "-").stdin(podManifest("runc-pod", "")).must(t)
+	sp := c.waitPhase(t, "sbx-pod", "Running", 120*time.Second)
+	rp := c.waitPhase(t, "runc-pod", "Running", 120*time.Second)
+	ids := c.sbxContainers()
+	if len(ids) != 2 {
+		t.Errorf("sbx-runc holds %v, want the sbx pod's sandbox and container", ids)
+	}
+	for _, cs := range sp.Status.ContainerStatuses {
+		if !slices.Contains(ids, strings.TrimPrefix(cs.ContainerID, "containerd://")) {
+			t.Errorf("container %s of the sbx pod is not run by sbx-runc (%v)", cs.ContainerID, ids)
+		}
+	}
+	for _, cs := range rp.Status.ContainerStatuses {
+		if slices.Contains(ids, strings.TrimPrefix(cs.ContainerID, "containerd://")) {
+			t.Errorf("container %s of the runc pod is run by sbx-runc", cs.ContainerID)
+		}
+	}
+
+	for _, name := range []string{"sbx-pod", "runc-pod"} {
+		var logs string
+		waitFor(t, name+" logs", 30*time.Second, func() bool {
+			logs, _, _ = c.kubectl("logs", name).run()
+			return strings.Contains(logs, "hello-from-pod")
+		})
+	}
+	status := func(name string) string {
+		out, errs, code := c.kubectl("exec", name, "--", "sh", "-c", "grep -E '^(Seccomp|NoNewPrivs):' /proc/self/status | tr -d ' \\t'; cat /sys/fs/cgroup/memory/memory.limit_in_bytes").run()
+		if code != 0 {
+			t.Errorf("kubectl exec %s: exit %d: %s", name, code, errs)
+		}
+		return out
+	}
+	if out := status("sbx-pod"); !strings.Contains(out, "NoNewPrivs:1") || !strings.Contains(out, "Seccomp:2") || !strings.Contains(out, "67108864") {
+		t.Errorf("sbx pod: %q, want no_new_privs, sbx's seccomp filter and the 64 MiB limit", out)
+	}
+	if out := status("runc-pod"); !strings.Contains(out, "Seccomp:0") || !strings.Contains(out, "67108864") {
+		t.Errorf("runc pod: %q, want no seccomp filter (Kubernetes' default) and the 64 MiB limit", out)
+	}
+	// The memory limit holds: a process that takes all it can is OOM-killed.
+	_, errs, code := c.kubectl("exec", "sbx-pod", "--", "tail", "/dev/zero").run()
+	if code != 137 {
+		t.Errorf("kubectl exec sbx-pod -- tail /dev/zero: exit %d (%s), want 137 (OOM-killed at 64 MiB)", code, errs)
+	}
+	if p := c.waitPhase(t, "sbx-pod", "Running", 10*time.Second); p.Metadata.UID != sp.Metadata.UID {
+		t.Error("the sbx pod was replaced")
+	}
+
+	c.deletePod(t, "sbx-pod")
+	c.deletePod(t, "runc-pod")
+	waitFor(t, "sbx-runc's containers removed", 30*time.Second, func() bool { return len(c.sbxContainers()) == 0 })
+	for _, p := range []pod{sp, rp} {
+		marker := "pod" + p.Metadata.UID
+		if procs := processesIn(marker); len(procs) > 0 {
+			t.Errorf("processes of pod %s left: %v", p.Metadata.UID, procs)
+		}
+		waitFor(t, "cgroups of pod "+p.Metadata.UID+" removed", 30*time.Second, func() bool {
+			left, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupRoot + "/kubepods*/*/" + marker)
+			more, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupRoot + "/kubepods*/" + marker)
+			return len(left)+len(more) == 0
+		})
+	}
+	mounts, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, id := range ids {
+		if strings.Contains(string(mounts), id) {
+			t.Errorf("mounts of container %s left", id)
+		}
+	}
+	if strings.Contains(string(mounts), sp.Metadata.UID) {
+		t.Errorf("mounts of the sbx pod left")
+	}
+	if n := countLinks(t); n != links {
+		t.Errorf("network links: %d before, %d after", links, n)
+	}
+}
+
+// processesIn returns the PIDs whose cgroup path contains marker.
+func processesIn(marker string) []int {
+	var pids []int
+	dirs, _ := os.ReadDir("/proc")
+	for _, d := range dirs {
+		var pid int
+		if _, err := fmt.Sscan(d.Name(), &pid); err != nil {
+			continue
+		}
+		data, _ := os.ReadFile(filepath.Join("/proc", d.Name(), "cgroup"))
+		if strings.Contains(string(data), marker) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// countLinks counts the host's network interfaces.
+func countLinks(t *testing.T) int {
+	entries, err := os.ReadDir("/sys/class/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(entries)
+}
+
+// testAgentSandbox runs agent-sandbox's controller with a SandboxTemplate
+// whose pods use runtimeClassName sbx, a SandboxWarmPool of 2 and a
+// SandboxClaim that becomes Ready from the pool.
+func testAgentSandbox(t *testing.T, c *cluster) {
+	crds, _ := filepath.Glob(filepath.Join(c.bin, "crds", "*.yaml"))
+	for _, f := range crds {
+		c.kubectl("apply", "--server-side", "-f", f).must(t)
+		name := strings.TrimSuffix(filepath.Base(f), ".yaml")
+		name = name[strings.Index(name, "_")+1:] + "." + name[:strings.Index(name, "_")]
+		// The conversion webhook serves versions this test does not use.
+		c.kubectl("patch", "crd", name, "--type", "merge", "-p", `{"spec":{"conversion":{"strategy":"None","webhook":null}}}`).must(t)
+	}
+	for _, f := range crds {
+		c.kubectl("wait", "--for", "condition=Established", "-f", f, "--timeout", "60s").must(t)
+	}
+	c.start("agent-sandbox-controller", []string{"KUBECONFIG=" + c.kubeconfig}, filepath.Join(c.bin, "agent-sandbox-controller"),
+		"--extensions", "--enable-webhook=false", "--manage-webhook-certs=false", "--leader-elect=false",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	c.kubectl("apply", "-f", "-").stdin(fmt.Sprintf(`apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxTemplate
+metadata: {name: sbx-busybox, namespace: default}
+spec:
+  networkPolicyManagement: Unmanaged
+  podTemplate:
+    spec:
+      runtimeClassName: sbx
+      hostNetwork: true
+      automountServiceAccountToken: false
+      enableServiceLinks: false
+      terminationGracePeriodSeconds: 1
+      tolerations: [{operator: Exists}]
+      containers:
+      - name: main
+        image: %s
+        imagePullPolicy: Never
+        command: ["sh", "-c", "echo sandbox-ready; exec sleep 3600"]
+        resources: {limits: {memory: 64Mi, cpu: 500m}}
+---
+apiVersion: extensions.agents.x-k8s.io/v1beta1
+kind: SandboxWarmPool
+metadata: {name: sbx-pool, namespace: default}
+spec:
+  replicas: 2
+  sandboxTemplateRef: {name: sbx-busybox}
+`, busyboxImage)).must(t)
+	c.waitPoolReady(t, 2, 180*time.Second)
+	if n := len(c.sbxContainers()); n != 4 {
+		t.Errorf("sbx-runc holds %d containers, want 4 (two warm pods of two containers)", n)
+	}
+	took := c.claim(t, "claim-1")
+	t.Logf("SandboxClaim claim-1 Ready in %s (warm pool of 2)", took.Round(time.Millisecond))
+	c.kubectl("delete", "sandboxclaim", "claim-1", "--wait=false").must(t)
+	// The pool's pods go with it, and sbx-runc's containers with them.
+	c.kubectl("delete", "sandboxwarmpool", "sbx-pool").must(t)
+	c.kubectl("delete", "sandboxes", "--all").must(t)
+	c.kubectl("delete", "pods", "--all", "--grace-period", "0").must(t)
+	waitFor(t, "sbx-runc's containers removed", 60*time.Second, func() bool { return len(c.sbxContainers()) == 0 })
+}
+
+// waitPoolReady waits until the warm pool has n ready sandboxes.
+func (c *cluster) waitPoolReady(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("warm pool with %d ready sandboxes", n), timeout, func() bool {
+		var wp struct {
+			Status struct {
+				ReadyReplicas int `json:"readyReplicas"`
+			} `json:"status"`
+		}
+		return c.getJSON("/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxwarmpools/sbx-pool", &wp) && wp.Status.ReadyReplicas >= n
+	})
+}
+
+// claim creates a SandboxClaim on the warm pool and returns how long it
+// took to become Ready.
+func (c *cluster) claim(t *testing.T, name string) time.Duration {
+	t.Helper()
+	body := fmt.Sprintf(`{"apiVersion":"extensions.agents.x-k8s.io/v1beta1","kind":"SandboxClaim","metadata":{"name":%q},"spec":{"warmPoolRef":{"name":"sbx-pool"}}}`, name)
+	start := time.Now()
+	if code, data := c.request("POST", "/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxclaims", []byte(body)); code != 201 {
+		t.Fatalf("create claim: %d %s", code, data)
+	}
+	var took time.Duration
+	waitFor(t, "claim "+name+" Ready", 120*time.Second, func() bool {
+		var cl struct {
+			Status struct {
+				Conditions []struct{ Type, Status string } `json:"conditions"`
+			} `json:"status"`
+		}
+		if !c.getJSON("/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxclaims/"+name, &cl) {
+			return false
+		}
+		for _, cond := range cl.Status.Conditions {
+			if cond.Type == "Ready" && cond.Status == "True" {
+				took = time.Since(start)
+				return true
+			}
+		}
+		return false
+	})
+	return took
+}
+
+// benchPods measures pod create until Running with runtimeClassName sbx
+// and with runc, alternating, 10 of each, and warm claims until Ready.
+func benchPods(t *testing.T, c *cluster) {
+	var load syscall.Sysinfo_t
+	times := map[string][]time.Duration{}
+	for i := range 10 {
+		for _, rc := range []string{"sbx", ""} {
+			name := fmt.Sprintf("bench-%s-%d", map[string]string{"sbx": "sbx", "": "runc"}[rc], i)
+			start := time.Now()
+			if code, data := c.request("POST", "/api/v1/namespaces/default/pods", []byte(podManifest(name, rc))); code != 201 {
+				t.Fatalf("create pod: %d %s", code, data)
+			}
+			var p pod
+			for !(c.getJSON("/api/v1/namespaces/default/pods/"+name, &p) && p.Status.Phase == "Running") {
+				if time.Since(start) > 2*time.Minute {
+					t.Fatalf("pod %s not Running after 2 minutes", name)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			times[rc] = append(times[rc], time.Since(start))
+			c.deletePod(t, name)
+		}
+	}
+	_ = syscall.Sysinfo(&load)
+	med := func(d []time.Duration) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return (s[len(s)/2-1] + s[len(s)/2]) / 2
+	}
+	var claims []time.Duration
+	for i := range 5 {
+		c.waitPoolReady(t, 2, 120*time.Second)
+		name := fmt.Sprintf("bench-claim-%d", i)
+		claims = append(claims, c.claim(t, name))
+		c.kubectl("delete", "sandboxclaim", name, "--wait=false").must(t)
+	}
+	slices.Sort(claims)
+	res, _ := json.Marshal(map[string]any{
+		"pod_running_sbx_median_ms":  med(times["sbx"]).Milliseconds(),
+		"pod_running_runc_median_ms": med(times[""]).Milliseconds(),
+		"claim_ready_median_ms":      claims[len(claims)/2].Milliseconds(),
+		"claims_ms":                  msList(claims),
+		"load1":                      float64(load.Loads[0]) / 65536,
+	})
+	t.Logf("bench: %s", res)
+	t.Logf("sbx: %v", times["sbx"])
+	t.Logf("runc: %v", times[""])
+}
+
+// msList converts durations to milliseconds.
+func msList(d []time.Duration) []int64 {
+	var ms []int64
+	for _, x := range d {
+		ms = append(ms, x.Milliseconds())
+	}
+	return ms
+}
