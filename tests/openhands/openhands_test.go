@@ -35,7 +35,7 @@ func TestOpenHands(t *testing.T) {
 	t.Run("CrashBeforeReady", func(t *testing.T) { testOHCrash(t, e) })
 	t.Run("WorkspaceLifecycle", func(t *testing.T) { testOHWorkspace(t, e, "sdk-ws-1") })
 	t.Run("Conversation", func(t *testing.T) { testOHConversation(t, e, "sdk-conv-1") })
-	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e, "STARTING") })
+	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e, "STARTING", "") })
 	t.Run("Up", func(t *testing.T) { testOHUp(t, e) })
 	t.Run("Warm", func(t *testing.T) { testOHWarm(t, e) })
 }
@@ -265,9 +265,15 @@ func testOHConversation(t *testing.T, e *ohEnv, session string) {
 }
 
 // testOHAppServer runs the app server's RemoteSandboxService; started is
-// the status its start returns (RUNNING from a warm Agent Server).
-func testOHAppServer(t *testing.T, e *ohEnv, started string) {
-	f := e.python(t, e.url, "/opt/openhands-ai/bin/python", "app_server.py", nil)
+// the status its start returns (RUNNING from a warm Agent Server). With a
+// warmSpec, the app server takes its sandbox spec from the Runtime API's
+// warm shapes (DynamicRemoteSandboxSpecService), that one by name.
+func testOHAppServer(t *testing.T, e *ohEnv, started, warmSpec string) {
+	var env map[string]string
+	if warmSpec != "" {
+		env = map[string]string{"WARM_SPEC_NAME": warmSpec}
+	}
+	f := e.python(t, e.url, "/opt/openhands-ai/bin/python", "app_server.py", env)
 	want := map[string]string{
 		"started":             started,
 		"running":             "RUNNING",
@@ -281,6 +287,9 @@ func testOHAppServer(t *testing.T, e *ohEnv, started string) {
 		"after_resume":        "RUNNING",
 		"deleted":             "true",
 		"missing":             "true",
+	}
+	if warmSpec != "" {
+		want["spec"] = "[" + ohAskedImage + " [/usr/local/bin/openhands-agent-server --port 60000] [LOG_JSON OH_ENABLE_VNC WORKER_1 WORKER_2]]"
 	}
 	checkFacts(t, f, want)
 }
