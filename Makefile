@@ -17,7 +17,7 @@ all: build
 
 ## help: list the targets
 help:
-	@awk '/^## / { sub(/^## /, ""); if (match($$0, /^[a-z-]+: /)) { name = substr($$0, 1, RLENGTH - 2); text = substr($$0, RLENGTH + 1) } else { text = "  " $$0; name = "" }; printf "  %-16s %s\n", name, text }' $(MAKEFILE_LIST)
+	@awk '/^## / { sub(/^## /, ""); if (match($$0, /^[a-z0-9-]+: /)) { name = substr($$0, 1, RLENGTH - 2); text = substr($$0, RLENGTH + 1) } else { text = "  " $$0; name = "" }; printf "  %-16s %s\n", name, text }' $(MAKEFILE_LIST)
 
 ## deps: install what make build needs: gcc, static libseccomp, git, and Go
 ## 1.25 or later (into /usr/local/go when missing); idempotent
@@ -89,7 +89,8 @@ nomad:
 
 ## k8s: build (once per machine, cached under /var/cache/sbx-test) the
 ## pinned Kubernetes programs, etcd and agent-sandbox's controller that the
-## Kubernetes end-to-end tests run, and print their directory
+## Kubernetes end-to-end tests run, and print their directory (cold: about
+## 70 minutes on 2 CPUs: keep /var/cache/sbx-test between CI runs; docs/kubernetes.md)
 k8s:
 	@bash scripts/k8s-bin.sh
 

@@ -44,8 +44,7 @@ type layeringRule struct {
 var layeringRules = []layeringRule{
 	{From: module + "/cmd/sbx",
 		Not:    []string{module + "/netns", module + "/cgroup", module + "/seccomp", module + "/imagecache", module + "/isolate", module + "/isolate/"},
-		Except: []string{module + "/isolate/reaper"},
-		Reason: "the CLI reaches the host through sandbox.Host (and sandbox.Init); isolate/reaper is its documented entry point for \"sbx reaper\""},
+		Reason: "the CLI reaches the host through sandbox.Host (and sandbox.Init)"},
 	{From: module + "/server/", Not: []string{module + "/netns", module + "/cgroup", module + "/isolate", module + "/isolate/"},
 		Reason: "the server is decode, call, encode over the contract"},
 	{From: module + "/server", Not: []string{module + "/netns", module + "/cgroup", module + "/isolate", module + "/isolate/"},
@@ -156,10 +155,10 @@ func TestLayeringCatchesBadImports(t *testing.T) {
 	bad := []listedPackage{
 		{ImportPath: module + "/cmd/sbx", Imports: []string{module + "/netns", module + "/isolate", module + "/sandbox"}},
 		{ImportPath: module + "/server", Imports: []string{module + "/cgroup"}},
-		{ImportPath: module + "/server/client", Imports: []string{module + "/isolate/reaper"}, Deps: []string{module + "/isolate/reaper"}},
+		{ImportPath: module + "/server/client", Imports: []string{module + "/isolate/initstatus"}, Deps: []string{module + "/isolate/initstatus"}},
 		{ImportPath: module + "/sandbox", Imports: []string{"github.com/opencontainers/runc/libcontainer", module + "/isolate"}},
 		{ImportPath: module, Deps: []string{"fmt", module + "/internal/errkind"}},
-		{ImportPath: module + "/isolate/reaper", CgoFiles: []string{"x.go"}},
+		{ImportPath: module + "/isolate/initstatus", CgoFiles: []string{"x.go"}},
 		{ImportPath: "fmt", Standard: true},
 		{ImportPath: module + "/internal/errkind"},
 	}
@@ -168,8 +167,8 @@ func TestLayeringCatchesBadImports(t *testing.T) {
 		"cmd/sbx imports " + module + "/netns",
 		"cmd/sbx imports " + module + "/isolate:",
 		"server imports " + module + "/cgroup",
-		"server/client imports " + module + "/isolate/reaper",
-		"server/client depends on " + module + "/isolate/reaper, which uses cgo",
+		"server/client imports " + module + "/isolate/initstatus",
+		"server/client depends on " + module + "/isolate/initstatus, which uses cgo",
 		"sandbox imports github.com/opencontainers/runc/libcontainer",
 		module + " depends on " + module + "/internal/errkind",
 	} {

@@ -61,7 +61,7 @@ var OptionClasses = []OptionClass{
 	{Field: "AllowHostPorts", JSON: "allow_host_ports", Class: PoolClaim, How: "the member's host-input chain, refilled in the same batch"},
 	{Field: "DNS", JSON: "dns", Class: PoolClaim, How: "/etc/resolv.conf rewritten in the root, and the name servers' rules in the same batch"},
 	{Field: "ReadonlyRootfs", JSON: "readonly_rootfs", Class: PoolKey, How: "the root's mount flags are set at start"},
-	{Field: "Volumes", JSON: "volumes", Class: PoolClaim, Claimant: true, How: "open_tree of the host directory, mount_setattr (nosuid, nodev, read-only; id-mapped with a private user namespace), move_mount onto a mountpoint made inside the root"},
+	{Field: "Volumes", JSON: "volumes", Class: PoolClaim, Claimant: true, How: "open_tree of the host directory, mount_setattr (nosuid, nodev, read-only; a tmpfs, and a volume with idmap=host, id-mapped with a private user namespace), move_mount onto a mountpoint made inside the root"},
 	{Field: "Tmpfs", JSON: "tmpfs", Class: PoolClaim, Claimant: true, How: "fsopen/fsconfig/fsmount of a new tmpfs, moved in as volumes are"},
 	{Field: "CapAdd", JSON: "cap_add", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},
 	{Field: "CapDrop", JSON: "cap_drop", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},

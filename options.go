@@ -177,12 +177,24 @@ func oneOf(name string, v *Size, alias string, a *Size) (int64, error) {
 }
 
 // Volume mounts the host directory HostPath at Path inside the sandbox.
-// Files keep their host ownership.
+// Files keep their host ownership. In a private user namespace the
+// sandbox's ids are its leased host range there too: the files it creates
+// belong to that range on the host, and host files outside it (root's
+// included) show as the overflow id (nobody) and are never its own. IDMap
+// "host" (VolumeIDMapHost) id-maps the volume back to the host's ids
+// instead: root in the sandbox then reads and writes the volume as host
+// uid 0 (docs/security.md warns against it for untrusted code). Without a
+// private user namespace IDMap changes nothing.
 type Volume struct {
 	HostPath string `json:"host_path"`
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"read_only,omitempty"`
+	IDMap    string `json:"idmap,omitempty"`
 }
+
+// VolumeIDMapHost is Volume.IDMap for a volume id-mapped back to the
+// host's ids in a private user namespace.
+const VolumeIDMapHost = "host"
 
 // Tmpfs mounts an empty in-memory file system at Path. In JSON the size is
 // size_bytes; requests may also give "size", and a string with a unit.
@@ -288,6 +300,9 @@ func (o *Options) Validate() error {
 		}
 		if reservedPath(v.Path) {
 			bad("volume target %q is reserved", v.Path)
+		}
+		if v.IDMap != "" && v.IDMap != VolumeIDMapHost {
+			bad("volume %s:%s: idmap %q: use host (or leave it out)", v.HostPath, v.Path, v.IDMap)
 		}
 	}
 	for _, t := range o.Tmpfs {

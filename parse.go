@@ -13,25 +13,33 @@ import (
 // ParseTmpfs say what is wrong with the text; the caller names the option
 // ("invalid --volume "a": ...").
 
-var errVolumeSyntax = errors.New("use HOST:CONTAINER[:ro|rw]")
+var errVolumeSyntax = errors.New("use HOST:CONTAINER[:OPTIONS], OPTIONS a comma-separated list of ro or rw and idmap=host")
 
-// ParseVolume parses a volume as HOST:CONTAINER[:ro|rw]. The host path is
-// taken as given: a front-end on the sandboxes' host may make it absolute
-// and check that it exists.
+// ParseVolume parses a volume as HOST:CONTAINER[:OPTIONS], OPTIONS a
+// comma-separated list of ro or rw and idmap=host (Volume.IDMap). The
+// host path is taken as given: a front-end on the sandboxes' host may make
+// it absolute and check that it exists.
 func ParseVolume(s string) (Volume, error) {
 	parts := strings.Split(s, ":")
 	var v Volume
-	switch {
-	case len(parts) == 3 && (parts[2] == "ro" || parts[2] == "rw"):
-		v.ReadOnly = parts[2] == "ro"
-	case len(parts) == 2:
-	default:
-		return v, errVolumeSyntax
-	}
-	if parts[0] == "" || parts[1] == "" {
+	if len(parts) < 2 || len(parts) > 3 || parts[0] == "" || parts[1] == "" {
 		return v, errVolumeSyntax
 	}
 	v.HostPath, v.Path = parts[0], parts[1]
+	if len(parts) == 2 {
+		return v, nil
+	}
+	mode := ""
+	for _, o := range strings.Split(parts[2], ",") {
+		switch {
+		case (o == "ro" || o == "rw") && mode == "":
+			mode, v.ReadOnly = o, o == "ro"
+		case o == "idmap="+VolumeIDMapHost && v.IDMap == "":
+			v.IDMap = VolumeIDMapHost
+		default:
+			return Volume{}, errVolumeSyntax
+		}
+	}
 	return v, nil
 }
 

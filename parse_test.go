@@ -12,7 +12,17 @@ func TestParseVolumeAndTmpfs(t *testing.T) {
 	if v, err := ParseVolume("data:/data"); err != nil || v != (Volume{HostPath: "data", Path: "/data"}) {
 		t.Errorf("volume: %+v %v", v, err)
 	}
-	for _, bad := range []string{"/src", "/a:/b:rx", ":/b", "/a:", "/a:/b:ro:x"} {
+	for s, want := range map[string]Volume{
+		"/a:/b:idmap=host":    {HostPath: "/a", Path: "/b", IDMap: VolumeIDMapHost},
+		"/a:/b:ro,idmap=host": {HostPath: "/a", Path: "/b", ReadOnly: true, IDMap: VolumeIDMapHost},
+		"/a:/b:idmap=host,rw": {HostPath: "/a", Path: "/b", IDMap: VolumeIDMapHost},
+	} {
+		if v, err := ParseVolume(s); err != nil || v != want {
+			t.Errorf("ParseVolume(%q) = %+v, %v; want %+v", s, v, err, want)
+		}
+	}
+	for _, bad := range []string{"/src", "/a:/b:rx", ":/b", "/a:", "/a:/b:ro:x", "/a:/b:ro,rw", "/a:/b:idmap=sandbox",
+		"/a:/b:idmap", "/a:/b:idmap=host,idmap=host", "/a:/b:", "/a:/b:ro,"} {
 		if _, err := ParseVolume(bad); err == nil {
 			t.Errorf("ParseVolume(%q) accepted", bad)
 		}

@@ -62,6 +62,12 @@ type Sandbox struct {
 	RootPath string `json:"root_path,omitempty"`
 	// ExitCode of PID 1 once stopped, if known.
 	ExitCode *int `json:"exit_code,omitempty"`
+	// CmdExit is how the main command (Options.Cmd) ended for good, once
+	// the host has seen it end (List, Inspect, Wait, Logs, Stop and the
+	// event watcher look); nil while it runs. The sandbox itself keeps
+	// running after its main command ends, until stopped or removed; Start
+	// clears CmdExit as it runs the command again.
+	CmdExit *Exit `json:"cmd_exit,omitempty"`
 	// Problem says what is wrong with a sandbox whose status is
 	// unreadable, and what to do.
 	Problem string `json:"problem,omitempty"`
@@ -320,6 +326,7 @@ const (
 	EventStarted      = "sandbox.started" // a stopped sandbox runs again
 	EventOOM          = "sandbox.oom"     // a process was OOM-killed
 	EventExited       = "sandbox.exited"  // PID 1 exited or was stopped
+	EventDied         = "sandbox.died"    // the main command ended for good (ExitCode), as docker's die
 	EventRemoved      = "sandbox.removed"
 	EventRenamed      = "sandbox.renamed" // Name is the new name
 	EventImagePulled  = "image.pulled"    // pulled, imported or committed

@@ -87,7 +87,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	good := Options{Image: "busybox", Workdir: "/w", Env: []string{"A=1"}}
+	good := Options{Image: "busybox", Workdir: "/w", Env: []string{"A=1"}, Volumes: []Volume{{HostPath: "/h", Path: "/h", IDMap: VolumeIDMapHost}}}
 	if err := good.Validate(); err != nil {
 		t.Fatalf("valid options refused: %v", err)
 	}
@@ -106,6 +106,7 @@ func TestValidate(t *testing.T) {
 		"pull sometimes":    {Image: "a", Pull: "sometimes"},
 		"NUL in cmd":        {Image: "a", Cmd: []string{"a\x00b"}},
 		"relative hostpath": {Image: "a", Volumes: []Volume{{HostPath: "h", Path: "/h"}}},
+		"unknown idmap":     {Image: "a", Volumes: []Volume{{HostPath: "/h", Path: "/h", IDMap: "sandbox"}}},
 	} {
 		if err := o.Validate(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)

@@ -83,9 +83,13 @@ func (d *detachedAnchor) describe() string {
 // container inherits them) and returns its combined output on error.
 func (d *detachedAnchor) cli(ctx context.Context, args ...string) (string, error) {
 	var bin string
+	verb := args[0]
 	switch {
 	case d.oci != nil:
 		bin = d.oci.bin
+		if d.oci.view != nil {
+			bin, args = d.oci.view.wrap(bin, args)
+		}
 	case d.docker != nil:
 		bin, args = d.docker.bin, append([]string{"--host", d.docker.host}, args...)
 	case d.podman != nil:
@@ -103,7 +107,7 @@ func (d *detachedAnchor) cli(ctx context.Context, args ...string) (string, error
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Run(); err != nil {
 		out, _ := os.ReadFile(f.Name())
-		return string(out), fmt.Errorf("%s %s: %w: %s", d.name, args[0], err, lastLines(string(out), 3))
+		return string(out), fmt.Errorf("%s %s: %w: %s", d.name, verb, err, lastLines(string(out), 3))
 	}
 	out, _ := os.ReadFile(f.Name())
 	return string(out), nil

@@ -124,7 +124,7 @@ func (f *SandboxFlags) Environ() ([]string, error) {
 type CreateFlags struct {
 	SandboxFlags
 	Name           string
-	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw]; CONTAINER[:size=SIZE]
+	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw][,idmap=host]; CONTAINER[:size=SIZE]
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 }
@@ -169,7 +169,7 @@ type RunFlags struct {
 	SandboxFlags
 	Detach, Rm     bool
 	Name           string
-	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw]; CONTAINER[:size=SIZE]
+	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw][,idmap=host]; CONTAINER[:size=SIZE]
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 }
@@ -236,7 +236,7 @@ func AddMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
 	return nil
 }
 
-// ParseVolume parses HOST:CONTAINER[:ro|rw] (sbx.ParseVolume). When local
+// ParseVolume parses HOST:CONTAINER[:OPTIONS] (sbx.ParseVolume). When local
 // (the sandbox runs on this host) the host directory is made absolute and
 // must exist; for a server it is a path on the server's host.
 func ParseVolume(s string, local bool) (sbx.Volume, error) {

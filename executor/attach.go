@@ -3,7 +3,6 @@ package executor
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,8 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/internal/proc"
@@ -125,165 +122,80 @@ func (a *attachment) send(typ byte, payload []byte) error {
 // both ways and returns its result once it has exited and its output is
 // drained.
 func (s *Server) runAttached(a *attachment, argv []string, dir string, env []string, cred *syscall.Credential, req api.AttachRequest) (api.ExecResult, error) {
-	path, err := proc.LookPath(argv[0], env, dir)
-	if err != nil {
-		_ = a.send(api.AttachStderr, []byte(fmt.Sprintf("sbx: %v\r\n", err)))
-		return api.ExecResult{ExitCode: 127}, nil
-	}
+	cmd := proc.Command{Argv: argv, Dir: dir, Env: env, Cred: cred}
 	var (
-		files   []*os.File // the child's 0, 1, 2
 		stdin   *os.File   // where input frames go
 		outputs []*os.File // what output frames come from, stdout first
 		ptm     *os.File
-		sys     = &syscall.SysProcAttr{Credential: cred}
 	)
-	closeAll := func(fs ...*os.File) {
-		for _, f := range fs {
-			if f != nil {
-				f.Close()
-			}
-		}
-	}
 	if req.Tty {
 		cols, rows := req.Cols, req.Rows
 		if cols == 0 || rows == 0 {
 			cols, rows = 80, 24
 		}
 		var tty *os.File
+		var err error
 		if ptm, tty, err = shell.OpenPTY(cols, rows); err != nil {
 			return api.ExecResult{}, err
 		}
 		if cred != nil {
 			_ = tty.Chown(int(cred.Uid), -1) // the command's own terminal, as login does
 		}
-		files = []*os.File{tty, tty, tty}
+		cmd.Stdio = [3]*os.File{tty, tty, tty}
+		cmd.Close = []*os.File{tty}
+		cmd.Group = proc.TerminalSession
 		stdin, outputs = ptm, []*os.File{ptm}
-		sys.Setsid, sys.Setctty, sys.Ctty = true, true, 0
 	} else {
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			return api.ExecResult{}, fmt.Errorf("stdin pipe: %w", err)
-		}
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			closeAll(inR, inW)
-			return api.ExecResult{}, fmt.Errorf("stdout pipe: %w", err)
-		}
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			closeAll(inR, inW, outR, outW)
-			return api.ExecResult{}, fmt.Errorf("stderr pipe: %w", err)
-		}
-		files = []*os.File{inR, outW, errW}
-		stdin, outputs = inW, []*os.File{outR, errR}
-		sys.Setpgid = true
-	}
-	p, err := s.sup.Start(path, argv, &os.ProcAttr{Dir: dir, Env: env, Files: files, Sys: sys})
-	if req.Tty {
-		files[0].Close()
-	} else {
-		closeAll(files...)
-	}
-	if err != nil {
-		closeAll(stdin)
-		if !req.Tty {
-			closeAll(outputs...)
-		}
-		code := 126
-		if errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		_ = a.send(api.AttachStderr, []byte(fmt.Sprintf("sbx: %v\r\n", err)))
-		return api.ExecResult{ExitCode: code}, nil
-	}
-
-	// Output: one pump per stream; drained closes when all reached EOF.
-	drained := make(chan struct{})
-	var wg sync.WaitGroup
-	sendFailed := make(chan struct{})
-	var failOnce sync.Once
-	for i, f := range outputs {
-		typ := api.AttachStdout
-		if i == 1 {
-			typ = api.AttachStderr
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			bp := readBufs.Get().(*[]byte)
-			defer readBufs.Put(bp)
-			for {
-				n, err := f.Read(*bp)
-				if n > 0 && a.send(typ, (*bp)[:n]) != nil {
-					failOnce.Do(func() { close(sendFailed) })
-					return
-				}
-				if err != nil {
-					return // EOF, or EIO on a terminal whose last user left
-				}
+		pipes := make([]*os.File, 0, 6) // read, write of stdin, stdout, stderr
+		for range 3 {
+			r, w, err := os.Pipe()
+			if err != nil {
+				closeFiles(pipes)
+				return api.ExecResult{}, fmt.Errorf("attach pipes: %w", err)
 			}
-		}()
+			pipes = append(pipes, r, w)
+		}
+		cmd.Stdio = [3]*os.File{pipes[0], pipes[3], pipes[5]}
+		cmd.Close = cmd.Stdio[:]
+		cmd.Group = proc.OwnGroup
+		stdin, outputs = pipes[1], []*os.File{pipes[2], pipes[4]}
 	}
-	go func() { wg.Wait(); close(drained) }()
+	frames := []byte{api.AttachStdout, api.AttachStderr}
+	out := proc.Output{Files: outputs, Sink: func(stream int, b []byte) error { return a.send(frames[stream], b) }}
 
 	// Input: frames from the caller until it goes away.
 	gone := make(chan struct{})
 	var closeStdin sync.Once
-	go func() {
-		defer close(gone)
-		for {
-			typ, payload, err := api.ReadAttachFrame(a.in, api.MaxAttachFrame)
-			if err != nil {
-				return
-			}
-			switch typ {
-			case api.AttachStdin:
-				if len(payload) == 0 && !req.Tty {
-					closeStdin.Do(func() { stdin.Close() })
-				} else {
-					_, _ = stdin.Write(payload) // fails once closed
+	readInput := func(*proc.Process) {
+		go func() {
+			defer close(gone)
+			for {
+				typ, payload, err := api.ReadAttachFrame(a.in, api.MaxAttachFrame)
+				if err != nil {
+					return
 				}
-			case api.AttachResize:
-				if cols, rows, err := api.ParseResize(payload); err == nil && req.Tty && cols > 0 && rows > 0 {
-					_ = shell.SetSize(ptm, cols, rows)
+				switch typ {
+				case api.AttachStdin:
+					if len(payload) == 0 && !req.Tty {
+						closeStdin.Do(func() { stdin.Close() })
+					} else {
+						_, _ = stdin.Write(payload) // fails once closed
+					}
+				case api.AttachResize:
+					if cols, rows, err := api.ParseResize(payload); err == nil && req.Tty && cols > 0 && rows > 0 {
+						_ = shell.SetSize(ptm, cols, rows)
+					}
 				}
 			}
-		}
-	}()
-
-	var timeout <-chan time.Time
-	if req.TimeoutS > 0 {
-		t := time.NewTimer(proc.Seconds(req.TimeoutS))
-		defer t.Stop()
-		timeout = t.C
+		}()
 	}
-	timedOut := false
-	select {
-	case <-p.Done():
-	case <-timeout:
-		timedOut = true
-	case <-gone:
-	case <-sendFailed:
-	}
-	if !p.Exited() {
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
-	}
-	if timedOut {
-		_ = p.SignalGroup(unix.SIGKILL)
-	}
-	select {
-	case <-drained:
-	case <-time.After(pipeDrain):
-		// Background children hold the output open; stop reading.
-	}
-	closeAll(outputs...)
-	<-drained
+	r, err := s.sup.Run(cmd, out, proc.Limits{Timeout: proc.Seconds(req.TimeoutS), Cancel: gone}, readInput)
 	if !req.Tty {
 		closeStdin.Do(func() { stdin.Close() })
 	}
-	code, sig := timedOutCode(p.ExitCode, timedOut)
-	res := api.ExecResult{ExitCode: code, Signal: sig, TimedOut: timedOut}
-	setUsage(&res, p)
-	return res, nil
+	if err != nil {
+		_ = a.send(api.AttachStderr, []byte(fmt.Sprintf("sbx: %v\r\n", err)))
+		return api.ExecResult{ExitCode: startCode(err)}, nil
+	}
+	return execResult(r), nil
 }

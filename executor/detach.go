@@ -1,13 +1,9 @@
 package executor
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/internal/proc"
@@ -34,43 +30,25 @@ func (s *Server) startDetached(req api.ExecRequest) (api.ExecResult, error) {
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	env := proc.BuildEnv(s.env(), req.Env, ra.id)
 	start := time.Now()
-	failed := func(code int, err error) api.ExecResult {
-		return api.ExecResult{ExitCode: code, Stderr: fmt.Sprintf("sbx: %v\n", err), DurationS: time.Since(start).Seconds()}
-	}
-	path, err := proc.LookPath(argv[0], env, ra.dir)
-	if err != nil {
-		return failed(127, err), nil
-	}
 	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		return api.ExecResult{}, fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
-	p, err := s.sup.Start(path, argv, &os.ProcAttr{
+	p, err := s.sup.Launch(proc.Command{
+		Argv:  argv,
 		Dir:   ra.dir,
-		Env:   env,
-		Files: []*os.File{s.devNull, out, out},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Credential: ra.cred},
+		Env:   proc.BuildEnv(s.env(), req.Env, ra.id),
+		Cred:  ra.cred,
+		Stdio: [3]*os.File{s.devNull, out, out},
+		Group: proc.OwnSession,
+		Close: []*os.File{out},
 	})
-	out.Close()
 	if err != nil {
-		code := 126
-		if errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		return failed(code, err), nil
+		return api.ExecResult{ExitCode: startCode(err), Stderr: fmt.Sprintf("sbx: %v\n", err), DurationS: time.Since(start).Seconds()}, nil
 	}
 	if req.TimeoutS > 0 {
-		go func() {
-			t := time.NewTimer(proc.Seconds(req.TimeoutS))
-			defer t.Stop()
-			select {
-			case <-p.Done():
-			case <-t.C:
-				_ = p.SignalGroup(unix.SIGKILL)
-			}
-		}()
+		go s.sup.Wait(p, nil, proc.Limits{Timeout: proc.Seconds(req.TimeoutS)})
 	}
 	return api.ExecResult{Pid: p.Pid, DurationS: time.Since(start).Seconds()}, nil
 }

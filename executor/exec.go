@@ -10,13 +10,8 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/internal/outbuf"
 	"github.com/sbxrun/sbx/executor/internal/proc"
@@ -30,9 +25,6 @@ const (
 	// MaxExecOutput caps max_output_bytes; Config.OutputBudget bounds the
 	// output held by all commands and sessions together.
 	MaxExecOutput = 8 << 20
-	// pipeDrain is how long output is still read after the command exits,
-	// for background children that keep its pipes open.
-	pipeDrain = 250 * time.Millisecond
 )
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
@@ -133,212 +125,84 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	if err != nil {
 		return api.ExecResult{}, err
 	}
-	id, cred, dir := ra.id, ra.cred, ra.dir
-	env := proc.BuildEnv(s.env(), req.Env, id)
 	start := time.Now()
-	path, err := proc.LookPath(argv[0], env, dir)
-	if err != nil {
-		return failedStart(127, err, start, sink), nil
-	}
-
-	stdin := s.devNull
+	cmd := proc.Command{Argv: argv, Dir: ra.dir, Env: proc.BuildEnv(s.env(), req.Env, ra.id), Cred: ra.cred, Group: proc.OwnGroup}
+	cmd.Stdio[0] = s.devNull
 	var stdinW *os.File
 	if req.Stdin != "" {
-		if stdin, stdinW, err = os.Pipe(); err != nil {
+		if cmd.Stdio[0], stdinW, err = os.Pipe(); err != nil {
 			return api.ExecResult{}, fmt.Errorf("stdin pipe: %w", err)
 		}
+		cmd.Close = append(cmd.Close, cmd.Stdio[0])
 	}
-	closeStdin := func() {
-		if stdin != s.devNull {
-			stdin.Close()
+	var outputs []*os.File
+	for i := 1; i <= 2; i++ {
+		r, w, err := proc.OutputPipe()
+		if err != nil {
+			closeFiles(cmd.Close, append(outputs, stdinW)...)
+			return api.ExecResult{}, err
 		}
+		cmd.Stdio[i] = w
+		cmd.Close = append(cmd.Close, w)
+		outputs = append(outputs, r)
 	}
-	outR, outW, err := outputPipe()
-	if err != nil {
-		closeStdin()
-		return api.ExecResult{}, fmt.Errorf("stdout pipe: %w", err)
-	}
-	errR, errW, err := outputPipe()
-	if err != nil {
-		closeStdin()
-		outR.Close()
-		outW.Close()
-		return api.ExecResult{}, fmt.Errorf("stderr pipe: %w", err)
-	}
-	p, err := s.sup.Start(path, argv, &os.ProcAttr{
-		Dir:   dir,
-		Env:   env,
-		Files: []*os.File{stdin, outW, errW},
-		Sys:   &syscall.SysProcAttr{Setpgid: true, Credential: cred},
-	})
-	closeStdin()
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
+	out := proc.Output{Files: outputs, Sink: func(stream int, b []byte) error {
+		return sink(frameTypes[stream], b)
+	}}
+	r, err := s.sup.Run(cmd, out, proc.Limits{Timeout: proc.Seconds(req.TimeoutS), Cancel: ctx.Done()}, func(*proc.Process) {
 		if stdinW != nil {
-			stdinW.Close()
+			go func() {
+				_, _ = io.Copy(stdinW, strings.NewReader(req.Stdin))
+				stdinW.Close()
+			}()
 		}
-		code := 126
-		if errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		return failedStart(code, err, start, sink), nil
+	})
+	if err != nil {
+		closeFiles(nil, stdinW)
+		return failedStart(err, start, sink), nil
 	}
-	if stdinW != nil {
-		go func() {
-			_, _ = io.Copy(stdinW, strings.NewReader(req.Stdin))
-			stdinW.Close()
-		}()
-	}
-
-	// drained closes when both streams reached EOF (or gave up).
-	drained := make(chan struct{})
-	var readersLeft atomic.Int32
-	readersLeft.Store(2)
-	sinkFailed := make(chan struct{})
-	var failOnce sync.Once
-	pump := func(r *os.File, stream string) {
-		defer func() {
-			if readersLeft.Add(-1) == 0 {
-				close(drained)
-			}
-		}()
-		bp := readBufs.Get().(*[]byte)
-		defer readBufs.Put(bp)
-		buf := *bp
-		for {
-			n, err := r.Read(buf)
-			if n > 0 {
-				if sink(stream, buf[:n]) != nil {
-					failOnce.Do(func() { close(sinkFailed) })
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	go pump(outR, api.FrameStdout)
-	go pump(errR, api.FrameStderr)
-
-	var timeout <-chan time.Time
-	if req.TimeoutS > 0 {
-		t := time.NewTimer(proc.Seconds(req.TimeoutS))
-		defer t.Stop()
-		timeout = t.C
-	}
-	timedOut := false
-	kill := func() {
-		_ = p.SignalGroup(unix.SIGKILL)
-		<-p.Done()
-	}
-	// The pipes close as the command exits: reap it at once rather than
-	// through the SIGCHLD hop (SIGCHLD still reaps it should it not be a
-	// zombie yet).
-	waitExit := func() {
-		select {
-		case <-p.Done():
-		case <-timeout:
-			timedOut = true
-			kill()
-		case <-ctx.Done():
-			kill()
-		case <-sinkFailed:
-			kill()
-		}
-	}
-	select {
-	case <-drained:
-		s.sup.Reap()
-	case <-p.Done():
-	case <-timeout:
-		timedOut = true
-	case <-ctx.Done():
-	case <-sinkFailed:
-	}
-	if timedOut {
-		kill()
-	} else {
-		waitExit()
-	}
-	if timedOut {
-		// Members of the group that outlived the leader die too.
-		_ = p.SignalGroup(unix.SIGKILL)
-	}
-	select {
-	case <-drained:
-	default:
-		drainTimer := time.NewTimer(pipeDrain)
-		select {
-		case <-drained:
-		case <-drainTimer.C:
-			// Background children hold the pipes open; stop reading.
-			outR.Close()
-			errR.Close()
-			<-drained
-		}
-		drainTimer.Stop()
-	}
-	outR.Close()
-	errR.Close()
-	code, sig := timedOutCode(p.ExitCode, timedOut)
-	res := api.ExecResult{
-		ExitCode:  code,
-		Signal:    sig,
-		TimedOut:  timedOut,
-		DurationS: time.Since(start).Seconds(),
-	}
-	setUsage(&res, p)
-	return res, nil
+	return execResult(r), nil
 }
 
-// outputPipe returns a pipe for a command's output: the read end on Go's
-// poller, the write end (the command's, closed here once it started) a
-// plain blocking descriptor, as the command expects it. os.Pipe would put
-// both ends on the poller and take the write end off it again at the
-// start: ten system calls more for each command.
-func outputPipe() (r, w *os.File, err error) {
-	var p [2]int
-	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
-		return nil, nil, err
+// frameTypes are the exec frame types of a command's output streams.
+var frameTypes = []string{api.FrameStdout, api.FrameStderr}
+
+// closeFiles closes each file that is not nil.
+func closeFiles(fs []*os.File, more ...*os.File) {
+	for _, f := range append(fs, more...) {
+		if f != nil {
+			f.Close()
+		}
 	}
-	if err := unix.SetNonblock(p[0], true); err != nil {
-		unix.Close(p[0])
-		unix.Close(p[1])
-		return nil, nil, err
-	}
-	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
 
-// setUsage fills the CPU times and peak memory of a reaped command.
-func setUsage(res *api.ExecResult, p *proc.Process) {
-	user, sys, maxRSS := p.Usage()
-	res.UserTimeS, res.SysTimeS = user.Seconds(), sys.Seconds()
-	res.CPUTimeS = (user + sys).Seconds()
-	res.MemoryPeakBytes = maxRSS
+// execResult is the reply of a command that ran.
+func execResult(r proc.Result) api.ExecResult {
+	return api.ExecResult{
+		ExitCode:        r.ExitCode,
+		Signal:          r.Signal,
+		TimedOut:        r.TimedOut,
+		DurationS:       r.Duration.Seconds(),
+		UserTimeS:       r.User.Seconds(),
+		SysTimeS:        r.Sys.Seconds(),
+		CPUTimeS:        (r.User + r.Sys).Seconds(),
+		MemoryPeakBytes: r.MaxRSSBytes,
+	}
 }
 
-// readBufs recycles the buffers that read command output.
-var readBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
-
-// failedStart is the result of a command that could not start: exit code
-// 127 (not found) or 126 (not executable), as a shell reports them, with
-// the reason on stderr.
-func failedStart(code int, err error, start time.Time, sink func(string, []byte) error) api.ExecResult {
+// failedStart is the result of a command that could not start (a
+// *proc.StartError): exit code 127 (not found) or 126 (not executable), as
+// a shell reports them, with the reason on stderr.
+func failedStart(err error, start time.Time, sink func(string, []byte) error) api.ExecResult {
 	_ = sink(api.FrameStderr, []byte(fmt.Sprintf("sbx: %v\n", err)))
-	return api.ExecResult{ExitCode: code, DurationS: time.Since(start).Seconds()}
+	return api.ExecResult{ExitCode: startCode(err), DurationS: time.Since(start).Seconds()}
 }
 
-// timedOutCode is the exit code and signal of a command (exit): those of
-// its end, except that a command killed for its timeout exits 124 (its
-// signal still SIGKILL), as sbx run and sbx exec --timeout report it.
-func timedOutCode(exit func() (int, string), timedOut bool) (int, string) {
-	code, sig := exit()
-	if timedOut {
-		code = sbx.ExitTimeout
+// startCode is the exit code of a command that could not start.
+func startCode(err error) int {
+	var se *proc.StartError
+	if errors.As(err, &se) {
+		return se.Code
 	}
-	return code, sig
+	return 126
 }

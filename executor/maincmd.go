@@ -13,7 +13,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -256,112 +255,39 @@ func (s *Server) runMainCmdOnce(svc *mainCmd, started chan struct{}) (api.MainCm
 		}
 		return api.MainCmdExit{ExitCode: code, Error: err.Error(), StartedAt: begin, FinishedAt: time.Now()}, 0
 	}
-	path, err := proc.LookPath(svc.spec.Argv[0], svc.env, svc.dir)
-	if err != nil {
-		return fail(127, err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return fail(126, fmt.Errorf("stdout pipe: %w", err))
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		return fail(126, fmt.Errorf("stderr pipe: %w", err))
-	}
 	// Its own session: no terminal, and signals reach its whole group.
-	p, err := s.sup.Start(path, svc.spec.Argv, &os.ProcAttr{
-		Dir:   svc.dir,
-		Env:   svc.env,
-		Files: []*os.File{s.devNull, outW, errW},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Credential: svc.cred},
-	})
-	outW.Close()
-	errW.Close()
-	if err != nil {
-		outR.Close()
-		errR.Close()
-		code := 126
-		if errors.Is(err, os.ErrNotExist) {
-			code = 127
-		}
-		return fail(code, err)
-	}
-	svc.mu.Lock()
-	svc.proc, svc.started = p, begin
-	svc.setState(api.MainCmdRunning)
-	svc.mu.Unlock()
-	if started != nil {
-		close(started)
-	}
-
-	var pumps sync.WaitGroup
-	pumps.Add(2)
-	go pumpToRing(&pumps, outR, svc.ring, api.LogStdout)
-	go pumpToRing(&pumps, errR, svc.ring, api.LogStderr)
-	<-p.Done()
-	drained := make(chan struct{})
-	go func() { pumps.Wait(); close(drained) }()
-	t := time.NewTimer(pipeDrain)
-	select {
-	case <-drained:
-	case <-t.C:
-		// Its children hold the pipes open: stop reading.
-		outR.Close()
-		errR.Close()
-		<-drained
-	}
-	t.Stop()
-	outR.Close()
-	errR.Close()
-	code, sig := p.ExitCode()
-	end := time.Now()
-	return api.MainCmdExit{ExitCode: code, Signal: sig, StartedAt: begin, FinishedAt: end}, end.Sub(begin)
-}
-
-// pumpToRing copies r into ring until EOF. A multi-byte character cut by a
-// read is held back until its end arrives, so frames stay valid UTF-8 when
-// the output is.
-func pumpToRing(wg *sync.WaitGroup, r *os.File, ring *logring.Ring, stream string) {
-	defer wg.Done()
-	bp := readBufs.Get().(*[]byte)
-	defer readBufs.Put(bp)
-	buf := *bp
-	held := 0
-	for {
-		n, err := r.Read(buf[held:])
-		n += held
-		if n > 0 {
-			cut := completeUTF8(buf[:n])
-			ring.Write(stream, buf[:cut])
-			held = copy(buf, buf[cut:n])
-		}
+	cmd := proc.Command{Argv: svc.spec.Argv, Dir: svc.dir, Env: svc.env, Cred: svc.cred, Group: proc.OwnSession}
+	cmd.Stdio[0] = s.devNull
+	var outputs []*os.File
+	for i := 1; i <= 2; i++ {
+		r, w, err := proc.OutputPipe()
 		if err != nil {
-			if held > 0 {
-				ring.Write(stream, buf[:held])
-			}
-			return
+			closeFiles(cmd.Close, outputs...)
+			return fail(126, err)
 		}
+		cmd.Stdio[i] = w
+		cmd.Close = append(cmd.Close, w)
+		outputs = append(outputs, r)
 	}
-}
-
-// completeUTF8 returns the length of b without a trailing incomplete
-// multi-byte sequence (at most utf8.UTFMax-1 bytes are cut).
-func completeUTF8(b []byte) int {
-	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if c < utf8.RuneSelf {
-			return len(b) // ASCII: nothing is open
+	streams := []string{api.LogStdout, api.LogStderr}
+	out := proc.Output{Files: outputs, WholeRunes: true, Sink: func(stream int, b []byte) error {
+		svc.ring.Write(streams[stream], b)
+		return nil
+	}}
+	r, err := s.sup.Run(cmd, out, proc.Limits{}, func(p *proc.Process) {
+		svc.mu.Lock()
+		svc.proc, svc.started = p, begin
+		svc.setState(api.MainCmdRunning)
+		svc.mu.Unlock()
+		if started != nil {
+			close(started)
 		}
-		if utf8.RuneStart(c) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				return len(b) - i
-			}
-			return len(b)
-		}
+	})
+	if err != nil {
+		return fail(startCode(err), err)
 	}
-	return len(b)
+	end := time.Now()
+	return api.MainCmdExit{ExitCode: r.ExitCode, Signal: r.Signal, StartedAt: begin, FinishedAt: end}, end.Sub(begin)
 }
 
 // hasEnded reports whether the main command ended for good.

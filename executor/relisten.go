@@ -111,22 +111,19 @@ func (l *relistener) attach(ln net.Listener) error {
 
 // serving is what Serve serves with.
 type serving struct {
-	rl  *relistener
-	srv *http.Server
+	rl    *relistener
+	srv   *http.Server
+	conns *connTracker
 }
 
-// listener returns what Serve serves with, or nils outside Serve.
-func (s *Server) listener() (*relistener, *http.Server) {
-	if sv := s.serving.Load(); sv != nil {
-		return sv.rl, sv.srv
-	}
-	return nil, nil
-}
+// drainTimeout bounds how long a checkpoint waits for the executor's other
+// connections to close; one still open makes the dump fail, and says so.
+const drainTimeout = 3 * time.Second
 
 // checkpointPrepare handles POST /v1/checkpoint/prepare.
 func (s *Server) checkpointPrepare(w http.ResponseWriter, r *http.Request) {
-	rl, srv := s.listener()
-	if rl == nil {
+	sv := s.serving.Load()
+	if sv == nil {
 		writeError(w, http.StatusConflict, api.CodeBusy, "this executor does not serve on a listener it can hand back")
 		return
 	}
@@ -138,10 +135,19 @@ func (s *Server) checkpointPrepare(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, fmt.Errorf("placeholder socket: %w", err))
 		return
 	}
+	rl, srv := sv.rl, sv.srv
 	if err := rl.detach(); err != nil {
 		placeholder.Close()
 		writeError(w, http.StatusConflict, api.CodeBusy, err.Error())
 		return
+	}
+	// No connection may stay open into the checkpoint: CRIU cannot dump
+	// one end of a connection to the host. With keep-alives off, a call in
+	// progress closes its connection once answered, and so does this one
+	// (the host waits for that close before it dumps).
+	srv.SetKeepAlivesEnabled(false)
+	if left := sv.conns.drain(r.Context(), drainTimeout); left > 0 {
+		s.log.Warn("executor: connections still open for the checkpoint", "count", left)
 	}
 	// The executor's output goes to a file of the host's, which CRIU
 	// cannot dump either: the sandbox's /dev/null until the handover
@@ -149,9 +155,6 @@ func (s *Server) checkpointPrepare(w http.ResponseWriter, r *http.Request) {
 	if err := redirectStdio("/dev/null"); err != nil {
 		s.log.Warn("executor: redirect output for the checkpoint", "err", err)
 	}
-	// No idle connection may stay open into the checkpoint: CRIU cannot
-	// dump one end of a connection to the host. This reply closes its own.
-	srv.SetKeepAlivesEnabled(false)
 	go s.awaitHandover(rl, srv, placeholder)
 	writeJSON(w, http.StatusOK, api.CheckpointPrepared{Listener: name})
 }

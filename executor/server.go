@@ -248,8 +248,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	conns := newConnTracker()
+	srv.ConnState, srv.ConnContext = conns.hook, conns.context
 	rl := newRelistener(ln)
-	s.serving.Store(&serving{rl: rl, srv: srv})
+	s.serving.Store(&serving{rl: rl, srv: srv, conns: conns})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(rl) }()
 	select {

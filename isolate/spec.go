@@ -21,7 +21,7 @@ const (
 )
 
 // InitPath is where the small sbx-init binary is bind-mounted, read-only,
-// in one-shot sandboxes, which run it as their PID 1 ("reaper").
+// in one-shot sandboxes, which run it as their PID 1 ("sbx-init reaper").
 const InitPath = "/.sbx/init"
 
 // ExecutorPath is where the sbx-executor binary is bind-mounted, read-only,
@@ -193,7 +193,7 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 			CgroupsPath:   cgroup.SandboxPath(s.ID),
 			Resources:     s.Limits.OCIResources(),
 			MaskedPaths:   append(append([]string{}, DefaultMaskedPaths...), s.MaskedPaths...),
-			ReadonlyPaths: append(append([]string{}, DefaultReadonlyPaths...), cgroup.Root),
+			ReadonlyPaths: append([]string{}, DefaultReadonlyPaths...),
 			Namespaces: []specs.LinuxNamespace{
 				{Type: specs.PIDNamespace}, {Type: specs.IPCNamespace}, {Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace}, {Type: specs.CgroupNamespace},
@@ -251,7 +251,9 @@ func viewed(mp string) bool {
 // exist once libcontainer has applied the cgroup, before the root is set
 // up). Binds cost microseconds where mounting each v1 hierarchy anew costs
 // about a millisecond apiece; with the cgroup namespace, /proc/self/cgroup
-// still shows "/".
+// still shows "/". On v1 and hybrid hosts they sit on a tmpfs that
+// libcontainer remounts read-only in place once the binds are made (a
+// read-only path there would bind the whole view again, 6 more mounts).
 func cgroupMounts(id string, portable bool) []specs.Mount {
 	if portable {
 		return []specs.Mount{{Destination: cgroup.Root, Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}}}
@@ -262,7 +264,7 @@ func cgroupMounts(id string, portable bool) []specs.Mount {
 		return []specs.Mount{{Destination: cgroup.Root, Type: "bind", Source: cgroup.SandboxDirs(id)[cgroup.Root], Options: bind}}
 	}
 	m := []specs.Mount{{Destination: cgroup.Root, Type: "tmpfs", Source: "tmpfs",
-		Options: []string{"nosuid", "nodev", "noexec", "mode=755", "size=4k", "nr_inodes=64"}}}
+		Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=755", "size=4k", "nr_inodes=64"}}}
 	for mp, dir := range cgroup.SandboxDirs(id) {
 		if !viewed(mp) {
 			continue

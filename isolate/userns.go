@@ -31,9 +31,9 @@ func applyUserNS(cfg *configs.Config, u *UserNS) error {
 	for _, d := range cfg.Devices {
 		d.Uid, d.Gid = u.HostID, u.HostID
 	}
-	// Bind mounts given the "idmap" option (volumes) are id-mapped through
-	// the same namespace: host files owned by uid 0 show as the sandbox's
-	// root.
+	// Bind mounts given the "idmap" option (volumes with idmap=host) are
+	// id-mapped through the same namespace: host files owned by uid 0 show
+	// as the sandbox's root.
 	for _, m := range cfg.Mounts {
 		if m.IDMapping != nil {
 			m.IDMapping.UserNSPath = u.Path

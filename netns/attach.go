@@ -84,6 +84,9 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	leases = n.sweepDebris(leases)
 	var l *lease
 	for _, x := range leases {
+		if !n.mine(x) {
+			continue // another root's: its ports count (resolvePorts), nothing else
+		}
 		if x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
 			return nil, fmt.Errorf("sandbox %s already has a network (%s); detach it first", sandboxID, x.IP)
 		}
@@ -149,79 +152,6 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	return a, nil
 }
 
-// Publish publishes ports of the attached bridged network of sandboxID,
-// which publishes none yet: a warm pool's member being claimed. The ports
-// are checked as Attach checks them (free on the host, not published by
-// another sandbox; 0 picks one) and recorded in the lease before the rules
-// are installed, so Detach and GC remove them. On error the sandbox's
-// network is as it was.
-func (n *Network) Publish(ctx context.Context, sandboxID string, publish []PortMapping) (*Attachment, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	lk, err := n.lock()
-	if err != nil {
-		return nil, err
-	}
-	defer lk.unlock()
-	leases, err := n.readLeases()
-	if err != nil {
-		return nil, err
-	}
-	var l *lease
-	for _, x := range leases {
-		if x.Owner == sandboxID && x.State == stateAttached {
-			l = x
-		}
-	}
-	switch {
-	case l == nil:
-		return nil, fmt.Errorf("sandbox %s has no bridged network to publish ports on", sandboxID)
-	case len(l.Ports) > 0:
-		return nil, fmt.Errorf("sandbox %s already publishes ports", sandboxID)
-	}
-	ports, socks, err := n.resolvePorts(publish, leases)
-	if err != nil {
-		return nil, err
-	}
-	defer closeHeld(socks)
-	if len(ports) == 0 {
-		return n.attachment(l), nil
-	}
-	hold, ready, err := n.startHolder(socks)
-	if err != nil {
-		return nil, err
-	}
-	defer ready.Close()
-	l.Ports, l.Holder = ports, hold
-	undo := func(err error) (*Attachment, error) {
-		if serr := stopHolder(l.Holder); serr != nil {
-			err = errors.Join(err, serr)
-		}
-		l.Ports, l.Holder = nil, nil
-		if werr := n.writeLease(l); werr != nil {
-			err = errors.Join(err, werr)
-		}
-		return nil, err
-	}
-	if err := n.writeLease(l); err != nil {
-		return undo(err)
-	}
-	if err := releaseHolder(ready); err != nil {
-		return undo(err)
-	}
-	c, err := n.nft()
-	if err != nil {
-		return undo(err)
-	}
-	_, nat, _ := n.tables()
-	addPortRules(c, nat, l)
-	if err := c.Flush(); err != nil { // one batch: all or nothing
-		return undo(fmt.Errorf("install published ports of sandbox %s: %w", sandboxID, err))
-	}
-	return n.attachment(l), nil
-}
-
 func (n *Network) attachment(l *lease) *Attachment {
 	dns, resolv := n.sandboxDNS(l.DNS)
 	return &Attachment{
@@ -280,7 +210,14 @@ func (n *Network) Detach(ctx context.Context, sandboxID string) error {
 // lock held and the bridge ready.
 func (n *Network) prepare(owner string) (*lease, error) {
 	key := newKey()
-	l := &lease{Key: key, HostVeth: "sbx" + key, NetNSPath: filepath.Join(n.cfg.RunDir, key), State: statePreparing, Owner: owner}
+	// Keys name veths and chains shared with other roots' sandboxes.
+	for tries := 0; tries < 8; tries++ {
+		if _, err := n.host.LinkByName("sbx" + key); err != nil {
+			break
+		}
+		key = newKey()
+	}
+	l := &lease{Key: key, Root: n.cfg.StateDir, HostVeth: "sbx" + key, NetNSPath: filepath.Join(n.cfg.RunDir, key), State: statePreparing, Owner: owner}
 	if err := n.reserveLease(l); err != nil {
 		return nil, err
 	}

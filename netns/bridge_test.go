@@ -202,3 +202,28 @@ func TestBridgeMACTakeoverIsDropped(t *testing.T) {
 		t.Fatalf("control: the takeover did not work without the guard (%q); the test proves nothing", got)
 	}
 }
+
+// The bridge keeps one MAC address while veths come and go: a bridge
+// whose address was never set takes its lowest port's, and every sandbox
+// that had the old gateway address in its ARP cache lost its traffic until
+// the entry expired (half a minute).
+func TestBridgeAddressStaysWhilePortsChange(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	a := e.attach("sb-steady", AttachOptions{})
+	e.expectGet(a.NetNSPath, webIP+":80", "internet") // the gateway is in its ARP cache
+	br, err := e.net.host.LinkByName(DefaultBridgeName)
+	must(t, err)
+	mac := br.Attrs().HardwareAddr.String()
+	for round := 0; round < 4; round++ {
+		_, err := e.net.Prepare(ctx, 3)
+		must(t, err)
+		br, err := e.net.host.LinkByName(DefaultBridgeName)
+		must(t, err)
+		if got := br.Attrs().HardwareAddr.String(); got != mac {
+			t.Fatalf("round %d: the bridge's address moved from %s to %s", round, mac, got)
+		}
+		e.expectGet(a.NetNSPath, webIP+":80", "internet")
+		must(t, e.net.DiscardPrepared(ctx))
+	}
+}

@@ -110,7 +110,7 @@ func newTestEnv(t testing.TB) *testEnv {
 
 	resolv := filepath.Join(dir, "resolv.conf")
 	must(t, os.WriteFile(resolv, []byte("nameserver 127.0.0.53\nnameserver "+privateDNSIP+"\nsearch example.test\n"), 0o644))
-	e.cfg = Config{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), HostNetNS: e.hostNS, HostResolvConf: resolv}
+	e.cfg = Config{StateDir: filepath.Join(dir, "state"), RunDir: filepath.Join(dir, "run"), SharedDir: filepath.Join(dir, "shared"), HostNetNS: e.hostNS, HostResolvConf: resolv}
 	nw, err := Open(e.cfg)
 	if err != nil {
 		t.Fatalf("open network: %v", err)
@@ -351,7 +351,7 @@ func (e *testEnv) attach(id string, opts AttachOptions) *Attachment {
 func (e *testEnv) leftovers() []string {
 	e.t.Helper()
 	var out []string
-	ents, _ := os.ReadDir(filepath.Join(e.cfg.StateDir, "leases"))
+	ents, _ := os.ReadDir(e.net.leaseDir())
 	for _, x := range ents {
 		out = append(out, "lease "+x.Name())
 	}

@@ -84,7 +84,7 @@ func (n *Network) Prepared() (int, error) {
 	}
 	count := 0
 	for _, l := range ls {
-		if l.State == statePrepared {
+		if n.mine(l) && l.State == statePrepared {
 			count++
 		}
 	}
@@ -109,18 +109,19 @@ func (n *Network) DiscardPrepared(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if l.State == statePrepared {
+		if n.mine(l) && l.State == statePrepared {
 			errs = append(errs, n.teardown(l))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// GC removes the network leftovers of sandboxes that are not in live (keyed
-// by sandbox ID) and of crashed operations: leases, veths on the bridge,
-// namespace mounts in RunDir and per-sandbox chains, map elements and rules
-// in the sbx tables. Healthy pooled namespaces stay. It returns a line per
-// removed item.
+// GC removes the network leftovers of this root's sandboxes that are not
+// in live (keyed by sandbox ID) and of crashed operations: leases, veths on
+// the bridge, namespace mounts in RunDir and per-sandbox chains, map
+// elements and rules in the sbx tables. Healthy pooled namespaces stay, and
+// so does everything other roots sharing the bridge hold, unless such a
+// root was deleted. It returns a line per removed item.
 func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -147,10 +148,12 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 	keepKeys, keepVeths, keepNS, keepHolders := map[string]bool{}, map[string]bool{}, map[string]bool{}, map[int]bool{}
 	for _, l := range leases {
 		keep := false
-		switch l.State {
-		case stateAttached:
+		switch {
+		case l.Root != "" && !n.mine(l):
+			keep = !rootGone(l) // its root's GC judges it
+		case l.State == stateAttached:
 			keep = live[l.Owner]
-		case statePrepared:
+		case l.State == statePrepared:
 			keep = n.preparedUsable(l)
 		}
 		if keep {
@@ -324,9 +327,16 @@ func (n *Network) Reset(ctx context.Context) error {
 	if ls = n.sweepDebris(ls); len(ls) > 0 {
 		var owners []string
 		for _, l := range ls {
-			owners = append(owners, l.Owner)
+			switch {
+			case !n.mine(l):
+				owners = append(owners, fmt.Sprintf("%s of the root at %s", l.Owner, filepath.Dir(l.Root)))
+			case l.Owner == "":
+				owners = append(owners, "a pooled namespace")
+			default:
+				owners = append(owners, l.Owner)
+			}
 		}
-		return fmt.Errorf("%d sandboxes still hold network leases (%s); remove them (or run sbx gc) first", len(ls), strings.Join(owners, ", "))
+		return fmt.Errorf("%d sandboxes still hold network leases on bridge %s (%s); remove them (or run sbx gc in their root) first", len(ls), n.cfg.BridgeName, strings.Join(owners, ", "))
 	}
 	c, err := n.nft()
 	if err != nil {

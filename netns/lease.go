@@ -10,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // leaseState is where a lease is in its life.
@@ -33,7 +31,11 @@ const (
 // namespace mount and, once attached, the sandbox and its settings. The file
 // is named after the address, so creating it with O_EXCL reserves the address.
 type lease struct {
-	Key            string        `json:"key"`
+	Key string `json:"key"`
+	// Root is the state directory (Config.StateDir) of the sbx root that
+	// owns the lease: the lease directory is shared by every root that
+	// uses the bridge (shared.go).
+	Root           string        `json:"root,omitempty"`
 	IP             netip.Addr    `json:"ip"`
 	HostVeth       string        `json:"host_veth"`
 	NetNSPath      string        `json:"netns_path"`
@@ -54,31 +56,7 @@ func newKey() string {
 	return hex.EncodeToString(b)
 }
 
-// stateLock is the exclusive lock over the network state shared by every sbx
-// process (leases, ports, bridge and rule setup).
-type stateLock struct{ f *os.File }
-
-func (n *Network) lock() (*stateLock, error) {
-	f, err := os.OpenFile(filepath.Join(n.cfg.StateDir, "lock"), os.O_CREATE|os.O_RDWR|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("open network lock: %w", err)
-	}
-	for {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX)
-		if !errors.Is(err, unix.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock network state: %w", err)
-	}
-	return &stateLock{f: f}, nil
-}
-
-func (l *stateLock) unlock() { l.f.Close() }
-
-func (n *Network) leaseDir() string { return filepath.Join(n.cfg.StateDir, "leases") }
+func (n *Network) leaseDir() string { return filepath.Join(n.shared, "leases") }
 
 func (n *Network) leasePath(ip netip.Addr) string {
 	return filepath.Join(n.leaseDir(), ip.String()+".json")
@@ -173,7 +151,7 @@ func (n *Network) findLease(sandboxID string, anyState bool) (*lease, error) {
 		return nil, err
 	}
 	for _, l := range ls {
-		if l.Owner == sandboxID && (anyState || l.State == stateAttached || l.State == stateAttaching) {
+		if n.mine(l) && l.Owner == sandboxID && (anyState || l.State == stateAttached || l.State == stateAttaching) {
 			return l, nil
 		}
 	}
@@ -181,14 +159,14 @@ func (n *Network) findLease(sandboxID string, anyState bool) (*lease, error) {
 }
 
 // sweepDebris tears down the leases of operations that died midway (state
-// preparing or attaching, or unreadable) and returns the others. Call it
-// with the lock held: every prepare and attach holds the lock from its
-// first write to its last, so a lease seen in those states by the lock's
-// holder is no live process's work.
+// preparing or attaching, or unreadable), and those of deleted roots, and
+// returns the others. Call it with the lock held: every prepare and attach
+// holds the lock from its first write to its last, so a lease seen in those
+// states by the lock's holder is no live process's work.
 func (n *Network) sweepDebris(ls []*lease) []*lease {
 	var keep []*lease
 	for _, l := range ls {
-		if l.State != statePreparing && l.State != stateAttaching && l.State != "" {
+		if l.State != statePreparing && l.State != stateAttaching && l.State != "" && !rootGone(l) {
 			keep = append(keep, l)
 			continue
 		}

@@ -100,7 +100,7 @@ func TestGCRemovesDeadSandboxesAndCrashDebris(t *testing.T) {
 	// Debris of a crash in the middle of Attach: a lease still "attaching".
 	crashed, err := e.net.Attach(ctx, "crashed", AttachOptions{Mode: ModeBridge})
 	must(t, err)
-	leaseFile := filepath.Join(e.cfg.StateDir, "leases", crashed.IP.String()+".json")
+	leaseFile := filepath.Join(e.net.leaseDir(), crashed.IP.String()+".json")
 	var l lease
 	data, _ := os.ReadFile(leaseFile)
 	must(t, json.Unmarshal(data, &l))
@@ -110,12 +110,12 @@ func TestGCRemovesDeadSandboxesAndCrashDebris(t *testing.T) {
 	// A sandbox whose lease file vanished: veth, namespace and rules remain.
 	orphan, err := e.net.Attach(ctx, "orphan", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{pub}})
 	must(t, err)
-	must(t, os.Remove(filepath.Join(e.cfg.StateDir, "leases", orphan.IP.String()+".json")))
+	must(t, os.Remove(filepath.Join(e.net.leaseDir(), orphan.IP.String()+".json")))
 	_, err = e.net.Prepare(ctx, 1)
 	must(t, err)
 	// A namespace mount nobody recorded, and a corrupt lease.
 	must(t, CreateNamespace(filepath.Join(e.cfg.RunDir, "stray"), nil))
-	must(t, os.WriteFile(filepath.Join(e.cfg.StateDir, "leases", "10.88.9.9.json"), []byte("{garbage"), 0o600))
+	must(t, os.WriteFile(filepath.Join(e.net.leaseDir(), "10.88.9.9.json"), []byte("{garbage"), 0o600))
 
 	removed, err := e.net.GC(ctx, map[string]bool{"alive": true, "crashed": true})
 	if err != nil {
@@ -124,7 +124,7 @@ func TestGCRemovesDeadSandboxesAndCrashDebris(t *testing.T) {
 	t.Logf("gc removed: %v", removed)
 	joined := strings.Join(removed, "\n")
 	// The lease left attaching was already swept by the attaches after it.
-	if data, _ := exec.Command("grep", "-rl", `"crashed"`, filepath.Join(e.cfg.StateDir, "leases")).Output(); len(data) > 0 {
+	if data, _ := exec.Command("grep", "-rl", `"crashed"`, e.net.leaseDir()).Output(); len(data) > 0 {
 		t.Errorf("the lease left attaching is still there: %s", data)
 	}
 	for _, want := range []string{"dead", "stray", "10.88.9.9",
@@ -204,9 +204,10 @@ func TestSubnetAvoidsExistingRoute(t *testing.T) {
 	}
 }
 
-// After a reboot (or a lost host namespace) the bridge, veths, rules and
-// namespace mounts are gone but the lease files on disk remain: GC must
-// clear them and bridging must work again.
+// After a reboot the bridge, veths, rules and namespace mounts are gone,
+// and so is the shared lease directory (it is on /run); the lease files an
+// older sbx kept under the root's state directory remain. The next use
+// adopts them, GC clears them and bridging works again.
 func TestGCAfterHostStateLost(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := context.Background()
@@ -214,8 +215,21 @@ func TestGCAfterHostStateLost(t *testing.T) {
 	a := e.attach("before-reboot", AttachOptions{Publish: []PortMapping{pub}})
 	_, err := e.net.Prepare(ctx, 2)
 	must(t, err)
+	// What an older sbx left: its leases under the root, without a root.
+	own := filepath.Join(e.cfg.StateDir, "leases")
+	must(t, os.MkdirAll(own, 0o700))
+	ents, _ := os.ReadDir(e.net.leaseDir())
+	for _, x := range ents {
+		data, err := os.ReadFile(filepath.Join(e.net.leaseDir(), x.Name()))
+		must(t, err)
+		var l lease
+		must(t, json.Unmarshal(data, &l))
+		l.Root = ""
+		data, _ = json.Marshal(l)
+		must(t, os.WriteFile(filepath.Join(own, x.Name()), data, 0o600))
+	}
 	// "Reboot": a fresh host namespace, the namespace mounts vanish.
-	ents, _ := os.ReadDir(e.cfg.RunDir)
+	ents, _ = os.ReadDir(e.cfg.RunDir)
 	for _, x := range ents {
 		must(t, RemoveNamespace(filepath.Join(e.cfg.RunDir, x.Name())))
 	}
@@ -235,8 +249,10 @@ func TestGCAfterHostStateLost(t *testing.T) {
 	if len(removed) != 3 {
 		t.Errorf("gc removed %v, want the 3 leases", removed)
 	}
-	if ents, _ := os.ReadDir(filepath.Join(cfg.StateDir, "leases")); len(ents) != 0 {
-		t.Fatalf("leases left after gc: %d", len(ents))
+	for _, d := range []string{nw.leaseDir(), own} {
+		if ents, _ := os.ReadDir(d); len(ents) != 0 {
+			t.Fatalf("leases left in %s after gc: %d", d, len(ents))
+		}
 	}
 	b, err := nw.Attach(ctx, "after-reboot", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{pub}})
 	must(t, err)
@@ -244,8 +260,9 @@ func TestGCAfterHostStateLost(t *testing.T) {
 		t.Errorf("first address after gc = %s, want %s again", b.IP, a.IP)
 	}
 	must(t, nw.Detach(ctx, "after-reboot"))
-	// The old Network's sandbox is gone from disk; its Detach is a no-op.
+	// The old namespace still has its leases (its own directory).
 	must(t, e.net.Detach(ctx, "before-reboot"))
+	must(t, e.net.DiscardPrepared(ctx))
 }
 
 // Several Networks on one state directory (several sbx processes) attach at
@@ -346,7 +363,7 @@ func TestAddressExhaustionIsAClearError(t *testing.T) {
 // would have left it.
 func (e *testEnv) setLeaseState(ip string, st leaseState, owner string) {
 	e.t.Helper()
-	p := filepath.Join(e.cfg.StateDir, "leases", ip+".json")
+	p := filepath.Join(e.net.leaseDir(), ip+".json")
 	var l lease
 	data, err := os.ReadFile(p)
 	must(e.t, err)
@@ -367,10 +384,10 @@ func TestInterruptedPrepareIsUndone(t *testing.T) {
 		t.Helper()
 		_, err := e.net.Prepare(ctx, 1)
 		must(t, err)
-		ents, _ := os.ReadDir(filepath.Join(e.cfg.StateDir, "leases"))
+		ents, _ := os.ReadDir(e.net.leaseDir())
 		for _, x := range ents {
 			ip := strings.TrimSuffix(x.Name(), ".json")
-			data, _ := os.ReadFile(filepath.Join(e.cfg.StateDir, "leases", x.Name()))
+			data, _ := os.ReadFile(filepath.Join(e.net.leaseDir(), x.Name()))
 			if strings.Contains(string(data), `"pooled"`) {
 				return ip
 			}
@@ -405,7 +422,7 @@ func TestInterruptedPrepareIsUndone(t *testing.T) {
 	}
 	e.setLeaseState(prepared(), statePreparing, "")
 	must(t, e.net.Reset(ctx))
-	for _, d := range []string{filepath.Join(e.cfg.StateDir, "leases"), e.cfg.RunDir} {
+	for _, d := range []string{e.net.leaseDir(), e.cfg.RunDir} {
 		if ents, _ := os.ReadDir(d); len(ents) > 0 {
 			t.Errorf("after reset %s holds %d entries", d, len(ents))
 		}

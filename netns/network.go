@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -35,8 +36,15 @@ type Config struct {
 	// Subnet of the bridge; the zero value picks DefaultSubnet or the next
 	// /16 that collides with no route. An existing bridge keeps its subnet.
 	Subnet netip.Prefix
-	// StateDir holds the lease files and the lock (default /var/lib/sbx/network).
+	// StateDir is this root's network state (default /var/lib/sbx/network):
+	// the port holder binary, and the lease of every sandbox of this root
+	// names it. The leases themselves and the lock are shared by every root
+	// that uses the bridge: see SharedDir.
 	StateDir string
+	// SharedDir holds, for each bridge and host namespace, the lock and the
+	// leases shared by every sbx root that attaches sandboxes to that bridge
+	// (SharedDir/BRIDGE-NSID, see SharedStateDir; default /run/sbx/bridges).
+	SharedDir string
 	// RunDir holds the bind mounts that keep sandbox namespaces alive
 	// (default /run/sbx/netns).
 	RunDir string
@@ -59,6 +67,7 @@ type Config struct {
 // StateDir at once; they coordinate through a lock file.
 type Network struct {
 	cfg    Config
+	shared string // SharedStateDir of the bridge
 	hostNS *os.File
 	host   *netlink.Handle
 	log    *slog.Logger
@@ -81,6 +90,17 @@ func Open(cfg Config) (*Network, error) {
 	if cfg.StateDir == "" {
 		cfg.StateDir = DefaultStateDir
 	}
+	if cfg.SharedDir == "" {
+		cfg.SharedDir = DefaultSharedDir
+	}
+	// The state directory names this root in shared leases: one spelling.
+	for _, d := range []*string{&cfg.StateDir, &cfg.SharedDir, &cfg.RunDir} {
+		abs, err := filepath.Abs(*d)
+		if err != nil {
+			return nil, fmt.Errorf("network state directory %s: %w", *d, err)
+		}
+		*d = abs
+	}
 	if cfg.RunDir == "" {
 		cfg.RunDir = DefaultRunDir
 	}
@@ -96,7 +116,7 @@ func Open(cfg Config) (*Network, error) {
 		}
 		cfg.Subnet = cfg.Subnet.Masked()
 	}
-	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "leases"), cfg.RunDir} {
+	for _, d := range []string{cfg.StateDir, cfg.RunDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("create network state directory: %w", err)
 		}
@@ -114,12 +134,18 @@ func Open(cfg Config) (*Network, error) {
 		f.Close()
 		return nil, fmt.Errorf("host network namespace %s is not a namespace file", nsPath)
 	}
+	id, err := namespaceID(int(f.Fd()))
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
 	h, err := netlink.NewHandleAt(vnetns.NsHandle(int(f.Fd())))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("netlink handle in host namespace: %w", err)
 	}
-	return &Network{cfg: cfg, hostNS: f, host: h, log: cfg.Logger}, nil
+	shared := sharedPath(cfg.SharedDir, cfg.BridgeName, id)
+	return &Network{cfg: cfg, shared: shared, hostNS: f, host: h, log: cfg.Logger}, nil
 }
 
 // Close releases the host namespace handle. Sandboxes stay attached.
@@ -209,6 +235,9 @@ func (n *Network) adoptBridge(br netlink.Link) error {
 		return fmt.Errorf("bridge %s already uses subnet %s, not the configured %s; remove all bridged sandboxes and the bridge to change it", n.cfg.BridgeName, sub, n.cfg.Subnet)
 	}
 	n.subnet, n.gateway = sub, gw
+	if err := n.pinBridgeMAC(br, br.Attrs().HardwareAddr); err != nil {
+		return err
+	}
 	if br.Attrs().OperState != netlink.OperUp && br.Attrs().Flags&net.FlagUp == 0 {
 		if err := n.host.LinkSetUp(br); err != nil {
 			return fmt.Errorf("set bridge %s up: %w", n.cfg.BridgeName, err)
@@ -276,6 +305,12 @@ func (n *Network) createBridge() error {
 			_ = n.host.LinkDel(br)
 		}
 	}()
+	mac := make(net.HardwareAddr, 6)
+	_, _ = rand.Read(mac)
+	mac[0] = mac[0]&^1 | 2 // unicast, locally administered
+	if err := n.pinBridgeMAC(br, mac); err != nil {
+		return err
+	}
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: gw.AsSlice(), Mask: net.CIDRMask(sub.Bits(), 32)}}
 	if err := n.host.AddrAdd(br, addr); err != nil {
 		return fmt.Errorf("address %s on bridge %s: %w", gw, n.cfg.BridgeName, err)
@@ -289,6 +324,21 @@ func (n *Network) createBridge() error {
 	}
 	ok = true
 	n.log.Info("created bridge", "bridge", n.cfg.BridgeName, "subnet", sub)
+	return nil
+}
+
+// pinBridgeMAC sets the bridge's MAC address. A bridge whose address was
+// never set takes the lowest address of its ports, so it changed whenever
+// a sandbox's veth came or went, and every other sandbox, holding the old
+// gateway address in its ARP cache, lost its traffic until the entry
+// expired. An address set once stays.
+func (n *Network) pinBridgeMAC(br netlink.Link, mac net.HardwareAddr) error {
+	if len(mac) != 6 {
+		return fmt.Errorf("bridge %s has no Ethernet address", n.cfg.BridgeName)
+	}
+	if err := n.host.LinkSetHardwareAddr(br, mac); err != nil {
+		return fmt.Errorf("set the address of bridge %s: %w", n.cfg.BridgeName, err)
+	}
 	return nil
 }
 

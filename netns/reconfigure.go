@@ -11,13 +11,17 @@ import (
 
 // Reconfigure replaces the egress policy, the allowed host ports, the
 // name servers and the hostname (of /etc/hosts) of the attached bridged
-// network of sandboxID: a warm pool's member being claimed. The new
-// settings are recorded in the lease first; the sandbox's forward and
-// host-input chains then get the new rules in front of the old ones in
+// network of sandboxID, and publishes opts.Publish, which it may only do
+// while the sandbox publishes none: a warm pool's member being claimed.
+// It takes the network's lock once, writes the lease once and changes
+// the rules in one batch. The ports are checked as Attach checks them
+// (free on the host, not published by another sandbox; 0 picks one) and
+// their holder recorded with the new settings in the lease before any
+// rule changes; the sandbox's forward and host-input chains then get the
+// new rules in front of the old ones, with the DNAT rules of the ports, in
 // one batch, so the sandbox is under either its old rules or its new
-// ones, never none. On
-// error the network is as it was. The returned attachment has the
-// resolv.conf and hosts files of the new settings.
+// ones, never none. On error the network is as it was. The returned
+// attachment has the resolv.conf and hosts files of the new settings.
 func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts AttachOptions) (*Attachment, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -33,22 +37,49 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err := n.readBridge(); err != nil {
 		return nil, err
 	}
-	l, err := n.findLease(sandboxID, false)
+	leases, err := n.readLeases()
 	if err != nil {
 		return nil, err
 	}
-	if l == nil || l.State != stateAttached {
+	var l *lease
+	for _, x := range leases {
+		if n.mine(x) && x.Owner == sandboxID && (x.State == stateAttached || x.State == stateAttaching) {
+			l = x
+		}
+	}
+	switch {
+	case l == nil || l.State != stateAttached:
 		return nil, fmt.Errorf("sandbox %s has no bridged network to reconfigure", sandboxID)
+	case len(opts.Publish) > 0 && len(l.Ports) > 0:
+		return nil, fmt.Errorf("sandbox %s already publishes ports", sandboxID)
 	}
+	ports, socks, err := n.resolvePorts(opts.Publish, leases)
+	if err != nil {
+		return nil, err
+	}
+	defer closeHeld(socks)
+	hold, ready, err := n.startHolder(socks)
+	if err != nil {
+		return nil, err
+	}
+	defer ready.Close()
 	old := *l
-	l.Egress, l.AllowHostPorts, l.DNS = opts.Egress, slices.Clone(opts.AllowHostPorts), slices.Clone(opts.DNS)
-	if l.Egress.Kind == "" {
-		l.Egress.Kind = EgressDefault
+	egress := opts.Egress
+	if egress.Kind == "" {
+		egress.Kind = EgressDefault
 	}
+	filters := egress.kind() != l.Egress.kind() || !slices.Equal(egress.Allow, l.Egress.Allow) || !slices.Equal(opts.AllowHostPorts, l.AllowHostPorts) || !slices.Equal(opts.DNS, l.DNS)
+	l.Egress, l.AllowHostPorts, l.DNS = egress, slices.Clone(opts.AllowHostPorts), slices.Clone(opts.DNS)
 	if opts.Hostname != "" {
 		l.Hostname = opts.Hostname
 	}
+	if len(ports) > 0 {
+		l.Ports, l.Holder = ports, hold
+	}
 	undo := func(err error) (*Attachment, error) {
+		if serr := stopHolder(hold); serr != nil {
+			err = errors.Join(err, serr)
+		}
 		*l = old
 		if werr := n.writeLease(l); werr != nil {
 			err = errors.Join(err, werr)
@@ -58,23 +89,32 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err := n.writeLease(l); err != nil {
 		return undo(err)
 	}
+	if err := releaseHolder(ready); err != nil {
+		return undo(err)
+	}
+	if !filters && len(ports) == 0 {
+		return n.attachment(l), nil
+	}
 	c, err := n.nft()
 	if err != nil {
 		return undo(err)
 	}
-	inet, _, _ := n.tables()
-	fw := &nftables.Chain{Name: prefixForward + l.Key, Table: inet}
-	in := &nftables.Chain{Name: prefixHostIn + l.Key, Table: inet}
-	// The new rules go in front of the old ones, which they make
-	// unreachable: each chain's rules end in a verdict for every packet.
-	// Deleting rules costs the kernel an RCU grace period (10 ms and more
-	// on a busy host); the old ones go with the chains when the sandbox's
-	// network is detached.
-	dns, _ := n.sandboxDNS(l.DNS)
-	rules := n.filterRules(fw, in, l, dns)
-	for i := len(rules) - 1; i >= 0; i-- {
-		c.InsertRule(rules[i])
+	inet, nat, _ := n.tables()
+	if filters {
+		fw := &nftables.Chain{Name: prefixForward + l.Key, Table: inet}
+		in := &nftables.Chain{Name: prefixHostIn + l.Key, Table: inet}
+		// The new rules go in front of the old ones, which they make
+		// unreachable: each chain's rules end in a verdict for every
+		// packet. Deleting rules costs the kernel an RCU grace period (10
+		// ms and more on a busy host); the old ones go with the chains
+		// when the sandbox's network is detached.
+		dns, _ := n.sandboxDNS(l.DNS)
+		rules := n.filterRules(fw, in, l, dns)
+		for i := len(rules) - 1; i >= 0; i-- {
+			c.InsertRule(rules[i])
+		}
 	}
+	addPortRules(c, nat, l)
 	if err := c.Flush(); err != nil { // one batch: all or nothing
 		return undo(fmt.Errorf("replace the rules of sandbox %s: %w", sandboxID, err))
 	}

@@ -71,6 +71,13 @@ func TestSandboxesTable(t *testing.T) {
 	if !strings.Contains(lines[2], "/srv/root") || !strings.Contains(lines[2], " - ") {
 		t.Errorf("row of a rootfs sandbox never started: %q", lines[2])
 	}
+	ended := testSandboxes()
+	ended[0].CmdExit = &sbx.Exit{ExitCode: 3}
+	b.Reset()
+	_ = Sandboxes(&b, ended, ListOptions{Format: "table"})
+	if !strings.Contains(b.String(), "running, cmd exited (3)") {
+		t.Errorf("row of a sandbox whose command ended: %q", b.String())
+	}
 	b.Reset()
 	_ = Sandboxes(&b, testSandboxes(), ListOptions{Format: "table", NoTrunc: true})
 	if !strings.Contains(b.String(), "0123456789abcdef0123") || !strings.Contains(b.String(), "done\"") {

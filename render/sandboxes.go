@@ -62,9 +62,18 @@ func Sandboxes(w io.Writer, list []*sbx.Sandbox, o ListOptions) error {
 		if command != "" {
 			command = strconv.Quote(command)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, ImageOf(&sb.Options), command, sb.Status, created, sb.Name, Labels(sb.Options.Labels))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", id, ImageOf(&sb.Options), command, StatusOf(sb), created, sb.Name, Labels(sb.Options.Labels))
 	}
 	return tw.Flush()
+}
+
+// StatusOf is a sandbox's status as sbx ps shows it: with how its main
+// command ended, once it did ("running, cmd exited (3)").
+func StatusOf(sb *sbx.Sandbox) string {
+	if sb.CmdExit == nil || sb.Status != sbx.StatusRunning {
+		return string(sb.Status)
+	}
+	return fmt.Sprintf("%s, cmd exited (%d)", sb.Status, sb.CmdExit.ExitCode)
 }
 
 // Stats writes one line of sbx stats' table, after its header when header

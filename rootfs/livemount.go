@@ -14,8 +14,9 @@ import (
 // Mounts made in a running sandbox (a warm pool's member being claimed)
 // use the kernel's new mount API: each is a detached tree made on the
 // host (open_tree of a host directory, or fsopen/fsmount of a tmpfs), its
-// flags set with mount_setattr (read-only, nosuid, nodev, and id-mapped
-// to the sandbox's user namespace when it has its own), then moved into
+// flags set with mount_setattr (read-only, nosuid, nodev; a tmpfs, and a
+// bind asking for host ids, id-mapped to the sandbox's user namespace when
+// it has its own), then moved into
 // the sandbox's mount namespace with move_mount onto a mountpoint
 // resolved inside its root. No path of the sandbox is ever followed on
 // the host: mountpoints are made with in-root resolution (openat2
@@ -33,6 +34,11 @@ type LiveMount struct {
 	ReadOnly bool
 	// SizeBytes caps a tmpfs; 0 is the kernel's default (half of RAM).
 	SizeBytes int64
+	// HostIDs id-maps a bind mount in a sandbox with a user namespace of
+	// its own back onto the host's ids (host files of uid 0 show as the
+	// sandbox's root, which writes as host uid 0). Without it a bind
+	// shows host ids as they are: the sandbox's own are its range.
+	HostIDs bool
 }
 
 // PrepareTargets creates the mountpoints of mounts inside the root
@@ -90,8 +96,9 @@ func prepareTarget(root *os.File, m LiveMount) error {
 // MountLive makes mounts in the running sandbox whose PID 1 the pidfd
 // refers to. root is that process's root directory (its /proc/PID/root,
 // opened while it was known to be alive); userns, if not -1, is a
-// descriptor of its user namespace, to which every mount is id-mapped
-// (host files of uid 0 show as the sandbox's root, as at create). The
+// descriptor of its user namespace, to which tmpfs mounts and binds with
+// HostIDs are id-mapped (host files of uid 0 show as the sandbox's root,
+// as at create); other binds show host ids as they are. The
 // mountpoints must exist (PrepareTargets). On error some of the mounts
 // may have been made: the caller discards the sandbox.
 func MountLive(pidfd int, root *os.File, userns int, mounts []LiveMount) error {
@@ -139,7 +146,8 @@ func MountLive(pidfd int, root *os.File, userns int, mounts []LiveMount) error {
 
 // detachedTree makes the detached mount of m on the host: a recursive
 // clone of the source directory or a new tmpfs, nosuid and nodev,
-// read-only as asked, id-mapped to userns if it is not -1.
+// read-only as asked; id-mapped to userns if it is not -1 and m is a
+// tmpfs or asks for HostIDs.
 func detachedTree(m LiveMount, userns int) (int, error) {
 	attr := uint64(unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV)
 	if m.ReadOnly {
@@ -162,7 +170,7 @@ func detachedTree(m LiveMount, userns int) (int, error) {
 			return -1, err
 		}
 	}
-	if userns >= 0 {
+	if userns >= 0 && (m.Source == "" || m.HostIDs) {
 		err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(userns)})
 		if err != nil {
 			unix.Close(fd)

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/sbxrun/sbx"
@@ -171,58 +172,98 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		exp := now.Add(o.TTL)
 		sb.ExpiresAt = &exp
 	}
-	// What the request may be refused for comes first, while the member
-	// is untouched.
-	if sb.Name != "" {
-		if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
-			return nil, errClaimRefused{err}
-		}
-	}
+	// The memory budget is checked while the member is untouched; the
+	// admission lock is held until the record with the new limit is
+	// written, which the next admission counts.
 	release, err := h.admitClaim(ctx, &m, &sb)
-	if err == nil {
-		// Ports in use are the request's fault; a failed publish leaves
-		// the member as it was.
-		if err = h.publishClaim(ctx, &sb); err != nil {
-			release()
-		}
-	}
 	if err != nil {
-		h.store.ReleaseName(sb.Name, sb.ID)
 		return nil, errClaimRefused{err}
 	}
 	// The claim is recorded before anything of the member changes: a
 	// claim killed midway leaves a record being created, which gc removes
-	// with the member, never a pooled one with another claimant's mounts.
+	// with the member, never a pooled one with another claimant's name,
+	// rules or mounts.
 	sb.Status = sbx.StatusCreating
 	err = l.Write(&sb)
-	if err == nil {
-		_ = os.Remove(h.pooledEntry(key, sb.ID))
-		err = h.applyClaim(ctx, &m, &sb)
-	}
-	if err == nil {
-		sb.Status = sbx.StatusRunning
-		sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds(),
-			Pool: "hit, " + m.Pool}
-		err = l.Write(&sb)
-	}
 	release()
+	if err != nil {
+		return nil, h.dropMember(ctx, l, &m, "", err)
+	}
+	h.crashPoint(stepClaimRecorded)
+	// What the request may be refused for (its name taken, its ports in
+	// use) leaves the member as it was: it goes back to its pool.
+	if sb.Name != "" {
+		if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
+			return nil, h.unclaim(ctx, l, &m, "", err)
+		}
+	}
+	etc, err := h.claimNetwork(ctx, &m, &sb)
+	if err != nil {
+		if errors.Is(err, sbx.ErrInvalid) || errors.Is(err, sbx.ErrPortInUse) {
+			return nil, h.unclaim(ctx, l, &m, sb.Name, err)
+		}
+		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
+	}
+	_ = os.Remove(h.pooledEntry(key, sb.ID))
+	h.crashPoint(stepClaimNetwork)
+	if err := h.applyClaim(ctx, &m, &sb, etc); err != nil {
+		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
+	}
+	h.crashPoint(stepClaimApplied)
+	sb.Status = sbx.StatusRunning
+	sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds(),
+		Pool: "hit, " + m.Pool}
+	err = l.Write(&sb)
 	if err == nil && sb.ExpiresAt != nil {
 		err = h.store.SetExpiry(sb.ID, *sb.ExpiresAt)
 	}
 	if err != nil {
-		// The member may be half set up: it goes, name and all.
-		m.Name = sb.Name
-		if rerr := h.destroy(context.WithoutCancel(ctx), l, &m); rerr != nil {
-			h.log.Warn("remove pool member whose claim failed", "id", m.ID, "err", rerr)
-		}
-		return nil, fmt.Errorf("claim pool member %s: %w", m.ShortID(), err)
+		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
-	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.pools.hit(m.Pool, key)
 	h.emit(changeCreated, &sb)
 	h.emit(changeReady, &sb)
 	h.supervisor.askPoolRefill()
 	return &sb, nil
+}
+
+// Claim steps, in order, after the create steps' "recorded" of a cold
+// create: SBX_TEST_CRASH_AT=<step> kills the process there.
+const (
+	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating), the member untouched
+	stepClaimNetwork  = "claim-network"  // name claimed, rules and published ports in place
+	stepClaimApplied  = "claim-applied"  // limits, hostname, mounts, defaults applied; about to mark running
+)
+
+// ClaimSteps lists the crash points of a claim in order, for tests that
+// interrupt a claim at each of them.
+var ClaimSteps = []string{stepClaimRecorded, stepClaimNetwork, stepClaimApplied}
+
+// unclaim puts the locked member m, whose claim the request's own error
+// refused before anything of it changed, back in its pool (its record as
+// a member; its index entry is still there) and releases name. If that
+// fails, the member is removed instead.
+func (h *Host) unclaim(ctx context.Context, l *state.Lock, m *sbx.Sandbox, name string, err error) error {
+	if name != "" {
+		h.store.ReleaseName(name, m.ID)
+	}
+	if werr := l.Write(m); werr != nil {
+		h.log.Warn("put a pool member back after a refused claim; removing it", "id", m.ID, "err", werr)
+		if derr := h.destroy(context.WithoutCancel(ctx), l, m); derr != nil {
+			h.log.Warn("remove pool member", "id", m.ID, "err", derr)
+		}
+	}
+	return errClaimRefused{err}
+}
+
+// dropMember removes the locked member m, whose claim failed midway (it
+// may be half personalised), with the claimant's name if it took one.
+func (h *Host) dropMember(ctx context.Context, l *state.Lock, m *sbx.Sandbox, name string, err error) error {
+	m.Name = name
+	if rerr := h.destroy(context.WithoutCancel(ctx), l, m); rerr != nil {
+		h.log.Warn("remove pool member whose claim failed", "id", m.ID, "err", rerr)
+	}
+	return fmt.Errorf("claim pool member %s: %w", m.ShortID(), err)
 }
 
 // admitClaim checks a claimed member's new memory limit against the
@@ -247,64 +288,41 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 	return a.Release, nil
 }
 
-// publishClaim publishes the ports the create asks for on the member's
-// bridged network (members publish none).
-func (h *Host) publishClaim(ctx context.Context, sb *sbx.Sandbox) error {
-	if len(sb.Options.Publish) == 0 {
-		return nil
-	}
-	na, err := parseNetwork(&sb.Options, hostname(sb))
-	if err != nil {
-		return err
-	}
-	n, err := h.network()
-	if err != nil {
-		return err
-	}
-	a, err := n.Publish(ctx, sb.ID, na.Publish)
-	if err != nil {
-		return fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
-	}
-	if sb.Network != nil {
-		sb.Network.Ports = networkInfo(a).Ports
-	}
-	return nil
-}
-
 // applyClaim applies to the running member m what sb asks for beyond its
-// key: cgroup limits, the writable layer's size, what personalise applies
-// (hostname, network settings, mounts), and the environment and working
-// directory of later commands.
-func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox) error {
+// key and its network (claimNetwork, whose /etc files are etc): cgroup
+// limits, the writable layer's size, the hostname, /etc files and mounts
+// (personalise), and the environment and working directory of later
+// commands. The executor's defaults and the cgroup's files are set while
+// the mounts are made: they touch different things, and the executor's
+// reply is a wait on another process.
+func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Options) error {
+	var side []func() error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
-		lim := cgroup.Limits{MemoryBytes: nl.MemoryBytes, CPUs: nl.CPUs, Pids: nl.Pids}.WithInitAllowance()
-		if err := cgroup.Update(sb.ID, lim); err != nil {
-			return err
-		}
-	}
-	if ol.DiskBytes != nl.DiskBytes {
-		// A remount: made in the namespace that holds the mount.
-		err := h.inMountNS(sb.ID, func() error {
-			return rootfs.Resize(filepath.Join(h.store.RunDir(sb.ID), rootfsDir), nl.DiskBytes)
+		side = append(side, func() error {
+			return cgroup.Update(sb.ID, cgroup.Limits{MemoryBytes: nl.MemoryBytes, CPUs: nl.CPUs, Pids: nl.Pids}.WithInitAllowance())
 		})
-		if err != nil {
-			return err
-		}
-	}
-	if err := h.personalise(ctx, m, sb); err != nil {
-		return err
 	}
 	oenv, owd := commandDefaults(m)
 	nenv, nwd := commandDefaults(sb)
 	if owd != nwd || !slices.Equal(oenv, nenv) {
-		c, _ := h.executor(sb)
-		defer c.Close()
-		if err := c.SetDefaults(ctx, execapi.Defaults{Env: nenv, Workdir: nwd}); err != nil {
-			return fmt.Errorf("set the executor's defaults: %w", err)
-		}
+		side = append(side, func() error {
+			c, _ := h.executor(sb)
+			defer c.Close()
+			if err := c.SetDefaults(ctx, execapi.Defaults{Env: nenv, Workdir: nwd}); err != nil {
+				return fmt.Errorf("set the executor's defaults: %w", err)
+			}
+			return nil
+		})
 	}
-	return nil
+	errs := make([]error, len(side)+1)
+	var wg sync.WaitGroup
+	for i, fn := range side {
+		wg.Go(func() { errs[i] = fn() })
+	}
+	errs[len(side)] = h.personalise(m, sb, etc)
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // commandDefaults are the environment and working directory the executor

@@ -37,6 +37,7 @@ const (
 	changePaused  = "paused"
 	changeResumed = "resumed"
 	changeStopped = "stopped" // PID 1 exited or was stopped
+	changeCmdEnd  = "cmd_end" // the main command ended for good (CmdExit)
 	changeStarted = "started" // a stopped sandbox runs again
 	changeExpired = "expired" // its TTL passed; removal follows
 	changeRemoved = "removed"
@@ -51,10 +52,11 @@ func (h *Host) emit(change string, sb *sbx.Sandbox) {
 	status := map[string]sbx.Status{
 		changeCreated: sbx.StatusCreating, changeReady: sbx.StatusRunning, changePaused: sbx.StatusPaused,
 		changeResumed: sbx.StatusRunning, changeStopped: sbx.StatusStopped, changeStarted: sbx.StatusRunning,
+		changeCmdEnd: sb.Status,
 	}
 	switch st, ok := status[change]; {
 	case ok:
-		t.observe(&sbx.Sandbox{ID: sb.ID, Name: sb.Name, Status: st, ExitCode: sb.ExitCode})
+		t.observe(&sbx.Sandbox{ID: sb.ID, Name: sb.Name, Status: st, ExitCode: sb.ExitCode, CmdExit: sb.CmdExit})
 	case change == changeRemoved:
 		t.goneNamed(sb.ID, sb.Name)
 	}
@@ -230,6 +232,8 @@ type tracked struct {
 	name   string
 	oom    uint64
 	at     time.Time // last observation, to ignore older snapshots
+	// cmdEnded: the end of the main command was reported (EventDied).
+	cmdEnded bool
 }
 
 func newTracker(bus *eventBus) *tracker {
@@ -244,7 +248,7 @@ func (t *tracker) seed(list []*sbx.Sandbox) {
 	t.seeded = true
 	for _, sb := range list {
 		if _, ok := t.known[sb.ID]; !ok {
-			t.known[sb.ID] = &tracked{status: sb.Status, name: sb.Name, at: now, oom: ^uint64(0)}
+			t.known[sb.ID] = &tracked{status: sb.Status, name: sb.Name, at: now, oom: ^uint64(0), cmdEnded: sb.CmdExit != nil}
 		}
 	}
 }
@@ -259,8 +263,12 @@ func (t *tracker) observe(sb *sbx.Sandbox) {
 func (t *tracker) observeLocked(sb *sbx.Sandbox, at time.Time) {
 	ev := func(typ string) {
 		e := sbx.Event{Type: typ, Sandbox: sb.ID, Name: sb.Name, Status: sb.Status}
-		if typ == sbx.EventExited {
+		switch typ {
+		case sbx.EventExited:
 			e.ExitCode = sb.ExitCode
+		case sbx.EventDied:
+			code := sb.CmdExit.ExitCode
+			e.ExitCode = &code
 		}
 		t.bus.publish(e)
 	}
@@ -272,6 +280,15 @@ func (t *tracker) observeLocked(sb *sbx.Sandbox, at time.Time) {
 		ev(sbx.EventCreated)
 	}
 	cur.at = at
+	// The main command's end comes before PID 1's (Stop ends the command
+	// first).
+	switch ended := sb.CmdExit != nil; {
+	case ended && !cur.cmdEnded:
+		ev(sbx.EventDied)
+		cur.cmdEnded = true
+	case !ended && sb.Status == sbx.StatusRunning:
+		cur.cmdEnded = false // started again
+	}
 	from, to := cur.status, sb.Status
 	if from == to {
 		return

@@ -208,3 +208,42 @@ func TestRemovalsBeforeSeedArePublished(t *testing.T) {
 	default:
 	}
 }
+
+// TestTrackerReportsMainCmdEnd: the end of a sandbox's main command is one
+// sandbox.died event with its exit code, whether this host or a listing
+// saw it, before PID 1's exit; a start runs the command again and its next
+// end is reported again.
+func TestTrackerReportsMainCmdEnd(t *testing.T) {
+	bus := newEventBusAt(64, 0)
+	tr := newTracker(bus)
+	tr.seed([]*sbx.Sandbox{{ID: "old", Status: sbx.StatusRunning, CmdExit: &sbx.Exit{ExitCode: 1}}})
+	_, sub := bus.subscribe(0, false)
+	running := &sbx.Sandbox{ID: "a", Status: sbx.StatusRunning}
+	ended := &sbx.Sandbox{ID: "a", Status: sbx.StatusRunning, CmdExit: &sbx.Exit{ExitCode: 6}}
+	stopped := &sbx.Sandbox{ID: "a", Status: sbx.StatusStopped, CmdExit: &sbx.Exit{ExitCode: 6}}
+	tr.observe(running)
+	tr.observe(ended)
+	tr.sync([]*sbx.Sandbox{ended, {ID: "old", Status: sbx.StatusRunning, CmdExit: &sbx.Exit{ExitCode: 1}}}, time.Now())
+	tr.observe(stopped)
+	tr.observe(running) // started again
+	tr.sync([]*sbx.Sandbox{{ID: "a", Status: sbx.StatusStopped, CmdExit: &sbx.Exit{ExitCode: 143, Signal: "SIGTERM"}}}, time.Now())
+	want := []struct {
+		typ  string
+		code int
+	}{{sbx.EventCreated, -1}, {sbx.EventReady, -1}, {sbx.EventDied, 6}, {sbx.EventExited, -1}, {sbx.EventStarted, -1}, {sbx.EventDied, 143}, {sbx.EventExited, -1}, {sbx.EventRemoved, -1}}
+	for i, w := range want {
+		select {
+		case e := <-sub.ch:
+			if e.Type != w.typ || (w.code >= 0 && (e.ExitCode == nil || *e.ExitCode != w.code)) {
+				t.Fatalf("event %d: %+v, want %s (exit code %d)", i, e, w.typ, w.code)
+			}
+		default:
+			t.Fatalf("event %d (%s) missing", i, w.typ)
+		}
+	}
+	select {
+	case e := <-sub.ch:
+		t.Fatalf("unexpected event %+v", e)
+	default:
+	}
+}

@@ -90,7 +90,7 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 // sweepNetwork removes the bridged networks of prepares and attaches that
 // died midway (netns.SweepInterrupted), when this root has a network.
 func (h *Host) sweepNetwork(ctx context.Context, rep *sbx.GCReport) {
-	if _, err := os.Stat(filepath.Join(h.store.Root(), "network", "leases")); err != nil {
+	if !h.networkExists() {
 		return
 	}
 	n, err := h.network()

@@ -81,8 +81,9 @@ type HostConfig struct {
 	// under Root/helpers].
 	Executor string
 	// Init is a static init binary, run as the PID 1 of one-shot runs as
-	// "INIT reaper [flags] -- CMD": sbx-init or a full sbx binary [the
-	// sbx-init embedded in this program, written once under Root/helpers].
+	// "INIT reaper [flags] -- CMD": a static build of
+	// cmd/sbx-init/c/sbx-init.c [the sbx-init embedded in this program,
+	// written once under Root/helpers].
 	Init string
 	// CRIU is the criu binary (or launcher) checkpoints run [$SBX_CRIU, else
 	// the criu on PATH when it is 4.2 or later, else

@@ -37,18 +37,27 @@ func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 
 // List returns the sandboxes f selects, oldest first. It reads the records
 // without locks: each is a consistent snapshot. A sandbox past its TTL is
-// not listed: it is being removed.
+// not listed: it is being removed. The executors of running sandboxes
+// whose main command's end is not on record are asked (briefly) whether
+// it ended, as Inspect does.
 func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
-	return h.list(ctx, f, false)
+	list, err := h.list(ctx, f, false)
+	if err != nil {
+		return nil, err
+	}
+	h.probeCmdEnds(ctx, list)
+	return list, nil
 }
 
 // Inspect returns the record of the sandbox ref with its current
-// processes.
+// processes, and the end of its main command once it ended (asking the
+// executor when that is not on record yet).
 func (h *Host) Inspect(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	sb, err := h.Get(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
+	h.probeCmdEnd(ctx, sb)
 	if sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused {
 		sb.Pids, _ = cgroup.Pids(sb.ID)
 	}

@@ -157,7 +157,7 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 		}
 	}
 	now := h.now().UTC()
-	sb.Status, sb.Started, sb.Stopped = sbx.StatusRunning, &now, nil
+	sb.Status, sb.Started, sb.Stopped, sb.CmdExit = sbx.StatusRunning, &now, nil, nil
 	if err := l.Write(sb); err != nil {
 		return nil, err
 	}

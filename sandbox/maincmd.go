@@ -8,11 +8,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/sbxrun/sbx"
 	execapi "github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // The sandbox's main command (Options.Cmd) runs supervised by its
@@ -106,7 +108,8 @@ func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(s
 		}
 		if err == nil {
 			if end.MainCmd != nil && end.MainCmd.State == execapi.MainCmdExited {
-				h.saveMainCmd(ctx, sb, c, end.MainCmd)
+				rec := h.saveMainCmd(ctx, sb, c, end.MainCmd)
+				h.noteCmdEnd(sb, rec.Exit)
 			}
 			return fn(sbx.LogFrame{Type: sbx.LogEnd, Offset: end.Offset, Time: end.Time})
 		}
@@ -157,6 +160,7 @@ func (h *Host) Wait(ctx context.Context, ref string) (*sbx.Exit, error) {
 		if err == nil && st.Exit != nil && st.State == execapi.MainCmdExited {
 			rec := h.saveMainCmd(ctx, sb, c, &st)
 			c.Close()
+			h.noteCmdEnd(sb, rec.Exit)
 			return &rec.Exit, nil
 		}
 		c.Close()
@@ -222,8 +226,9 @@ func (h *Host) Signal(ctx context.Context, ref, signal string) error {
 }
 
 // stopMainCmd ends the main command of a running sandbox with sig, SIGKILL
-// after timeout, and saves how it ended, before PID 1 goes. Failures are
-// logged: the stop goes on without the record.
+// after timeout, and saves how it ended, before PID 1 goes; sb.CmdExit says
+// so (the caller, holding the lock, writes sb). Failures are logged: the
+// stop goes on without the record.
 func (h *Host) stopMainCmd(ctx context.Context, sb *sbx.Sandbox, sig string, timeout time.Duration) {
 	if len(sb.Options.Cmd) == 0 || sb.Status != sbx.StatusRunning {
 		return
@@ -236,8 +241,108 @@ func (h *Host) stopMainCmd(ctx context.Context, sb *sbx.Sandbox, sig string, tim
 		return
 	}
 	if st.State == execapi.MainCmdExited && st.Exit != nil {
-		h.saveMainCmd(ctx, sb, c, &st)
+		rec := h.saveMainCmd(ctx, sb, c, &st)
+		if sb.CmdExit == nil {
+			exit := rec.Exit
+			sb.CmdExit = &exit
+			h.emit(changeCmdEnd, sb)
+		}
 	}
+}
+
+// cmdEndProbe bounds how long List, Inspect and the event watcher ask a
+// running sandbox's executor whether its main command has ended.
+const cmdEndProbe = time.Second
+
+// cmdEndUnknown reports whether sb runs a main command whose end, if it
+// came, is not on record yet.
+func cmdEndUnknown(sb *sbx.Sandbox) bool {
+	return sb.Status == sbx.StatusRunning && len(sb.Options.Cmd) > 0 && sb.CmdExit == nil && sb.Pool == ""
+}
+
+// recordCmdEnd writes into sb's record, under its lock l, that its main
+// command ended for good as exit says, and reports it (sbx.EventDied).
+func (h *Host) recordCmdEnd(l *state.Lock, sb *sbx.Sandbox, exit sbx.Exit) error {
+	sb.CmdExit = &exit
+	if err := l.Write(sb); err != nil {
+		sb.CmdExit = nil
+		return err
+	}
+	h.emit(changeCmdEnd, sb)
+	return nil
+}
+
+// noteCmdEnd records the end of sb's main command, seen without the
+// sandbox's lock (Wait, Logs): only when the lock is free at once and the
+// record is still of the same run; otherwise the next look (List,
+// Inspect, the watcher) records it.
+func (h *Host) noteCmdEnd(sb *sbx.Sandbox, exit sbx.Exit) {
+	l, err := h.store.TryLock(sb.ID)
+	if err != nil {
+		return
+	}
+	defer l.Unlock()
+	var cur sbx.Sandbox
+	if l.Read(&cur) != nil || !cmdEndUnknown(&cur) || cur.Pid != sb.Pid || cur.PidStart != sb.PidStart {
+		return
+	}
+	if err := h.recordCmdEnd(l, &cur, exit); err != nil {
+		h.log.Warn("record the end of a sandbox's command", "id", sb.ID, "err", err)
+	}
+}
+
+// probeCmdEnd asks the executor of sb, when its main command's end is not
+// on record, whether the command has ended for good, and records it (sb
+// is updated). It takes the sandbox's lock only when it is free at once
+// (a busy sandbox is looked at next time) and asks for at most
+// cmdEndProbe; what the executor says is reported, never acted on.
+func (h *Host) probeCmdEnd(ctx context.Context, sb *sbx.Sandbox) {
+	if !cmdEndUnknown(sb) {
+		return
+	}
+	l, err := h.store.TryLock(sb.ID)
+	if err != nil {
+		return
+	}
+	defer l.Unlock()
+	var cur sbx.Sandbox
+	if l.Read(&cur) != nil || !cmdEndUnknown(&cur) || cur.Pid != sb.Pid || !pid1Alive(&cur) {
+		return
+	}
+	c, _ := h.executor(&cur)
+	defer c.Close()
+	pctx, cancel := context.WithTimeout(ctx, cmdEndProbe)
+	st, err := c.MainCmd(pctx)
+	cancel()
+	if err != nil || st.State != execapi.MainCmdExited || st.Exit == nil {
+		return
+	}
+	rec := h.saveMainCmd(ctx, &cur, c, &st)
+	if err := h.recordCmdEnd(l, &cur, rec.Exit); err != nil {
+		h.log.Warn("record the end of a sandbox's command", "id", sb.ID, "err", err)
+		return
+	}
+	*sb = cur
+}
+
+// probeCmdEnds runs probeCmdEnd for the sandboxes of list, a few at a
+// time.
+func (h *Host) probeCmdEnds(ctx context.Context, list []*sbx.Sandbox) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, 8)
+	for _, sb := range list {
+		if !cmdEndUnknown(sb) {
+			continue
+		}
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			h.probeCmdEnd(ctx, sb)
+		}()
+	}
+	wg.Wait()
 }
 
 // withCmd returns the record of a sandbox that has a main command.

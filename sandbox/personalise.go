@@ -29,45 +29,54 @@ import (
 // discarded.
 
 // personalise applies to the claimed member m (its record as a member)
-// what sb (its record as claimed) asks for beyond the key: hostname,
-// network settings, /etc files and mounts.
-func (h *Host) personalise(ctx context.Context, m, sb *sbx.Sandbox) error {
+// what sb (its record as claimed) asks for beyond the key and the
+// network: the writable layer's size, the hostname, the /etc files etc
+// (claimNetwork's) and the mounts.
+func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
 	newHost := hostname(sb) != hostname(m)
-	netChanged := sb.Options.Egress != m.Options.Egress || !slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) ||
-		!slices.Equal(sb.Options.DNS, m.Options.DNS)
+	if newHost {
+		etc.Hostname = hostname(sb)
+	}
+	resize := m.Options.Limits.DiskBytes != sb.Options.Limits.DiskBytes
 	mounts := liveMounts(&sb.Options)
-	if !newHost && !netChanged && len(mounts) == 0 {
+	if !newHost && !resize && etc.Hosts == "" && etc.ResolvConf == "" && len(mounts) == 0 {
 		return nil
 	}
-	pm, err := openMember(m)
-	if err != nil {
-		return err
-	}
-	defer pm.close()
-	etc := rootfs.Options{}
-	if newHost || netChanged {
-		if etc, err = h.claimNetwork(ctx, sb, newHost); err != nil {
+	var pm *member
+	if newHost || len(mounts) > 0 {
+		var err error
+		if pm, err = openMember(m); err != nil {
 			return err
 		}
+		defer pm.close()
 	}
 	if newHost {
 		if err := isolate.SetHostname(pm.pidfd, hostname(sb)); err != nil {
 			return err
 		}
-		etc.Hostname = hostname(sb)
 	}
-	root := filepath.Join(h.store.RunDir(sb.ID), rootfsDir, "root")
+	run := filepath.Join(h.store.RunDir(sb.ID), rootfsDir)
+	root := filepath.Join(run, "root")
 	if sb.RootPath != "" {
 		root = sb.RootPath
 	}
-	// /etc files and mountpoints are written where the root is mounted
-	// writable: the sandbox's own mount namespace (a read-only root is a
-	// read-only bind in its container's).
-	err = h.inMountNS(sb.ID, func() error {
+	// The writable layer is remounted, /etc files and mountpoints are
+	// written where the root is mounted writable: the sandbox's own mount
+	// namespace (a read-only root is a read-only bind in its
+	// container's). One thread does all three.
+	err := h.inMountNS(sb.ID, func() error {
+		if resize {
+			if err := rootfs.Resize(run, sb.Options.Limits.DiskBytes); err != nil {
+				return err
+			}
+		}
 		if etc.Hostname != "" || etc.Hosts != "" || etc.ResolvConf != "" {
 			if err := rootfs.RewriteEtc(root, etc); err != nil {
 				return err
 			}
+		}
+		if len(mounts) == 0 {
+			return nil
 		}
 		return rootfs.PrepareTargets(root, mounts)
 	})
@@ -77,11 +86,18 @@ func (h *Host) personalise(ctx context.Context, m, sb *sbx.Sandbox) error {
 	return rootfs.MountLive(pm.pidfd, pm.root, pm.userns, mounts)
 }
 
-// claimNetwork gives the claimed sandbox sb its egress policy, allowed
-// host ports, name servers and hostname (of /etc/hosts): the rules of a
-// bridged network are replaced (netns.Reconfigure, recorded in the lease
-// first). It returns the /etc files to write.
-func (h *Host) claimNetwork(ctx context.Context, sb *sbx.Sandbox, newHost bool) (rootfs.Options, error) {
+// claimNetwork gives the claimed sandbox sb (m as a member) its published
+// ports, egress policy, allowed host ports, name servers and hostname (of
+// /etc/hosts): on a bridged network, in one netns.Reconfigure (recorded in
+// the lease first, one batch of rules). It returns the /etc files to
+// write. On error the network is as it was.
+func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Options, error) {
+	newHost := hostname(sb) != hostname(m)
+	changed := len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress ||
+		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
+	if !newHost && !changed {
+		return rootfs.Options{}, nil
+	}
 	na, err := parseNetwork(&sb.Options, hostname(sb))
 	if err != nil {
 		return rootfs.Options{}, err
@@ -102,7 +118,11 @@ func (h *Host) claimNetwork(ctx context.Context, sb *sbx.Sandbox, newHost bool) 
 		return rootfs.Options{}, err
 	}
 	sb.Network = networkInfo(a)
-	return rootfs.Options{Hosts: a.Hosts, ResolvConf: a.ResolvConf}, nil
+	etc := rootfs.Options{Hosts: a.Hosts}
+	if changed {
+		etc.ResolvConf = a.ResolvConf
+	}
+	return etc, nil
 }
 
 // liveMounts are the volumes and tmpfs mounts of o as mounts made in a
@@ -110,7 +130,7 @@ func (h *Host) claimNetwork(ctx context.Context, sb *sbx.Sandbox, newHost bool) 
 func liveMounts(o *sbx.Options) []rootfs.LiveMount {
 	var out []rootfs.LiveMount
 	for _, v := range o.Volumes {
-		out = append(out, rootfs.LiveMount{Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly})
+		out = append(out, rootfs.LiveMount{Source: v.HostPath, Target: v.Path, ReadOnly: v.ReadOnly, HostIDs: v.IDMap == sbx.VolumeIDMapHost})
 	}
 	for _, t := range o.Tmpfs {
 		out = append(out, rootfs.LiveMount{Target: t.Path, SizeBytes: t.SizeBytes})

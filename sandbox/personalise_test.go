@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/userns"
 )
 
 // claimOne defines pool name (one member, options o), fills it and
@@ -96,12 +97,17 @@ func TestClaimPersonalisesHostnameAndMounts(t *testing.T) {
 // TestClaimMountsIntoReadOnlyRootAndPrivateUserNS: a member with a
 // read-only root gets a volume at a path its image lacks (the mountpoint
 // is made where the root is writable); a member with a private user
-// namespace gets an id-mapped volume (host root's files are its root's,
-// and its root's writes are host root's).
+// namespace gets a volume in its own ids (host root's files are not its
+// root's, and its root's writes belong to its range), or with idmap=host
+// an id-mapped one (host root's files are its root's, and its root's
+// writes are host root's).
 func TestClaimMountsIntoReadOnlyRootAndPrivateUserNS(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	vol := t.TempDir()
 	if err := os.WriteFile(filepath.Join(vol, "f"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(vol, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 	base := busybox(t)
@@ -123,15 +129,25 @@ func TestClaimMountsIntoReadOnlyRootAndPrivateUserNS(t *testing.T) {
 	}
 	base = busybox(t)
 	base.UserNS = sbx.UserNSPrivate
-	c = base
-	c.Volumes = []sbx.Volume{{HostPath: vol, Path: "/vol"}}
-	sb = claimOne(t, h, "userns", base, c)
-	if got := execOut(t, h, sb.ID, "stat", "-c", "%u", "/vol/f"); got != "0" {
-		t.Errorf("a host root's file in the id-mapped volume is owned by %s inside, want 0", got)
-	}
-	execOut(t, h, sb.ID, "touch", "/vol/by-sandbox")
-	if st, err := os.Stat(filepath.Join(vol, "by-sandbox")); err != nil || fileUID(st) != 0 {
-		t.Errorf("the sandbox root's file on the host: %v, uid %d", err, fileUID(st))
+	for _, idmap := range []string{"", sbx.VolumeIDMapHost} {
+		c = base
+		c.Volumes = []sbx.Volume{{HostPath: vol, Path: "/vol", IDMap: idmap}}
+		sb = claimOne(t, h, "userns"+idmap, base, c)
+		wantOwner, made := "65534", "by-sandbox"+idmap
+		if idmap != "" {
+			wantOwner = "0"
+		}
+		if got := execOut(t, h, sb.ID, "stat", "-c", "%u", "/vol/f"); got != wantOwner {
+			t.Errorf("idmap %q: a host root's file in the volume is owned by %s inside, want %s", idmap, got, wantOwner)
+		}
+		execOut(t, h, sb.ID, "touch", "/vol/"+made)
+		st, err := os.Stat(filepath.Join(vol, made))
+		if err != nil {
+			t.Fatalf("idmap %q: the sandbox root's file: %v", idmap, err)
+		}
+		if idmap == "" && fileUID(st) < userns.DefaultBase || idmap != "" && fileUID(st) != 0 {
+			t.Errorf("idmap %q: the sandbox root's file on the host has uid %d", idmap, fileUID(st))
+		}
 	}
 }
 

@@ -264,15 +264,20 @@ func readOnlyBind(source, target string, extra ...string) specs.Mount {
 	return specs.Mount{Source: source, Destination: target, Type: "bind", Options: append([]string{"bind", "ro", "nodev", "nosuid"}, extra...)}
 }
 
-// volumeMounts turns volumes and tmpfs mounts into OCI mounts.
-func volumeMounts(o *sbx.Options, idmap bool) []specs.Mount {
+// volumeMounts turns volumes and tmpfs mounts into OCI mounts. In a
+// private user namespace (userns) a volume is bound as it is: the
+// sandbox's ids are its host range there too, so what it creates belongs
+// to that range and host files outside it are not its own; only a volume
+// with idmap=host is id-mapped back onto the host's ids (host files of
+// uid 0 show as the sandbox's root, which writes as host uid 0).
+func volumeMounts(o *sbx.Options, userns bool) []specs.Mount {
 	var out []specs.Mount
 	for _, v := range o.Volumes {
 		opts := []string{"rbind", "nosuid", "nodev"}
 		if v.ReadOnly {
 			opts = append(opts, "ro")
 		}
-		if idmap { // host files of uid 0 show as the sandbox's root
+		if userns && v.IDMap == sbx.VolumeIDMapHost {
 			opts = append(opts, "ridmap")
 		}
 		out = append(out, specs.Mount{Source: v.HostPath, Destination: v.Path, Type: "bind", Options: opts})

@@ -18,7 +18,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/isolate"
-	"github.com/sbxrun/sbx/isolate/reaper"
+	"github.com/sbxrun/sbx/isolate/initstatus"
 	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
@@ -74,7 +74,7 @@ type run struct {
 	user    rootfs.User
 	ctr     *isolate.Container
 	status  *os.File // the init's report of how the command ended
-	reader  *reaper.StatusReader
+	reader  *initstatus.StatusReader
 	life    *os.File // lifeline: the init kills everything when it closes
 	stdio   *runStdio
 	t0      time.Time
@@ -223,7 +223,7 @@ func (r *run) start(o *sbx.RunOptions) error {
 	r.startS = time.Since(t).Seconds()
 	r.t0 = t
 	// Read the status as it comes: the init must never block on the pipe.
-	r.reader = reaper.ReadStatus(r.status)
+	r.reader = initstatus.ReadStatus(r.status)
 	return nil
 }
 
@@ -312,8 +312,8 @@ func (r *run) wait(ctx context.Context, o *sbx.RunOptions, rep *sbx.Report) erro
 	// The outcome is what the host observes: the init's wait status from
 	// the kernel (the init exits with the command's code), the cgroup's OOM
 	// kills below, sbx's own timer. The init's status only disambiguates,
-	// and only when it agrees with the kernel (reaper.Decide).
-	out := reaper.Decide(ws, st)
+	// and only when it agrees with the kernel (initstatus.Decide).
+	out := initstatus.Decide(ws, st)
 	signal := 0
 	switch {
 	case waitErr != nil && !rep.TimedOut:

@@ -157,7 +157,7 @@ func (s *supervisor) watchExpiry() {
 }
 
 // reconcile runs one round of watch: changes made elsewhere, PID 1s that
-// died, and OOM kills.
+// died, main commands that ended, and OOM kills.
 func (s *supervisor) reconcile(ctx context.Context) {
 	h := s.h
 	listedAt := time.Now()
@@ -177,6 +177,7 @@ func (s *supervisor) reconcile(ctx context.Context) {
 			return
 		}
 	}
+	h.probeCmdEnds(ctx, list)
 	for _, sb := range list {
 		if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 			continue

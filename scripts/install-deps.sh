@@ -21,8 +21,9 @@ case "${1:-}" in
 "") ;;
 # runc is the reference the runc-compatible command set (sbx-runc) is tested
 # against; containerd runs sbx-runc through its runc shim in those tests.
+# crun is an anchor the bench's tests must measure (never a dependency).
 --test) pkgs+=(busybox-static debootstrap iproute2 nftables iptables procps python3 python3-venv tar skopeo umoci
-               runc containerd) ;;
+               runc containerd crun) ;;
 --bench) pkgs+=(busybox-static python3 runc crun bubblewrap hyperfine docker.io podman) ;;
 *) echo "install-deps: unknown option $1 (none, --test or --bench)" >&2; exit 2 ;;
 esac

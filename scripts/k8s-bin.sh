@@ -6,7 +6,7 @@
 # Debian packages none of them at usable versions, so each is built from the
 # Go module proxy by a helper module under tests/kubernetes/tools (pinned
 # version, committed go.sum), never downloaded prebuilt. A cold build takes
-# several minutes of two cores, so the directory is cached outside the
+# about 70 minutes of two cores, so the directory is cached outside the
 # checkout, keyed on the helper modules' go.mod and go.sum: a changed pin
 # builds a new directory. Builds run at low priority with their own GOCACHE.
 #
@@ -52,7 +52,7 @@ if ! complete; then
 	exec 9>"$cache/k8s-build.lock"
 	flock 9
 	if ! complete; then
-		echo "k8s-bin: building Kubernetes $k8s, etcd $etcd, agent-sandbox $as into $dir (first time on this machine: about 15 minutes)" >&2
+		echo "k8s-bin: building Kubernetes $k8s, etcd $etcd, agent-sandbox $as into $dir (first time on this machine: about 70 minutes on 2 CPUs)" >&2
 		start=$SECONDS
 		tmp="$dir.tmp"
 		mkdir -p "$tmp"

@@ -17,10 +17,15 @@ import (
 // and /etc/group are FIFOs (or a directory) cannot hang the host-side
 // user lookup of a one-shot run (which held the image store's lock while
 // it waited for ever): the run ends at once, numeric users still work and
-// a user name is refused clearly.
+// a user name is refused clearly, in the host's user namespace and in a
+// private one.
 func TestAdversarialImageFilesDoNotHangTheHost(t *testing.T) {
 	h := newLCHost(t)
 	h.env = []string{"SBX_PULL=never"}
+	// A private user namespace's root must be able to reach its root.
+	if err := os.Chmod(filepath.Dir(h.run), 0o711); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct{ name, image, passwd string }{
 		{"fifo", "hostile-fifo:1", "fifo"},
 		{"directory", "hostile-dir:1", "dir"},
@@ -46,15 +51,19 @@ func TestAdversarialImageFilesDoNotHangTheHost(t *testing.T) {
 				t.Fatalf("tar: %v: %s", err, out)
 			}
 			h.must(t, "import", "-q", tarball, tc.image)
-			for _, c := range []struct {
+			type run struct {
 				args     []string
 				wantCode int
 				wantErr  string
-			}{
-				{[]string{"run", "--rm", tc.image, "--", "true"}, 0, ""},
-				{[]string{"run", "--rm", "--user", "1000:1000", tc.image, "--", "true"}, 0, ""},
-				{[]string{"run", "--rm", "--user", "nobody", tc.image, "--", "true"}, 125, "nobody"},
-			} {
+			}
+			var runs []run
+			for _, mode := range []string{"host", "private"} {
+				runs = append(runs,
+					run{[]string{"run", "--rm", "--userns", mode, tc.image, "--", "true"}, 0, ""},
+					run{[]string{"run", "--rm", "--userns", mode, "--user", "1000:1000", tc.image, "--", "true"}, 0, ""},
+					run{[]string{"run", "--rm", "--userns", mode, "--user", "nobody", tc.image, "--", "true"}, 125, "nobody"})
+			}
+			for _, c := range runs {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				cmd := h.command(c.args...)
 				cmd.Env = append(os.Environ(), h.env...)

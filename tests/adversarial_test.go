@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -327,11 +328,12 @@ func TestAdversarialHostileExecutorCopyFrom(t *testing.T) {
 }
 
 // bridgeLeftovers lists what bridged sandboxes leave in the state under
-// root and runRoot and in the stand-in host namespace ns: leases, namespace
-// mounts, veths beside the bridge, and sbx's per-sandbox nftables chains.
+// root and runRoot and in the stand-in host namespace ns: leases (shared by
+// the roots on the bridge), namespace mounts, veths beside the bridge, and
+// sbx's per-sandbox nftables chains.
 func bridgeLeftovers(t *testing.T, root, runRoot, ns string) []string {
 	t.Helper()
-	var out []string
+	out := sharedLeases(t, ns)
 	for _, d := range []string{filepath.Join(root, "network", "leases"), filepath.Join(runRoot, "netns")} {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
@@ -575,7 +577,8 @@ var escapeChecks = []struct{ args, want string }{
 }
 
 // TestAdversarialEscapeChecks runs every escape check in a one-shot run and
-// in a long-lived sandbox (through the executor) and asserts its errno.
+// in a long-lived sandbox (through the executor), in the host's user
+// namespace and in a private one, and asserts its errno.
 func TestAdversarialEscapeChecks(t *testing.T) {
 	root := adversaryRoot(t)
 	var script []string
@@ -594,12 +597,27 @@ func TestAdversarialEscapeChecks(t *testing.T) {
 		want[name] = c.want
 	}
 	sh := strings.Join(script, "; ")
-	r := runSbx(t, "", "run", "--rootfs", root, "--", "sh", "-c", sh)
-	expect(t, "sbx run", r.stdout, want)
 	h := newLCHost(t)
-	id := strings.TrimSpace(h.must(t, "create", "--rootfs", root))
-	h.saw(id)
-	expect(t, "sbx exec", h.must(t, "exec", id, "--", "sh", "-c", sh), want)
+	// A private user namespace's root must be able to reach its root.
+	if err := os.Chmod(filepath.Dir(h.run), 0o711); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"host", "private"} {
+		w := want
+		if mode == "private" {
+			w = maps.Clone(want)
+			// Host-owned kernel knobs refuse the namespace's root (an
+			// unprivileged host id) before they are found read-only.
+			for _, k := range []string{"write /proc/sys/kernel/hostname", "write /proc/sys/vm/drop_caches", "write " + limit} {
+				w[k] = "EACCES"
+			}
+		}
+		r := runSbx(t, "", "run", "--userns", mode, "--rootfs", root, "--", "sh", "-c", sh)
+		expect(t, "sbx run --userns "+mode, r.stdout, w)
+		id := strings.TrimSpace(h.must(t, "create", "--userns", mode, "--rootfs", root))
+		h.saw(id)
+		expect(t, "sbx exec, --userns "+mode, h.must(t, "exec", id, "--", "sh", "-c", sh), w)
+	}
 }
 
 // TestAdversarialTIOCSTI: a sandbox given the user's terminal (sbx run -i

@@ -60,9 +60,8 @@ func TestRunBridgeNetwork(t *testing.T) {
 	if strings.Count(string(links), "sbx") != 1 {
 		t.Errorf("after the run the test host has links:\n%s", links)
 	}
-	leases, _ := os.ReadDir(filepath.Join(state, "lib", "network", "leases"))
-	for _, l := range leases {
-		t.Errorf("leftover lease %s", l.Name())
+	for _, l := range sharedLeases(t, ns) {
+		t.Errorf("leftover %s", l)
 	}
 	// A bridged run whose sbx is killed: sbx gc releases its lease and veth.
 	cmd := exec.Command("nsenter", "--net=/run/netns/"+ns, sbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run"),
@@ -80,9 +79,8 @@ func TestRunBridgeNetwork(t *testing.T) {
 	if strings.Count(string(links), "sbx") != 1 {
 		t.Errorf("after a killed run and gc the test host has links:\n%s", links)
 	}
-	leases, _ = os.ReadDir(filepath.Join(state, "lib", "network", "leases"))
-	for _, l := range leases {
-		t.Errorf("leftover lease %s after gc", l.Name())
+	for _, l := range sharedLeases(t, ns) {
+		t.Errorf("leftover %s after gc", l)
 	}
 	// Bad network flags fail clearly and change nothing.
 	if out, err := sbx("run", "--network", "none", "-p", "8080:80", "--rootfs", root, "true"); err == nil || !strings.Contains(out, "bridge") {

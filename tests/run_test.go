@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -494,11 +496,35 @@ cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/memory.max 2>/dev
 (echo 1 > /sys/fs/cgroup/memory/memory.limit_in_bytes || echo 1 > /sys/fs/cgroup/memory.max) 2>/dev/null && echo write=allowed || echo write=denied
 mkdir /sys/fs/cgroup/x 2>/dev/null && echo mkdir=allowed || echo mkdir=denied
 mknod /tmp/sda b 8 0 2>/dev/null || echo mknod=denied
-head -c 1 /tmp/sda >/dev/null 2>&1 && echo device=readable || echo device=denied`)
+head -c 1 /tmp/sda >/dev/null 2>&1 && echo device=readable || echo device=denied
+awk '$5 ~ "^/sys/fs/cgroup" || $5 == "/.sbx/init" { print "mount=" $5 " " $6 }' /proc/self/mountinfo`)
 	for _, want := range []string{"limit=67108864\n", "write=denied\n", "mkdir=denied\n", "device=denied\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("missing %q in:\n%s", want, out)
 		}
+	}
+	// The binds of the cgroup view and of sbx's init are read-only, nosuid
+	// and nodev (the view noexec too), set by one mount_setattr each.
+	binds := 0
+	for _, l := range strings.Split(out, "\n") {
+		m, ok := strings.CutPrefix(l, "mount=")
+		if !ok {
+			continue
+		}
+		binds++
+		target, opts, _ := strings.Cut(m, " ")
+		want := []string{"ro", "nosuid", "nodev", "noexec"}
+		if target == isolate.InitPath {
+			want = want[:3]
+		}
+		for _, o := range want {
+			if !slices.Contains(strings.Split(opts, ","), o) {
+				t.Errorf("mount %s has options %s, want %s", target, opts, o)
+			}
+		}
+	}
+	if binds < 2 {
+		t.Errorf("found %d binds of the cgroup view and the init, want at least 2:\n%s", binds, out)
 	}
 	if cgroup.DetectMode() == cgroup.ModeV2 {
 		return

@@ -124,7 +124,9 @@ func TestUserNSOneShot(t *testing.T) {
 }
 
 // TestUserNSLongLived: a long-lived sandbox in a user namespace with a
-// bridged network, a volume, cp both ways, commit, stop and start; its
+// bridged network, a volume (host root's file there is not its root's;
+// what it writes there belongs to its range), cp both ways, commit, stop
+// and start; its
 // range is given back when it is removed, and nothing leaks.
 func TestUserNSLongLived(t *testing.T) {
 	root := adversaryRoot(t)
@@ -135,6 +137,9 @@ func TestUserNSLongLived(t *testing.T) {
 	}
 	vol := t.TempDir()
 	if err := os.WriteFile(filepath.Join(vol, "host-file"), []byte("from the host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(vol, 0o1777); err != nil {
 		t.Fatal(err)
 	}
 	store, err := imagecache.Open(filepath.Join(h.root, "images"), imagecache.Options{})
@@ -148,12 +153,13 @@ func TestUserNSLongLived(t *testing.T) {
 	h.saw(id)
 	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if hostIDOf(t, lines[0]) < userns.DefaultBase || lines[1] != "0" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") {
+	hostID := hostIDOf(t, lines[0])
+	if hostID < userns.DefaultBase || lines[1] != "65534" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") {
 		t.Errorf("sandbox in a user namespace: %q", out)
 	}
 	var st unix.Stat_t
-	if err := unix.Stat(filepath.Join(vol, "made"), &st); err != nil || st.Uid != 0 {
-		t.Errorf("a file the sandbox's root wrote in the volume: uid %d, %v", st.Uid, err)
+	if err := unix.Stat(filepath.Join(vol, "made"), &st); err != nil || uint64(st.Uid) != hostID {
+		t.Errorf("a file the sandbox's root wrote in the volume: uid %d (want its range's %d), %v", st.Uid, hostID, err)
 	}
 	// cp both ways, through the executor.
 	src := filepath.Join(t.TempDir(), "in.txt")

@@ -59,7 +59,7 @@ func commands(a *app) []*cobra.Command {
 		// Front-ends of other systems.
 		openhandsCmd(a),
 		// Run by sbx itself, hidden.
-		executorCmd(), reaperCmd(), expiryWatcherCmd(a), autoRemoverCmd(a),
+		executorCmd(), expiryWatcherCmd(a), autoRemoverCmd(a),
 	)
 }
 

@@ -135,8 +135,8 @@ func eventsCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "events [--since SEQ] [--format text|json]",
 		Short: "Print sandbox and image events as they happen, until interrupted",
-		Long: `Print events (sandbox.created, sandbox.ready, sandbox.exited, sandbox.oom,
-sandbox.removed, image.pulled, ...) as they happen, one per line, until
+		Long: `Print events (sandbox.created, sandbox.ready, sandbox.died (the main command
+ended), sandbox.exited, sandbox.oom, sandbox.removed, image.pulled, ...) as they happen, one per line, until
 interrupted. Without --host they come from this host's state: changes made
 by any sbx process are seen. --since SEQ first replays the events after SEQ
 that are still held (a server holds the last 4096).`,

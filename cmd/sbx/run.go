@@ -64,7 +64,7 @@ when it is not found; 125 when sbx itself failed.`,
 	cmd.Flags().BoolVarP(&o.Detach, "detach", "d", false, "start the command in a long-lived sandbox, print its ID and return")
 	cmd.Flags().BoolVar(&o.Rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d; with -d a background process does it)")
 	cmd.Flags().StringVar(&o.Name, "name", "", "a unique name for the sandbox (with -d)")
-	cmd.Flags().StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	cmd.Flags().StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:OPTIONS], OPTIONS comma-separated: ro or rw, idmap=host")
 	cmd.Flags().StringArrayVar(&o.Tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	cmd.Flags().StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
 	cmd.Flags().DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (with -d)")

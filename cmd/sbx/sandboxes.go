@@ -86,7 +86,7 @@ sbx exec --timeout.`,
 func (o *createOptions) registerStart(cmd *cobra.Command) {
 	f := cmd.Flags()
 	registerSandboxFlags(f, &o.SandboxFlags)
-	f.StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:ro|rw]")
+	f.StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:OPTIONS], OPTIONS comma-separated: ro or rw, idmap=host")
 	f.StringArrayVar(&o.Tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 	o.images.register(cmd)
 	f.StringVar(&o.Pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")

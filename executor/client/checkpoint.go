@@ -3,8 +3,10 @@ package client
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -19,19 +21,54 @@ import (
 // PrepareCheckpoint asks the executor to let go of the host's listening
 // socket and wait on a placeholder (api.PathCheckpointPrepare), and
 // returns the placeholder's abstract address. The client's kept
-// connections are closed: none may stay open into a checkpoint.
+// connections are closed first, and the call's own connection is closed
+// by the executor before this returns: none may stay open into a
+// checkpoint, on the executor's side, or CRIU refuses to dump it.
 func (c *Client) PrepareCheckpoint(ctx context.Context) (string, error) {
-	var out api.CheckpointPrepared
-	err := c.call(ctx, c.opts.Timeout, http.MethodPost, api.PathCheckpointPrepare, nil, &out, 4<<10)
 	c.Close()
+	ctx, cancel := withDeadline(ctx, c.opts.Timeout)
+	defer cancel()
+	conn, err := c.dial(ctx)
+	if err != nil {
+		return "", fmt.Errorf("executor checkpoint prepare: %w", err)
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://executor"+api.PathCheckpointPrepare, nil)
 	if err != nil {
 		return "", err
+	}
+	req.Close = true
+	if err := req.Write(conn); err != nil {
+		return "", fmt.Errorf("executor checkpoint prepare: %w", withCtxErr(ctx, err))
+	}
+	br := bufio.NewReader(&cappedHeader{r: conn, left: maxHeaderBytes + maxPrepareReply})
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		return "", fmt.Errorf("executor checkpoint prepare: %w", withCtxErr(ctx, err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return "", decodeError(resp)
+	}
+	var out api.CheckpointPrepared
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxPrepareReply)).Decode(&out); err != nil {
+		return "", fmt.Errorf("executor checkpoint prepare: decode reply: %w", withCtxErr(ctx, err))
 	}
 	if !strings.HasPrefix(out.Listener, "@sbx-ckpt-") || len(out.Listener) > 64 {
 		return "", fmt.Errorf("executor named a bad placeholder %.80q", out.Listener)
 	}
+	// The executor closes its end once it has answered; until it has, its
+	// socket is still in the sandbox and would fail the dump.
+	if _, err := io.Copy(io.Discard, io.LimitReader(br, maxPrepareReply)); err != nil {
+		return "", fmt.Errorf("executor checkpoint prepare: wait for the executor to close the connection: %w", withCtxErr(ctx, err))
+	}
 	return out.Listener, nil
 }
+
+// maxPrepareReply caps the reply to PathCheckpointPrepare.
+const maxPrepareReply = 4 << 10
 
 // Handover gives the executor waiting on a placeholder the listening
 // socket ln and its output file out (nil: none) over conn, a connection

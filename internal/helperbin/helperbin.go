@@ -73,7 +73,7 @@ func Hint(bi *debug.BuildInfo) string {
 		}
 		return fmt.Sprintf("%s %s from the module cache carries none (only release tags do; the cache is read-only): "+
 			"require a release, or point a replace at a checkout where you ran `make helpers`, "+
-			"or build cmd/sbx-init and cmd/sbx-executor static and name them in sandbox.HostConfig (docs/embedding.md)", module, d.Version)
+			"or build cmd/sbx-init/c/sbx-init.c and cmd/sbx-executor static and name them in sandbox.HostConfig (docs/embedding.md)", module, d.Version)
 	}
 	return generic
 }

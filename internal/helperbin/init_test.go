@@ -17,26 +17,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// eachInit runs f for the embedded sbx-init (the C build) and for the Go
-// build of cmd/sbx-init (isolate/reaper): the two must behave alike.
-func eachInit(t *testing.T, f func(t *testing.T, bin string)) {
+// withInit runs f with the embedded sbx-init (cmd/sbx-init/c), the one
+// init of one-shot runs.
+func withInit(t *testing.T, f func(t *testing.T, bin string)) {
 	roottest.Require(t, "it starts sbx-init as PID 1 of a PID namespace")
-	dir := t.TempDir()
-	c, err := Install(dir, Init)
+	bin, err := Install(t.TempDir(), Init)
 	if err != nil {
 		t.Fatal(err)
 	}
-	goInit := filepath.Join(dir, "sbx-init-go")
-	build := exec.Command("go", "build", "-o", goInit, "../../cmd/sbx-init")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build cmd/sbx-init: %v\n%s", err, out)
-	}
-	t.Run("c", func(t *testing.T) { f(t, c) })
-	t.Run("go", func(t *testing.T) { f(t, goInit) })
+	f(t, bin)
 }
 
-// initStatus is the status line sbx-init writes (isolate/reaper.Status).
+// initStatus is the status line sbx-init writes (isolate/initstatus.Status).
 type initStatus struct {
 	ExitCode  int    `json:"exit_code"`
 	Signal    int    `json:"signal"`
@@ -132,10 +124,10 @@ func (s *syncBuffer) String() string {
 }
 
 // TestInitOutcomes: the exit code and the status line of sbx-init for
-// commands that exit, die of a signal or cannot start, as isolate/reaper
-// (Go) reports them: the host's reaper.Decide reads both.
+// commands that exit, die of a signal or cannot start: the host's
+// initstatus.Decide reads both.
 func TestInitOutcomes(t *testing.T) {
-	eachInit(t, func(t *testing.T, bin string) {
+	withInit(t, func(t *testing.T, bin string) {
 		for _, c := range []struct {
 			name string
 			args []string
@@ -171,7 +163,7 @@ func TestInitOutcomes(t *testing.T) {
 // with only stdin, stdout and stderr of the init's descriptors, and no
 // signal ignored or blocked (the init blocks them all for itself).
 func TestInitCommandEnvironment(t *testing.T) {
-	eachInit(t, func(t *testing.T, bin string) {
+	withInit(t, func(t *testing.T, bin string) {
 		leak, err := os.Open("/dev/null")
 		if err != nil {
 			t.Fatal(err)
@@ -220,7 +212,7 @@ func TestInitCommandEnvironment(t *testing.T) {
 // (here: its whole process group), and the init exits with the command's
 // status once it is gone.
 func TestInitForwardsSignalsAndReaps(t *testing.T) {
-	eachInit(t, func(t *testing.T, bin string) {
+	withInit(t, func(t *testing.T, bin string) {
 		cmd, statusR, stdout, stderr := startInit(t, bin, nil, "--", "sh", "-c", "trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 0.05; done")
 		waitUntil(t, func() bool { return strings.Contains(stdout.String(), "ready") })
 		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -237,7 +229,7 @@ func TestInitForwardsSignalsAndReaps(t *testing.T) {
 // TestInitLifeline: when the lifeline's write end closes (the host's sbx
 // died), the init kills every process of its PID namespace and exits.
 func TestInitLifeline(t *testing.T) {
-	eachInit(t, func(t *testing.T, bin string) {
+	withInit(t, func(t *testing.T, bin string) {
 		lifeR, lifeW, err := os.Pipe()
 		if err != nil {
 			t.Fatal(err)
@@ -268,7 +260,7 @@ func TestInitLifeline(t *testing.T) {
 // fails mkdir and mkdirat with EPERM. A malformed program stops the init
 // with 126 before anything runs.
 func TestInitLoadsSeccomp(t *testing.T) {
-	eachInit(t, func(t *testing.T, bin string) {
+	withInit(t, func(t *testing.T, bin string) {
 		const ret, errnoEPERM = unix.BPF_RET | unix.BPF_K, 0x00050000 | 1 // SECCOMP_RET_ERRNO | EPERM
 		insns := [][4]uint32{
 			{unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, 0, 0, 0}, // nr
@@ -306,8 +298,8 @@ func TestInitLoadsSeccomp(t *testing.T) {
 			t.Errorf("malformed program: exit %d status %+v stderr %q; want 126 and a message", code, st, stderr)
 		}
 		// A profile that denies what the init itself waits with (poll): it
-		// must never report an outcome it did not see. The Go build waits
-		// with epoll and sees the command's 3; the C build cannot wait, ends
+		// must never report an outcome it did not see: it sees the command's
+		// 3 or, when it cannot wait, ends
 		// the sandbox and says why with 126.
 		deny := [][4]uint32{
 			{unix.BPF_LD | unix.BPF_W | unix.BPF_ABS, 0, 0, 0},

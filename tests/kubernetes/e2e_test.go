@@ -221,6 +221,21 @@ func testAgentSandbox(t *testing.T, c *cluster) {
 	c.start("agent-sandbox-controller", []string{"KUBECONFIG=" + c.kubeconfig}, filepath.Join(c.bin, "agent-sandbox-controller"),
 		"--extensions", "--enable-webhook=false", "--manage-webhook-certs=false", "--leader-elect=false",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0")
+	c.applyPool(t)
+	c.waitPoolReady(t, 2, 180*time.Second)
+	if n := len(c.sbxContainers()); n != 4 {
+		t.Errorf("sbx-runc holds %d containers, want 4 (two warm pods of two containers)", n)
+	}
+	took := c.claim(t, "claim-1")
+	t.Logf("SandboxClaim claim-1 Ready in %s (warm pool of 2)", took.Round(time.Millisecond))
+	c.kubectl("delete", "sandboxclaim", "claim-1", "--wait=false").must(t)
+	c.deletePool(t)
+}
+
+// applyPool applies a SandboxTemplate whose pods use runtimeClassName sbx
+// and a SandboxWarmPool of 2 of them, named sbx-pool.
+func (c *cluster) applyPool(t *testing.T) {
+	t.Helper()
 	c.kubectl("apply", "-f", "-").stdin(fmt.Sprintf(`apiVersion: extensions.agents.x-k8s.io/v1beta1
 kind: SandboxTemplate
 metadata: {name: sbx-busybox, namespace: default}
@@ -239,7 +254,9 @@ spec:
         image: %s
         imagePullPolicy: Never
         command: ["sh", "-c", "echo sandbox-ready; exec sleep 3600"]
-        resources: {limits: {memory: 64Mi, cpu: 500m}}
+        # Small requests: claimed sandboxes stay after their claims go, and
+        # the benchmark's refills must still fit on the node's 2 CPUs.
+        resources: {limits: {memory: 64Mi, cpu: 500m}, requests: {memory: 16Mi, cpu: 10m}}
 ---
 apiVersion: extensions.agents.x-k8s.io/v1beta1
 kind: SandboxWarmPool
@@ -248,14 +265,13 @@ spec:
   replicas: 2
   sandboxTemplateRef: {name: sbx-busybox}
 `, busyboxImage)).must(t)
-	c.waitPoolReady(t, 2, 180*time.Second)
-	if n := len(c.sbxContainers()); n != 4 {
-		t.Errorf("sbx-runc holds %d containers, want 4 (two warm pods of two containers)", n)
-	}
-	took := c.claim(t, "claim-1")
-	t.Logf("SandboxClaim claim-1 Ready in %s (warm pool of 2)", took.Round(time.Millisecond))
-	c.kubectl("delete", "sandboxclaim", "claim-1", "--wait=false").must(t)
-	// The pool's pods go with it, and sbx-runc's containers with them.
+}
+
+// deletePool deletes the warm pool, the sandboxes and pods, and waits
+// until sbx-runc's containers are gone with them.
+func (c *cluster) deletePool(t *testing.T) {
+	t.Helper()
+	c.kubectl("delete", "sandboxclaims", "--all", "--wait=false").must(t)
 	c.kubectl("delete", "sandboxwarmpool", "sbx-pool").must(t)
 	c.kubectl("delete", "sandboxes", "--all").must(t)
 	c.kubectl("delete", "pods", "--all", "--grace-period", "0").must(t)
@@ -265,14 +281,21 @@ spec:
 // waitPoolReady waits until the warm pool has n ready sandboxes.
 func (c *cluster) waitPoolReady(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("warm pool with %d ready sandboxes", n), timeout, func() bool {
+	ready := func() bool {
 		var wp struct {
 			Status struct {
 				ReadyReplicas int `json:"readyReplicas"`
 			} `json:"status"`
 		}
 		return c.getJSON("/apis/extensions.agents.x-k8s.io/v1beta1/namespaces/default/sandboxwarmpools/sbx-pool", &wp) && wp.Status.ReadyReplicas >= n
-	})
+	}
+	for deadline := time.Now().Add(timeout); !ready(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			state, errs, _ := c.kubectl("get", "sandboxwarmpools,sandboxes,sandboxclaims,pods", "-o", "wide").run()
+			pool, _, _ := c.kubectl("get", "sandboxwarmpool", "sbx-pool", "-o", "jsonpath={.status}").run()
+			t.Fatalf("warm pool with %d ready sandboxes: not within %s; pool status %s\n%s%s", n, timeout, pool, state, errs)
+		}
+	}
 }
 
 // claim creates a SandboxClaim on the warm pool and returns how long it
@@ -334,11 +357,17 @@ func benchPods(t *testing.T, c *cluster) {
 		slices.Sort(s)
 		return (s[len(s)/2-1] + s[len(s)/2]) / 2
 	}
+	t.Logf("pods until Running, sbx: %v", msList(times["sbx"]))
+	t.Logf("pods until Running, runc: %v", msList(times[""]))
+	// The warm pool of the claims: the same template as AgentSandboxWarmPool.
+	c.applyPool(t)
+	defer c.deletePool(t)
 	var claims []time.Duration
 	for i := range 5 {
 		c.waitPoolReady(t, 2, 120*time.Second)
 		name := fmt.Sprintf("bench-claim-%d", i)
 		claims = append(claims, c.claim(t, name))
+		t.Logf("%s Ready in %s", name, claims[i].Round(time.Millisecond))
 		c.kubectl("delete", "sandboxclaim", name, "--wait=false").must(t)
 	}
 	slices.Sort(claims)
@@ -350,8 +379,6 @@ func benchPods(t *testing.T, c *cluster) {
 		"load1":                      float64(load.Loads[0]) / 65536,
 	})
 	t.Logf("bench: %s", res)
-	t.Logf("sbx: %v", times["sbx"])
-	t.Logf("runc: %v", times[""])
 }
 
 // msList converts durations to milliseconds.

@@ -1,5 +1,10 @@
-// Package proc starts and reaps the executor's processes. One goroutine owns
-// every wait: it reaps each child that exits, hands the status to the
+// Package proc starts, runs and reaps the executor's processes. Run is the
+// one way a command runs (exec, attach, the main command; Launch and Wait
+// for detached exec): it starts it as its user, with its environment,
+// working directory and descriptors, in its own process group or session,
+// streams its output, kills its group at a timeout or when the caller goes,
+// drains the output and measures what it used. One goroutine owns every
+// wait: it reaps each child that exits, hands the status to the
 // Process that started it, and silently reaps orphans re-parented to the
 // executor (as PID 1 of a sandbox, or as a child subreaper otherwise). No
 // other code may call wait on children, so nothing races with it.

@@ -28,6 +28,7 @@ RENAMES = {
     "AsyncSandbox": "Sandbox",
     "AsyncImages": "Images",
     "AsyncPools": "Pools",
+    "AsyncSnapshots": "Snapshots",
     "AsyncFiles": "Files",
     "AsyncSession": "Session",
     "AsyncExecStream": "ExecStream",

@@ -28,3 +28,16 @@ def test_pull_policy(client: sbx.Client, server: Server) -> None:
     assert err.value.status in (404, 422), err.value
     with pytest.raises(ValueError):
         client.sandboxes.create("busybox", pull="sometimes")
+
+
+def test_volume_forms() -> None:
+    from sbx._wire import _volume
+
+    assert _volume("/a:/b") == {"host_path": "/a", "path": "/b"}
+    assert _volume("/a:/b:ro,idmap=host") == {"host_path": "/a", "path": "/b", "read_only": True, "idmap": "host"}
+    assert _volume(sbx.Volume("/a", "/b", idmap="host")) == {"host_path": "/a", "path": "/b", "idmap": "host"}
+    for bad in ("/a:/b:rx", "/a:/b:ro,rw", "/a:/b:idmap=sandbox", "/a:/b:ro,ro", "/a"):
+        with pytest.raises(ValueError):
+            _volume(bad)
+    with pytest.raises(ValueError):
+        _volume(sbx.Volume("/a", "/b", idmap="sandbox"))

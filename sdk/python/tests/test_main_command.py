@@ -22,6 +22,9 @@ def test_logs_follow_wait(client: sbx.Client, server: Server) -> None:
         assert all(isinstance(f, sbx.LogFrame) and f.offset >= 0 for f in followed)
         exit = sb.wait()
         assert isinstance(exit, sbx.Exit) and exit.exit_code == 3 and exit.signal == "" and not exit.oom_killed
+        # The record says the command ended; the sandbox runs on.
+        rec = sb.refresh()
+        assert rec.status == "running" and rec.cmd_exit is not None and rec.cmd_exit.exit_code == 3
         out = sb.logs()
         assert out.stdout == stdout and out.stderr == "err-1\n" and out.lost == 0 and out.end > 0
         # since= resumes where a reader stopped: nothing new after the end.

@@ -54,6 +54,8 @@ def test_sync_and_async_have_the_same_calls() -> None:
         (sbx.Session, sbx.AsyncSession),
         (sbx.Files, sbx.AsyncFiles),
         (sbx.Images, sbx.AsyncImages),
+        (sbx.Pools, sbx.AsyncPools),
+        (sbx.Snapshots, sbx.AsyncSnapshots),
     ]
     for sync, aio in pairs:
         public = {"aclose" if n == "close" else n for n in vars(sync) if not n.startswith("_")}

@@ -13,7 +13,7 @@ coroutines (asyncio or trio, through anyio). Errors are the exceptions in
 this module, named after the server's error codes; see docs/python.md.
 """
 
-from ._async.client import AsyncClient, AsyncEventStream, AsyncImages, AsyncPools, AsyncSandboxes
+from ._async.client import AsyncClient, AsyncEventStream, AsyncImages, AsyncPools, AsyncSandboxes, AsyncSnapshots
 from ._async.sandbox import AsyncExecStream, AsyncFiles, AsyncPortConnection, AsyncSandbox, AsyncSession
 from ._errors import (
     APIError,
@@ -87,7 +87,7 @@ from ._models import (
     Tmpfs,
     Volume,
 )
-from ._sync.client import Client, EventStream, Images, Pools, Sandboxes
+from ._sync.client import Client, EventStream, Images, Pools, Sandboxes, Snapshots
 from ._sync.sandbox import ExecStream, Files, PortConnection, Sandbox, Session
 from ._units import duration_seconds, go_duration, parse_size
 from ._version import __version__
@@ -113,6 +113,8 @@ __all__ = [
     "AsyncImages",
     "Pools",
     "AsyncPools",
+    "Snapshots",
+    "AsyncSnapshots",
     "EventStream",
     "AsyncEventStream",
     "parse_size",

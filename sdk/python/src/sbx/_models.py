@@ -136,11 +136,15 @@ class _Decoded:
 class Volume:
     """A directory of the server's host (``host_path``) mounted at ``path``
     inside the sandbox. The server must allow the directory
-    (``sbx serve --allow-host-dir``)."""
+    (``sbx serve --allow-host-dir``). In a private user namespace the
+    sandbox's files in it belong to its own host id range; ``idmap="host"``
+    maps it back to the host's ids instead (its root then writes as host
+    root: see docs/security.md)."""
 
     host_path: str
     path: str
     read_only: bool = False
+    idmap: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -324,7 +328,8 @@ class SandboxRecord(_Decoded):
 
     ``status`` is creating, running, paused, stopped or removing. ``spec``,
     ``image`` and ``network`` are the server's objects as sent; ``raw`` is
-    the whole record."""
+    the whole record. ``cmd_exit`` is how the main command (``cmd``) ended,
+    once the server saw it end (the sandbox runs on after it)."""
 
     id: str = json_names("id", required=True)
     name: Optional[str] = None
@@ -340,6 +345,7 @@ class SandboxRecord(_Decoded):
     image: dict[str, Any] = field(default_factory=dict)
     network: dict[str, Any] = field(default_factory=dict)
     cmd_start: Optional[CmdStart] = None
+    cmd_exit: Optional[Exit] = None
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -668,11 +674,14 @@ class Pool(_Decoded):
 
 @dataclass(frozen=True)
 class Snapshot(_Decoded):
-    """A checkpoint of a sandbox on the server (:meth:`Sandbox.checkpoint`):
-    its ``name``, when it was ``created``, the sandbox it holds
-    (``source_id``, ``source_name``), its size on disk in ``bytes``, and the
-    CRIU that made it (``criu_version``). :meth:`Sandboxes.restore` starts a
-    new sandbox from it."""
+    """A checkpoint of a sandbox on the server (:meth:`Sandbox.checkpoint`,
+    :attr:`Client.snapshots`): its ``name``, when it was ``created``, the
+    sandbox it holds (``source_id``, ``source_name``, the ``hostname``
+    restores keep, its options as ``spec`` and its ``image``, the server's
+    objects as sent), its size on disk in ``bytes``, the sha256 of each of
+    its ``files``, the CRIU that made it (``criu_version``), its ``format``
+    version and the seconds the dump and the layer's copy took (``dump_s``,
+    ``layer_s``). :meth:`Sandboxes.restore` starts a new sandbox from it."""
 
     name: str = json_names("name", required=True)
     created: Optional[datetime] = None
@@ -680,6 +689,13 @@ class Snapshot(_Decoded):
     source_name: str = ""
     bytes: int = 0
     criu_version: str = ""
+    format: int = 0
+    hostname: str = ""
+    spec: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+    dump_s: float = 0.0
+    layer_s: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -107,6 +107,13 @@ def pool_path(name: str, suffix: str = "") -> str:
     return "/v1/pools/" + quote(name, safe="") + suffix
 
 
+def snapshot_path(name: str, suffix: str = "") -> str:
+    """The path of a snapshot's route: ``/v1/snapshots/{name}{suffix}``."""
+    if not name:
+        raise ValueError("snapshot name is empty")
+    return "/v1/snapshots/" + quote(name, safe="") + suffix
+
+
 def env_list(env: Optional[Env], what: str = "env") -> Optional[list[str]]:
     if env is None:
         return None
@@ -145,9 +152,11 @@ def describe(cmd: Command) -> str:
 def _volume(v: Union[Volume, str, Sequence[Any]]) -> dict[str, Any]:
     if isinstance(v, str):
         parts = v.split(":")
-        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
-            raise ValueError(f"volume {v!r}: want 'HOST_PATH:PATH[:ro]'")
-        v = Volume(parts[0], parts[1], len(parts) == 3 and parts[2] == "ro")
+        opts = parts[2].split(",") if len(parts) == 3 else []
+        if len(parts) not in (2, 3) or len(set(opts)) != len(opts) or not set(opts) <= {"ro", "rw", "idmap=host"} \
+                or {"ro", "rw"} <= set(opts):
+            raise ValueError(f"volume {v!r}: want 'HOST_PATH:PATH[:ro|rw][,idmap=host]'")
+        v = Volume(parts[0], parts[1], "ro" in opts, "host" if "idmap=host" in opts else None)
     elif not isinstance(v, Volume):
         v = Volume(*v)
     if not v.host_path.startswith("/") or not v.path.startswith("/"):
@@ -155,6 +164,10 @@ def _volume(v: Union[Volume, str, Sequence[Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {"host_path": v.host_path, "path": v.path}
     if v.read_only:
         out["read_only"] = True
+    if v.idmap is not None:
+        if v.idmap != "host":
+            raise ValueError(f"volume {v.host_path}:{v.path}: idmap {v.idmap!r}: use 'host' or None")
+        out["idmap"] = v.idmap
     return out
 
 

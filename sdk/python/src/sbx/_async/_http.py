@@ -127,11 +127,11 @@ async def ndjson(resp: httpx.Response, what: str) -> AsyncGenerator[Frame, None]
 
 
 async def download_to(
-    http: AsyncHTTP, dest: Union[str, os.PathLike[str], IO[bytes]], method: str, path: str, **kw: Any
+    http: AsyncHTTP, dest: Union[str, os.PathLike[str], IO[bytes]], method: str, path: str, *, mode: int = 0o644, **kw: Any
 ) -> None:
     """Stream the body of a request (the arguments of :meth:`AsyncHTTP.stream`)
-    into ``dest``: a local path, which appears only once the body is
-    complete (a failure leaves nothing), or a binary file object."""
+    into ``dest``: a local path of ``mode``, which appears only once the
+    body is complete (a failure leaves nothing), or a binary file object."""
     if not isinstance(dest, (str, os.PathLike)):
         await _copy_body(http, dest, method, path, **kw)
         return
@@ -140,7 +140,7 @@ async def download_to(
     try:
         with os.fdopen(fd, "wb") as f:
             await _copy_body(http, f, method, path, **kw)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)

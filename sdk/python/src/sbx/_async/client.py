@@ -11,7 +11,6 @@ import os
 import time
 from contextlib import AsyncExitStack
 from types import TracebackType
-from urllib.parse import quote
 from typing import IO, Any, AsyncIterator, Callable, Mapping, Optional, Sequence, Union
 
 from httpx_sse import EventSource, ServerSentEvent
@@ -34,6 +33,7 @@ from .._models import (
     PruneReport,
     PullProgress,
     SandboxRecord,
+    Snapshot,
     Tmpfs,
     Volume,
 )
@@ -50,6 +50,7 @@ from .._wire import (
     image_path,
     pool_path,
     sandbox_path,
+    snapshot_path,
     token_from_env,
 )
 from ._http import AsyncClosing, AsyncHTTP, download_to, ndjson
@@ -85,6 +86,7 @@ class AsyncClient(AsyncClosing):
         self.sandboxes = AsyncSandboxes(self._http)
         self.images = AsyncImages(self._http)
         self.pools = AsyncPools(self._http)
+        self.snapshots = AsyncSnapshots(self._http)
 
     def __repr__(self) -> str:
         return f"<Client {self._http.where}>"
@@ -212,7 +214,7 @@ class AsyncSandboxes:
         snapshot's processes. A snapshot changed on disk is refused
         (InvalidError)."""
         body = {} if name is None else {"name": name}
-        path = "/v1/snapshots/" + quote(snapshot, safe="") + "/restore"
+        path = snapshot_path(snapshot, "/restore")
         reply = await self._http.call("POST", path, what=f"restore {snapshot}", json=body, timeout=None)
         return AsyncSandbox(self._http, SandboxRecord.from_json(reply))
 
@@ -296,25 +298,7 @@ class AsyncImages:
         filesystem, or an OCI layout), the archive's bytes, or a binary file
         object. ``name`` is needed when the archive does not name its image,
         and always for a root filesystem."""
-        content: Any
-        if isinstance(source, (bytes, bytearray)):
-            content = bytes(source)
-        elif isinstance(source, (str, os.PathLike)):
-            if os.path.isdir(source):
-                content = _aio.iterate(_tar.tar_chunks(source, arcname="."))
-            else:
-                content = _aio.iterate(_tar.file_chunks(os.fspath(source)))
-        else:
-            content = _aio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
-        reply = await self._http.call(
-            "POST",
-            "/v1/images/import",
-            what="import image",
-            params={"name": name} if name else None,
-            content=content,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=None,
-        )
+        reply = await _upload_tar(self._http, "/v1/images/import", "import image", source, name, directories=True)
         return Image.from_json(reply)
 
     async def tag(self, source: str, target: str) -> Image:
@@ -449,6 +433,87 @@ class AsyncPools:
         claimed from it are not touched."""
         reply = await self._http.call("DELETE", pool_path(name), what=f"remove pool {name}", timeout=None)
         return PoolReport.from_json(reply)
+
+
+class AsyncSnapshots:
+    """The server's snapshots (``client.snapshots``): checkpoints of
+    sandboxes (:meth:`Sandbox.checkpoint`), which
+    :meth:`Sandboxes.restore` starts again. A snapshot holds the memory of
+    the sandbox it was taken from, with any secret that was in it."""
+
+    def __init__(self, http: AsyncHTTP) -> None:
+        self._http = http
+
+    async def list(self) -> builtins.list[Snapshot]:
+        """The snapshots, oldest first."""
+        reply = await self._http.call("GET", "/v1/snapshots", what="list snapshots")
+        items = reply.get("snapshots") if isinstance(reply, dict) else None
+        if not isinstance(items, builtins.list):
+            raise ProtocolError("list snapshots: the server sent no list")
+        return [Snapshot.from_json(s) for s in items]
+
+    async def get(self, name: str) -> Snapshot:
+        """One snapshot in full, its files checked on the server against the
+        digests its record lists (NotFoundError when there is none,
+        InvalidError when one was changed on disk)."""
+        return Snapshot.from_json(await self._http.call("GET", snapshot_path(name), what=f"inspect snapshot {name}"))
+
+    async def remove(self, name: str) -> None:
+        """Remove the snapshot and its files from the server."""
+        await self._http.call("DELETE", snapshot_path(name), what=f"remove snapshot {name}")
+
+    async def export(self, name: str, dest: Union[str, os.PathLike[str], IO[bytes]]) -> None:
+        """Write the snapshot as one tar to ``dest``, for
+        :meth:`import_archive` on another server with the same image: a
+        local path, made with mode 0600 (the tar holds the sandbox's memory)
+        and present only once complete, or a binary file object."""
+        await download_to(self._http, dest, "GET", snapshot_path(name, "/export"), what=f"export snapshot {name}", mode=0o600)
+
+    async def import_archive(
+        self, source: Union[str, os.PathLike[str], bytes, IO[bytes]], *, name: Optional[str] = None
+    ) -> Snapshot:
+        """Add a snapshot to the server from a tar written by :meth:`export`:
+        a local file, its bytes, or a binary file object; named ``name``,
+        else as it was. The server checks every file against the digests
+        the snapshot's record lists and refuses a damaged or truncated tar
+        (InvalidError), and one over its upload limit (TooLargeError); a
+        name in use raises ConflictError."""
+        reply = await _upload_tar(self._http, "/v1/snapshots/import", "import snapshot", source, name, directories=False)
+        return Snapshot.from_json(reply)
+
+
+async def _upload_tar(
+    http: AsyncHTTP,
+    path: str,
+    what: str,
+    source: Union[str, os.PathLike[str], bytes, IO[bytes]],
+    name: Optional[str],
+    *,
+    directories: bool,
+) -> Any:
+    """POST ``source`` as a tar body to ``path`` (``?name=`` when given) and
+    return the decoded reply: a local file (or, with ``directories``, a
+    directory sent as a tar of its contents), bytes, or a binary file
+    object, streamed in chunks."""
+    content: Any
+    if isinstance(source, (bytes, bytearray)):
+        content = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        if directories and os.path.isdir(source):
+            content = _aio.iterate(_tar.tar_chunks(source, arcname="."))
+        else:
+            content = _aio.iterate(_tar.file_chunks(os.fspath(source)))
+    else:
+        content = _aio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
+    return await http.call(
+        "POST",
+        path,
+        what=what,
+        params={"name": name} if name else None,
+        content=content,
+        headers={"Content-Type": "application/x-tar"},
+        timeout=None,
+    )
 
 
 class AsyncEventStream(AsyncClosing):

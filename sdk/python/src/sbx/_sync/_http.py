@@ -128,11 +128,11 @@ def ndjson(resp: httpx.Response, what: str) -> Generator[Frame, None, None]:
 
 
 def download_to(
-    http: HTTP, dest: Union[str, os.PathLike[str], IO[bytes]], method: str, path: str, **kw: Any
+    http: HTTP, dest: Union[str, os.PathLike[str], IO[bytes]], method: str, path: str, *, mode: int = 0o644, **kw: Any
 ) -> None:
     """Stream the body of a request (the arguments of :meth:`AsyncHTTP.stream`)
-    into ``dest``: a local path, which appears only once the body is
-    complete (a failure leaves nothing), or a binary file object."""
+    into ``dest``: a local path of ``mode``, which appears only once the
+    body is complete (a failure leaves nothing), or a binary file object."""
     if not isinstance(dest, (str, os.PathLike)):
         _copy_body(http, dest, method, path, **kw)
         return
@@ -141,7 +141,7 @@ def download_to(
     try:
         with os.fdopen(fd, "wb") as f:
             _copy_body(http, f, method, path, **kw)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         os.unlink(tmp)

@@ -12,7 +12,6 @@ import os
 import time
 from contextlib import ExitStack
 from types import TracebackType
-from urllib.parse import quote
 from typing import IO, Any, Iterator, Callable, Mapping, Optional, Sequence, Union
 
 from httpx_sse import EventSource, ServerSentEvent
@@ -35,6 +34,7 @@ from .._models import (
     PruneReport,
     PullProgress,
     SandboxRecord,
+    Snapshot,
     Tmpfs,
     Volume,
 )
@@ -51,6 +51,7 @@ from .._wire import (
     image_path,
     pool_path,
     sandbox_path,
+    snapshot_path,
     token_from_env,
 )
 from ._http import Closing, HTTP, download_to, ndjson
@@ -86,6 +87,7 @@ class Client(Closing):
         self.sandboxes = Sandboxes(self._http)
         self.images = Images(self._http)
         self.pools = Pools(self._http)
+        self.snapshots = Snapshots(self._http)
 
     def __repr__(self) -> str:
         return f"<Client {self._http.where}>"
@@ -213,7 +215,7 @@ class Sandboxes:
         snapshot's processes. A snapshot changed on disk is refused
         (InvalidError)."""
         body = {} if name is None else {"name": name}
-        path = "/v1/snapshots/" + quote(snapshot, safe="") + "/restore"
+        path = snapshot_path(snapshot, "/restore")
         reply = self._http.call("POST", path, what=f"restore {snapshot}", json=body, timeout=None)
         return Sandbox(self._http, SandboxRecord.from_json(reply))
 
@@ -297,25 +299,7 @@ class Images:
         filesystem, or an OCI layout), the archive's bytes, or a binary file
         object. ``name`` is needed when the archive does not name its image,
         and always for a root filesystem."""
-        content: Any
-        if isinstance(source, (bytes, bytearray)):
-            content = bytes(source)
-        elif isinstance(source, (str, os.PathLike)):
-            if os.path.isdir(source):
-                content = _sio.iterate(_tar.tar_chunks(source, arcname="."))
-            else:
-                content = _sio.iterate(_tar.file_chunks(os.fspath(source)))
-        else:
-            content = _sio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
-        reply = self._http.call(
-            "POST",
-            "/v1/images/import",
-            what="import image",
-            params={"name": name} if name else None,
-            content=content,
-            headers={"Content-Type": "application/x-tar"},
-            timeout=None,
-        )
+        reply = _upload_tar(self._http, "/v1/images/import", "import image", source, name, directories=True)
         return Image.from_json(reply)
 
     def tag(self, source: str, target: str) -> Image:
@@ -450,6 +434,87 @@ class Pools:
         claimed from it are not touched."""
         reply = self._http.call("DELETE", pool_path(name), what=f"remove pool {name}", timeout=None)
         return PoolReport.from_json(reply)
+
+
+class Snapshots:
+    """The server's snapshots (``client.snapshots``): checkpoints of
+    sandboxes (:meth:`Sandbox.checkpoint`), which
+    :meth:`Sandboxes.restore` starts again. A snapshot holds the memory of
+    the sandbox it was taken from, with any secret that was in it."""
+
+    def __init__(self, http: HTTP) -> None:
+        self._http = http
+
+    def list(self) -> builtins.list[Snapshot]:
+        """The snapshots, oldest first."""
+        reply = self._http.call("GET", "/v1/snapshots", what="list snapshots")
+        items = reply.get("snapshots") if isinstance(reply, dict) else None
+        if not isinstance(items, builtins.list):
+            raise ProtocolError("list snapshots: the server sent no list")
+        return [Snapshot.from_json(s) for s in items]
+
+    def get(self, name: str) -> Snapshot:
+        """One snapshot in full, its files checked on the server against the
+        digests its record lists (NotFoundError when there is none,
+        InvalidError when one was changed on disk)."""
+        return Snapshot.from_json(self._http.call("GET", snapshot_path(name), what=f"inspect snapshot {name}"))
+
+    def remove(self, name: str) -> None:
+        """Remove the snapshot and its files from the server."""
+        self._http.call("DELETE", snapshot_path(name), what=f"remove snapshot {name}")
+
+    def export(self, name: str, dest: Union[str, os.PathLike[str], IO[bytes]]) -> None:
+        """Write the snapshot as one tar to ``dest``, for
+        :meth:`import_archive` on another server with the same image: a
+        local path, made with mode 0600 (the tar holds the sandbox's memory)
+        and present only once complete, or a binary file object."""
+        download_to(self._http, dest, "GET", snapshot_path(name, "/export"), what=f"export snapshot {name}", mode=0o600)
+
+    def import_archive(
+        self, source: Union[str, os.PathLike[str], bytes, IO[bytes]], *, name: Optional[str] = None
+    ) -> Snapshot:
+        """Add a snapshot to the server from a tar written by :meth:`export`:
+        a local file, its bytes, or a binary file object; named ``name``,
+        else as it was. The server checks every file against the digests
+        the snapshot's record lists and refuses a damaged or truncated tar
+        (InvalidError), and one over its upload limit (TooLargeError); a
+        name in use raises ConflictError."""
+        reply = _upload_tar(self._http, "/v1/snapshots/import", "import snapshot", source, name, directories=False)
+        return Snapshot.from_json(reply)
+
+
+def _upload_tar(
+    http: HTTP,
+    path: str,
+    what: str,
+    source: Union[str, os.PathLike[str], bytes, IO[bytes]],
+    name: Optional[str],
+    *,
+    directories: bool,
+) -> Any:
+    """POST ``source`` as a tar body to ``path`` (``?name=`` when given) and
+    return the decoded reply: a local file (or, with ``directories``, a
+    directory sent as a tar of its contents), bytes, or a binary file
+    object, streamed in chunks."""
+    content: Any
+    if isinstance(source, (bytes, bytearray)):
+        content = bytes(source)
+    elif isinstance(source, (str, os.PathLike)):
+        if directories and os.path.isdir(source):
+            content = _sio.iterate(_tar.tar_chunks(source, arcname="."))
+        else:
+            content = _sio.iterate(_tar.file_chunks(os.fspath(source)))
+    else:
+        content = _sio.iterate(iter(lambda: source.read(_tar.CHUNK), b""))
+    return http.call(
+        "POST",
+        path,
+        what=what,
+        params={"name": name} if name else None,
+        content=content,
+        headers={"Content-Type": "application/x-tar"},
+        timeout=None,
+    )
 
 
 class EventStream(Closing):

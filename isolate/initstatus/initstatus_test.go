@@ -1,4 +1,4 @@
-package reaper
+package initstatus
 
 import (
 	"bytes"

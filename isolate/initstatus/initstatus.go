@@ -1,4 +1,8 @@
-package reaper
+// Package initstatus is the host's side of the one-shot init's status
+// pipe: sbx-init (cmd/sbx-init/c, C, PID 1 of every one-shot run) writes
+// how the command ended as one JSON line, and the host reads it as it is
+// written and trusts it only where it agrees with the kernel's wait status.
+package initstatus
 
 import (
 	"encoding/json"
@@ -8,6 +12,20 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/internal/termsafe"
+)
+
+// Status is how the command ended: the one JSON line sbx-init writes to its
+// status descriptor (--status-fd).
+type Status struct {
+	ExitCode  int    `json:"exit_code"`
+	Signal    int    `json:"signal,omitempty"`
+	ExecError string `json:"exec_error,omitempty"` // the command could not be started
+}
+
+// Exit codes of commands that could not be started, as shells use them.
+const (
+	ExitCannotExec = 126
+	ExitNotFound   = 127
 )
 
 // maxStatusBytes caps what the host reads of the status pipe.
