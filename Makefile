@@ -93,7 +93,8 @@ nomad:
 ## k8s: build (once per machine, cached under /var/cache/sbx-test) the
 ## pinned Kubernetes programs, etcd and agent-sandbox's controller that the
 ## Kubernetes end-to-end tests run, and print their directory (cold: about
-## 70 minutes on 2 CPUs: keep /var/cache/sbx-test between CI runs; docs/kubernetes.md)
+## 1,400 s of CPU, 15-20 minutes of an idle 2-CPU machine and an hour or more
+## of a shared one: keep /var/cache/sbx-test between CI runs; docs/kubernetes.md)
 k8s:
 	@bash scripts/k8s-bin.sh
 

@@ -27,8 +27,7 @@
 //   - measured durations are float seconds in fields named *_s
 //     (wall_time_s, cpu_time_s);
 //   - sizes are integer bytes in fields named *_bytes (requests may also
-//     give a string with a binary unit, "512m", and the older short names
-//     "memory", "disk" and "size");
+//     give a string with a binary unit, "512m");
 //   - a signal is its name, "SIGKILL", or "" for none, in run reports and
 //     exec results alike.
 package sbx

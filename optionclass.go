@@ -48,15 +48,15 @@ var OptionClasses = []OptionClass{
 	{Field: "Image", JSON: "image", Class: PoolKey, How: "by digest: the overlay's lower layers are mounted at start"},
 	{Field: "Rootfs", JSON: "rootfs", Class: PoolKey, How: "the overlay's lower layer is mounted at start"},
 	{Field: "Pull", JSON: "pull", Class: PoolClaim, How: "the image is resolved (and pulled) before the claim; the key holds its digest"},
-	{Field: "Cmd", JSON: "cmd", Class: PoolClaim, How: "started after the claim, as after a cold create; a pool whose members boot a main command keys on it, with env and workdir"},
+	{Field: "Cmd", JSON: "cmd", Class: PoolClaim, How: "started after the claim, as after a cold create; a pool whose members boot a main command keys on it, with env, workdir and user"},
 	{Field: "AutoRemove", JSON: "auto_remove", Class: PoolClaim, Claimant: true, How: "the record: the sandbox is removed when its cmd ends"},
 	{Field: "Env", JSON: "env", Class: PoolClaim, How: "the executor's default environment for later commands"},
 	{Field: "Workdir", JSON: "workdir", Class: PoolClaim, How: "the executor's default working directory (created in the root)"},
-	{Field: "User", JSON: "user", Class: PoolKey, How: "the executor's identity and the user lookup in the image"},
+	{Field: "User", JSON: "user", Class: PoolClaim, How: "the executor's default user for later commands, looked up in the member's /etc/passwd and /etc/group at the claim; a pool whose members boot a main command keys on it"},
 	{Field: "Hostname", JSON: "hostname", Class: PoolClaim, How: "sethostname in the member's UTS namespace (from a host thread that joins it), and /etc/hostname and /etc/hosts rewritten in its root"},
 	{Field: "Limits", JSON: "limits", Class: PoolClaim, How: "the cgroup's files (memory and swap, CFS quota, pids.max), checked against the memory budget; the writable layer's tmpfs is remounted with the new disk size"},
 	{Field: "Network", JSON: "network", Class: PoolKey, Default: NetworkNone, How: "the network namespace and veth are attached at start"},
-	{Field: "Publish", JSON: "publish", Class: PoolClaim, Claimant: true, How: "DNAT rules added to the member's network, recorded in its lease first"},
+	{Field: "Publish", JSON: "publish", Class: PoolClaim, Claimant: true, How: "the host ports' sockets bound and held, the DNAT rules added in the egress rules' nftables batch, recorded in its lease first"},
 	{Field: "Egress", JSON: "egress", Class: PoolClaim, How: "the member's forward chain is refilled in one nftables batch, recorded in its lease first"},
 	{Field: "AllowHostPorts", JSON: "allow_host_ports", Class: PoolClaim, How: "the member's host-input chain, refilled in the same batch"},
 	{Field: "DNS", JSON: "dns", Class: PoolClaim, How: "/etc/resolv.conf rewritten in the root, and the name servers' rules in the same batch"},
@@ -69,6 +69,7 @@ var OptionClasses = []OptionClass{
 	{Field: "UserNS", JSON: "userns", Class: PoolKey, Default: UserNSHost, How: "the user namespace every other namespace belongs to"},
 	{Field: "Labels", JSON: "labels", Class: PoolClaim, Claimant: true, How: "the record"},
 	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
+	{Field: "IdleTimeout", JSON: "idle_timeout", Class: PoolUnclaimable, How: "a pool member's activity before its claim is not the sandbox's: a create with it starts cold"},
 }
 
 // PoolKeyValues returns the key fields of o by JSON name, each with its

@@ -92,38 +92,46 @@ type Options struct {
 	// TTL removes the sandbox this long after its creation; zero keeps it
 	// until removed. In JSON it is a duration string ("2h0m0s").
 	TTL time.Duration `json:"-"`
+	// IdleTimeout checkpoints the sandbox to disk once nobody has used it
+	// for this long (no exec, attach, session, file or port-forward call;
+	// docs/snapshots.md), which frees its processes' memory; the next such
+	// call restores it first. Zero never does. In JSON it is a duration
+	// string, like TTL.
+	IdleTimeout time.Duration `json:"-"`
 }
 
 // optionsJSON is Options without its methods, for the JSON codec.
 type optionsJSON Options
 
-// MarshalJSON writes TTL as a duration string.
+// MarshalJSON writes TTL and IdleTimeout as duration strings.
 func (o Options) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		optionsJSON
-		TTL Duration `json:"ttl,omitempty"`
-	}{optionsJSON(o), Duration(o.TTL)})
+		TTL         Duration `json:"ttl,omitempty"`
+		IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	}{optionsJSON(o), Duration(o.TTL), Duration(o.IdleTimeout)})
 }
 
-// UnmarshalJSON reads Options, refusing unknown fields; ttl is a duration
-// string or a number of seconds.
+// UnmarshalJSON reads Options, refusing unknown fields; ttl and
+// idle_timeout are duration strings or numbers of seconds.
 func (o *Options) UnmarshalJSON(data []byte) error {
 	var v struct {
 		optionsJSON
-		TTL Duration `json:"ttl,omitempty"`
+		TTL         Duration `json:"ttl,omitempty"`
+		IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return err
 	}
 	*o = Options(v.optionsJSON)
 	o.TTL = time.Duration(v.TTL)
+	o.IdleTimeout = time.Duration(v.IdleTimeout)
 	return nil
 }
 
 // Limits are the resource limits of a sandbox. Zero means unlimited (or
 // the host's default). In JSON the sizes are memory_bytes and disk_bytes;
-// requests may also give them as "memory" and "disk", and as strings with
-// a unit ("512m").
+// requests may give them as strings with a unit ("512m").
 type Limits struct {
 	// MemoryBytes caps the sandbox's memory; swap is disabled. The
 	// writable layer (see DiskBytes) counts toward it.
@@ -139,41 +147,19 @@ type Limits struct {
 	DiskBytes int64 `json:"disk_bytes,omitempty"`
 }
 
-// UnmarshalJSON reads the byte limits as numbers or strings with a unit,
-// under their names or the short ones ("memory", "disk").
+// UnmarshalJSON reads the byte limits as numbers or strings with a unit.
 func (l *Limits) UnmarshalJSON(data []byte) error {
 	var v struct {
-		MemoryBytes *Size   `json:"memory_bytes"`
-		Memory      *Size   `json:"memory"`
+		MemoryBytes Size    `json:"memory_bytes"`
 		CPUs        float64 `json:"cpus"`
 		Pids        int64   `json:"pids"`
-		DiskBytes   *Size   `json:"disk_bytes"`
-		Disk        *Size   `json:"disk"`
+		DiskBytes   Size    `json:"disk_bytes"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return fmt.Errorf("limits: %w", err)
 	}
-	var err error
-	*l = Limits{CPUs: v.CPUs, Pids: v.Pids}
-	if l.MemoryBytes, err = oneOf("memory_bytes", v.MemoryBytes, "memory", v.Memory); err != nil {
-		return err
-	}
-	l.DiskBytes, err = oneOf("disk_bytes", v.DiskBytes, "disk", v.Disk)
-	return err
-}
-
-// oneOf returns the value of whichever of two spellings of a field is
-// given, refusing both.
-func oneOf(name string, v *Size, alias string, a *Size) (int64, error) {
-	switch {
-	case v != nil && a != nil:
-		return 0, fmt.Errorf("give %s or %s, not both", name, alias)
-	case v != nil:
-		return int64(*v), nil
-	case a != nil:
-		return int64(*a), nil
-	}
-	return 0, nil
+	*l = Limits{MemoryBytes: int64(v.MemoryBytes), CPUs: v.CPUs, Pids: v.Pids, DiskBytes: int64(v.DiskBytes)}
+	return nil
 }
 
 // Volume mounts the host directory HostPath at Path inside the sandbox.
@@ -197,26 +183,23 @@ type Volume struct {
 const VolumeIDMapHost = "host"
 
 // Tmpfs mounts an empty in-memory file system at Path. In JSON the size is
-// size_bytes; requests may also give "size", and a string with a unit.
+// size_bytes, a number or a string with a unit.
 type Tmpfs struct {
 	Path      string `json:"path"`
 	SizeBytes int64  `json:"size_bytes,omitempty"`
 }
 
-// UnmarshalJSON reads size_bytes or size, as a number or a string with a
-// unit.
+// UnmarshalJSON reads size_bytes as a number or a string with a unit.
 func (t *Tmpfs) UnmarshalJSON(data []byte) error {
 	var v struct {
 		Path      string `json:"path"`
-		SizeBytes *Size  `json:"size_bytes"`
-		Size      *Size  `json:"size"`
+		SizeBytes Size   `json:"size_bytes"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return fmt.Errorf("tmpfs: %w", err)
 	}
-	size, err := oneOf("size_bytes", v.SizeBytes, "size", v.Size)
-	*t = Tmpfs{Path: v.Path, SizeBytes: size}
-	return err
+	*t = Tmpfs{Path: v.Path, SizeBytes: int64(v.SizeBytes)}
+	return nil
 }
 
 // Pull policies of Options.Pull.
@@ -320,6 +303,12 @@ func (o *Options) Validate() error {
 	}
 	if o.TTL < 0 {
 		bad("ttl must not be negative")
+	}
+	if o.IdleTimeout < 0 {
+		bad("idle_timeout must not be negative")
+	}
+	if o.IdleTimeout > 0 && len(o.Publish) > 0 {
+		bad("idle_timeout does not go with publish: traffic to a published port is not watched, and would reach a sandbox checkpointed to disk; reach its ports through the server's port connection (GET /v1/sandboxes/{id}/ports/{port}/connect), which wakes it")
 	}
 	if o.AutoRemove && len(o.Cmd) == 0 {
 		bad("auto_remove needs a main command (cmd): the sandbox is removed when it ends")

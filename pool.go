@@ -3,9 +3,7 @@ package sbx
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -13,7 +11,7 @@ import (
 // and kept idle, their executor answering. A Create whose options match
 // a pool's key (the fields OptionClasses classes PoolKey: the image by
 // digest, network mode, seccomp, capabilities, user namespace, read-only
-// root, user) claims one of them instead of starting a sandbox, and gets
+// root) claims one of them instead of starting a sandbox, and gets
 // everything else it asks for applied to it before it returns.
 type PoolSpec struct {
 	// Name names the pool: letters, digits, '.', '_' and '-', starting
@@ -114,17 +112,9 @@ type Pools interface {
 	RemovePool(ctx context.Context, name string) (*PoolReport, error)
 }
 
-// poolNameRE is compiled on first use: its {0,63} repetition compiles
-// into 64 copies (861 allocations, 0.2-0.3 ms), which every process that
-// links this package (the sbx CLI, sbx-executor) would otherwise pay at
-// start.
-var poolNameRE = sync.OnceValue(func() *regexp.Regexp {
-	return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$`)
-})
-
 // ValidPoolName checks a pool name; the error wraps ErrInvalid.
 func ValidPoolName(name string) error {
-	if !poolNameRE().MatchString(name) {
+	if !validName(name, 64) {
 		return fmt.Errorf("%w: pool name %q: use letters, digits, '.', '_' and '-', starting with a letter or digit, at most 64 bytes", ErrInvalid, name)
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"regexp"
 	"time"
 )
 
@@ -91,12 +90,10 @@ type Snapshots interface {
 	ImportSnapshot(ctx context.Context, r io.Reader, name string) (*Snapshot, error)
 }
 
-var snapshotNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-
 // ValidSnapshotName checks a snapshot name: letters, digits, '.', '_' and
 // '-', starting with a letter or digit, at most 128 bytes.
 func ValidSnapshotName(name string) error {
-	if !snapshotNameRE.MatchString(name) {
+	if !validName(name, 128) {
 		return fmt.Errorf("%w: snapshot name %q: use letters, digits, '.', '_' and '-', starting with a letter or digit, at most 128 bytes", ErrInvalid, name)
 	}
 	return nil

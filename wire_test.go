@@ -37,11 +37,11 @@ func TestOptionsJSONRoundTrip(t *testing.T) {
 	}
 }
 
-// The REST create body of earlier versions keeps working: short size names
-// with units, and the ttl in seconds.
-func TestOptionsAcceptOlderRequestForms(t *testing.T) {
+// A create body may give sizes as strings with a unit and the ttl in
+// seconds.
+func TestOptionsAcceptSizesWithUnitsAndSeconds(t *testing.T) {
 	var o Options
-	body := `{"rootfs":"/r","limits":{"memory":"48m","disk":16777216,"cpus":1},"tmpfs":[{"path":"/t","size":"1m"}],"ttl":3600}`
+	body := `{"rootfs":"/r","limits":{"memory_bytes":"48m","disk_bytes":16777216,"cpus":1},"tmpfs":[{"path":"/t","size_bytes":"1m"}],"ttl":3600}`
 	if err := json.Unmarshal([]byte(body), &o); err != nil {
 		t.Fatal(err)
 	}
@@ -55,13 +55,15 @@ func TestOptionsAcceptOlderRequestForms(t *testing.T) {
 	}
 }
 
-func TestOptionsRefuseUnknownAndConflictingFields(t *testing.T) {
+func TestOptionsRefuseUnknownFields(t *testing.T) {
 	for _, body := range []string{
 		`{"imgae":"busybox"}`,
 		`{"limits":{"memroy":"1m"}}`,
-		`{"limits":{"memory":"1m","memory_bytes":1048576}}`,
+		`{"limits":{"memory":"1m"}}`,
+		`{"limits":{"disk":1048576}}`,
 		`{"tmpfs":[{"path":"/t","sizee":1}]}`,
-		`{"limits":{"memory":"lots"}}`,
+		`{"tmpfs":[{"path":"/t","size":1}]}`,
+		`{"limits":{"memory_bytes":"lots"}}`,
 		`{"ttl":"soon"}`,
 	} {
 		var o Options

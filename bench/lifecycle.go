@@ -14,6 +14,7 @@ import (
 	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/internal/helperbin"
 	"github.com/sbxrun/sbx/sandbox"
+	"golang.org/x/sys/unix"
 )
 
 // Phases of a create, from the Host's CreateTimings.
@@ -313,6 +314,10 @@ type sbxChurn struct {
 	w   Workload
 	n   int
 	env *hostEnv
+	// cpu and cycles add up every round's CPU time (see cpuTime) and
+	// create+remove cycles.
+	cpu    time.Duration
+	cycles int
 }
 
 func (s *sbxChurn) Name() string { return fmt.Sprintf("sbx c=%d", s.n) }
@@ -326,13 +331,49 @@ func (s *sbxChurn) Setup(context.Context) (Info, error) {
 func churnBatch(n int) int { return max(2*n, 8) }
 
 func (s *sbxChurn) Once(ctx context.Context) (Sample, error) {
-	return churn(ctx, s.n, churnBatch(s.n), func(ctx context.Context) error {
+	cpu0 := cpuTime()
+	sample, err := churn(ctx, s.n, churnBatch(s.n), func(ctx context.Context) error {
 		sb, err := s.env.h.Create(ctx, s.env.options())
 		if err != nil {
 			return err
 		}
 		return s.env.h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
 	})
+	if err == nil {
+		s.cpu += cpuTime() - cpu0
+		s.cycles += churnBatch(s.n)
+	}
+	return sample, err
+}
+
+// FigureChurnCPU is the CPU time of one create+remove in the churn scenario.
+const FigureChurnCPU = "CPU per create+remove (ms)"
+
+// Figures is the CPU time per create+remove cycle.
+func (s *sbxChurn) Figures() map[string]float64 {
+	if s.cycles == 0 {
+		return nil
+	}
+	return map[string]float64{FigureChurnCPU: Ms(s.cpu) / float64(s.cycles)}
+}
+
+// Notes says the CPU time per create+remove cycle.
+func (s *sbxChurn) Notes() []string {
+	if s.cycles == 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("%s: %.1f ms of CPU per create+remove (this process and the sandboxes' processes it reaps: libcontainer's init stage, the executor), over %d cycles",
+		s.Name(), Ms(s.cpu)/float64(s.cycles), s.cycles)}
+}
+
+// cpuTime is the user and system time of this process and of its children
+// that have been waited for.
+func cpuTime() time.Duration {
+	var self, children unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &self)
+	_ = unix.Getrusage(unix.RUSAGE_CHILDREN, &children)
+	tv := func(t unix.Timeval) time.Duration { return time.Duration(t.Nano()) }
+	return tv(self.Utime) + tv(self.Stime) + tv(children.Utime) + tv(children.Stime)
 }
 
 func (s *sbxChurn) Close() error { return s.env.close() }

@@ -9,6 +9,21 @@ import (
 // ScenarioNames are the scenarios sbx bench knows, in the order they run.
 var ScenarioNames = []string{"cold", "lib", "ready", "pool", "claim", "exec", "session", "churn", "density"}
 
+// ScenarioHelp says in one line (for sbx bench --help) what one sample of
+// each scenario of ScenarioNames is, naming every way of sbx's it
+// measures beside plain "sbx" (a test checks that it does).
+var ScenarioHelp = map[string]string{
+	"cold":    `one-shot "sbx run IMAGE true" as its own process ("sbx"), with --userns private ("sbx --userns private"), and claiming a warm pool's member ("sbx run, pooled")`,
+	"lib":     "the same run in-process through sandbox.Host.Run",
+	"ready":   "create a long-lived sandbox until its executor answers",
+	"pool":    `a create that claims a warm pool's member: in-process ("sbx"), through sbx serve ("sbx server"), as a fresh sbx create process ("sbx cli"); a create with no pool ("sbx cold")`,
+	"claim":   `a claim from a bridged pool personalised with env, a volume, a hostname, an egress allow-list, limits and a published port ("sbx personalised"), beside a claim with a name only ("sbx plain claim")`,
+	"exec":    `one /v1/exec round trip of "true" in a running sandbox`,
+	"session": "one shell-session command round trip",
+	"churn":   "sandboxes created and removed per second at concurrency 1-16",
+	"density": "N idle sandboxes: time of each create, memory per sandbox",
+}
+
 // CheckScenarios returns an error naming the first of names that is not a
 // scenario.
 func CheckScenarios(names []string) error {

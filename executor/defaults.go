@@ -8,24 +8,30 @@ import (
 
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/internal/fileops"
+	"github.com/sbxrun/sbx/executor/internal/proc"
 )
 
-// defaults are what commands get when a request names no environment or
-// working directory. They are fixed at start (Config), and replaced once
-// more when a warm pool's member is claimed (PUT /v1/defaults): the member
-// started before the sandbox's env and working directory were known.
+// defaults are what commands get when a request names no environment,
+// working directory or user. They are fixed at start (Config), and
+// replaced once more when a warm pool's member is claimed (PUT
+// /v1/defaults): the member started before the sandbox's env, working
+// directory and user were known.
 type defaults struct {
 	env     []string
 	workdir string
-	files   *fileops.Files
+	// user is who commands run as, userSpec how it was asked for ("":
+	// the executor's own user).
+	user     proc.Identity
+	userSpec string
+	files    *fileops.Files
 }
 
 // fileHistoryBytes bounds the edit history of the file operations.
 const fileHistoryBytes = 64 << 20
 
-func (s *Server) setDefaults(env []string, workdir string) {
-	s.defaults.Store(&defaults{env: env, workdir: workdir,
-		files: fileops.New(int(s.user.UID), int(s.user.GID), workdir, fileHistoryBytes)})
+func (s *Server) setDefaults(env []string, workdir string, user proc.Identity, userSpec string) {
+	s.defaults.Store(&defaults{env: env, workdir: workdir, user: user, userSpec: userSpec,
+		files: fileops.New(int(user.UID), int(user.GID), workdir, fileHistoryBytes)})
 }
 
 // env is the default environment of commands.
@@ -38,10 +44,12 @@ func (s *Server) defaultWorkdir() string { return s.defaults.Load().workdir }
 // directory.
 func (s *Server) fileOps() *fileops.Files { return s.defaults.Load().files }
 
-// putDefaults replaces the default environment and working directory of
-// later commands, creating the directory (as the executor's user, mode
-// 0755) if it does not exist, as a start with --workdir would have. The
-// running commands and open sessions keep theirs.
+// putDefaults replaces the default environment, working directory and
+// user of later commands, creating the directory (as the executor's user,
+// mode 0755) if it does not exist, as a start with --workdir would have.
+// The user is looked up in the sandbox's /etc/passwd and /etc/group as a
+// start with --user would (empty: the executor's own). The running
+// commands and open sessions keep theirs.
 func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 	var req api.Defaults
 	if err := decode(w, r, &req); err != nil {
@@ -62,6 +70,18 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	user := proc.Current()
+	if req.User != "" {
+		u, err := proc.LookupUser(req.User)
+		if err == nil {
+			_, err = u.Credential()
+		}
+		if err != nil {
+			s.fail(w, badRequest("default user: %v", err))
+			return
+		}
+		user = u
+	}
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		s.fail(w, badRequest("working directory %s: %v", wd, err))
 		return
@@ -70,6 +90,7 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, badRequest("working directory %s is not a directory", wd))
 		return
 	}
-	s.setDefaults(append([]string(nil), req.Env...), filepath.Clean(wd))
-	writeJSON(w, http.StatusOK, api.Defaults{Env: s.env(), Workdir: s.defaultWorkdir()})
+	s.setDefaults(append([]string(nil), req.Env...), filepath.Clean(wd), user, req.User)
+	d := s.defaults.Load()
+	writeJSON(w, http.StatusOK, api.Defaults{Env: d.env, Workdir: d.workdir, User: d.userSpec})
 }

@@ -11,7 +11,7 @@ import (
 // identity resolves a request's user, the default when empty.
 func (s *Server) identity(spec string) (proc.Identity, error) {
 	if spec == "" {
-		return s.user, nil
+		return s.defaults.Load().user, nil
 	}
 	u, err := proc.LookupUser(spec)
 	if err != nil {

@@ -62,7 +62,6 @@ type Config struct {
 // Server is the executor's HTTP API.
 type Server struct {
 	cfg         Config
-	user        proc.Identity
 	sup         *proc.Supervisor
 	log         *slog.Logger
 	started     time.Time
@@ -125,14 +124,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{
 		cfg:       cfg,
-		user:      user,
 		log:       cfg.Logger,
 		started:   time.Now(),
 		execs:     make(chan struct{}, cfg.MaxExecs),
 		sessions:  make(map[string]*shell.Session),
 		outBudget: outbuf.NewBudget(cfg.OutputBudget),
 	}
-	s.setDefaults(cfg.Env, cfg.Workdir)
+	s.setDefaults(cfg.Env, cfg.Workdir, user, cfg.User)
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)

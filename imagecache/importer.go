@@ -25,6 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx"
 )
 
 // Archive formats Import recognises.
@@ -63,7 +65,7 @@ func (s *Store) importArchive(ctx context.Context, path, shown, name string, all
 		return nil, err
 	}
 	defer unlock()
-	format, err := DetectFormat(path)
+	format, err := detectFormat(path, shown)
 	if err != nil {
 		return nil, err
 	}
@@ -94,16 +96,17 @@ func (s *Store) importArchive(ctx context.Context, path, shown, name string, all
 }
 
 // DetectFormat tells which kind of image archive path is.
-func DetectFormat(p string) (string, error) {
-	fi, err := os.Stat(p)
+func DetectFormat(p string) (string, error) { return detectFormat(p, p) }
+
+// detectFormat is DetectFormat naming p as shown in its errors (an
+// uploaded archive's temporary file is "the archive").
+func detectFormat(p, shown string) (string, error) {
+	isDir, err := sbx.CheckImportPath(p)
 	if err != nil {
-		return "", fmt.Errorf("import: %w", err)
+		return "", err
 	}
-	if fi.IsDir() {
-		if exists(filepath.Join(p, "index.json")) {
-			return FormatOCILayout, nil
-		}
-		return "", fmt.Errorf("import %s: directory is not an OCI image layout (no index.json); to import a root directory, tar it first", p)
+	if isDir {
+		return FormatOCILayout, nil
 	}
 	names := map[string]bool{}
 	err = scanTar(p, func(hdr *tar.Header, _ io.Reader) error {
@@ -111,7 +114,7 @@ func DetectFormat(p string) (string, error) {
 		return nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("import %s: not a tar archive (or a gzip or zstd compressed one): %w", p, err)
+		return "", fmt.Errorf("%w: import %s: not a tar archive (or a gzip or zstd compressed one): %w", sbx.ErrInvalid, shown, err)
 	}
 	switch {
 	case names["oci-layout"] && names["index.json"]:
@@ -510,6 +513,13 @@ func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg Im
 // on top of base and records the result as a new image called name, with
 // cfg as its config (nil keeps the config of base).
 func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.Reader, cfg *ImageConfig) (*Image, error) {
+	return s.CommitStep(ctx, base, name, layer, cfg, "sbx commit")
+}
+
+// CommitStep is Commit with the history line createdBy; a nil layer adds
+// no layer (the image differs from base in its config alone, and the
+// history line says it made none), as a build's metadata steps do.
+func (s *Store) CommitStep(ctx context.Context, base *Image, name string, layer io.Reader, cfg *ImageConfig, createdBy string) (*Image, error) {
 	ref, err := s.canonicalName(name)
 	if err != nil {
 		return nil, err
@@ -531,10 +541,13 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 		key := filepath.Base(d)
 		recs = append(recs, layerRec{Key: key, DiffID: base.DiffIDs[i], Size: s.readMeta(key).Size})
 	}
-	src := layerSource{open: func() (io.ReadCloser, error) { return io.NopCloser(layer), nil }}
-	newRecs, err := s.ingest(ctx, []layerSource{src}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+	if layer != nil {
+		src := layerSource{open: func() (io.ReadCloser, error) { return io.NopCloser(layer), nil }}
+		newRecs, err := s.ingest(ctx, []layerSource{src}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("commit: %w", err)
+		}
+		recs = append(recs, newRecs...)
 	}
 	c := base.Config
 	if cfg != nil {
@@ -545,6 +558,6 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 		history = slices.Clone(rec.History)
 	}
 	now := time.Now().UTC()
-	history = append(history, HistoryEntry{Created: now, CreatedBy: "sbx commit"})
-	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, history, base.Platform, now)
+	history = append(history, HistoryEntry{Created: now, CreatedBy: createdBy, EmptyLayer: layer == nil})
+	return s.record(ctx, ref.Name(), recs, c, history, base.Platform, now)
 }

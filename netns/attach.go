@@ -107,6 +107,13 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 		}
 	}
 	hold, ready, err := n.startHolder(socks)
+	if err == nil && hold == nil && opts.Standby {
+		if hold, ready, err = n.startStandbyHolder(l); err != nil {
+			// A claim starts a holder of its own then.
+			n.log.Warn("no standby holder for a pool member's ports", "sandbox", sandboxID, "err", err)
+			err = nil
+		}
+	}
 	if err != nil {
 		if terr := n.teardown(l); terr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up (run sbx gc): %w", terr))
@@ -251,6 +258,17 @@ func (n *Network) build(l *lease) error {
 		}
 		_ = writeSysctl("net/ipv6/conf/all/disable_ipv6", "1")
 		_ = writeSysctl("net/ipv6/conf/default/disable_ipv6", "1")
+		// A sandbox in a user namespace of its own does not own this
+		// namespace, so its root's CAP_NET_BIND_SERVICE and CAP_NET_RAW
+		// do not count here: as docker does for every container, any
+		// user may bind ports below 1024 and ping (ICMP datagram
+		// sockets).
+		if err := writeSysctl("net/ipv4/ip_unprivileged_port_start", "0"); err != nil {
+			return err
+		}
+		if err := writeSysctl("net/ipv4/ping_group_range", "0 2147483647"); err != nil {
+			return err
+		}
 		veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "eth0"}, PeerName: l.HostVeth, PeerNamespace: netlink.NsFd(hostFD)}
 		if err := netlink.LinkAdd(veth); err != nil {
 			return fmt.Errorf("create veth pair eth0/%s: %w", l.HostVeth, err)
@@ -358,6 +376,9 @@ func (n *Network) teardown(l *lease) error {
 	// sandbox any more.
 	if err := stopHolder(l.Holder); err != nil {
 		return err
+	}
+	if err := os.Remove(n.standbyPath(l)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove the standby port holder's socket: %w", err)
 	}
 	return n.removeLease(l)
 }

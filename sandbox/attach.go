@@ -16,16 +16,17 @@ import (
 // sandbox's namespaces to start it (the way `docker exec` does), so
 // nothing the sandbox can reach runs with the host's privileges or without
 // the filter. With o.Tty it gets a terminal of its own whose size follows
-// o.Resize. Cancelling ctx kills the command; o.TimeoutS ends it with
-// TimedOut set.
+// o.Resize. Cancelling ctx, or o.TimeoutS passing (TimedOut set), stops
+// the command: o.StopSignal (SIGTERM), SIGKILL o.StopGrace later.
 func (h *Host) Attach(ctx context.Context, ref string, o sbx.AttachOptions) (sbx.ExecResult, error) {
 	if len(o.Argv) == 0 && o.Command == "" {
 		return sbx.ExecResult{}, fmt.Errorf("%w: no command given", sbx.ErrInvalid)
 	}
-	sb, err := h.running(ctx, ref)
+	sb, done, err := h.use(ctx, ref)
 	if err != nil {
 		return sbx.ExecResult{}, err
 	}
+	defer done()
 	c, _ := h.executor(sb)
 	defer c.Close()
 	return c.RunAttached(ctx, attachRequest(o), attachIO(o))

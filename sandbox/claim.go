@@ -303,13 +303,12 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Op
 			return cgroup.Update(sb.ID, cgroup.Limits{MemoryBytes: nl.MemoryBytes, CPUs: nl.CPUs, Pids: nl.Pids}.WithInitAllowance())
 		})
 	}
-	oenv, owd := commandDefaults(m)
-	nenv, nwd := commandDefaults(sb)
-	if owd != nwd || !slices.Equal(oenv, nenv) {
+	od, nd := commandDefaults(m), commandDefaults(sb)
+	if od.Workdir != nd.Workdir || od.User != nd.User || !slices.Equal(od.Env, nd.Env) {
 		side = append(side, func() error {
 			c, _ := h.executor(sb)
 			defer c.Close()
-			if err := c.SetDefaults(ctx, execapi.Defaults{Env: nenv, Workdir: nwd}); err != nil {
+			if err := c.SetDefaults(ctx, nd); err != nil {
 				return fmt.Errorf("set the executor's defaults: %w", err)
 			}
 			return nil
@@ -325,18 +324,21 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Op
 	return errors.Join(errs...)
 }
 
-// commandDefaults are the environment and working directory the executor
-// gives commands of sb: the image's, with the options' on top.
-func commandDefaults(sb *sbx.Sandbox) ([]string, string) {
-	env, wd := sb.Options.Env, sb.Options.Workdir
+// commandDefaults are the environment, working directory and user the
+// executor gives commands of sb: the image's, with the options' on top.
+func commandDefaults(sb *sbx.Sandbox) execapi.Defaults {
+	env, wd, user := sb.Options.Env, sb.Options.Workdir, sb.Options.User
 	if sb.Image != nil {
 		env = sbx.MergeEnv(sb.Image.Env, sb.Options.Env)
 		if wd == "" {
 			wd = sb.Image.Workdir
 		}
+		if user == "" {
+			user = sb.Image.User
+		}
 	}
 	if wd == "" {
 		wd = "/"
 	}
-	return withPath(env), wd
+	return execapi.Defaults{Env: withPath(env), Workdir: wd, User: user}
 }

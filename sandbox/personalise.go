@@ -224,7 +224,7 @@ func (h *Host) missReason(ctx context.Context, o *sbx.Options, img *sbx.ImageInf
 		diff := sbx.PoolKeyDiff(o, &po)
 		diff = slices.DeleteFunc(diff, func(s string) bool { return s == "image" || s == "rootfs" })
 		if len(po.Cmd) > 0 && !reflect.DeepEqual(bootKey(o), bootKey(&po)) {
-			diff = append(diff, "the main command it boots (cmd, env, workdir)")
+			diff = append(diff, "the main command it boots (cmd, env, workdir, user)")
 		}
 		if best == "" || len(diff) < len(bestDiff) {
 			best, bestDiff = name, diff

@@ -295,3 +295,35 @@ func fileUID(fi os.FileInfo) int {
 	}
 	return int(fi.Sys().(*syscall.Stat_t).Uid)
 }
+
+// TestClaimAppliesUser: the default user is applied at the claim, not
+// fixed by the pool: a create asking for user 1000 claims a member of a
+// pool without one, and its later commands run as 1000 (a command's own
+// user still wins); a create asking for a user the image lacks removes
+// the member it tried and fails as a cold create does.
+func TestClaimAppliesUser(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	c := busybox(t)
+	c.User = "1000:1000"
+	sb := claimOne(t, h, "user", busybox(t), c)
+	if got := execOut(t, h, sb.ID, "id", "-u"); got != "1000" {
+		t.Errorf("uid of a command after the claim: %q, want 1000", got)
+	}
+	if got := execOut(t, h, sb.ID, "id", "-g"); got != "1000" {
+		t.Errorf("gid of a command after the claim: %q, want 1000", got)
+	}
+	res, err := h.Exec(context.Background(), sb.ID, sbx.ExecRequest{Argv: []string{"id", "-u"}, User: "0"}, nil)
+	if err != nil || strings.TrimSpace(res.Stdout) != "0" {
+		t.Errorf("a command's own user after the claim: %+v, %v", res, err)
+	}
+
+	newPool(t, h, "user2", 1, busybox(t))
+	bad := busybox(t)
+	bad.User = "nosuchuser"
+	if sb, err := h.Create(context.Background(), bad); err == nil {
+		t.Fatalf("a create with a user the image lacks: %+v", sb)
+	}
+	if list, _ := h.List(context.Background(), sbx.Filter{Pooled: true}); len(list) != 1 || list[0].ID != sb.ID {
+		t.Fatalf("after the failed claim: %+v, want only the first claimed sandbox (the member was removed)", list)
+	}
+}

@@ -63,6 +63,7 @@ type bootFields struct {
 	Cmd     []string `json:"cmd"`
 	Env     []string `json:"env"` // sorted
 	Workdir string   `json:"workdir"`
+	User    string   `json:"user,omitempty"`
 }
 
 // bootKey is the boot part of o's pool key: nil without a main command.
@@ -72,7 +73,7 @@ func bootKey(o *sbx.Options) *bootFields {
 	}
 	env := slices.Clone(o.Env)
 	slices.Sort(env)
-	return &bootFields{Cmd: o.Cmd, Env: env, Workdir: o.Workdir}
+	return &bootFields{Cmd: o.Cmd, Env: env, Workdir: o.Workdir, User: o.User}
 }
 
 // Claim claims an idle member of a warm pool that matches opts, as Create

@@ -188,7 +188,9 @@ func (h *Host) poolStatus(ctx context.Context, d *poolDef, members []*sbx.Sandbo
 		case sbx.StatusPooled:
 			p.Ready = append(p.Ready, m.ID)
 		case sbx.StatusCreating:
-			p.Starting++
+			if h.memberStarting(m.ID) {
+				p.Starting++
+			}
 		}
 	}
 	return p
@@ -275,8 +277,18 @@ func (h *Host) fillLocked(ctx context.Context, name string) (*sbx.PoolReport, er
 	}
 	ready := 0
 	for _, m := range members[name] {
+		if m.Status == sbx.StatusCreating {
+			// No live fill of this pool starts members (its lock is held
+			// here): this is the debris of a fill that died, undone here
+			// as gc would, so it neither counts as starting nor waits for
+			// a gc.
+			if h.undoInterruptedMember(ctx, m.ID, name) {
+				rep.Removed = append(rep.Removed, m.ID)
+			}
+			continue
+		}
 		if m.Status != sbx.StatusPooled {
-			continue // being created by a fill that died: gc's
+			continue
 		}
 		if poolKey(&m.Options, m.Image) == key && pid1Alive(m) && h.bootedAlive(ctx, m) && ready < d.Spec.Size {
 			ready++
@@ -323,6 +335,39 @@ func (h *Host) removeMember(ctx context.Context, id, pool string, wait bool) boo
 		return false
 	}
 	return true
+}
+
+// undoInterruptedMember removes member id of pool if it is still being
+// created but nobody holds its lock: its creator died (as recover undoes
+// an interrupted create). It reports whether it did.
+func (h *Host) undoInterruptedMember(ctx context.Context, id, pool string) bool {
+	l, err := h.store.TryLock(id)
+	if err != nil {
+		return false // its creator is alive (or another operation has it)
+	}
+	defer l.Unlock()
+	var sb sbx.Sandbox
+	if err := l.Read(&sb); err != nil || sb.Pool != pool || sb.Status != sbx.StatusCreating {
+		return false
+	}
+	if err := h.destroy(context.WithoutCancel(ctx), l, &sb); err != nil {
+		h.log.Warn("undo a pool member whose fill died", "pool", pool, "id", id, "err", err)
+		return false
+	}
+	return true
+}
+
+// memberStarting reports whether a member recorded as being created has
+// a live creator: a create holds the member's lock from its first record
+// to its last, so a free lock means its fill died (the next fill or gc
+// removes it).
+func (h *Host) memberStarting(id string) bool {
+	l, err := h.store.TryLock(id)
+	if err != nil {
+		return true
+	}
+	l.Unlock()
+	return false
 }
 
 // DrainPool removes every unclaimed member of the pool, waiting for

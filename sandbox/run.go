@@ -88,8 +88,8 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if len(o.Cmd) == 0 && o.Image == "" {
 		return nil, fmt.Errorf("%w: no command given", sbx.ErrInvalid)
 	}
-	if o.Name != "" || o.TTL != 0 || len(o.Labels) > 0 {
-		return nil, fmt.Errorf("%w: name, ttl and labels are for long-lived sandboxes (Create), not runs", sbx.ErrInvalid)
+	if o.Name != "" || o.TTL != 0 || o.IdleTimeout != 0 || len(o.Labels) > 0 {
+		return nil, fmt.Errorf("%w: name, ttl, idle_timeout and labels are for long-lived sandboxes (Create), not runs", sbx.ErrInvalid)
 	}
 	if err := h.checkOptions(&o.Options, false, policy); err != nil {
 		return nil, err
@@ -208,7 +208,11 @@ func (r *run) start(o *sbx.RunOptions) error {
 	spec := containerSpec(r.p, args, env, r.proc.Cwd, r.user, []specs.Mount{readOnlyBind(source, initPath)})
 	spec.Tty = o.Tty
 	spec.ParentDeathSignal = int(unix.SIGKILL)
-	if r.stdio, err = newRunStdio(o); err != nil {
+	owner := -1
+	if r.p.uns != nil {
+		owner = int(r.p.uns.rng.HostID)
+	}
+	if r.stdio, err = newRunStdio(o, owner); err != nil {
 		return fmt.Errorf("pipes for the command's input and output: %w", err)
 	}
 	stdio := isolate.IO{Stdin: r.stdio.in, Stdout: r.stdio.out, Stderr: r.stdio.err, ExtraFiles: []*os.File{statusW, lifeR},

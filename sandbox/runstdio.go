@@ -11,7 +11,7 @@ import (
 	"github.com/sbxrun/sbx"
 )
 
-// runStdio gives a one-shot run's command pipes for the caller's files,
+// runStdio gives a one-shot run's command pipes for the caller's streams,
 // and copies between them on the host side, as docker does. Handed the
 // caller's own file (sbx run >> jobs.log), the command could reopen it
 // through /proc/self/fd/1 and read the earlier output it is appended to,
@@ -19,7 +19,9 @@ import (
 // a terminal) is passed as it is: it is not the sandbox's controlling
 // terminal (TIOCSTI is refused), and line editing needs it. With a
 // terminal of its own (-t) the command has the console and none of this
-// applies.
+// applies. In a private user namespace the pipes belong to the sandbox's
+// root, so that it can reopen them (echo > /dev/stderr), as a
+// process may reopen its own pipes.
 type runStdio struct {
 	in            io.Reader
 	out, err      io.Writer
@@ -29,14 +31,26 @@ type runStdio struct {
 	stdinOwnedEnd *os.File // the host's end of the input pipe
 }
 
-// newRunStdio sets up the command's input and output for o.
-func newRunStdio(o *sbx.RunOptions) (*runStdio, error) {
+// newRunStdio sets up the command's input and output for o; owner, if
+// not -1, is the host id of the sandbox's root (a private user namespace),
+// given the pipes.
+func newRunStdio(o *sbx.RunOptions, owner int) (*runStdio, error) {
 	s := &runStdio{in: o.Stdin, out: o.Stdout, err: o.Stderr}
 	if o.Tty {
 		return s, nil
 	}
-	if f, ok := o.Stdin.(*os.File); ok && !isTerminal(f) {
-		r, w, err := os.Pipe()
+	pipe := func() (r, w *os.File, err error) {
+		if r, w, err = os.Pipe(); err == nil && owner >= 0 {
+			// Both ends are one inode.
+			if err = r.Chown(owner, owner); err != nil {
+				r.Close()
+				w.Close()
+			}
+		}
+		return r, w, err
+	}
+	if f, ok := o.Stdin.(*os.File); o.Stdin != nil && !(ok && isTerminal(f)) {
+		r, w, err := pipe()
 		if err != nil {
 			return nil, err
 		}
@@ -45,16 +59,16 @@ func newRunStdio(o *sbx.RunOptions) (*runStdio, error) {
 		// Not waited for: it ends when the input does or the command's
 		// end of the pipe closes (EPIPE).
 		go func() {
-			_, _ = io.Copy(w, f)
+			_, _ = io.Copy(w, o.Stdin)
 			w.Close()
 		}()
 	}
 	for _, dst := range []*io.Writer{&s.out, &s.err} {
-		f, ok := (*dst).(*os.File)
-		if !ok {
+		to := *dst
+		if to == nil {
 			continue
 		}
-		r, w, err := os.Pipe()
+		r, w, err := pipe()
 		if err != nil {
 			s.abort()
 			return nil, err
@@ -65,7 +79,7 @@ func newRunStdio(o *sbx.RunOptions) (*runStdio, error) {
 		s.copies.Add(1)
 		go func() {
 			defer s.copies.Done()
-			_, _ = io.Copy(f, r)
+			_, _ = io.Copy(to, r)
 		}()
 	}
 	return s, nil

@@ -6,9 +6,10 @@
 # Debian packages none of them at usable versions, so each is built from the
 # Go module proxy by a helper module under tests/kubernetes/tools (pinned
 # version, committed go.sum), never downloaded prebuilt. A cold build takes
-# about 70 minutes of two cores, so the directory is cached outside the
-# checkout, keyed on the helper modules' go.mod and go.sum: a changed pin
-# builds a new directory. Builds run at low priority with their own GOCACHE.
+# about 1,400 s of CPU (an hour or more of a shared 2-CPU machine), so the
+# directory is cached outside the checkout, keyed on the helper modules'
+# go.mod and go.sum: a changed pin builds a new directory. Builds run at
+# low priority with their own GOCACHE.
 #
 #   SBX_TEST_CACHE   cache directory (default /var/cache/sbx-test)
 #   SBX_BUILD_NICE   niceness of the build (default 19: it yields to
@@ -52,7 +53,7 @@ if ! complete; then
 	exec 9>"$cache/k8s-build.lock"
 	flock 9
 	if ! complete; then
-		echo "k8s-bin: building Kubernetes $k8s, etcd $etcd, agent-sandbox $as into $dir (first time on this machine: about 70 minutes on 2 CPUs)" >&2
+		echo "k8s-bin: building Kubernetes $k8s, etcd $etcd, agent-sandbox $as into $dir (first time on this machine: 15-20 minutes of 2 idle CPUs, an hour or more when shared)" >&2
 		start=$SECONDS
 		tmp="$dir.tmp"
 		mkdir -p "$tmp"

@@ -67,11 +67,14 @@ var bodies = map[string]reflect.Type{
 	"ExecutorInfo":      reflect.TypeFor[execapi.Info](),
 	"Image":             reflect.TypeFor[sbx.Image](),
 	"ImageConfig":       reflect.TypeFor[sbx.ImageConfig](),
+	"Healthcheck":       reflect.TypeFor[sbx.Healthcheck](),
 	"ImageList":         reflect.TypeFor[api.ImageList](),
 	"ImageGCReport":     reflect.TypeFor[sbx.ImageGCReport](),
 	"PullRequest":       reflect.TypeFor[api.PullRequest](),
 	"PullProgress":      reflect.TypeFor[sbx.PullProgress](),
 	"PullFrame":         reflect.TypeFor[api.PullFrame](),
+	"BuildFrame":        reflect.TypeFor[api.BuildFrame](),
+	"BuildResult":       reflect.TypeFor[sbx.BuildResult](),
 	"PrepareRequest":    reflect.TypeFor[api.PrepareRequest](),
 	"PrepareReply":      reflect.TypeFor[api.PrepareReply](),
 	"Event":             reflect.TypeFor[sbx.Event](),
@@ -95,7 +98,8 @@ var bodies = map[string]reflect.Type{
 // customFields are the JSON fields a type writes through its own
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
-	reflect.TypeFor[sbx.Options](): {"ttl"},
+	reflect.TypeFor[sbx.Options]():     {"ttl", "idle_timeout"},
+	reflect.TypeFor[sbx.ExecRequest](): {"stop_grace"},
 }
 
 // scalarSchemas are the named schemas that are not objects.
@@ -170,12 +174,6 @@ func checkObject(t *testing.T, where string, s *openapi3.Schema, typ reflect.Typ
 	fields := jsonFields(typ)
 	props := map[string]bool{}
 	for name, p := range s.Properties {
-		if alias, ok := p.Value.Extensions["x-sbx-alias"].(string); ok {
-			if _, ok := fields[alias]; !ok {
-				t.Errorf("%s.%s is an alias of %s, which %s does not have", where, name, alias, typ)
-			}
-			continue
-		}
 		props[name] = true
 		ft, ok := fields[name]
 		if !ok {

@@ -297,7 +297,7 @@ func TestErrorsAndLimits(t *testing.T) {
 		{"unknown field", "POST", "/v1/sandboxes", `{"imag":"x"}`, 400, api.CodeBadRequest},
 		{"trailing data", "POST", "/v1/sandboxes", `{"image":"x"} {}`, 400, api.CodeBadRequest},
 		{"empty body", "POST", "/v1/sandboxes", ``, 400, api.CodeBadRequest},
-		{"bad size", "POST", "/v1/sandboxes", `{"image":"x","limits":{"memory":"lots"}}`, 400, api.CodeBadRequest},
+		{"bad size", "POST", "/v1/sandboxes", `{"image":"x","limits":{"memory_bytes":"lots"}}`, 400, api.CodeBadRequest},
 		{"too large", "POST", "/v1/sandboxes", `{"image":"` + strings.Repeat("x", 5000) + `"}`, 413, api.CodeTooLarge},
 		{"image and rootfs", "POST", "/v1/sandboxes", `{"image":"x","rootfs":"` + dir + `"}`, 422, api.CodeInvalid},
 		{"rootfs not allowed", "POST", "/v1/sandboxes", `{"rootfs":"/etc"}`, 422, api.CodeForbidden},

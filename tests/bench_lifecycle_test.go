@@ -61,6 +61,16 @@ func TestBenchLifecycleScenarios(t *testing.T) {
 	if !churn.HigherIsBetter || churn.Unit != "sandboxes/s" || len(churn.Subjects) < len(bench.ChurnConcurrency) {
 		t.Errorf("churn: %+v", churn)
 	}
+	// Each of sbx's churn subjects says its CPU per create+remove; a cycle
+	// starts three processes, so it cannot take less than a millisecond.
+	for _, s := range churn.Subjects[:len(bench.ChurnConcurrency)] {
+		if cpu := s.Figures[bench.FigureChurnCPU]; cpu < 1 || cpu > 10000 {
+			t.Errorf("%s: CPU per create+remove %.2f ms", s.Name, cpu)
+		}
+		if !strings.Contains(strings.Join(churn.Notes, "\n"), s.Name+": ") {
+			t.Errorf("%s: no note of its CPU per cycle in %q", s.Name, churn.Notes)
+		}
+	}
 	dens := byName["density"]
 	if dens.Subjects[0].Summary.N != 3 || !strings.Contains(strings.Join(dens.Notes, "\n"), "MiB per sandbox") {
 		t.Errorf("density: %d samples, notes %q", dens.Subjects[0].Summary.N, dens.Notes)

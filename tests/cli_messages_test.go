@@ -8,7 +8,7 @@ import (
 // TestDockerSmallThings: the small things issue 16 saw, as they are now:
 // exec -u of a user the sandbox lacks says so (exit 125, no "HTTP 200"),
 // with -d as well; bench --help shows --rootfs as a directory flag, not
-// "--rootfs true".
+// "--rootfs true", and lists the pool and claim subjects.
 func TestDockerSmallThings(t *testing.T) {
 	h := newLCHost(t)
 	id := h.create(t)
@@ -24,5 +24,10 @@ func TestDockerSmallThings(t *testing.T) {
 	help := h.must(t, "bench", "--help")
 	if strings.Contains(help, "--rootfs true") || !strings.Contains(help, "--rootfs string") {
 		t.Errorf("bench --help shows --rootfs as:\n%s", help)
+	}
+	for _, subject := range []string{`"sbx personalised"`, `"sbx plain claim"`, `"sbx run, pooled"`, `"sbx cli"`} {
+		if !strings.Contains(help, subject) {
+			t.Errorf("bench --help does not list the subject %s:\n%s", subject, help)
+		}
 	}
 }

@@ -26,7 +26,6 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache"
-	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -173,7 +172,7 @@ func TestImagesServeInsecureRegistry(t *testing.T) {
 		}
 	}
 	ctx := context.Background()
-	sb, err := c.Create(ctx, api.CreateRequest{Image: ref})
+	sb, err := c.Create(ctx, sbx.Options{Image: ref})
 	if err != nil {
 		p.stop(t)
 		t.Fatalf("create from %s through sbx serve --insecure-registry: %v", ref, err)

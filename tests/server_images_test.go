@@ -68,7 +68,7 @@ func TestServerImages(t *testing.T) {
 
 	// A sandbox from the pulled image, and one from an image not in the
 	// cache (the server's policy here is never to pull on create).
-	sb, err := e.c.Create(ctx, api.CreateRequest{Image: ref, Env: []string{"FROM=image"}})
+	sb, err := e.c.Create(ctx, sbx.Options{Image: ref, Env: []string{"FROM=image"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestServerImages(t *testing.T) {
 	if err := e.c.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.c.Create(ctx, api.CreateRequest{Image: reg.Host + "/not/cached:1"}); client.StatusOf(err) != http.StatusNotFound {
+	if _, err := e.c.Create(ctx, sbx.Options{Image: reg.Host + "/not/cached:1"}); client.StatusOf(err) != http.StatusNotFound {
 		t.Fatalf("create from an image not in the cache: %v", err)
 	}
 	// A create that must pull from a registry it cannot reach answers 502
@@ -91,7 +91,7 @@ func TestServerImages(t *testing.T) {
 	}
 	unreachable := l.Addr().String() + "/x:1"
 	l.Close()
-	if _, err := e.c.Create(ctx, api.CreateRequest{Image: unreachable, Pull: sbx.PullMissing}); client.StatusOf(err) != http.StatusBadGateway ||
+	if _, err := e.c.Create(ctx, sbx.Options{Image: unreachable, Pull: sbx.PullMissing}); client.StatusOf(err) != http.StatusBadGateway ||
 		!client.IsCode(err, api.CodeRegistryUnreachable) || !errors.Is(err, sbx.ErrRegistryUnreachable) {
 		t.Fatalf("create from an unreachable registry: %v", err)
 	}

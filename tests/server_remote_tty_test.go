@@ -16,7 +16,6 @@ import (
 	"github.com/sbxrun/sbx"
 	execapi "github.com/sbxrun/sbx/executor/api"
 	execclient "github.com/sbxrun/sbx/executor/client"
-	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
 )
 
@@ -66,7 +65,7 @@ func TestServerRemoteTTY(t *testing.T) {
 	defer p.stop(t)
 	c := p.client(t)
 	ctx := context.Background()
-	sb, err := c.Create(ctx, api.CreateRequest{Rootfs: fixture.CacheDir + "/busybox", Name: "tty"})
+	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.CacheDir + "/busybox", Name: "tty"})
 	if err != nil {
 		t.Fatal(err)
 	}

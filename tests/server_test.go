@@ -73,8 +73,8 @@ type execResult struct {
 	Stderr   string `json:"stderr"`
 }
 
-func busyboxCreate(name string) api.CreateRequest {
-	return api.CreateRequest{Rootfs: fixture.CacheDir + "/busybox", Name: name}
+func busyboxCreate(name string) sbx.Options {
+	return sbx.Options{Rootfs: fixture.CacheDir + "/busybox", Name: name}
 }
 
 // TestServerSandboxRoutes drives every sandbox and executor route through
@@ -99,7 +99,7 @@ func TestServerSandboxRoutes(t *testing.T) {
 	}
 	// Create through raw HTTP.
 	data := mustRaw(t, e, 201, "POST", "/v1/sandboxes", api.ContentTypeJSON,
-		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","name":"srv-b","labels":{"team":"b"},"limits":{"memory":"48m","disk":"16m"},"ttl":"1h"}`))
+		[]byte(`{"rootfs":"`+fixture.CacheDir+`/busybox","name":"srv-b","labels":{"team":"b"},"limits":{"memory_bytes":"48m","disk_bytes":"16m"},"ttl":"1h"}`))
 	sbB := decode[api.Sandbox](t, data)
 	e.see(sbB.ID)
 	if sbB.ExpiresAt == nil || sbB.Options.Limits.MemoryBytes != 48<<20 || !strings.Contains(string(data), `"memory_bytes":50331648`) || !strings.Contains(string(data), `"ttl":"1h0m0s"`) {
@@ -346,7 +346,7 @@ func TestServerSandboxRoutes(t *testing.T) {
 	if err != nil || stats.MemoryCurrentBytes == 0 || stats.MemoryLimitBytes != 64<<20 {
 		t.Fatalf("stats: %+v %v", stats, err)
 	}
-	decode[api.Stats](t, mustRaw(t, e, 200, "GET", "/v1/sandboxes/"+sbB.ID+"/stats", "", nil))
+	decode[sbx.Usage](t, mustRaw(t, e, 200, "GET", "/v1/sandboxes/"+sbB.ID+"/stats", "", nil))
 
 	// Pause, resume (client); stop, start (raw).
 	if sb, err := c.Pause(ctx, sbA.ID); err != nil || sb.Status != "paused" {

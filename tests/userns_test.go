@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -61,6 +63,12 @@ func TestUserNSOneShot(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) != 3 || hostIDOf(t, lines[0]) < userns.DefaultBase || lines[1] != "0" || lines[2] != "0" {
 		t.Fatalf("in the user namespace: %q", out)
+	}
+	// The command's pipes are its root's: it reopens them as a process
+	// may (echo > /dev/stderr), to a file and to a pipe of the caller.
+	r0 := runSbx(t, "in", "run", "-i", "--userns", "private", "--rootfs", root, "--", "sh", "-c", "echo out > /dev/stdout; echo err > /proc/self/fd/2; cat /dev/stdin")
+	if r0.code != 0 || r0.stdout != "out\nin" || r0.stderr != "err\n" {
+		t.Errorf("reopening the command's own pipes: exit %d, stdout %q, stderr %q", r0.code, r0.stdout, r0.stderr)
 	}
 	var script []string
 	want := map[string][]string{}
@@ -124,9 +132,10 @@ func TestUserNSOneShot(t *testing.T) {
 }
 
 // TestUserNSLongLived: a long-lived sandbox in a user namespace with a
-// bridged network, a volume (host root's file there is not its root's;
-// what it writes there belongs to its range), cp both ways, commit, stop
-// and start; its
+// bridged network (its root binds port 80 and opens an ICMP socket, though
+// it does not own the network namespace), a volume (host root's file there
+// is not its root's; what it writes there belongs to its range), cp both
+// ways, export and commit (with the ids it saw), stop and start; its
 // range is given back when it is removed, and nothing leaks.
 func TestUserNSLongLived(t *testing.T) {
 	root := adversaryRoot(t)
@@ -151,10 +160,12 @@ func TestUserNSLongLived(t *testing.T) {
 	}
 	id := strings.TrimSpace(h.must(t, "create", "--userns", "private", "--network", "bridge", "--pull", "never", "-v", vol+":/vol", "userns/base:1"))
 	h.saw(id)
-	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0")
+	out := h.must(t, "exec", id, "--", "sh", "-c", "cat /proc/self/uid_map; stat -c %u /vol/host-file; echo made > /vol/made; ls /sys/class/net; ip -4 -o addr show eth0; "+
+		"httpd -p 80 -h /tmp && echo bound-80; /adversary ping")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	hostID := hostIDOf(t, lines[0])
-	if hostID < userns.DefaultBase || lines[1] != "65534" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") {
+	if hostID < userns.DefaultBase || lines[1] != "65534" || !strings.Contains(out, "eth0") || !strings.Contains(out, "inet 10.") ||
+		!strings.Contains(out, "bound-80") || !strings.Contains(out, "ping ok") {
 		t.Errorf("sandbox in a user namespace: %q", out)
 	}
 	var st unix.Stat_t
@@ -181,6 +192,15 @@ func TestUserNSLongLived(t *testing.T) {
 	if got := h.must(t, "exec", id, "--", "cat", "/root/kept"); got != "kept\n" {
 		t.Errorf("after stop and start: %q", got)
 	}
+	// Export writes the ids the sandbox sees too.
+	exported := filepath.Join(t.TempDir(), "export.tar")
+	h.must(t, "export", "-o", exported, id)
+	owners := tarOwners(t, exported)
+	for _, name := range []string{"bin/busybox", "root/kept"} {
+		if o, ok := owners[name]; !ok || o != "0:0" {
+			t.Errorf("exported %s: owner %q (found %v), want 0:0", name, o, ok)
+		}
+	}
 	h.must(t, "commit", id, "userns/committed:1")
 	other := strings.TrimSpace(h.must(t, "create", "--pull", "never", "userns/committed:1"))
 	h.saw(other)
@@ -193,5 +213,27 @@ func TestUserNSLongLived(t *testing.T) {
 	h.must(t, "rm", "-f", id, other)
 	if left := usernsLeasesOf(t, h.root); len(left) > 0 {
 		t.Errorf("leases left after rm: %v", left)
+	}
+}
+
+// tarOwners maps the names in the tar file at p to their uid:gid.
+func tarOwners(t *testing.T, p string) map[string]string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(hdr.Name, "./")] = strconv.Itoa(hdr.Uid) + ":" + strconv.Itoa(hdr.Gid)
 	}
 }

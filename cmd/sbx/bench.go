@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os/signal"
 	"strings"
 	"syscall"
@@ -22,14 +23,7 @@ func benchCmd(a *app) *cobra.Command {
 pick instead, on the same root filesystem with equivalent isolation.
 
 Scenarios (all by default): ` + strings.Join(bench.ScenarioNames, ", ") + `.
-  cold     one-shot "sbx run --rootfs DIR true" as its own process
-  lib      the same run in-process through sandbox.Host.Run
-  ready    create a long-lived sandbox until its executor answers
-  exec     one /v1/exec round trip of "true" in a running sandbox
-  session  one shell-session command round trip
-  churn    sandboxes created and removed per second at concurrency 1-16
-  density  N idle sandboxes: time of each create, memory per sandbox
-
+` + scenarioHelp() + `
 Each scenario runs warm-up rounds, then interleaved measured rounds, and prints
 min, p50, p90, p99 and max with the ratio of sbx to each runtime, and where
 sbx's time goes. A runtime that is missing or fails is reported with its error.`,
@@ -61,4 +55,13 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 	f.IntVar(&o.Density, "density", 1000, "idle sandboxes the density scenario creates (1 to 1000)")
 	f.StringVar(&o.SbxBin, "sbx-bin", "", "statically linked sbx binary to measure (default: this one)")
 	return cmd
+}
+
+// scenarioHelp lists the scenarios of sbx bench, one line each.
+func scenarioHelp() string {
+	var b strings.Builder
+	for _, name := range bench.ScenarioNames {
+		fmt.Fprintf(&b, "  %-8s %s\n", name, bench.ScenarioHelp[name])
+	}
+	return b.String()
 }

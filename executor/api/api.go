@@ -57,11 +57,15 @@ type Health struct {
 }
 
 // Defaults is the body and the reply of PUT /v1/defaults: the default
-// environment ("K=V") and working directory of later commands. The host
-// sets them when it hands a warm pool's member to a create.
+// environment ("K=V"), working directory and user of later commands. The
+// host sets them when it hands a warm pool's member to a create.
 type Defaults struct {
 	Env     []string `json:"env"`
 	Workdir string   `json:"workdir"`
+	// User is "USER[:GROUP]" by name or number, looked up in the
+	// sandbox's /etc/passwd and /etc/group; empty is the executor's own
+	// user.
+	User string `json:"user,omitempty"`
 }
 
 // ExecRequest is the body of POST /v1/exec, ExecResult its reply and

@@ -13,10 +13,10 @@ import (
 
 // poolOptions turns a task's sandbox options into those of a claim from
 // its pool. What a pool's members fix at start (its key, sbx.OptionClasses:
-// image, network, seccomp, capabilities, user namespace, read-only root,
-// user) is the pool's: the task may leave it unset or set it to the
-// pool's value. Everything else is the task's and applied at the claim:
-// name, labels, environment, working directory, limits, command, ports,
+// image, network, seccomp, capabilities, user namespace, read-only root)
+// is the pool's: the task may leave it unset or set it to the pool's
+// value. Everything else is the task's and applied at the claim: name,
+// labels, environment, working directory, user, limits, command, ports,
 // egress, DNS, and Nomad's task directories, host volumes and tmpfs
 // mounts.
 func poolOptions(ctx context.Context, pools sbx.Pools, images sbx.Images, cfg *drivers.TaskConfig, tc *TaskConfig, task sbx.Options, img *sbx.Image) (sbx.Options, error) {

@@ -45,11 +45,6 @@ type Error struct {
 // ErrorBody says what failed and, in Message, what to do about it.
 type ErrorBody = sbx.ErrorBody
 
-// CreateRequest is the body of POST /v1/sandboxes: the contract's
-// Options. Exactly one of image and rootfs is set; rootfs and volume host
-// paths must lie under directories the server allows.
-type CreateRequest = sbx.Options
-
 // Size is a byte count: a number of bytes or a string with a binary unit
 // ("512m", "1GiB", "64k").
 type Size = sbx.Size
@@ -105,10 +100,6 @@ type SignalRequest struct {
 type CommitRequest struct {
 	Name string `json:"name"`
 }
-
-// Stats is the reply of GET /v1/sandboxes/{id}/stats: what the sandbox's
-// cgroups say it uses now (the contract's Usage).
-type Stats = sbx.Usage
 
 // PullRequest is the body of POST /v1/images/pull.
 type PullRequest struct {
@@ -173,6 +164,19 @@ type PullFrame struct {
 	Image    *Image        `json:"image,omitempty"`
 	Error    *ErrorBody    `json:"error,omitempty"`
 }
+
+// BuildFrame is one line of POST /v1/images/build (NDJSON): output frames
+// (the build's progress text, as sbx build prints it), then exactly one
+// result or error frame.
+type BuildFrame struct {
+	Type   string           `json:"type"`
+	Output string           `json:"output,omitempty"`
+	Build  *sbx.BuildResult `json:"build,omitempty"`
+	Error  *ErrorBody       `json:"error,omitempty"`
+}
+
+// FrameOutput is the type of a build's output frames.
+const FrameOutput = "output"
 
 // Event is one server-sent event (the contract's; its types are the
 // sbx.Event* constants). A server numbers its events from a boot epoch

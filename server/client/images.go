@@ -100,11 +100,12 @@ func (c *Client) GCImages(ctx context.Context) (*sbx.ImageGCReport, error) {
 func (c *Client) ImportImage(ctx context.Context, o sbx.ImportOptions) (*sbx.Image, error) {
 	body := o.Archive
 	if o.Path != "" {
-		st, err := os.Stat(o.Path)
+		// The same check as a local import's, before anything is sent.
+		isDir, err := sbx.CheckImportPath(o.Path)
 		if err != nil {
-			return nil, fmt.Errorf("%w: import: %w", sbx.ErrInvalid, err)
+			return nil, err
 		}
-		if st.IsDir() {
+		if isDir {
 			pr, pw := io.Pipe()
 			go func() { pw.CloseWithError(tarDir(pw, o.Path)) }()
 			defer pr.Close()

@@ -119,6 +119,12 @@ func main() {
 		}
 		fmt.Printf("inotify %d\n", n)
 		_, _ = os.Stdin.Read(make([]byte, 1))
+	case "ping": // an ICMP datagram socket, as unprivileged ping uses
+		fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, unix.IPPROTO_ICMP)
+		if err == nil {
+			unix.Close(fd)
+		}
+		report("ping", err)
 	case "json": // json TEXT: print TEXT as a JSON string (for tests' quoting)
 		b, _ := json.Marshal(args[0])
 		fmt.Println(string(b))

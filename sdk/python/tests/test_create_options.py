@@ -41,3 +41,11 @@ def test_volume_forms() -> None:
             _volume(bad)
     with pytest.raises(ValueError):
         _volume(sbx.Volume("/a", "/b", idmap="sandbox"))
+
+
+def test_sizes_go_by_their_wire_names() -> None:
+    from sbx._wire import create_body
+
+    body = create_body({"image": "busybox", "memory": "64m", "disk": 1 << 20, "tmpfs": ["/t:1m", sbx.Tmpfs("/u")]})
+    assert body["limits"] == {"memory_bytes": 64 << 20, "disk_bytes": 1 << 20}
+    assert body["tmpfs"] == [{"path": "/t", "size_bytes": 1 << 20}, {"path": "/u"}]

@@ -179,7 +179,7 @@ def _tmpfs(t: Union[Tmpfs, str]) -> dict[str, Any]:
         raise ValueError(f"tmpfs {t.path!r}: the path must be absolute")
     out: dict[str, Any] = {"path": t.path}
     if t.size is not None:
-        out["size"] = parse_size(t.size, f"tmpfs {t.path} size")
+        out["size_bytes"] = parse_size(t.size, f"tmpfs {t.path} size")
     return out
 
 
@@ -211,7 +211,7 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
     limits: dict[str, Any] = {}
     for key in ("memory", "disk"):
         if key in o:
-            limits[key] = parse_size(o[key], key)
+            limits[key + "_bytes"] = parse_size(o[key], key)
     cpus = o.get("cpus")
     if cpus is not None:
         if isinstance(cpus, bool) or not isinstance(cpus, (int, float)) or not cpus > 0:
@@ -228,8 +228,9 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         if o["network"] not in ("none", "bridge", "host"):
             raise ValueError(f"network {o['network']!r}: want 'none', 'bridge' or 'host'")
         body["network"] = o["network"]
-    if "ttl" in o:
-        body["ttl"] = go_duration(o["ttl"], "ttl")
+    for key in ("ttl", "idle_timeout"):
+        if key in o:
+            body[key] = go_duration(o[key], key)
     for key in ("publish", "allow_host_ports", "dns", "cap_add", "cap_drop"):
         if key in o:
             if isinstance(o[key], str):
