@@ -189,6 +189,7 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 			}
 		}()
 	}
+	oom := watchOOM()
 	r, err := s.sup.Run(cmd, out, proc.Limits{Timeout: proc.Seconds(req.TimeoutS), Cancel: gone}, readInput)
 	if !req.Tty {
 		closeStdin.Do(func() { stdin.Close() })
@@ -197,5 +198,5 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 		_ = a.send(api.AttachStderr, []byte(fmt.Sprintf("sbx: %v\r\n", err)))
 		return api.ExecResult{ExitCode: startCode(err)}, nil
 	}
-	return execResult(r), nil
+	return oom.note(execResult(r)), nil
 }
