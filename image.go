@@ -42,6 +42,25 @@ type ImageConfig struct {
 	User       string            `json:"user,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	StopSignal string            `json:"stop_signal,omitempty"`
+	// ExposedPorts are the ports the image says it listens on ("80/tcp").
+	ExposedPorts []string `json:"exposed_ports,omitempty"`
+	// Volumes are the paths the image marks as volumes.
+	Volumes []string `json:"volumes,omitempty"`
+	// Shell is the shell of a Dockerfile's shell-form instructions.
+	Shell []string `json:"shell,omitempty"`
+	// Healthcheck is how the image says to check that it is healthy.
+	Healthcheck *Healthcheck `json:"healthcheck,omitempty"`
+}
+
+// Healthcheck is an image's health check (Dockerfile HEALTHCHECK): Test is
+// ["NONE"], ["CMD", argv...] or ["CMD-SHELL", command]; zero durations are
+// the runtime's defaults.
+type Healthcheck struct {
+	Test         []string `json:"test,omitempty"`
+	IntervalS    float64  `json:"interval_s,omitempty"`
+	TimeoutS     float64  `json:"timeout_s,omitempty"`
+	StartPeriodS float64  `json:"start_period_s,omitempty"`
+	Retries      int      `json:"retries,omitempty"`
 }
 
 // DefaultPath is the PATH a process gets when neither the image nor the

@@ -69,6 +69,7 @@ var OptionClasses = []OptionClass{
 	{Field: "UserNS", JSON: "userns", Class: PoolKey, Default: UserNSHost, How: "the user namespace every other namespace belongs to"},
 	{Field: "Labels", JSON: "labels", Class: PoolClaim, Claimant: true, How: "the record"},
 	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
+	{Field: "IdleTimeout", JSON: "idle_timeout", Class: PoolUnclaimable, How: "a pool member's activity before its claim is not the sandbox's: a create with it starts cold"},
 }
 
 // PoolKeyValues returns the key fields of o by JSON name, each with its

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/sbxrun/sbx"
 )
@@ -32,7 +33,7 @@ func TestEveryOptionHasAPoolClass(t *testing.T) {
 		}
 		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		if tag == "-" {
-			tag = strings.ToLower(f.Name) // written by MarshalJSON
+			tag = snakeCase(f.Name) // written by MarshalJSON
 		}
 		if tag != c.JSON {
 			t.Errorf("%s: JSON name %q, classified as %q", f.Name, tag, c.JSON)
@@ -114,4 +115,17 @@ func TestClaimOptions(t *testing.T) {
 	if _, differ := sbx.ClaimOptions(task, pool); !slices.Equal(differ, []string{"network", "cap_add"}) {
 		t.Fatalf("differ = %v, want [network cap_add]", differ)
 	}
+}
+
+// snakeCase is a Go field name in JSON's form: TTL is ttl, IdleTimeout
+// idle_timeout.
+func snakeCase(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		if i > 0 && unicode.IsUpper(r) && unicode.IsLower(rune(name[i-1])) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }

@@ -92,31 +92,40 @@ type Options struct {
 	// TTL removes the sandbox this long after its creation; zero keeps it
 	// until removed. In JSON it is a duration string ("2h0m0s").
 	TTL time.Duration `json:"-"`
+	// IdleTimeout checkpoints the sandbox to disk once nobody has used it
+	// for this long (no exec, attach, session, file or port-forward call;
+	// docs/snapshots.md), which frees its processes' memory; the next such
+	// call restores it first. Zero never does. In JSON it is a duration
+	// string, like TTL.
+	IdleTimeout time.Duration `json:"-"`
 }
 
 // optionsJSON is Options without its methods, for the JSON codec.
 type optionsJSON Options
 
-// MarshalJSON writes TTL as a duration string.
+// MarshalJSON writes TTL and IdleTimeout as duration strings.
 func (o Options) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		optionsJSON
-		TTL Duration `json:"ttl,omitempty"`
-	}{optionsJSON(o), Duration(o.TTL)})
+		TTL         Duration `json:"ttl,omitempty"`
+		IdleTimeout Duration `json:"idle_timeout,omitempty"`
+	}{optionsJSON(o), Duration(o.TTL), Duration(o.IdleTimeout)})
 }
 
-// UnmarshalJSON reads Options, refusing unknown fields; ttl is a duration
-// string or a number of seconds.
+// UnmarshalJSON reads Options, refusing unknown fields; ttl and
+// idle_timeout are duration strings or numbers of seconds.
 func (o *Options) UnmarshalJSON(data []byte) error {
 	var v struct {
 		optionsJSON
-		TTL Duration `json:"ttl,omitempty"`
+		TTL         Duration `json:"ttl,omitempty"`
+		IdleTimeout Duration `json:"idle_timeout,omitempty"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return err
 	}
 	*o = Options(v.optionsJSON)
 	o.TTL = time.Duration(v.TTL)
+	o.IdleTimeout = time.Duration(v.IdleTimeout)
 	return nil
 }
 
@@ -294,6 +303,12 @@ func (o *Options) Validate() error {
 	}
 	if o.TTL < 0 {
 		bad("ttl must not be negative")
+	}
+	if o.IdleTimeout < 0 {
+		bad("idle_timeout must not be negative")
+	}
+	if o.IdleTimeout > 0 && len(o.Publish) > 0 {
+		bad("idle_timeout does not go with publish: traffic to a published port is not watched, and would reach a sandbox checkpointed to disk; reach its ports through the server's port connection (GET /v1/sandboxes/{id}/ports/{port}/connect), which wakes it")
 	}
 	if o.AutoRemove && len(o.Cmd) == 0 {
 		bad("auto_remove needs a main command (cmd): the sandbox is removed when it ends")

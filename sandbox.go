@@ -79,6 +79,10 @@ type Sandbox struct {
 	// Checkpoint is the snapshot a stopped sandbox was checkpointed to:
 	// Start resumes it from there.
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// Idle says the sandbox was checkpointed to Checkpoint by its
+	// IdleTimeout: the next exec, attach, session, file or port call
+	// restores it (Start does too).
+	Idle bool `json:"idle,omitempty"`
 
 	Created   time.Time  `json:"created"`
 	Started   *time.Time `json:"started,omitempty"`

@@ -35,6 +35,29 @@ func ParseEnv(env []string) (map[string]string, error) {
 	return keyValues("env", env)
 }
 
+// ParseBuildArgs parses build's --build-arg entries: KEY=VALUE, or KEY
+// alone for the value of KEY in this process's environment (skipped when
+// unset), as docker build does.
+func ParseBuildArgs(args []string) (map[string]string, error) {
+	var out map[string]string
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		if k == "" {
+			return nil, fmt.Errorf("invalid --build-arg %q: use KEY=VALUE or KEY", a)
+		}
+		if !ok {
+			if v, ok = os.LookupEnv(k); !ok {
+				continue
+			}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
 // keyValues parses the KEY=VALUE entries of --flag, later ones winning.
 func keyValues(flag string, entries []string) (map[string]string, error) {
 	var out map[string]string

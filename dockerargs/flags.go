@@ -127,6 +127,7 @@ type CreateFlags struct {
 	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw][,idmap=host]; CONTAINER[:size=SIZE]
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
+	IdleTimeout    time.Duration
 }
 
 // Options turns the flags and args (the image, or none with Rootfs) into
@@ -149,10 +150,10 @@ func (o *CreateFlags) Options(args []string, local bool) (sbx.Options, error) {
 	if len(args) == 1 {
 		opts.Image = args[0]
 	}
-	if o.TTL < 0 {
-		return opts, fmt.Errorf("invalid --ttl %v: must be positive", o.TTL)
+	if o.TTL < 0 || o.IdleTimeout < 0 {
+		return opts, fmt.Errorf("invalid --ttl %v or --idle-timeout %v: must be positive", o.TTL, o.IdleTimeout)
 	}
-	opts.Name, opts.TTL = o.Name, o.TTL
+	opts.Name, opts.TTL, opts.IdleTimeout = o.Name, o.TTL, o.IdleTimeout
 	if err := AddMounts(&opts, o.Volumes, o.Tmpfs, local); err != nil {
 		return opts, err
 	}
@@ -172,6 +173,7 @@ type RunFlags struct {
 	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw][,idmap=host]; CONTAINER[:size=SIZE]
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
+	IdleTimeout    time.Duration
 }
 
 // Options turns the flags and args (IMAGE [CMD...], CMD... with Rootfs, or
@@ -193,8 +195,8 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 		return opts, nil, err
 	}
 	if !f.Detach {
-		if f.Name != "" || len(f.Labels) > 0 || f.TTL != 0 {
-			return opts, nil, errors.New("--name, --label and --ttl are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
+		if f.Name != "" || len(f.Labels) > 0 || f.TTL != 0 || f.IdleTimeout != 0 {
+			return opts, nil, errors.New("--name, --label, --ttl and --idle-timeout are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
 		}
 		return opts, cmd, nil
 	}
@@ -206,13 +208,13 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 	if f.Timeout != 0 {
 		return opts, nil, errors.New("--timeout does not go with -d: a detached sandbox's lifetime is --ttl")
 	}
-	if f.TTL < 0 {
-		return opts, nil, fmt.Errorf("invalid --ttl %v: must be positive", f.TTL)
+	if f.TTL < 0 || f.IdleTimeout < 0 {
+		return opts, nil, fmt.Errorf("invalid --ttl %v or --idle-timeout %v: must be positive", f.TTL, f.IdleTimeout)
 	}
 	if opts.Labels, err = ParseLabels(f.Labels); err != nil {
 		return opts, nil, err
 	}
-	opts.Name, opts.TTL, opts.AutoRemove = f.Name, f.TTL, f.Rm
+	opts.Name, opts.TTL, opts.IdleTimeout, opts.AutoRemove = f.Name, f.TTL, f.IdleTimeout, f.Rm
 	return opts, cmd, nil
 }
 

@@ -32,6 +32,12 @@ type ImageConfig struct {
 	User       string            `json:"user,omitempty"`
 	Labels     map[string]string `json:"labels,omitempty"`
 	StopSignal string            `json:"stopSignal,omitempty"`
+	// ExposedPorts, Volumes, Shell and Healthcheck are kept for what
+	// builds and saves write; they do not change how a process starts.
+	ExposedPorts []string         `json:"exposedPorts,omitempty"`
+	Volumes      []string         `json:"volumes,omitempty"`
+	Shell        []string         `json:"shell,omitempty"`
+	Healthcheck  *sbx.Healthcheck `json:"healthcheck,omitempty"`
 }
 
 // DefaultPath is the PATH a process gets when the image sets none.
@@ -58,7 +64,8 @@ type Process = sbx.Process
 // Contract returns the config in the contract's form.
 func (c ImageConfig) Contract() *sbx.ImageConfig {
 	return &sbx.ImageConfig{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir,
-		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal}
+		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal, ExposedPorts: c.ExposedPorts,
+		Volumes: c.Volumes, Shell: c.Shell, Healthcheck: c.Healthcheck}
 }
 
 // Process combines the image config with overrides the way docker run does

@@ -513,6 +513,13 @@ func (s *Store) record(ctx context.Context, name string, recs []layerRec, cfg Im
 // on top of base and records the result as a new image called name, with
 // cfg as its config (nil keeps the config of base).
 func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.Reader, cfg *ImageConfig) (*Image, error) {
+	return s.CommitStep(ctx, base, name, layer, cfg, "sbx commit")
+}
+
+// CommitStep is Commit with the history line createdBy; a nil layer adds
+// no layer (the image differs from base in its config alone, and the
+// history line says it made none), as a build's metadata steps do.
+func (s *Store) CommitStep(ctx context.Context, base *Image, name string, layer io.Reader, cfg *ImageConfig, createdBy string) (*Image, error) {
 	ref, err := s.canonicalName(name)
 	if err != nil {
 		return nil, err
@@ -534,10 +541,13 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 		key := filepath.Base(d)
 		recs = append(recs, layerRec{Key: key, DiffID: base.DiffIDs[i], Size: s.readMeta(key).Size})
 	}
-	src := layerSource{open: func() (io.ReadCloser, error) { return io.NopCloser(layer), nil }}
-	newRecs, err := s.ingest(ctx, []layerSource{src}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+	if layer != nil {
+		src := layerSource{open: func() (io.ReadCloser, error) { return io.NopCloser(layer), nil }}
+		newRecs, err := s.ingest(ctx, []layerSource{src}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("commit: %w", err)
+		}
+		recs = append(recs, newRecs...)
 	}
 	c := base.Config
 	if cfg != nil {
@@ -548,6 +558,6 @@ func (s *Store) Commit(ctx context.Context, base *Image, name string, layer io.R
 		history = slices.Clone(rec.History)
 	}
 	now := time.Now().UTC()
-	history = append(history, HistoryEntry{Created: now, CreatedBy: "sbx commit"})
-	return s.record(ctx, ref.Name(), append(recs, newRecs...), c, history, base.Platform, now)
+	history = append(history, HistoryEntry{Created: now, CreatedBy: createdBy, EmptyLayer: layer == nil})
+	return s.record(ctx, ref.Name(), recs, c, history, base.Platform, now)
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -249,14 +251,35 @@ func platformString(cfg *v1.ConfigFile) string {
 func configOf(cfg *v1.ConfigFile) ImageConfig {
 	c := cfg.Config
 	return ImageConfig{
-		Entrypoint: c.Entrypoint,
-		Cmd:        c.Cmd,
-		Env:        c.Env,
-		WorkingDir: c.WorkingDir,
-		User:       c.User,
-		Labels:     c.Labels,
-		StopSignal: c.StopSignal,
+		Entrypoint:   c.Entrypoint,
+		Cmd:          c.Cmd,
+		Env:          c.Env,
+		WorkingDir:   c.WorkingDir,
+		User:         c.User,
+		Labels:       c.Labels,
+		StopSignal:   c.StopSignal,
+		ExposedPorts: setKeys(c.ExposedPorts),
+		Volumes:      setKeys(c.Volumes),
+		Shell:        c.Shell,
+		Healthcheck:  healthcheckOf(c.Healthcheck),
 	}
+}
+
+// setKeys returns the keys of an OCI config's set (ExposedPorts,
+// Volumes), sorted.
+func setKeys(m map[string]struct{}) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	return slices.Sorted(maps.Keys(m))
+}
+
+func healthcheckOf(h *v1.HealthConfig) *sbx.Healthcheck {
+	if h == nil {
+		return nil
+	}
+	return &sbx.Healthcheck{Test: h.Test, IntervalS: h.Interval.Seconds(), TimeoutS: h.Timeout.Seconds(),
+		StartPeriodS: h.StartPeriod.Seconds(), Retries: h.Retries}
 }
 
 func historyOf(hs []v1.History) []HistoryEntry {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -103,7 +104,8 @@ func (s *Store) ociImage(rec *record) (v1.Image, error) {
 	cf.Created = v1.Time{Time: rec.Created}
 	c := rec.Config
 	cf.Config = v1.Config{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir,
-		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal}
+		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal, ExposedPorts: set(c.ExposedPorts),
+		Volumes: set(c.Volumes), Shell: c.Shell, Healthcheck: healthConfig(c.Healthcheck)}
 	// History goes along only where it matches the layers, as readers
 	// pair its non-empty steps with them.
 	cf.History = nil
@@ -122,4 +124,25 @@ func tarDir(w io.Writer, dir string) error {
 		return fmt.Errorf("save: write the archive: %w", err)
 	}
 	return tw.Close()
+}
+
+// set is the OCI config form of a list (ExposedPorts, Volumes).
+func set(keys []string) map[string]struct{} {
+	if len(keys) == 0 {
+		return nil
+	}
+	m := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		m[k] = struct{}{}
+	}
+	return m
+}
+
+func healthConfig(h *sbx.Healthcheck) *v1.HealthConfig {
+	if h == nil {
+		return nil
+	}
+	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	return &v1.HealthConfig{Test: h.Test, Interval: sec(h.IntervalS), Timeout: sec(h.TimeoutS),
+		StartPeriod: sec(h.StartPeriodS), Retries: h.Retries}
 }

@@ -141,9 +141,14 @@ func UseCRIU(c CRIU, dir string) error {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
 	link := filepath.Join(dir, "criu")
-	abs, err := filepath.Abs(c.Path)
+	// The binary itself: a process started by one that ran UseCRIU finds
+	// this very link first on the PATH it inherited.
+	abs, err := filepath.EvalSymlinks(c.Path)
+	if err == nil {
+		abs, err = filepath.Abs(abs)
+	}
 	if err != nil {
-		return err
+		return fmt.Errorf("CRIU at %s: %w", c.Path, err)
 	}
 	if cur, err := os.Readlink(link); err != nil || cur != abs {
 		tmp := link + ".tmp" + strconv.Itoa(os.Getpid())

@@ -70,6 +70,9 @@ func Sandboxes(w io.Writer, list []*sbx.Sandbox, o ListOptions) error {
 // StatusOf is a sandbox's status as sbx ps shows it: with how its main
 // command ended, once it did ("running, cmd exited (3)").
 func StatusOf(sb *sbx.Sandbox) string {
+	if sb.Idle {
+		return string(sb.Status) + " (idle, checkpointed)"
+	}
 	if sb.CmdExit == nil || sb.Status != sbx.StatusRunning {
 		return string(sb.Status)
 	}

@@ -22,10 +22,11 @@ func (h *Host) Attach(ctx context.Context, ref string, o sbx.AttachOptions) (sbx
 	if len(o.Argv) == 0 && o.Command == "" {
 		return sbx.ExecResult{}, fmt.Errorf("%w: no command given", sbx.ErrInvalid)
 	}
-	sb, err := h.running(ctx, ref)
+	sb, done, err := h.use(ctx, ref)
 	if err != nil {
 		return sbx.ExecResult{}, err
 	}
+	defer done()
 	c, _ := h.executor(sb)
 	defer c.Close()
 	oom := h.watchOOM(sb)

@@ -131,7 +131,7 @@ func (h *Host) checkpointAs(ctx context.Context, sb *sbx.Sandbox, name string, l
 		SourceID: sb.ID, SourceName: sb.Name, Options: sb.Options, Image: sb.Image,
 		Hostname: hostname(sb), CRIUVersion: c.VersionString(),
 	}
-	snap.Options.Name, snap.Options.TTL = "", 0
+	snap.Options.Name, snap.Options.TTL, snap.Options.IdleTimeout = "", 0, 0
 	executor, err := h.executorBinary()
 	if err != nil {
 		return nil, err
@@ -287,8 +287,9 @@ func (h *Host) handover(ctx context.Context, pid int, placeholder, run string) e
 }
 
 // stopCheckpoint stops sb (locked, running) by checkpointing it into a
-// snapshot that Start resumes from (and then removes).
-func (h *Host) stopCheckpoint(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) (*sbx.Sandbox, error) {
+// snapshot that Start resumes from (and then removes); idle marks it as
+// stopped by its idle timeout, which the next use undoes.
+func (h *Host) stopCheckpoint(ctx context.Context, l *state.Lock, sb *sbx.Sandbox, idle bool) (*sbx.Sandbox, error) {
 	c, err := h.criu()
 	if err != nil {
 		return nil, err
@@ -300,7 +301,7 @@ func (h *Host) stopCheckpoint(ctx context.Context, l *state.Lock, sb *sbx.Sandbo
 	if _, err := h.checkpointAs(ctx, sb, name, false, true, c); err != nil {
 		return nil, err
 	}
-	sb.Checkpoint = name
+	sb.Checkpoint, sb.Idle = name, idle
 	if err := h.markStopped(l, sb); err != nil {
 		return nil, fmt.Errorf("sandbox %s was checkpointed to %s, but its record could not say so: %w", sb.ShortID(), name, err)
 	}

@@ -9,7 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/imagecache/pack"
+	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // upperDir is where rootfs.Prepare keeps the writable layer of a sandbox,
@@ -31,8 +32,7 @@ var layerExcludes = map[string]bool{
 // sandboxes created from name start with that state at once. A running
 // sandbox is paused while its layer is read.
 func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error) {
-	store, err := h.imageStore()
-	if err != nil {
+	if _, err := h.imageStore(); err != nil {
 		return nil, err
 	}
 	if name == "" {
@@ -44,6 +44,21 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 		return nil, err
 	}
 	defer l.Unlock()
+	img, err := h.commitLocked(ctx, l, sb, name, nil, "sbx commit")
+	if err != nil {
+		return nil, err
+	}
+	return contractImage(img, false), nil
+}
+
+// commitLocked stores the writable layer of sb (locked) over its image as
+// the image name, with the config cfg (nil: the base's) and the history
+// line createdBy. A running sandbox is paused while its layer is read.
+func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox, name string, cfg *imagecache.ImageConfig, createdBy string) (*imagecache.Image, error) {
+	store, err := h.imageStore()
+	if err != nil {
+		return nil, err
+	}
 	if sb.Image == nil || sb.Image.Digest == "" {
 		return nil, fmt.Errorf("%w: sandbox %s was not created from an image (--rootfs); commit needs a base image", sbx.ErrInvalid, sb.ShortID())
 	}
@@ -64,22 +79,16 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 	if err != nil {
 		return nil, fmt.Errorf("base image %s: %w", sb.Image.Digest, err)
 	}
-	write := func(w io.Writer) error { return pack.Write(w, upper, sbxOwnPath) }
-	if sb.Options.UserNS == sbx.UserNSPrivate {
-		// What the sandbox wrote is stored with its host ids: the layer
-		// gets the ids the sandbox saw.
-		rng, err := leasedRange(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID))
-		if err != nil {
-			return nil, err
-		}
-		write = func(w io.Writer) error { return pack.WriteShifted(w, upper, sbxOwnPath, rng.HostID, rng.Size) }
+	packAs, err := h.packer(sb)
+	if err != nil {
+		return nil, err
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return write(pw) })) }()
-	img, err := store.Commit(ctx, base, name, pr, nil)
+	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return packAs(pw, upper, sbxOwnPath) })) }()
+	img, err := store.CommitStep(ctx, base, name, pr, cfg, createdBy)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {
 		return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
 	}
-	return contractImage(img, false), nil
+	return img, nil
 }

@@ -11,10 +11,11 @@ import (
 // dst, as docker cp does (see client.CopyTo). A relative dst is taken
 // relative to the sandbox's working directory.
 func (h *Host) CopyTo(ctx context.Context, ref, src, dst string) error {
-	sb, err := h.running(ctx, ref)
+	sb, done, err := h.use(ctx, ref)
 	if err != nil {
 		return err
 	}
+	defer done()
 	c, _ := h.executor(sb)
 	defer c.Close()
 	return client.CopyTo(ctx, c, src, inSandbox(sb, dst))
@@ -27,10 +28,11 @@ func (h *Host) CopyFrom(ctx context.Context, ref, src, dst string) error {
 	if src == "" {
 		return invalid("empty sandbox path")
 	}
-	sb, err := h.running(ctx, ref)
+	sb, done, err := h.use(ctx, ref)
 	if err != nil {
 		return err
 	}
+	defer done()
 	c, _ := h.executor(sb)
 	defer c.Close()
 	return client.CopyFrom(ctx, c, inSandbox(sb, src), dst)

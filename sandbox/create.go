@@ -172,6 +172,9 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	if err := applyPolicy(policy, o); err != nil {
 		return err
 	}
+	if err := h.checkIdleOptions(o); err != nil {
+		return err
+	}
 	if o.Network == sbx.NetworkHost {
 		h.log.Warn("network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
 	}
@@ -328,7 +331,8 @@ func (h *Host) buildWith(ctx context.Context, sb *sbx.Sandbox, lowers []string, 
 	if err := os.WriteFile(filepath.Join(run, rootOwnerFile), []byte(h.store.Root()), 0o600); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
-	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir), seed: seed}
+	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir), seed: seed,
+		member: sb.Pool != ""}
 	if sb.Options.UserNS == sbx.UserNSPrivate {
 		p.usernsOwner = sandboxOwner(h.store.Root(), sb.ID)
 	}
@@ -377,6 +381,11 @@ func (h *Host) destroy(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) erro
 		}
 	}
 	if err := h.release(ctx, sb); err != nil {
+		return err
+	}
+	// The checkpoint of a stop --checkpoint (or of the idle timeout) holds
+	// the sandbox's memory: it goes with the sandbox.
+	if err := h.dropStopCheckpoint(ctx, sb); err != nil {
 		return err
 	}
 	if err := h.forget(l, sb); err != nil {

@@ -24,6 +24,20 @@ func (h *Host) DialPort(ctx context.Context, ref string, port int) (net.Conn, er
 	if err != nil {
 		return nil, err
 	}
+	if sb.Options.IdleTimeout > 0 {
+		// Port traffic is use: it wakes a sandbox checkpointed for
+		// idleness, and keeps it awake.
+		var done func()
+		if sb, done, err = h.use(ctx, sb.ID); err != nil {
+			return nil, err
+		}
+		defer done()
+		c, err := h.dialSandboxPort(ctx, sb, port)
+		if err != nil {
+			return nil, err
+		}
+		return newActivityConn(c, h.store.RunDir(sb.ID)), nil
+	}
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s: start it first", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
@@ -54,16 +68,22 @@ func (h *Host) dialSandboxPort(ctx context.Context, sb *sbx.Sandbox, port int) (
 	return netns.DialFD(ctx, int(f.Fd()), "tcp", addr)
 }
 
-// Dial connects to the executor of a running sandbox.
+// Dial connects to the executor of a running sandbox; one checkpointed
+// by its idle timeout is restored first, and the connection's traffic
+// counts as its use.
 func (h *Host) Dial(ctx context.Context, ref string) (net.Conn, error) {
-	sb, err := h.running(ctx, ref)
+	sb, done, err := h.use(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", sb.Socket)
 	if err != nil {
 		return nil, fmt.Errorf("connect to the executor of %s: %w", ref, err)
+	}
+	if sb.Options.IdleTimeout > 0 {
+		return newActivityConn(c, h.store.RunDir(sb.ID)), nil
 	}
 	return c, nil
 }

@@ -22,10 +22,11 @@ func (h *Host) executor(sb *sbx.Sandbox) (*client.Client, error) {
 // onOutput, output is streamed to it as it is produced; the result comes
 // last either way.
 func (h *Host) Exec(ctx context.Context, ref string, req sbx.ExecRequest, onOutput func(sbx.ExecFrame) error) (sbx.ExecResult, error) {
-	sb, err := h.running(ctx, ref)
+	sb, done, err := h.use(ctx, ref)
 	if err != nil {
 		return sbx.ExecResult{}, err
 	}
+	defer done()
 	c, _ := h.executor(sb)
 	defer c.Close()
 	ctx, stop := h.watchFrozen(ctx, sb)

@@ -8,7 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/imagecache/pack"
 )
 
 // Export writes the sandbox's root file system, its image with what the
@@ -28,6 +27,10 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 	if sb.Image == nil && sb.Options.Rootfs == "" {
 		return fmt.Errorf("%w: sandbox %s runs in host mode: its root is the host's", sbx.ErrUnsupported, sb.ShortID())
 	}
+	packAs, err := h.packer(sb)
+	if err != nil {
+		return err
+	}
 	resume, err := h.pauseToRead(l, sb, "export")
 	if err != nil {
 		return err
@@ -38,7 +41,7 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 		if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
 			return fmt.Errorf("%w: the root of sandbox %s is not mounted (run sbx gc if it crashed)", sbx.ErrState, sb.ShortID())
 		}
-		if err := pack.Write(ctxWriter{ctx, w}, sb.RootPath, exportSkip); err != nil {
+		if err := packAs(ctxWriter{ctx, w}, sb.RootPath, exportSkip); err != nil {
 			return fmt.Errorf("export sandbox %s: %w", sb.ShortID(), err)
 		}
 		return nil

@@ -76,13 +76,21 @@ func (h *Host) Stop(ctx context.Context, ref string, o sbx.StopOptions) (*sbx.Sa
 	defer l.Unlock()
 	h.refresh(l, sb)
 	if sb.Status == sbx.StatusStopped {
+		// Checkpointed for idleness, now stopped on purpose: the next call
+		// no longer restores it (Start does).
+		if sb.Idle {
+			sb.Idle = false
+			if err := l.Write(sb); err != nil {
+				return nil, err
+			}
+		}
 		return sb, nil
 	}
 	if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
 	if o.Checkpoint {
-		return h.stopCheckpoint(ctx, l, sb)
+		return h.stopCheckpoint(ctx, l, sb, false)
 	}
 	timeout := o.Timeout
 	if timeout == 0 {
@@ -133,7 +141,7 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 		return sb, nil
 	}
 	// A checkpoint removed meanwhile: the sandbox starts anew.
-	sb.Checkpoint = ""
+	sb.Checkpoint, sb.Idle = "", false
 	// The old container's state and cgroups go first; the root stays.
 	if err := releaseContainer(ctx, h.containerRoot(), sb.ID); err != nil {
 		return nil, err

@@ -206,10 +206,11 @@ func (h *Host) Signal(ctx context.Context, ref, signal string) error {
 	if err := h.checkDestructiveRef(ref); err != nil {
 		return err
 	}
-	sb, err := h.running(ctx, ref)
+	sb, done, err := h.use(ctx, ref)
 	if err != nil {
 		return err
 	}
+	defer done()
 	if len(sb.Options.Cmd) == 0 {
 		return noCmd(sb)
 	}

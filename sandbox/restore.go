@@ -220,7 +220,7 @@ func (h *Host) resumeCheckpoint(ctx context.Context, l *state.Lock, sb *sbx.Sand
 	}
 	name := sb.Checkpoint
 	now := h.now().UTC()
-	sb.Status, sb.Started, sb.Stopped, sb.Checkpoint = sbx.StatusRunning, &now, nil, ""
+	sb.Status, sb.Started, sb.Stopped, sb.Checkpoint, sb.Idle = sbx.StatusRunning, &now, nil, "", false
 	if err := l.Write(sb); err != nil {
 		return err
 	}

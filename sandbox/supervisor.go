@@ -15,8 +15,9 @@ import (
 // the first Events call) until Close: recovery of the sandboxes a previous
 // process left, the watcher that reconciles with the state on disk (PID 1s
 // that died, OOM kills, changes by other processes) and reports to the
-// event bus, removal at expiry (TTL), auto-remove, and the refills of the
-// network-namespace pool and the warm pools.
+// event bus, removal at expiry (TTL), checkpoints of idle sandboxes,
+// auto-remove, and the refills of the network-namespace pool and the warm
+// pools.
 type supervisor struct {
 	h *Host
 
@@ -41,7 +42,7 @@ func newSupervisor(h *Host) *supervisor {
 // StartBackground re-adopts the sandboxes a previous process left running
 // (Recover) and starts the host's background work until Close: the
 // watcher that reports changes made elsewhere, the expiry watcher, the
-// removal of sandboxes created with AutoRemove once their command ended
+// idle check (WatchIdle), the removal of sandboxes created with AutoRemove once their command ended
 // (RemoveWhenDone), and the network pool (HostConfig.NetworkPool). A
 // server calls it; a CLI need not.
 func (h *Host) StartBackground(ctx context.Context) error {
@@ -80,8 +81,9 @@ func (s *supervisor) start(ctx context.Context, full bool) {
 		go s.keepNetworksPrepared()
 	}
 	if full {
-		s.wg.Add(1)
+		s.wg.Add(2)
 		go s.keepPools()
+		go s.watchIdle()
 	}
 }
 
@@ -154,6 +156,15 @@ func (s *supervisor) watchExpiry() {
 			}
 		}
 	}
+}
+
+// watchIdle checkpoints the sandboxes idle past their idle timeout
+// (WatchIdle).
+func (s *supervisor) watchIdle() {
+	defer s.wg.Done()
+	ctx, cancel := s.stopped()
+	defer cancel()
+	_ = s.h.WatchIdle(ctx, false)
 }
 
 // reconcile runs one round of watch: changes made elsewhere, PID 1s that

@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/imagecache/pack"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/userns"
 )
@@ -71,4 +74,21 @@ func leasedRange(dir, owner string) (userns.Range, error) {
 		err = fmt.Errorf("no user namespace range is leased to %s (was it released by hand?)", owner)
 	}
 	return r, err
+}
+
+// packer is how sb's files are written as a tar (sbx commit, sbx export):
+// with the owners the sandbox sees. In a private user namespace its files
+// belong to its host range on disk (and the image's show through
+// id-mapped layers as that range too), so owners are shifted back.
+func (h *Host) packer(sb *sbx.Sandbox) (func(w io.Writer, dir string, skip func(rel string) bool) error, error) {
+	if sb.Options.UserNS != sbx.UserNSPrivate {
+		return pack.Write, nil
+	}
+	rng, err := leasedRange(h.cfg.UserNSDir, sandboxOwner(h.store.Root(), sb.ID))
+	if err != nil {
+		return nil, err
+	}
+	return func(w io.Writer, dir string, skip func(rel string) bool) error {
+		return pack.WriteShifted(w, dir, skip, rng.HostID, rng.Size)
+	}, nil
 }

@@ -67,6 +67,7 @@ var bodies = map[string]reflect.Type{
 	"ExecutorInfo":      reflect.TypeFor[execapi.Info](),
 	"Image":             reflect.TypeFor[sbx.Image](),
 	"ImageConfig":       reflect.TypeFor[sbx.ImageConfig](),
+	"Healthcheck":       reflect.TypeFor[sbx.Healthcheck](),
 	"ImageList":         reflect.TypeFor[api.ImageList](),
 	"ImageGCReport":     reflect.TypeFor[sbx.ImageGCReport](),
 	"PullRequest":       reflect.TypeFor[api.PullRequest](),
@@ -95,7 +96,7 @@ var bodies = map[string]reflect.Type{
 // customFields are the JSON fields a type writes through its own
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
-	reflect.TypeFor[sbx.Options](): {"ttl"},
+	reflect.TypeFor[sbx.Options](): {"ttl", "idle_timeout"},
 }
 
 // scalarSchemas are the named schemas that are not objects.

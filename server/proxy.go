@@ -125,6 +125,10 @@ func (s *Server) proxyExecutor(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sb, err := s.b.Get(r.Context(), ref)
+	if err == nil && sb.Status == sbx.StatusStopped && sb.Idle {
+		// Checkpointed by its idle timeout: the call restores it first.
+		sb, err = s.b.Start(r.Context(), sb.ID)
+	}
 	if err != nil {
 		s.fail(w, err)
 		return

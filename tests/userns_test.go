@@ -1,9 +1,11 @@
 package tests
 
 import (
+	"archive/tar"
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,7 +135,7 @@ func TestUserNSOneShot(t *testing.T) {
 // bridged network (its root binds port 80 and opens an ICMP socket, though
 // it does not own the network namespace), a volume (host root's file there
 // is not its root's; what it writes there belongs to its range), cp both
-// ways, commit, stop and start; its
+// ways, export and commit (with the ids it saw), stop and start; its
 // range is given back when it is removed, and nothing leaks.
 func TestUserNSLongLived(t *testing.T) {
 	root := adversaryRoot(t)
@@ -190,6 +192,15 @@ func TestUserNSLongLived(t *testing.T) {
 	if got := h.must(t, "exec", id, "--", "cat", "/root/kept"); got != "kept\n" {
 		t.Errorf("after stop and start: %q", got)
 	}
+	// Export writes the ids the sandbox sees too.
+	exported := filepath.Join(t.TempDir(), "export.tar")
+	h.must(t, "export", "-o", exported, id)
+	owners := tarOwners(t, exported)
+	for _, name := range []string{"bin/busybox", "root/kept"} {
+		if o, ok := owners[name]; !ok || o != "0:0" {
+			t.Errorf("exported %s: owner %q (found %v), want 0:0", name, o, ok)
+		}
+	}
 	h.must(t, "commit", id, "userns/committed:1")
 	other := strings.TrimSpace(h.must(t, "create", "--pull", "never", "userns/committed:1"))
 	h.saw(other)
@@ -202,5 +213,27 @@ func TestUserNSLongLived(t *testing.T) {
 	h.must(t, "rm", "-f", id, other)
 	if left := usernsLeasesOf(t, h.root); len(left) > 0 {
 		t.Errorf("leases left after rm: %v", left)
+	}
+}
+
+// tarOwners maps the names in the tar file at p to their uid:gid.
+func tarOwners(t *testing.T, p string) map[string]string {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]string{}
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimPrefix(hdr.Name, "./")] = strconv.Itoa(hdr.Uid) + ":" + strconv.Itoa(hdr.Gid)
 	}
 }

@@ -53,7 +53,7 @@ func commands(a *app) []*cobra.Command {
 		logsCmd(a), waitCmd(a), killCmd(a), restartCmd(a), portCmd(a), topCmd(a), exportCmd(a), eventsCmd(a),
 		// Images.
 		pullCmd(a), importCmd(a), imagesCmd(a, "images"), rmiCmd(a, "rmi"), imageCmd(a),
-		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a),
+		tagCmd(a), saveCmd(a), loadCmd(a), historyCmd(a), buildCmd(a),
 		// The host.
 		infoCmd(a), systemCmd(a), gcCmd(a), networkCmd(a), serveCmd(a), benchCmd(a), versionCmd(), manCmd(),
 		// Front-ends of other systems.

@@ -76,6 +76,7 @@ sbx exec --timeout.`,
 	f.StringVar(&o.Name, "name", "", "a unique name for the sandbox")
 	f.StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE")
 	f.DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
+	f.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long; the next exec restores it (e.g. 10m)")
 	f.BoolVar(&rm, "rm", false, "remove the sandbox once its main command (CMD) ended or it was stopped")
 	return cmd
 }
@@ -356,38 +357,27 @@ lets the script download packages).`,
 // expiryWatcherCmd is the background process that removes sandboxes as
 // their --ttl passes; sbx create starts it.
 func expiryWatcherCmd(a *app) *cobra.Command {
-	return backgroundCmd(a, "expiry-watcher", "Remove sandboxes as their --ttl passes; exits when none has one (started by sbx create)", cobra.NoArgs,
-		func(ctx context.Context, h *sandbox.Host, _ []string) error {
-			_, err := h.RunExpiryWatcher(ctx)
-			return err
-		})
+	return backgroundCmd(a, "expiry-watcher", "Remove sandboxes as their --ttl passes, checkpoint those idle past --idle-timeout; exits when none has either (started by sbx create)", cobra.NoArgs,
+		func(ctx context.Context, h *sandbox.Host, _ []string) error { return h.RunWatchers(ctx) })
 }
 
 // createSandbox creates opts and prints the sandbox's ID. On this host it
 // starts what outlives sbx (a server does both for its own sandboxes):
-// the expiry watcher for a TTL, the remover of an AutoRemove sandbox
+// the expiry watcher for a TTL or an idle timeout, the remover of an AutoRemove sandbox
 // (startAutoRemover).
 func createSandbox(ctx context.Context, a *app, cmd *cobra.Command, b backend, opts sbx.Options) error {
 	sb, err := b.Create(ctx, opts)
 	if err != nil {
 		return sbxError(err)
 	}
-	if a.local != nil && sb.ExpiresAt != nil {
-		startExpiryWatcher(a)
+	if a.local != nil && ((sb.ExpiresAt != nil && !a.local.ExpiryWatcherRunning()) || (sb.Options.IdleTimeout > 0 && !a.local.IdleWatcherRunning())) {
+		_ = spawnDetached(a, "expiry-watcher")
 	}
 	if err := startAutoRemover(a, sb); err != nil {
 		return err
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), sb.ID)
 	return nil
-}
-
-// startExpiryWatcher starts `sbx expiry-watcher` in the background,
-// detached from this process and its terminal, unless one already runs.
-func startExpiryWatcher(a *app) {
-	if !a.local.ExpiryWatcherRunning() {
-		_ = spawnDetached(a, "expiry-watcher")
-	}
 }
 
 // startAutoRemover starts, for a local sandbox created with AutoRemove,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,22 @@ async def test_snapshot_store_async(server: Server, busybox: sbx.Sandbox) -> Non
         finally:
             await c.snapshots.remove("sdk-async")
         assert not {"sdk-async", "sdk-async-copy"} & {s.name for s in await c.snapshots.list()}
+
+
+def test_idle_timeout(client: sbx.Client, server: Server) -> None:
+    with client.sandboxes.create("busybox", idle_timeout="2s") as sb:
+        server.seen.add(sb.id)
+        assert sb.record.spec.get("idle_timeout") == "2s" and not sb.record.idle
+        sb.exec(["sh", "-c", "echo before > /root/f"])
+        deadline = time.monotonic() + 30
+        while not sb.refresh().idle:
+            assert time.monotonic() < deadline, f"not checkpointed for idleness: {sb.record}"
+            time.sleep(0.2)
+        assert sb.record.status == "stopped" and sb.record.checkpoint
+        # The next call restores it first.
+        assert sb.exec(["cat", "/root/f"]).stdout == "before\n"
+        assert sb.refresh().status == "running" and not sb.record.idle
+    with pytest.raises(sbx.InvalidError):
+        client.sandboxes.create("busybox", idle_timeout="1m", network="bridge", publish=["18081:80"])
+    with pytest.raises(ValueError):
+        client.sandboxes.create("busybox", idle_timeout="a while")

@@ -332,7 +332,10 @@ class CmdStart(_Decoded):
 class SandboxRecord(_Decoded):
     """A sandbox as the server records it (what ``sbx inspect`` prints).
 
-    ``status`` is creating, running, paused, stopped or removing. ``spec``,
+    ``status`` is creating, running, paused, stopped or removing;
+    ``checkpoint`` names the snapshot a stopped sandbox resumes from, and
+    ``idle`` says its idle timeout stopped it (the next call restores it).
+    ``spec``,
     ``image`` and ``network`` are the server's objects as sent; ``raw`` is
     the whole record. ``cmd_exit`` is how the main command (``cmd``) ended,
     once the server saw it end (the sandbox runs on after it)."""
@@ -352,6 +355,8 @@ class SandboxRecord(_Decoded):
     network: dict[str, Any] = field(default_factory=dict)
     cmd_start: Optional[CmdStart] = None
     cmd_exit: Optional[Exit] = None
+    checkpoint: str = ""
+    idle: bool = False
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property

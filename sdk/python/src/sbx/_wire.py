@@ -228,8 +228,9 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         if o["network"] not in ("none", "bridge", "host"):
             raise ValueError(f"network {o['network']!r}: want 'none', 'bridge' or 'host'")
         body["network"] = o["network"]
-    if "ttl" in o:
-        body["ttl"] = go_duration(o["ttl"], "ttl")
+    for key in ("ttl", "idle_timeout"):
+        if key in o:
+            body[key] = go_duration(o[key], key)
     for key in ("publish", "allow_host_ports", "dns", "cap_add", "cap_drop"):
         if key in o:
             if isinstance(o[key], str):

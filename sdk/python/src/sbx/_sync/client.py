@@ -175,6 +175,7 @@ class Sandboxes:
         tmpfs: Optional[Sequence[Union[Tmpfs, str]]] = None,
         labels: Optional[Mapping[str, str]] = None,
         ttl: Optional[Duration] = None,
+        idle_timeout: Optional[Duration] = None,
         readonly_rootfs: bool = False,
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
@@ -190,7 +191,11 @@ class Sandboxes:
         "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
         ``dns`` and ``allow_host_ports`` apply to bridge mode. ``ttl``
         (seconds, a timedelta or "1h") removes the sandbox that long after
-        its creation. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
+        its creation; ``idle_timeout`` (the same forms) checkpoints it to disk
+        on the server once nobody has used it that long (no exec, session,
+        file or port call), freeing its memory, and the next such call
+        restores it first (``record.idle`` says it sleeps; the server needs
+        CRIU). ``volumes`` are Volume objects or "HOST:PATH[:ro]",
         ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is the sandbox's
         main command, exec'd once the sandbox is ready (``record.cmd_start``
         says whether it runs or already exited); with ``auto_remove`` the

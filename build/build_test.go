@@ -1,0 +1,163 @@
+package build
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
+
+	"github.com/sbxrun/sbx"
+)
+
+func TestParseRefusesWithTheLine(t *testing.T) {
+	cases := map[string]string{
+		"FROM a\nFROBNICATE x\n":                        "line 2",
+		"FROM a\nRUN --mount=type=cache,target=/c x\n":  "line 2: RUN: --mount",
+		"FROM a\nADD https://example.org/x /x\n":        "line 2: ADD",
+		"FROM a\nONBUILD RUN x\n":                       "line 2: ONBUILD",
+		"RUN x\n":                                       "",
+		"FROM a\nCOPY <<EOF\n":                          "",
+		"FROM a AS b\nFROM b\nCOPY --parents x /y\n":    "line 3: COPY",
+		"# only a comment\n":                            "",
+		"FROM a\nHEALTHCHECK --interval=bad CMD true\n": "line 2",
+	}
+	for text, want := range cases {
+		_, err := parse("Dockerfile", []byte(text))
+		if err == nil || !errors.Is(err, sbx.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("parse(%q) = %v, want an invalid-request error with %q", text, err, want)
+		}
+	}
+}
+
+func TestPlanBuildsWhatTheTargetNeeds(t *testing.T) {
+	f, err := parse("Dockerfile", []byte(`FROM a AS tools
+FROM a AS unused
+FROM a AS base
+FROM base AS app
+COPY --from=tools /t /t
+FROM app AS last
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string][]int{"": {0, 2, 3, 4}, "app": {0, 2, 3}, "UNUSED": {1}, "0": {0}} {
+		got, err := f.plan(target)
+		if err != nil || !equalInts(got, want) {
+			t.Errorf("plan(%q) = %v, %v; want %v", target, got, err, want)
+		}
+	}
+	if _, err := f.plan("nope"); err == nil || !strings.Contains(err.Error(), `no stage called "nope"`) {
+		t.Errorf("plan of a missing target: %v", err)
+	}
+}
+
+func equalInts(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestExpansionKeepsValuesWithinAnInstruction: after ENV abc=hello and
+// ENV abc=bye def=$abc, def is hello (docker's rule); ENV wins over ARG.
+func TestExpansionKeepsValuesWithinAnInstruction(t *testing.T) {
+	f, err := parse("Dockerfile", []byte("FROM a\nARG who=arg\nENV abc=hello\nENV abc=bye def=$abc\nENV who=env\nENV x=$who\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newArgs(map[string]string{"who": "cli"})
+	s := &stageState{sc: &scope{lex: shell.NewLex(f.escape), args: map[string]string{}}}
+	b := &builder{args: a}
+	for _, c := range f.stages[0].Commands {
+		if arg, ok := c.(*instructions.ArgCommand); ok {
+			a.declare(arg, s.sc.args, false)
+			continue
+		}
+		if err := s.sc.expand(c); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.metadata(s, c); err != nil {
+			t.Fatal(err)
+		}
+		s.sc.env = s.cfg.Env
+	}
+	want := "abc=bye def=hello who=env x=env"
+	if got := strings.Join(s.cfg.Env, " "); got != want {
+		t.Fatalf("env %q, want %q", got, want)
+	}
+	if !a.used["who"] {
+		t.Error("the build arg who was not marked used")
+	}
+	if env := strings.Join(s.sc.runEnv(), " "); env != want {
+		t.Errorf("a RUN's environment %q: ENV must win over the ARG of the same name", env)
+	}
+}
+
+func TestContextSourcesStayInside(t *testing.T) {
+	dir := t.TempDir()
+	outside := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600))
+	must(t, os.MkdirAll(filepath.Join(dir, "d/e"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "d/e/f.txt"), []byte("f"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "d/skip.log"), []byte("x"), 0o644))
+	must(t, os.WriteFile(filepath.Join(dir, "d/keep.log"), []byte("k"), 0o644))
+	must(t, os.Symlink(filepath.Join(outside, "secret"), filepath.Join(dir, "out")))
+	must(t, os.Symlink("e/f.txt", filepath.Join(dir, "d/in")))
+	must(t, os.WriteFile(filepath.Join(dir, ".dockerignore"), []byte("**/*.log\n!d/keep.log\n"), 0o644))
+	bc, err := openContext(dir, filepath.Join(dir, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.close()
+	for _, src := range []string{"../x", "d/../../x", "out"} {
+		if _, _, err := bc.sources([]string{src}); err == nil || !strings.Contains(err.Error(), "outside the build context") {
+			t.Errorf("source %q: %v, want refused as outside the build context", src, err)
+		}
+	}
+	es, single, err := bc.sources([]string{"d"})
+	if err != nil || single {
+		t.Fatalf("sources(d) = %v, %v", single, err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.name)
+		if e.name == "in" && e.link != "e/f.txt" {
+			t.Errorf("a symlink inside the context was not kept as a link: %+v", e)
+		}
+	}
+	if got := strings.Join(names, " "); got != "e e/f.txt in keep.log" {
+		t.Errorf("sources(d) named %q", got)
+	}
+	if _, _, err := bc.sources([]string{"d/skip.log"}); err == nil || !strings.Contains(err.Error(), ".dockerignore") {
+		t.Errorf("an ignored source: %v", err)
+	}
+	h1, _ := bc.hash(es)
+	must(t, os.Chtimes(filepath.Join(dir, "d/e/f.txt"), timeZero, timeZero))
+	if h2, _ := bc.hash(es); h1 != h2 {
+		t.Error("the content hash changed with a file's time")
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "d/e/f.txt"), []byte("g"), 0o644))
+	es, _, _ = bc.sources([]string{"d"})
+	if h3, _ := bc.hash(es); h3 == h1 {
+		t.Error("the content hash did not change with a file's content")
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+var timeZero = time.Unix(1, 0)

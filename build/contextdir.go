@@ -1,0 +1,290 @@
+package build
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/bzip2"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/moby/patternmatcher"
+	"github.com/moby/patternmatcher/ignorefile"
+)
+
+// buildContext is the directory COPY and ADD read, seen through its
+// .dockerignore. Every path is resolved inside it (os.Root): neither a
+// source path nor a symlink in the context reaches outside.
+type buildContext struct {
+	dir  string
+	root *os.Root
+	pm   *patternmatcher.PatternMatcher // nil: nothing ignored
+}
+
+// openContext opens dir and reads its ignore file: <Dockerfile>.dockerignore
+// beside the Dockerfile if there is one, else dir/.dockerignore.
+func openContext(dir, dockerfile string) (*buildContext, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, fmt.Errorf("build context: %w", err)
+	}
+	bc := &buildContext{dir: dir, root: root}
+	var data []byte
+	if dockerfile != "" {
+		data, err = os.ReadFile(dockerfile + ".dockerignore")
+	}
+	if dockerfile == "" || errors.Is(err, fs.ErrNotExist) {
+		data, err = root.ReadFile(".dockerignore")
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		root.Close()
+		return nil, fmt.Errorf("read the ignore file: %w", err)
+	}
+	if len(data) > 0 {
+		patterns, err := ignorefile.ReadAll(bytes.NewReader(data))
+		if err != nil {
+			root.Close()
+			return nil, fmt.Errorf(".dockerignore: %w", err)
+		}
+		if bc.pm, err = patternmatcher.New(patterns); err != nil {
+			root.Close()
+			return nil, fmt.Errorf(".dockerignore: %w", err)
+		}
+	}
+	return bc, nil
+}
+
+func (bc *buildContext) close() { bc.root.Close() }
+
+// ignored reports whether .dockerignore leaves rel (a slash path) out.
+func (bc *buildContext) ignored(rel string) bool {
+	if bc.pm == nil || rel == "." {
+		return false
+	}
+	m, err := bc.pm.MatchesOrParentMatches(rel)
+	return err == nil && m
+}
+
+// entry is one file of a COPY: where it comes from and its name in the
+// tar stream written into the build sandbox.
+type entry struct {
+	rel  string // in the context
+	name string // in the stream, relative to the destination directory
+	info fs.FileInfo
+	link string // a symlink's target
+}
+
+// relPath turns a COPY source into a path inside the context, refusing
+// one that climbs out of it.
+func relPath(src string) (string, error) {
+	c := path.Clean(filepath.ToSlash(src))
+	c = strings.TrimPrefix(c, "/")
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%q is outside the build context", src)
+	}
+	if c == "" {
+		c = "."
+	}
+	return c, nil
+}
+
+// sources expands the COPY sources (wildcards too) into the files they
+// name, sorted. single reports one source naming one file, which a
+// destination without a trailing slash then names.
+func (bc *buildContext) sources(srcs []string) (out []entry, single bool, err error) {
+	for _, src := range srcs {
+		rel, err := relPath(src)
+		if err != nil {
+			return nil, false, err
+		}
+		var matches []string
+		if strings.ContainsAny(rel, "*?[") {
+			err := fs.WalkDir(bc.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return err
+				}
+				if ok, _ := path.Match(rel, p); ok && !bc.ignored(p) {
+					matches = append(matches, p)
+					if d.IsDir() {
+						return fs.SkipDir
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, false, fmt.Errorf("%q: %w", src, err)
+			}
+			if len(matches) == 0 {
+				return nil, false, fmt.Errorf("%q matches no file in the build context", src)
+			}
+		} else {
+			if bc.ignored(rel) {
+				return nil, false, fmt.Errorf("%q is excluded by .dockerignore", src)
+			}
+			matches = []string{rel}
+		}
+		for _, m := range matches {
+			fi, err := bc.root.Stat(m)
+			if err != nil {
+				return nil, false, fmt.Errorf("%q: %w", src, contextErr(err))
+			}
+			if !fi.IsDir() {
+				out = append(out, entry{rel: m, name: path.Base(m), info: fi})
+				continue
+			}
+			got, err := bc.walk(m)
+			if err != nil {
+				return nil, false, fmt.Errorf("%q: %w", src, err)
+			}
+			out = append(out, got...)
+		}
+	}
+	single = len(srcs) == 1 && len(out) == 1 && !out[0].info.IsDir() && !strings.ContainsAny(srcs[0], "*?[")
+	return out, single, nil
+}
+
+// contextErr says plainly that a path leaving the context was refused.
+func contextErr(err error) error {
+	if strings.Contains(err.Error(), "path escapes from parent") {
+		return errors.New("it leads outside the build context")
+	}
+	return err
+}
+
+// walk lists what is below the directory dir, names relative to it;
+// symlinks stay links.
+func (bc *buildContext) walk(dir string) ([]entry, error) {
+	var out []entry
+	err := fs.WalkDir(bc.root.FS(), dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == dir {
+			return nil
+		}
+		if bc.ignored(p) {
+			if d.IsDir() && !bc.pm.Exclusions() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		fi, err := bc.root.Lstat(p)
+		if err != nil {
+			return err
+		}
+		e := entry{rel: p, name: strings.TrimPrefix(p, dir+"/"), info: fi}
+		if dir == "." {
+			e.name = p
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			if e.link, err = bc.root.Readlink(p); err != nil {
+				return err
+			}
+		} else if !fi.Mode().IsRegular() && !fi.IsDir() {
+			return nil // sockets, FIFOs and devices are not copied
+		}
+		out = append(out, e)
+		return nil
+	})
+	return out, err
+}
+
+// hash is the cache input of the entries: names, modes, sizes, link
+// targets and contents; not owners, not times.
+func (bc *buildContext) hash(entries []entry) (string, error) {
+	h := sha256.New()
+	for _, e := range entries {
+		fmt.Fprintf(h, "%q %o %d %q\n", e.name, uint32(e.info.Mode()), e.info.Size(), e.link)
+		if e.info.Mode().IsRegular() {
+			f, err := bc.root.Open(e.rel)
+			if err != nil {
+				return "", err
+			}
+			_, err = io.Copy(h, f)
+			f.Close()
+			if err != nil {
+				return "", err
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeTar writes the entries as a tar stream, with the mode chmod (when
+// not nil) on files and directories.
+func (bc *buildContext) writeTar(w io.Writer, entries []entry, chmod *fs.FileMode) error {
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		hdr, err := tar.FileInfoHeader(e.info, e.link)
+		if err != nil {
+			return err
+		}
+		hdr.Name, hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = e.name, 0, 0, "", ""
+		if e.info.IsDir() {
+			hdr.Name += "/"
+		}
+		if chmod != nil && hdr.Typeflag != tar.TypeSymlink {
+			hdr.Mode = int64(*chmod)
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			f, err := bc.root.Open(e.rel)
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(tw, io.LimitReader(f, hdr.Size))
+			f.Close()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return tw.Close()
+}
+
+// archiveReader returns the tar stream of a local archive ADD extracts
+// (plain, gzip or bzip2, told by its content), or nil when the file is not
+// one, which ADD then copies as it is.
+func (bc *buildContext) archiveReader(rel string) (io.ReadCloser, error) {
+	f, err := bc.root.Open(rel)
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(f, 512)
+	head, _ := br.Peek(512)
+	var r io.Reader
+	switch {
+	case bytes.HasPrefix(head, []byte{0x1f, 0x8b}):
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		r = gz
+	case bytes.HasPrefix(head, []byte("BZh")):
+		r = bzip2.NewReader(br)
+	case bytes.HasPrefix(head, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
+		f.Close()
+		return nil, fmt.Errorf("%s: xz archives are not extracted by sbx build; extract it in a RUN step", rel)
+	case len(head) >= 262 && string(head[257:262]) == "ustar":
+		r = br
+	default:
+		f.Close()
+		return nil, nil
+	}
+	return struct {
+		io.Reader
+		io.Closer
+	}{r, f}, nil
+}

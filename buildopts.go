@@ -1,0 +1,52 @@
+package sbx
+
+import (
+	"context"
+	"io"
+)
+
+// BuildOptions says what to build from a Dockerfile (see Builder).
+type BuildOptions struct {
+	// Tag names the image built ("name[:tag]"); empty leaves it known by
+	// its digest alone.
+	Tag string `json:"tag,omitempty"`
+	// ContextDir is the build context: the directory COPY and ADD read.
+	ContextDir string `json:"context_dir,omitempty"`
+	// Dockerfile is the Dockerfile's path; empty is ContextDir/Dockerfile.
+	Dockerfile string `json:"dockerfile,omitempty"`
+	// DockerfileText, when set, is the Dockerfile itself (Dockerfile is
+	// then only its name in messages).
+	DockerfileText string `json:"dockerfile_text,omitempty"`
+	// BuildArgs set the Dockerfile's ARGs (--build-arg K=V).
+	BuildArgs map[string]string `json:"build_args,omitempty"`
+	// Target is the stage to build; empty is the last one.
+	Target string `json:"target,omitempty"`
+	// Pull is the pull policy of FROM and COPY --from images (the host's
+	// by default).
+	Pull string `json:"pull,omitempty"`
+	// NoCache builds every step again instead of reusing earlier results.
+	NoCache bool `json:"no_cache,omitempty"`
+	// Network is the network of RUN steps: NetworkNone (the default) or
+	// NetworkBridge.
+	Network string `json:"network,omitempty"`
+	// Output receives the progress as docker prints it: each step, CACHED
+	// or the output of its RUN, and its duration.
+	Output io.Writer `json:"-"`
+}
+
+// BuildResult is what a build made.
+type BuildResult struct {
+	Image Image `json:"image"`
+	// Steps counts the steps of the stages built; Cached those reused.
+	Steps  int `json:"steps"`
+	Cached int `json:"cached"`
+}
+
+// BuildPrefix names the images a build keeps for its step cache
+// ("sbx-build:<key>").
+const BuildPrefix = "sbx-build"
+
+// Builder builds images from Dockerfiles. The local host implements it.
+type Builder interface {
+	Build(ctx context.Context, o BuildOptions) (*BuildResult, error)
+}

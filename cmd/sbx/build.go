@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/dockerargs"
+)
+
+func buildCmd(a *app) *cobra.Command {
+	var o sbx.BuildOptions
+	var buildArgs []string
+	var quiet bool
+	cmd := &cobra.Command{
+		Use:   "build [flags] CONTEXT",
+		Short: "Build an image from a Dockerfile",
+		Long: "Build an image from CONTEXT/Dockerfile as docker build does, each RUN in a throw-away\nsandbox, each step cached by its inputs (see docs/images.md).",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.ContextDir = args[0]
+			var err error
+			if o.BuildArgs, err = dockerargs.ParseBuildArgs(buildArgs); err != nil {
+				return exitErr("%v", err)
+			}
+			if !quiet {
+				o.Output = cmd.ErrOrStderr()
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				builder, ok := b.(sbx.Builder)
+				if !ok {
+					return errors.New("sbx build runs on this host only: the REST server has no build endpoint yet")
+				}
+				res, err := builder.Build(ctx, o)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), res.Image.Digest)
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.Tag, "tag", "t", "", "name the image NAME[:TAG]")
+	f.StringVarP(&o.Dockerfile, "file", "f", "", "the Dockerfile (default CONTEXT/Dockerfile)")
+	f.StringArrayVar(&buildArgs, "build-arg", nil, "set an ARG: KEY=VALUE (KEY alone takes it from the environment)")
+	f.StringVar(&o.Target, "target", "", "build this stage (and the stages it needs) only")
+	f.BoolVar(&o.NoCache, "no-cache", false, "build every step again")
+	f.StringVar(&o.Network, "network", sbx.NetworkNone, "network of RUN steps: none or bridge")
+	f.StringVar(&o.Pull, "pull", "", "pull policy of FROM images: missing, always or never (default: the host's)")
+	f.BoolVarP(&quiet, "quiet", "q", false, "print only the image digest")
+	return cmd
+}

@@ -1,0 +1,185 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// buildContextDir writes files (path -> content) into a new context dir.
+func buildContextDir(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for p, data := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+var builtSteps = regexp.MustCompile(`\((\d+) steps, (\d+) cached\)`)
+
+// TestBuildMultiStage: a two-stage Dockerfile with the core instructions
+// builds into an image that runs as docker's would; a second build of it
+// does no work and gives the same image; a changed input rebuilds from its
+// step on.
+func TestBuildMultiStage(t *testing.T) {
+	h := newLCHost(t)
+	h.env = []string{"SBX_PULL=never"}
+	base := h.importBusybox(t, "build-base:1")
+	ctx := buildContextDir(t, map[string]string{
+		"Dockerfile": `ARG BASE=` + base + `
+FROM $BASE AS build
+ARG GREETING=hi
+ENV APP=/app
+ENV abc=hello
+ENV abc=bye def=$abc
+WORKDIR $APP
+COPY sub/ ./data/
+RUN echo "$GREETING from $(pwd) def=$def" > out.txt
+RUN <<EOF
+set -e
+echo heredoc > /app/h.txt
+EOF
+
+FROM ` + base + `
+COPY --from=build /app/out.txt /final.txt
+COPY --from=build /app/data /data
+COPY --chmod=0600 --chown=1000:1000 sub/a.txt /home/
+COPY <<EOF /motd
+welcome
+EOF
+LABEL org.example.kind=test
+EXPOSE 8080 9000/udp
+USER 1000
+ENTRYPOINT ["cat"]
+CMD ["/final.txt"]
+`,
+		"sub/a.txt":      "hello\n",
+		"sub/deep/b.txt": "deep\n",
+		"skip.log":       "no\n",
+		".dockerignore":  "*.log\n",
+	})
+	r := h.sbx(t, "", "build", "-t", "built:1", "--build-arg", "GREETING=yo", ctx)
+	if r.code != 0 {
+		t.Fatalf("build: code %d\n%s", r.code, r.stderr)
+	}
+	digest := strings.TrimSpace(r.stdout)
+	if out := h.must(t, "run", "--rm", "built:1"); out != "yo from /app def=hello\n" {
+		t.Fatalf("the built image's command printed %q", out)
+	}
+	out := h.must(t, "run", "--rm", "--entrypoint", "sh", "built:1", "-c",
+		"id -u; cat /data/a.txt /data/deep/b.txt /motd; stat -c '%a %u:%g' /home/a.txt; test ! -e /app && echo no-app")
+	if want := "1000\nhello\ndeep\nwelcome\n600 1000:1000\nno-app\n"; out != want {
+		t.Fatalf("the built image holds\n%q\nwant\n%q", out, want)
+	}
+	insp := h.must(t, "image", "inspect", "built:1")
+	for _, want := range []string{`"org.example.kind": "test"`, `"8080/tcp"`, `"9000/udp"`, `"user": "1000"`} {
+		if !strings.Contains(insp, want) {
+			t.Errorf("image config lacks %s:\n%s", want, insp)
+		}
+	}
+
+	// Unchanged: every layer step from the cache, the same image.
+	r = h.sbx(t, "", "build", "-t", "built:1", "--build-arg", "GREETING=yo", ctx)
+	m := builtSteps.FindStringSubmatch(r.stderr)
+	if r.code != 0 || strings.TrimSpace(r.stdout) != digest || m == nil || m[2] != "8" || strings.Contains(r.stderr, "yo from") {
+		t.Fatalf("second build was not fully cached (want 8 cached layer steps, digest %s): code %d stdout %q\n%s", digest, r.code, r.stdout, r.stderr)
+	}
+	// A changed build arg reruns the RUN that sees it, and what follows.
+	r = h.sbx(t, "", "build", "-t", "built:2", "--build-arg", "GREETING=hey", ctx)
+	if m := builtSteps.FindStringSubmatch(r.stderr); r.code != 0 || m == nil || m[2] != "2" {
+		t.Fatalf("a changed build arg: want the 2 layer steps before the RUN cached: code %d\n%s", r.code, r.stderr)
+	}
+	// An ignored file changes nothing; a changed COPY source rebuilds from
+	// that step on.
+	if err := os.WriteFile(filepath.Join(ctx, "skip.log"), []byte("changed"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r = h.sbx(t, "", "build", "--build-arg", "GREETING=yo", ctx); strings.TrimSpace(r.stdout) != digest {
+		t.Fatalf("an ignored file changed the build: %q\n%s", r.stdout, r.stderr)
+	}
+	if err := os.WriteFile(filepath.Join(ctx, "sub/a.txt"), []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r = h.sbx(t, "", "build", "-t", "built:3", "--build-arg", "GREETING=yo", ctx)
+	if m := builtSteps.FindStringSubmatch(r.stderr); r.code != 0 || m == nil || m[2] != "1" {
+		t.Fatalf("a changed COPY source: want only the WORKDIR step cached: code %d\n%s", r.code, r.stderr)
+	}
+	if out := h.must(t, "run", "--rm", "--entrypoint", "cat", "built:3", "/home/a.txt"); out != "changed\n" {
+		t.Fatalf("rebuilt image holds %q", out)
+	}
+	if ids := strings.Fields(h.must(t, "ps", "-aq")); len(ids) != 0 {
+		t.Fatalf("builds left sandboxes: %v", ids)
+	}
+}
+
+// TestBuildDockerignoreAndTarget: negations in .dockerignore (last match
+// wins) and --target, which builds only the stages it needs.
+func TestBuildDockerignoreAndTarget(t *testing.T) {
+	h := newLCHost(t)
+	h.env = []string{"SBX_PULL=never"}
+	base := h.importBusybox(t, "build-base:1")
+	ctx := buildContextDir(t, map[string]string{
+		"Dockerfile":    "FROM " + base + " AS unused\nRUN exit 9\n\nFROM " + base + " AS dev\nCOPY . /ctx/\n\nFROM dev\nRUN exit 7\n",
+		"bar":           "1",
+		"baz":           "2",
+		"bay":           "3",
+		"other":         "4",
+		".dockerignore": "ba*\n!bay\n",
+	})
+	r := h.sbx(t, "", "build", "--target", "dev", "-t", "dev:1", ctx)
+	if r.code != 0 || strings.Contains(r.stderr, "exit 9") || strings.Contains(r.stderr, "exit 7") {
+		t.Fatalf("build --target dev: code %d\n%s", r.code, r.stderr)
+	}
+	if out := h.must(t, "run", "--rm", "dev:1", "ls", "-A", "/ctx"); out != ".dockerignore\nDockerfile\nbay\nother\n" {
+		t.Fatalf("the context copied was %q", out)
+	}
+}
+
+// TestBuildRefusesBadInput: errors name the Dockerfile's line, and a failed
+// build leaves no image and no sandbox.
+func TestBuildRefusesBadInput(t *testing.T) {
+	h := newLCHost(t)
+	h.env = []string{"SBX_PULL=never"}
+	base := h.importBusybox(t, "build-base:1")
+	outside := t.TempDir()
+	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ name, dockerfile, want string }{
+		{"unknown instruction", "FROM " + base + "\nFROBNICATE x\n", "line 2"},
+		{"source outside the context", "FROM " + base + "\nCOPY ../secret /s\n", "outside the build context"},
+		{"missing source", "FROM " + base + "\nCOPY nothing /n\n", "line 2"},
+		{"failing RUN", "FROM " + base + "\nRUN true\nRUN echo broken >&2; exit 3\n", "line 3"},
+		{"missing image", "FROM " + base + "\nCOPY --from=nosuch:1 /x /x\n", "line 2"},
+		{"platform", "FROM --platform=linux/s390x " + base + "\n", "line 1"},
+		{"symlink out of the context", "FROM " + base + "\nCOPY link /l\n", "outside the build context"},
+	}
+	for _, c := range cases {
+		ctx := buildContextDir(t, map[string]string{"Dockerfile": c.dockerfile})
+		if err := os.Symlink(filepath.Join(outside, "secret"), filepath.Join(ctx, "link")); err != nil {
+			t.Fatal(err)
+		}
+		r := h.sbx(t, "", "build", "-t", "bad:1", ctx)
+		if r.code == 0 || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%s: code %d, want an error with %q:\n%s", c.name, r.code, c.want, r.stderr)
+		}
+	}
+	if r := h.sbx(t, "", "build", "-t", "bad:1", "--target", "nope", buildContextDir(t, map[string]string{"Dockerfile": "FROM " + base + "\n"})); r.code == 0 || !strings.Contains(r.stderr, `no stage called "nope"`) {
+		t.Errorf("--target of a missing stage: code %d %s", r.code, r.stderr)
+	}
+	if r := h.sbx(t, "", "image", "inspect", "bad:1"); r.code == 0 {
+		t.Error("a failed build left the image bad:1")
+	}
+	if ids := strings.Fields(h.must(t, "ps", "-aq")); len(ids) != 0 {
+		t.Fatalf("failed builds left sandboxes: %v", ids)
+	}
+}
