@@ -49,10 +49,12 @@ type Sandboxes interface {
 
 	// Exec runs a command through the sandbox's executor. With onOutput
 	// the output is streamed to it as it is produced (stdout and stderr
-	// frames); the result comes last either way.
+	// frames); the result comes last either way. Cancelling ctx returns at
+	// once and stops the command: req.StopSignal (SIGTERM) to its process
+	// group, SIGKILL req.StopGrace later.
 	Exec(ctx context.Context, ref string, req ExecRequest, onOutput func(ExecFrame) error) (ExecResult, error)
 	// Attach runs an interactive command: input streamed, a terminal
-	// with Tty. Cancelling ctx kills the command.
+	// with Tty. Cancelling ctx stops the command as for Exec.
 	Attach(ctx context.Context, ref string, o AttachOptions) (ExecResult, error)
 	// Dial connects to the sandbox's executor (its HTTP API on a unix
 	// socket, or a tunnel through the server), for executor/client's

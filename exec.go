@@ -1,6 +1,10 @@
 package sbx
 
-import "io"
+import (
+	"encoding/json"
+	"io"
+	"time"
+)
 
 // ExecRequest is a command to run in a running sandbox: either Argv or
 // Command (run with /bin/sh -c). Zero values mean the sandbox's defaults.
@@ -13,8 +17,19 @@ type ExecRequest struct {
 	// User is "name", "uid" or "uid:gid"; empty is the sandbox's user.
 	User  string `json:"user,omitempty"`
 	Stdin string `json:"stdin,omitempty"`
-	// TimeoutS kills the command after this many seconds.
+	// TimeoutS stops the command after this many seconds (StopSignal,
+	// then SIGKILL): the result says TimedOut, exit code ExitTimeout.
 	TimeoutS float64 `json:"timeout_s,omitempty"`
+	// StopSignal is what the command's process group gets when the call
+	// ends before the command does (its context is cancelled, the caller
+	// disconnects) or TimeoutS passes: a name ("SIGTERM", the default;
+	// "SIGINT") or number. What is left of the group is killed (SIGKILL)
+	// StopGrace later; "SIGKILL" kills at once.
+	StopSignal string `json:"stop_signal,omitempty"`
+	// StopGrace is the time between StopSignal and SIGKILL (0:
+	// DefaultExecStopGrace). In JSON stop_grace, a duration string ("5s")
+	// or a number of seconds.
+	StopGrace time.Duration `json:"-"`
 	// MaxOutputBytes caps the output kept of each stream.
 	MaxOutputBytes int `json:"max_output_bytes,omitempty"`
 	// Detach starts the command and returns at once, as docker exec -d:
@@ -23,6 +38,36 @@ type ExecRequest struct {
 	// gets no input or output and runs on after the caller goes, until it
 	// ends, TimeoutS passes or the sandbox stops. Stdin is refused.
 	Detach bool `json:"detach,omitempty"`
+}
+
+// DefaultExecStopGrace is how long a command stopped at its timeout or by
+// a cancelled call has between ExecRequest.StopSignal and SIGKILL.
+const DefaultExecStopGrace = 2 * time.Second
+
+// execRequestJSON is ExecRequest without its methods, for the JSON codec.
+type execRequestJSON ExecRequest
+
+// MarshalJSON writes StopGrace as a duration string.
+func (r ExecRequest) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		execRequestJSON
+		StopGrace Duration `json:"stop_grace,omitempty"`
+	}{execRequestJSON(r), Duration(r.StopGrace)})
+}
+
+// UnmarshalJSON reads an ExecRequest, refusing unknown fields; stop_grace
+// is a duration string or a number of seconds.
+func (r *ExecRequest) UnmarshalJSON(data []byte) error {
+	var v struct {
+		execRequestJSON
+		StopGrace Duration `json:"stop_grace,omitempty"`
+	}
+	if err := strictUnmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = ExecRequest(v.execRequestJSON)
+	r.StopGrace = time.Duration(v.StopGrace)
+	return nil
 }
 
 // ExecResult is how a command ended. Signal names the signal that ended it

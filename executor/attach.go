@@ -54,6 +54,10 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, badRequest("timeout_s must not be negative"))
 		return
 	}
+	if _, err := execLimits(req.ExecRequest, nil); err != nil {
+		s.fail(w, err)
+		return
+	}
 	ra, err := s.resolveRun(req.User, req.Cwd)
 	if err != nil {
 		s.fail(w, err)
@@ -190,7 +194,8 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 		}()
 	}
 	oom := watchOOM()
-	r, err := s.sup.Run(cmd, out, proc.Limits{Timeout: proc.Seconds(req.TimeoutS), Cancel: gone}, readInput)
+	lim, _ := execLimits(req.ExecRequest, gone) // checked by attach
+	r, err := s.sup.Run(cmd, out, lim, readInput)
 	if !req.Tty {
 		closeStdin.Do(func() { stdin.Close() })
 	}

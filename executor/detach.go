@@ -26,6 +26,10 @@ func (s *Server) startDetached(req api.ExecRequest) (api.ExecResult, error) {
 	if req.Stdin != "" {
 		return api.ExecResult{}, badRequest("stdin does not go with detach: the command runs with no input")
 	}
+	lim, err := execLimits(req, nil)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
 	ra, err := s.resolveRun(req.User, req.Cwd)
 	if err != nil {
 		return api.ExecResult{}, err
@@ -48,7 +52,7 @@ func (s *Server) startDetached(req api.ExecRequest) (api.ExecResult, error) {
 		return api.ExecResult{ExitCode: startCode(err), Stderr: fmt.Sprintf("sbx: %v\n", err), DurationS: time.Since(start).Seconds()}, nil
 	}
 	if req.TimeoutS > 0 {
-		go s.sup.Wait(p, nil, proc.Limits{Timeout: proc.Seconds(req.TimeoutS)})
+		go s.sup.Wait(p, nil, lim)
 	}
 	return api.ExecResult{Pid: p.Pid, DurationS: time.Since(start).Seconds()}, nil
 }

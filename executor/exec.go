@@ -112,12 +112,16 @@ func (s *Server) execStream(w http.ResponseWriter, r *http.Request, req api.Exec
 
 // runCommand runs one command to its end, passing output to sink as it is
 // read. The command gets its own process group; the timeout, or the caller
-// going away, kills the whole group.
+// going away, stops the whole group (execLimits).
 func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(stream string, b []byte) error) (api.ExecResult, error) {
 	if s.isStopping() {
 		return api.ExecResult{}, errStopping
 	}
 	argv, err := execArgv(req)
+	if err != nil {
+		return api.ExecResult{}, err
+	}
+	lim, err := execLimits(req, ctx.Done())
 	if err != nil {
 		return api.ExecResult{}, err
 	}
@@ -150,7 +154,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	out := proc.Output{Files: outputs, Sink: func(stream int, b []byte) error {
 		return sink(frameTypes[stream], b)
 	}}
-	r, err := s.sup.Run(cmd, out, proc.Limits{Timeout: proc.Seconds(req.TimeoutS), Cancel: ctx.Done()}, func(*proc.Process) {
+	r, err := s.sup.Run(cmd, out, lim, func(*proc.Process) {
 		if stdinW != nil {
 			go func() {
 				_, _ = io.Copy(stdinW, strings.NewReader(req.Stdin))

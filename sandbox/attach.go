@@ -16,8 +16,8 @@ import (
 // sandbox's namespaces to start it (the way `docker exec` does), so
 // nothing the sandbox can reach runs with the host's privileges or without
 // the filter. With o.Tty it gets a terminal of its own whose size follows
-// o.Resize. Cancelling ctx kills the command; o.TimeoutS ends it with
-// TimedOut set.
+// o.Resize. Cancelling ctx, or o.TimeoutS passing (TimedOut set), stops
+// the command: o.StopSignal (SIGTERM), SIGKILL o.StopGrace later.
 func (h *Host) Attach(ctx context.Context, ref string, o sbx.AttachOptions) (sbx.ExecResult, error) {
 	if len(o.Argv) == 0 && o.Command == "" {
 		return sbx.ExecResult{}, fmt.Errorf("%w: no command given", sbx.ErrInvalid)

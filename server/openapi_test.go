@@ -73,6 +73,8 @@ var bodies = map[string]reflect.Type{
 	"PullRequest":       reflect.TypeFor[api.PullRequest](),
 	"PullProgress":      reflect.TypeFor[sbx.PullProgress](),
 	"PullFrame":         reflect.TypeFor[api.PullFrame](),
+	"BuildFrame":        reflect.TypeFor[api.BuildFrame](),
+	"BuildResult":       reflect.TypeFor[sbx.BuildResult](),
 	"PrepareRequest":    reflect.TypeFor[api.PrepareRequest](),
 	"PrepareReply":      reflect.TypeFor[api.PrepareReply](),
 	"Event":             reflect.TypeFor[sbx.Event](),
@@ -96,7 +98,8 @@ var bodies = map[string]reflect.Type{
 // customFields are the JSON fields a type writes through its own
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
-	reflect.TypeFor[sbx.Options](): {"ttl", "idle_timeout"},
+	reflect.TypeFor[sbx.Options]():     {"ttl", "idle_timeout"},
+	reflect.TypeFor[sbx.ExecRequest](): {"stop_grace"},
 }
 
 // scalarSchemas are the named schemas that are not objects.

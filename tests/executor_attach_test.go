@@ -60,7 +60,7 @@ func TestExecutorAttach(t *testing.T) {
 	}
 
 	res, _, _ = run(api.AttachRequest{ExecRequest: api.ExecRequest{Argv: []string{"sleep", "30"}, TimeoutS: 0.3}, Tty: true}, nil)
-	if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != sbx.ExitTimeout {
+	if !res.TimedOut || res.Signal != "SIGTERM" || res.ExitCode != sbx.ExitTimeout {
 		t.Fatalf("attach past its timeout: %+v", res)
 	}
 

@@ -164,8 +164,9 @@ func TestExecutorExecTimeoutKillsProcessGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// As sbx run and sbx exec --timeout: 124, the command killed.
-	if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != sbx.ExitTimeout || res.Stdout != "started\n" {
+	// As sbx run and sbx exec --timeout: 124, the command stopped
+	// (SIGTERM first).
+	if !res.TimedOut || res.Signal != "SIGTERM" || res.ExitCode != sbx.ExitTimeout || res.Stdout != "started\n" {
 		t.Fatalf("got %+v", res)
 	}
 	data, err := os.ReadFile(pidFile)

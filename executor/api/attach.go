@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +28,64 @@ type AttachRequest struct {
 	Tty  bool   `json:"tty,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
 	Rows uint16 `json:"rows,omitempty"`
+}
+
+// attachTerminal is what AttachRequest adds to ExecRequest, for the JSON
+// codec (ExecRequest's own codec would otherwise stand for the whole).
+type attachTerminal struct {
+	Tty  bool   `json:"tty,omitempty"`
+	Cols uint16 `json:"cols,omitempty"`
+	Rows uint16 `json:"rows,omitempty"`
+}
+
+// MarshalJSON writes the fields of ExecRequest and the terminal's in one
+// object.
+func (r AttachRequest) MarshalJSON() ([]byte, error) {
+	exec, err := json.Marshal(r.ExecRequest)
+	if err != nil {
+		return nil, err
+	}
+	term, err := json.Marshal(attachTerminal{Tty: r.Tty, Cols: r.Cols, Rows: r.Rows})
+	if err != nil {
+		return nil, err
+	}
+	exec, term = bytes.TrimSuffix(exec, []byte("}")), bytes.TrimPrefix(term, []byte("{"))
+	if len(exec) > 1 && len(term) > 1 {
+		exec = append(exec, ',')
+	}
+	return append(exec, term...), nil
+}
+
+// UnmarshalJSON reads an AttachRequest, refusing unknown fields.
+func (r *AttachRequest) UnmarshalJSON(data []byte) error {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	term := map[string]json.RawMessage{}
+	for _, k := range []string{"tty", "cols", "rows"} {
+		if v, ok := fields[k]; ok {
+			term[k] = v
+			delete(fields, k)
+		}
+	}
+	rest, err := json.Marshal(fields)
+	if err != nil {
+		return err
+	}
+	var t attachTerminal
+	tb, err := json.Marshal(term)
+	if err == nil {
+		err = json.Unmarshal(tb, &t)
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(rest, &r.ExecRequest); err != nil {
+		return err
+	}
+	r.Tty, r.Cols, r.Rows = t.Tty, t.Cols, t.Rows
+	return nil
 }
 
 // Attach frame types. A frame is one type byte, a big-endian uint32

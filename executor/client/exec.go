@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/internal/termsafe"
 )
@@ -20,7 +21,12 @@ import (
 func (c *Client) execBudget(req api.ExecRequest) (time.Duration, int64) {
 	d := c.opts.TransferTimeout
 	if req.TimeoutS > 0 {
-		d = seconds(req.TimeoutS) + c.opts.Grace
+		// The command's stop at the timeout takes up to its grace.
+		grace := req.StopGrace
+		if grace <= 0 {
+			grace = sbx.DefaultExecStopGrace
+		}
+		d = seconds(req.TimeoutS) + grace + c.opts.Grace
 	}
 	out := int64(req.MaxOutputBytes)
 	if out <= 0 {

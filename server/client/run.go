@@ -119,7 +119,8 @@ func (c *Client) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error)
 	if err != nil {
 		return nil, err
 	}
-	req := sbx.ExecRequest{Argv: argv, Cwd: o.Workdir, User: o.User, TimeoutS: o.Timeout.Seconds()}
+	// Killed at its timeout, as a local run is.
+	req := sbx.ExecRequest{Argv: argv, Cwd: o.Workdir, User: o.User, TimeoutS: o.Timeout.Seconds(), StopSignal: "SIGKILL"}
 	var res sbx.ExecResult
 	if o.Stdin != nil || o.Tty {
 		res, err = c.Attach(ctx, sb.ID, sbx.AttachOptions{ExecRequest: req, Tty: o.Tty, Stdin: o.Stdin,

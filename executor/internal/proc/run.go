@@ -93,10 +93,13 @@ func (s *Supervisor) Launch(c Command) (*Process, error) {
 }
 
 // Limits end a command early: when Timeout passes (0: never) or Cancel is
-// closed (the caller went away), its whole process group is killed.
+// closed (the caller went away), its whole process group gets StopSignal
+// and, StopGrace later (or at once without a StopSignal), SIGKILL.
 type Limits struct {
-	Timeout time.Duration
-	Cancel  <-chan struct{}
+	Timeout    time.Duration
+	Cancel     <-chan struct{}
+	StopSignal unix.Signal
+	StopGrace  time.Duration
 }
 
 // Result is how a command ended and what it used.
@@ -138,7 +141,8 @@ func (s *Supervisor) Run(c Command, out Output, lim Limits, started func(*Proces
 // Wait waits until p exited and out (nil: none) was read to its end, or
 // up to DrainGrace after p exited when background children hold the
 // output open. At lim's timeout, when lim.Cancel closes or when out's sink
-// fails, it kills p's process group. The result's Duration is left to the
+// fails, it stops p's process group (lim.StopSignal, SIGKILL after
+// lim.StopGrace). The result's Duration is left to the
 // caller.
 func (s *Supervisor) Wait(p *Process, out *Reader, lim Limits) Result {
 	var timeout <-chan time.Time
@@ -153,6 +157,15 @@ func (s *Supervisor) Wait(p *Process, out *Reader, lim Limits) Result {
 	}
 	timedOut := false
 	kill := func() {
+		if lim.StopSignal != 0 && lim.StopSignal != unix.SIGKILL {
+			_ = p.SignalGroup(lim.StopSignal)
+			grace := time.NewTimer(lim.StopGrace)
+			select {
+			case <-p.Done():
+			case <-grace.C:
+			}
+			grace.Stop()
+		}
 		_ = p.SignalGroup(unix.SIGKILL)
 		<-p.Done()
 	}

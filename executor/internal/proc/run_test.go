@@ -180,6 +180,38 @@ func TestRunCancelAndAFailingSinkKillTheCommand(t *testing.T) {
 	}
 }
 
+// A cancel or a timeout with a StopSignal sends it to the group first: a
+// command that handles it ends in its own way (its output kept), one that
+// ignores it is killed StopGrace later.
+func TestRunStopsGracefullyWithAStopSignal(t *testing.T) {
+	sup := newSupervisor(t)
+	cancel := make(chan struct{})
+	c, outputs := shCommand(t, `trap 'echo cleaned up; exit 3' TERM; echo started; while :; do sleep 0.05; done`, OwnGroup)
+	var got collected
+	var once sync.Once
+	sink := func(stream int, b []byte) error {
+		once.Do(func() { close(cancel) })
+		return got.sink(stream, b)
+	}
+	r, err := sup.Run(c, Output{Files: outputs, Sink: sink}, Limits{Cancel: cancel, StopSignal: unix.SIGTERM, StopGrace: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ExitCode != 3 || r.Signal != "" || !strings.Contains(got.String(0), "cleaned up") {
+		t.Fatalf("cancelled with SIGTERM: exit %d %q, output %q; want the trap's exit 3", r.ExitCode, r.Signal, got.String(0))
+	}
+
+	c, outputs = shCommand(t, `trap '' TERM; echo started; while :; do sleep 0.05; done`, OwnGroup)
+	start := time.Now()
+	r, err = sup.Run(c, Output{Files: outputs, Sink: (&collected{}).sink}, Limits{Timeout: 100 * time.Millisecond, StopSignal: unix.SIGTERM, StopGrace: 300 * time.Millisecond}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.TimedOut || r.ExitCode != sbx.ExitTimeout || r.Signal != "SIGKILL" || time.Since(start) < 400*time.Millisecond {
+		t.Fatalf("ignoring SIGTERM past its timeout: exit %d %q timed out %v after %v; want SIGKILL after the grace", r.ExitCode, r.Signal, r.TimedOut, time.Since(start))
+	}
+}
+
 // A background child that holds the output open does not hold the run:
 // the output is read for DrainGrace after the command exited, then left.
 func TestRunStopsReadingOutputHeldOpenByABackgroundChild(t *testing.T) {

@@ -19,6 +19,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _sio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    BuildResult,
     DiskUsage,
     Event,
     GCReport,
@@ -44,6 +45,7 @@ from .._wire import (
     Env,
     Network,
     Pull,
+    build_params,
     create_body,
     decode_json,
     env_list,
@@ -289,6 +291,60 @@ class Images:
                 elif kind == "error":
                     raise frame_error(frame)
         raise ProtocolError(f"pull {ref}: the stream ended without a result")
+
+    def build(
+        self,
+        context_dir: Union[str, os.PathLike[str]],
+        *,
+        tag: Optional[str] = None,
+        dockerfile: Optional[str] = None,
+        build_args: Optional[Mapping[str, str]] = None,
+        target: Optional[str] = None,
+        no_cache: bool = False,
+        network: Optional[str] = None,
+        pull: Optional[Pull] = None,
+        on_output: Optional[Callable[[str], Any]] = None,
+    ) -> BuildResult:
+        """Build an image on the server from a Dockerfile, as ``sbx build``
+        does (docs/images.md), and name it ``tag`` (NAME[:TAG]).
+
+        The local directory ``context_dir`` is sent as a tar stream minus
+        what its ``.dockerignore`` (or ``<dockerfile>.dockerignore``)
+        excludes, as ``docker build`` sends it; symbolic links go as links,
+        sockets, FIFOs and devices are left out. ``dockerfile`` is the
+        Dockerfile's path inside the context (default "Dockerfile");
+        ``build_args`` give ``ARG`` values; ``target`` builds that stage and
+        those it needs; ``no_cache`` builds every step again; ``network``
+        is the network of ``RUN`` steps ("none", the default, or
+        "bridge"); ``pull`` the pull policy of ``FROM`` images.
+        ``on_output`` is called with the build's output text as it arrives.
+
+        A Dockerfile that does not parse or a failing step raises the
+        server's error (InvalidError for a bad Dockerfile, naming its
+        line); a context over the server's upload limit TooLargeError."""
+        params, dockerfile_path = build_params(locals())
+        content = _tar.context_chunks(context_dir, dockerfile_path)
+        what = f"build {os.fspath(context_dir)}"
+        with self._http.stream(
+            "POST",
+            "/v1/images/build",
+            what=what,
+            params=params,
+            content=_sio.iterate(content),
+            headers={"Content-Type": "application/x-tar"},
+            timeout=None,
+        ) as resp:
+            for frame in ndjson(resp, what):
+                kind = frame.get("type")
+                if kind == "output":
+                    text = frame.get("output")
+                    if on_output is not None and isinstance(text, str):
+                        on_output(text)
+                elif kind == "result":
+                    return BuildResult.from_json(frame.get("build"))
+                elif kind == "error":
+                    raise frame_error(frame)
+        raise ProtocolError(f"{what}: the stream ended without a result")
 
     def remove(self, ref: str) -> None:
         """Remove the image's name from the cache (its layers stay until

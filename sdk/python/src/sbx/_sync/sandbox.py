@@ -127,8 +127,8 @@ class Sandbox:
         ``cmd`` is an argv list, or a string run with ``/bin/sh -c``. ``env``
         adds variables, ``cwd`` and ``user`` ("name", "uid" or "uid:gid")
         override the sandbox's defaults, ``stdin`` is fed to the command.
-        ``timeout`` (seconds, a timedelta or "30s") kills the command's whole
-        process group when it passes and raises CommandTimeoutError (its
+        ``timeout`` (seconds, a timedelta or "30s") stops the command's whole
+        process group when it passes (SIGTERM, SIGKILL 2 s later) and raises CommandTimeoutError (its
         ``result`` has the output so far). ``max_output_bytes`` caps stdout
         and stderr each (default 1 MiB; the middle is cut). With
         ``check=True`` a non-zero exit raises CommandError.
@@ -137,7 +137,8 @@ class Sandbox:
         not found, 126: not executable, 128+n: signal n) and ``report``.
         Without a timeout the call waits as long as the command runs (up to
         the server's --proxy-timeout). Interrupting the call (Ctrl-C, task
-        cancellation) closes the connection, which kills the command."""
+        cancellation) closes the connection, which stops the command the same
+        way."""
         call = exec_call(locals())
         reply = self._http.call(
             "POST", self._path("/exec"), what=f"exec in {self.id}", json=call.body, timeout=call.deadline_s
