@@ -40,8 +40,9 @@ from .._models import (
     Volume,
 )
 from .._transport import translated
-from .._units import Duration, Size
+from .._units import Duration, Size, go_duration
 from .._wire import (
+    Command,
     Env,
     Network,
     Pull,
@@ -449,19 +450,38 @@ class Pools:
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
         seccomp: Optional[str] = None,
+        cmd: Optional[Command] = None,
+        key_env: Optional[Sequence[str]] = None,
+        ready_check: Optional[Mapping[str, Any]] = None,
     ) -> Pool:
         """Define the pool ``name`` (letters, digits, '.', '_', '-'), which
         keeps ``size`` idle members started with the options of
         :meth:`Sandboxes.create` given here (a sandbox's name, labels, ttl,
-        cmd and published ports belong to the create that claims it). The
+        published ports, volumes and tmpfs mounts belong to the create that
+        claims it). With ``cmd``, every member boots that main command (a
+        server, an agent) with the pool's env, workdir and user; ``key_env``
+        names variables set to a key of the member's own, and
+        ``ready_check`` (``{"port": 8080, "path": "/health", "body": ...,
+        "timeout": "1m"}``) is the HTTP GET on the sandbox's loopback that
+        must answer 2xx before the member is ready (docs/pools.md). The
         server starts members in its background; :meth:`fill` starts them
         now. A name in use raises ConflictError."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"size {size!r}: want a non-negative integer")
-        options = create_body({k: v for k, v in locals().items() if k not in ("self", "name", "size")})
-        reply = self._http.call(
-            "POST", "/v1/pools", what=f"create pool {name}", json={"name": name, "size": size, "options": options}
+        spec: dict[str, Any] = {"name": name, "size": size}
+        if key_env is not None:
+            if isinstance(key_env, str):
+                raise TypeError("key_env: want a list of variable names, not a string")
+            spec["key_env"] = list(key_env)
+        if ready_check is not None:
+            check = dict(ready_check)
+            if "timeout" in check:
+                check["timeout"] = go_duration(check["timeout"], "ready_check timeout")
+            spec["ready_check"] = check
+        spec["options"] = create_body(
+            {k: v for k, v in locals().items() if k not in ("self", "name", "size", "key_env", "ready_check", "spec")}
         )
+        reply = self._http.call("POST", "/v1/pools", what=f"create pool {name}", json=spec)
         return Pool.from_json(reply)
 
     def list(self) -> builtins.list[Pool]:
