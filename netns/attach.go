@@ -107,6 +107,13 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 		}
 	}
 	hold, ready, err := n.startHolder(socks)
+	if err == nil && hold == nil && opts.Standby {
+		if hold, ready, err = n.startStandbyHolder(l); err != nil {
+			// A claim starts a holder of its own then.
+			n.log.Warn("no standby holder for a pool member's ports", "sandbox", sandboxID, "err", err)
+			err = nil
+		}
+	}
 	if err != nil {
 		if terr := n.teardown(l); terr != nil {
 			err = errors.Join(err, fmt.Errorf("clean up (run sbx gc): %w", terr))
@@ -369,6 +376,9 @@ func (n *Network) teardown(l *lease) error {
 	// sandbox any more.
 	if err := stopHolder(l.Holder); err != nil {
 		return err
+	}
+	if err := os.Remove(n.standbyPath(l)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove the standby port holder's socket: %w", err)
 	}
 	return n.removeLease(l)
 }

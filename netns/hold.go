@@ -115,6 +115,88 @@ func (n *Network) startHolder(socks []*os.File) (*holder, *os.File, error) {
 	if len(socks) == 0 {
 		return nil, nil, nil
 	}
+	return n.spawnHolder(socks)
+}
+
+// A warm pool's member publishes no ports, but the claim that takes it
+// may, and starting a holder then is most of what publishing costs (an
+// exec, milliseconds on a busy host). So a member is attached with a
+// standby holder (AttachOptions.Standby): started with it and recorded in
+// its lease, it listens on a unix socket of the state directory
+// (holders/KEY.sock), and the claim hands it the ports' sockets there
+// (SCM_RIGHTS) instead of starting one. Sockets in flight stay bound
+// until the holder takes them; a claim that cannot reach the holder
+// starts one of its own.
+
+// standbyDir holds the sockets of standby holders.
+const standbyDir = "holders"
+
+// maxHandedPorts bounds the sockets handed to a standby holder at once
+// (sbx-hold's MAX_FDS); a claim that publishes more starts a holder.
+const maxHandedPorts = 64
+
+func (n *Network) standbyPath(l *lease) string {
+	return filepath.Join(n.cfg.StateDir, standbyDir, l.Key+".sock")
+}
+
+// startStandbyHolder starts the standby holder of lease l (which publishes
+// no ports), listening on standbyPath, and returns it with the write end
+// of its ready pipe, as startHolder does.
+func (n *Network) startStandbyHolder(l *lease) (*holder, *os.File, error) {
+	path := n.standbyPath(l)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, nil, fmt.Errorf("standby port holder: %w", err)
+	}
+	_ = os.Remove(path)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("standby port holder: %w", err)
+	}
+	lf := os.NewFile(uintptr(fd), "standby")
+	defer lf.Close()
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		return nil, nil, fmt.Errorf("standby port holder: bind %s: %w", path, err)
+	}
+	if err := unix.Listen(fd, 4); err != nil {
+		_ = os.Remove(path)
+		return nil, nil, fmt.Errorf("standby port holder: %w", err)
+	}
+	h, ready, err := n.spawnHolder([]*os.File{lf}, "4")
+	if err != nil {
+		_ = os.Remove(path)
+	}
+	return h, ready, err
+}
+
+// handToHolder gives the sockets of published ports to the standby holder
+// of l, which holds them from then on, and removes its socket.
+func (n *Network) handToHolder(l *lease, socks []*os.File) error {
+	if len(socks) > maxHandedPorts {
+		return fmt.Errorf("%d ports are more than a standby holder takes (%d)", len(socks), maxHandedPorts)
+	}
+	path := n.standbyPath(l)
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Connect(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		return fmt.Errorf("reach the standby port holder at %s: %w", path, err)
+	}
+	fds := make([]int, len(socks))
+	for i, f := range socks {
+		fds[i] = int(f.Fd())
+	}
+	if err := unix.Sendmsg(fd, []byte{'p'}, unix.UnixRights(fds...), nil, 0); err != nil {
+		return fmt.Errorf("hand the published ports to their holder: %w", err)
+	}
+	_ = os.Remove(path)
+	return nil
+}
+
+// spawnHolder starts sbx-hold with files as its descriptors 4 and up and
+// args after its ready descriptor and state directory.
+func (n *Network) spawnHolder(files []*os.File, args ...string) (*holder, *os.File, error) {
 	path, err := n.holderPath()
 	if err != nil {
 		return nil, nil, fmt.Errorf("hold published ports: %w", err)
@@ -125,8 +207,8 @@ func (n *Network) startHolder(socks []*os.File) (*holder, *os.File, error) {
 	}
 	defer r.Close()
 	// The state directory names the holders of this Network for GC.
-	cmd := exec.Command(path, "3", n.cfg.StateDir)
-	cmd.ExtraFiles = append([]*os.File{r}, socks...)
+	cmd := exec.Command(path, append([]string{"3", n.cfg.StateDir}, args...)...)
+	cmd.ExtraFiles = append([]*os.File{r}, files...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		w.Close()
@@ -228,7 +310,7 @@ func (n *Network) sweepHolders(keep map[int]bool) []string {
 			continue
 		}
 		args := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
-		if len(args) != 3 || args[2] != n.cfg.StateDir || !strings.HasPrefix(filepath.Base(args[0]), helperbin.Hold) {
+		if (len(args) != 3 && len(args) != 4) || args[2] != n.cfg.StateDir || !strings.HasPrefix(filepath.Base(args[0]), helperbin.Hold) {
 			continue
 		}
 		start, err := procStart(pid)

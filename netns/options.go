@@ -250,6 +250,10 @@ type AttachOptions struct {
 	DNS []netip.Addr
 	// Hostname goes into the sandbox's /etc/hosts; empty means "sandbox".
 	Hostname string
+	// Standby, for a warm pool's member (which publishes no ports), starts
+	// the holder of the ports a claim may publish with the member, so
+	// that Reconfigure hands it their sockets instead of starting one.
+	Standby bool
 }
 
 func (o AttachOptions) validate() error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 
 	"github.com/google/nftables"
@@ -58,11 +59,27 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		return nil, err
 	}
 	defer closeHeld(socks)
-	hold, ready, err := n.startHolder(socks)
-	if err != nil {
-		return nil, err
+	// The member's standby holder takes the ports' sockets; without one
+	// (or if it cannot be reached), a holder is started for them and the
+	// standby one, if any, stopped once the lease records the new one.
+	hold, standby := l.Holder, false
+	var ready *os.File
+	if len(socks) > 0 && hold != nil {
+		if err := n.handToHolder(l, socks); err != nil {
+			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", sandboxID, "err", err)
+		} else {
+			standby = true
+		}
 	}
-	defer ready.Close()
+	var stale *holder
+	staleStopped := false
+	if len(socks) > 0 && !standby {
+		stale = l.Holder
+		if hold, ready, err = n.startHolder(socks); err != nil {
+			return nil, err
+		}
+		defer ready.Close()
+	}
 	old := *l
 	egress := opts.Egress
 	if egress.Kind == "" {
@@ -77,8 +94,15 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		l.Ports, l.Holder = ports, hold
 	}
 	undo := func(err error) (*Attachment, error) {
-		if serr := stopHolder(hold); serr != nil {
-			err = errors.Join(err, serr)
+		if len(socks) > 0 {
+			// The holder that took the ports goes; the lease keeps the
+			// standby one only if it still runs without them.
+			if serr := stopHolder(hold); serr != nil {
+				err = errors.Join(err, serr)
+			}
+			if standby || staleStopped {
+				old.Holder = nil
+			}
 		}
 		*l = old
 		if werr := n.writeLease(l); werr != nil {
@@ -91,6 +115,12 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	}
 	if err := releaseHolder(ready); err != nil {
 		return undo(err)
+	}
+	if stale != nil {
+		staleStopped = true
+		if err := stopHolder(stale); err != nil {
+			n.log.Warn("stop the standby port holder", "sandbox", sandboxID, "err", err)
+		}
 	}
 	if !filters && len(ports) == 0 {
 		return n.attachment(l), nil

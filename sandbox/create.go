@@ -331,7 +331,8 @@ func (h *Host) buildWith(ctx context.Context, sb *sbx.Sandbox, lowers []string, 
 	if err := os.WriteFile(filepath.Join(run, rootOwnerFile), []byte(h.store.Root()), 0o600); err != nil {
 		return fmt.Errorf("create runtime directory: %w", err)
 	}
-	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir), seed: seed}
+	p := &provisioned{id: sb.ID, hostname: hostname(sb), opts: &sb.Options, lowers: lowers, dir: filepath.Join(run, rootfsDir), seed: seed,
+		member: sb.Pool != ""}
 	if sb.Options.UserNS == sbx.UserNSPrivate {
 		p.usernsOwner = sandboxOwner(h.store.Root(), sb.ID)
 	}

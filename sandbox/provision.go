@@ -101,6 +101,7 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 type provisioned struct {
 	id, hostname string
 	opts         *sbx.Options
+	member       bool     // a warm pool's member: its network keeps a standby port holder
 	lowers       []string // empty: host mode
 	dir          string   // where the root is prepared
 
@@ -155,6 +156,7 @@ func (h *Host) attachNetwork(ctx context.Context, p *provisioned) error {
 			return err
 		}
 		p.bridged = true // the lease is recorded on disk before anything is created
+		na.Standby = p.member
 		if p.net, err = n.Attach(ctx, p.id, na); err != nil {
 			return err
 		}
