@@ -90,4 +90,5 @@ func imageConfig(c sbx.ImageConfig) imagecache.ImageConfig {
 		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal, ExposedPorts: c.ExposedPorts,
 		Volumes: c.Volumes, Shell: c.Shell, Healthcheck: c.Healthcheck}
 }
+
 var _ sbx.Builder = (*Host)(nil)

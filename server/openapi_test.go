@@ -73,6 +73,8 @@ var bodies = map[string]reflect.Type{
 	"PullRequest":       reflect.TypeFor[api.PullRequest](),
 	"PullProgress":      reflect.TypeFor[sbx.PullProgress](),
 	"PullFrame":         reflect.TypeFor[api.PullFrame](),
+	"BuildFrame":        reflect.TypeFor[api.BuildFrame](),
+	"BuildResult":       reflect.TypeFor[sbx.BuildResult](),
 	"PrepareRequest":    reflect.TypeFor[api.PrepareRequest](),
 	"PrepareReply":      reflect.TypeFor[api.PrepareReply](),
 	"Event":             reflect.TypeFor[sbx.Event](),

@@ -1,11 +1,18 @@
 package tests
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/tests/fixture"
 )
 
 // buildContextDir writes files (path -> content) into a new context dir.
@@ -181,5 +188,61 @@ func TestBuildRefusesBadInput(t *testing.T) {
 	}
 	if ids := strings.Fields(h.must(t, "ps", "-aq")); len(ids) != 0 {
 		t.Fatalf("failed builds left sandboxes: %v", ids)
+	}
+}
+
+// TestBuildOverREST: sbx build --host sends the context (minus
+// .dockerignore) to sbx serve, which builds it under its policy and
+// streams the output; the image runs there, and a hostile context is
+// refused.
+func TestBuildOverREST(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	p := newServeDirs(t)
+	p.start(t)
+	defer p.stop(t)
+	t.Setenv("SBX_TOKEN", serverTestToken)
+	cli := func(args ...string) result {
+		return runSbx(t, "", append([]string{"--host", "unix://" + p.sock}, args...)...)
+	}
+	reg := fixture.StartRegistry(t)
+	ref := reg.Push(t, "remote/buildbase:1", fixture.BusyboxImage(t))
+	if r := cli("pull", ref); r.code != 0 {
+		t.Fatalf("remote pull: %d %s", r.code, r.stderr)
+	}
+	ctx := buildContextDir(t, map[string]string{
+		"Dockerfile":    "FROM " + ref + "\nARG WHO\nCOPY app/ /app/\nRUN echo \"built for $WHO\" && cat /app/* > /all\nCMD [\"cat\", \"/all\"]\n",
+		"app/a":         "a\n",
+		"app/secret":    "s\n",
+		".dockerignore": "app/secret\n",
+	})
+	r := cli("build", "-t", "remote/built:1", "--build-arg", "WHO=rest", ctx)
+	if r.code != 0 || !strings.Contains(r.stderr, "built for rest") || !strings.Contains(r.stderr, "STEP 4/5: RUN") {
+		t.Fatalf("remote build: code %d stdout %q\n%s", r.code, r.stdout, r.stderr)
+	}
+	if r = cli("run", "--rm", "remote/built:1"); r.code != 0 || r.stdout != "a\n" {
+		t.Fatalf("run of the remotely built image: %d %q %s", r.code, r.stdout, r.stderr)
+	}
+	if r = cli("build", "-t", "remote/built:1", "--build-arg", "WHO=rest", ctx); r.code != 0 || !strings.Contains(r.stderr, "2 cached") {
+		t.Fatalf("second remote build not cached: %d\n%s", r.code, r.stderr)
+	}
+	if r = cli("build", ctx, "--target", "nope"); r.code == 0 || !strings.Contains(r.stderr, `no stage called "nope"`) {
+		t.Fatalf("remote build of a missing stage: %d %s", r.code, r.stderr)
+	}
+	// A context tar naming a path outside is refused before anything runs.
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	_ = tw.WriteHeader(&tar.Header{Name: "../escape", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	_, _ = tw.Write([]byte("x"))
+	_ = tw.Close()
+	resp, err := p.client(t).Do(context.Background(), http.MethodPost, "/v1/images/build", &buf, "application/x-tar")
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("a context with ../escape was accepted")
+	}
+	if !strings.Contains(err.Error(), "outside the context") {
+		t.Fatalf("a context with ../escape: %v", err)
+	}
+	if list, err := p.client(t).List(context.Background(), sbx.Filter{}); err != nil || len(list) != 0 {
+		t.Fatalf("sandboxes left on the server after the builds: %v %+v", err, list)
 	}
 }

@@ -18,8 +18,8 @@ func buildCmd(a *app) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "build [flags] CONTEXT",
 		Short: "Build an image from a Dockerfile",
-		Long: "Build an image from CONTEXT/Dockerfile as docker build does, each RUN in a throw-away\nsandbox, each step cached by its inputs (see docs/images.md).",
-		Args: cobra.ExactArgs(1),
+		Long:  "Build an image from CONTEXT/Dockerfile as docker build does, each RUN in a throw-away\nsandbox, each step cached by its inputs (see docs/images.md).",
+		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.ContextDir = args[0]
 			var err error
@@ -32,7 +32,7 @@ func buildCmd(a *app) *cobra.Command {
 			return a.withBackend(func(ctx context.Context, b backend) error {
 				builder, ok := b.(sbx.Builder)
 				if !ok {
-					return errors.New("sbx build runs on this host only: the REST server has no build endpoint yet")
+					return errors.New("this backend cannot build images")
 				}
 				res, err := builder.Build(ctx, o)
 				if err != nil {

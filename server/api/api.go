@@ -165,6 +165,19 @@ type PullFrame struct {
 	Error    *ErrorBody    `json:"error,omitempty"`
 }
 
+// BuildFrame is one line of POST /v1/images/build (NDJSON): output frames
+// (the build's progress text, as sbx build prints it), then exactly one
+// result or error frame.
+type BuildFrame struct {
+	Type   string           `json:"type"`
+	Output string           `json:"output,omitempty"`
+	Build  *sbx.BuildResult `json:"build,omitempty"`
+	Error  *ErrorBody       `json:"error,omitempty"`
+}
+
+// FrameOutput is the type of a build's output frames.
+const FrameOutput = "output"
+
 // Event is one server-sent event (the contract's; its types are the
 // sbx.Event* constants). A server numbers its events from a boot epoch
 // (unix microseconds at its start), so the ids of a restarted server are

@@ -43,6 +43,7 @@ __all__ = [
     "LogOutput",
     "Exit",
     "PreparedImage",
+    "BuildResult",
     "PullProgress",
     "Event",
     "Health",
@@ -587,6 +588,17 @@ class PreparedImage(_Decoded):
     image: Image
     cached: bool
     output: str
+
+
+@dataclass(frozen=True)
+class BuildResult(_Decoded):
+    """The result of :meth:`Images.build`: the image built (named by
+    ``tag``, else only by its digest), the steps of the stages built and
+    how many of them were reused from the server's step cache."""
+
+    image: Image
+    steps: int
+    cached: int
 
 
 @dataclass(frozen=True)

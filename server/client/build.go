@@ -1,0 +1,95 @@
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+
+	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/build/contexttar"
+	"github.com/sbxrun/sbx/server/api"
+)
+
+var _ sbx.Builder = (*Client)(nil)
+
+// Build builds an image on the server (POST /v1/images/build): the context
+// directory goes as a tar stream, minus what its .dockerignore excludes,
+// as docker build sends it; the build's output is written to o.Output as
+// it arrives. The context alone bounds the call.
+func (c *Client) Build(ctx context.Context, o sbx.BuildOptions) (*sbx.BuildResult, error) {
+	if o.ContextDir == "" {
+		return nil, fmt.Errorf("%w: a build needs a context directory", sbx.ErrInvalid)
+	}
+	if o.DockerfileText != "" {
+		return nil, fmt.Errorf("%w: a remote build reads its Dockerfile from the context (give its path)", sbx.ErrInvalid)
+	}
+	df := o.Dockerfile
+	if df == "" {
+		df = filepath.Join(o.ContextDir, "Dockerfile")
+	}
+	rel, err := filepath.Rel(o.ContextDir, df)
+	if err != nil || !filepath.IsLocal(rel) {
+		return nil, fmt.Errorf("%w: a remote build needs its Dockerfile inside the context directory (%s)", sbx.ErrInvalid, o.ContextDir)
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"tag": o.Tag, "target": o.Target, "network": o.Network, "pull": o.Pull, "dockerfile": filepath.ToSlash(rel)} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.NoCache {
+		q.Set("no_cache", strconv.FormatBool(true))
+	}
+	for k, v := range o.BuildArgs {
+		q.Add("build_arg", k+"="+v)
+	}
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(contexttar.Write(pw, o.ContextDir, df)) }()
+	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/build?"+q.Encode(), pr, "application/x-tar")
+	pr.CloseWithError(errors.New("build request ended"))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var res *sbx.BuildResult
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	for sc.Scan() {
+		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+			continue
+		}
+		var f api.BuildFrame
+		if err := json.Unmarshal(sc.Bytes(), &f); err != nil {
+			return nil, fmt.Errorf("sbx server: bad build frame: %w", err)
+		}
+		switch f.Type {
+		case api.FrameOutput:
+			if o.Output != nil {
+				if _, err := io.WriteString(o.Output, f.Output); err != nil {
+					return nil, err
+				}
+			}
+		case api.FrameResult:
+			res = f.Build
+		case api.FrameError:
+			if f.Error != nil {
+				return nil, imageErr(&Error{Status: errorStatus(f.Error.Code), Code: f.Error.Code, Message: f.Error.Message})
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("sbx server: read the build's stream: %w", err)
+	}
+	if res == nil {
+		return nil, errors.New("sbx server: the build's stream ended without a result")
+	}
+	return res, nil
+}
