@@ -76,6 +76,10 @@ type Sandboxes interface {
 	// Export writes the sandbox's root file system (its image with its
 	// changes) to w as one tar (docker export).
 	Export(ctx context.Context, ref string, w io.Writer) error
+	// Renew renews the owner lease of a sandbox created with
+	// Options.Lease: it now expires Lease from now (never after its TTL).
+	// ErrState for a sandbox without a lease.
+	Renew(ctx context.Context, ref string) (*Sandbox, error)
 	// Rename gives a sandbox a new unique name ("" drops its name).
 	Rename(ctx context.Context, ref, name string) (*Sandbox, error)
 	// Prepare returns an image that is Base after Script ran in it,

@@ -91,6 +91,12 @@ type ExecResult struct {
 	UserTimeS       float64 `json:"user_time_s"`
 	SysTimeS        float64 `json:"sys_time_s"`
 	MemoryPeakBytes uint64  `json:"memory_peak_bytes"`
+	// OOMKilled says the kernel's OOM killer ended the command (it died of
+	// SIGKILL, not at its timeout, while the sandbox's cgroup counted an OOM
+	// kill). A command that ran beside another one killed that way at the
+	// same moment may be reported alike. The local backend reads the count
+	// from the host's cgroup; the executor reports it to remote callers.
+	OOMKilled bool `json:"oom_killed"`
 	// Pid is a detached command's pid inside the sandbox (Detach).
 	Pid int `json:"pid,omitempty"`
 }

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/sbxrun/sbx/internal/swapfile"
 )
 
 // leaseState is where a lease is in its life.
@@ -99,7 +101,9 @@ func (n *Network) writeLease(l *lease) error {
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
 		return fmt.Errorf("write lease %s: %w", l.IP, err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	// Swapped in, not renamed over the old lease: a claim writes a lease
+	// on its critical path, and ext4 flushes a file renamed over another.
+	if err := swapfile.Replace(tmp, p); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("write lease %s: %w", l.IP, err)
 	}

@@ -53,6 +53,14 @@ func Exit(stdout, stderr io.Writer, ref string, exit *sbx.Exit) {
 	}
 }
 
+// ExecEnd writes a note on stderr when an exec's command was killed by the
+// kernel's OOM killer (its exit code alone, 137, does not say so).
+func ExecEnd(stderr io.Writer, res sbx.ExecResult) {
+	if res.OOMKilled {
+		fmt.Fprintln(stderr, "sbx: the command was killed for lack of memory (OOM): the sandbox reached its memory limit")
+	}
+}
+
 // Events is an Events callback writing each event as a line of text
 // (Event.String) or, with format "json", as one JSON object a line.
 func Events(w io.Writer, format string) func(sbx.Event) error {

@@ -216,6 +216,8 @@ func explainDumpError(err error) error {
 	switch {
 	case strings.Contains(msg, "External socket is used") || strings.Contains(msg, "half of stream unix connection"):
 		return fmt.Errorf("%w\n(a client is connected to the sandbox's executor: an exec, attach or session call in progress; retry when it ends)", err)
+	case strings.Contains(msg, "Can't get rlimit"):
+		return fmt.Errorf("%w\n(a process of the sandbox runs as a user or group other than root, and CRIU needs CAP_SYS_RESOURCE, which this host lacks, to read its limits; only sandboxes whose processes run as root can be checkpointed here)", err)
 	case strings.Contains(msg, "No space left"):
 		return fmt.Errorf("%w\n(the disk holding sbx's root is full)", err)
 	}

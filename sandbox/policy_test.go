@@ -88,7 +88,7 @@ func TestPolicyViewIsTheContract(t *testing.T) {
 // own policy (none) would allow it.
 func TestPolicyViewHoldsCreatesToItsPolicy(t *testing.T) {
 	dir := t.TempDir()
-	h, err := Open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run")})
+	h, err := open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 func newStateOnly(t *testing.T) *Host {
 	t.Helper()
 	dir := shortTempDir(t)
-	m, err := Open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run")})
+	m, err := open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestListFilters(t *testing.T) {
 // socket).
 func TestRunRootTooLong(t *testing.T) {
 	dir := t.TempDir()
-	h, err := Open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, strings.Repeat("r", 80))})
+	h, err := open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, strings.Repeat("r", 80))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/internal/roottest"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
@@ -42,6 +43,7 @@ func newTestServer(t *testing.T, mutate func(*Config, *sandbox.HostConfig)) (*Se
 // (wrapping the Host).
 func newTestServerHost(t *testing.T, mutate func(*Config, *sandbox.HostConfig), wrap func(*sandbox.Host) Backend) (*Server, *httptest.Server, *sandbox.Host) {
 	t.Helper()
+	roottest.Require(t, "the server runs over a sandbox.Host, which only root may open")
 	dir, err := os.MkdirTemp("", "sbxsrv")
 	if err != nil {
 		t.Fatal(err)

@@ -82,6 +82,7 @@ func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []stri
 	if err != nil {
 		return sbxError(err)
 	}
+	render.ExecEnd(cmd.ErrOrStderr(), res)
 	if res.TimedOut {
 		return exitWith(sbx.ExitTimeout)
 	}
@@ -108,6 +109,7 @@ func attach(ctx context.Context, cmd *cobra.Command, b backend, ref string, o sb
 		}
 		return sbxError(err)
 	}
+	render.ExecEnd(o.Stderr, res)
 	if res.TimedOut {
 		return exitWith(sbx.ExitTimeout)
 	}

@@ -36,6 +36,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/internal/fullfs"
+	"github.com/sbxrun/sbx/internal/swapfile"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/internal/errkind"
@@ -408,12 +409,8 @@ func (l *Lock) Write(v any) error {
 // death of a process; after a host crash the runtime state they describe
 // is gone too, and GC treats unreadable records as stale.
 //
-// The swap (renameat2 RENAME_EXCHANGE, then unlinking the old record) is
-// what a rename over path would do for readers, minus a stall: ext4
-// flushes a file renamed over another (auto_da_alloc), which waits for
-// the disk when it is busy (measured here under load: rename over p90 5
-// ms, p99 23-46 ms; swap and unlink p99 0.13 ms). The first write, and a
-// file system without RENAME_EXCHANGE, rename.
+// The swap (swapfile.Replace) is what a rename over path would do for
+// readers, minus the stall of ext4's flush of a file renamed over another.
 func writeAtomic(path string, data []byte) error {
 	tmp := path + ".tmp." + strconv.Itoa(os.Getpid())
 	if err := os.WriteFile(tmp, data, 0o600); err != nil {
@@ -426,15 +423,7 @@ func writeAtomic(path string, data []byte) error {
 		}
 		return fmt.Errorf("state: write %s: %w%s", path, bare(err), hint(err))
 	}
-	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
-	if err == nil {
-		_ = os.Remove(tmp) // the old record
-		return nil
-	}
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
+	if err := swapfile.Replace(tmp, path); err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("state: replace %s: %w%s", path, bare(err), hint(err))
 	}

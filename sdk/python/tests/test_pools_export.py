@@ -60,6 +60,37 @@ def test_pool_lifecycle(client: sbx.Client, server: Server) -> None:
     assert "../bad" not in [p.name for p in client.pools.list()]
 
 
+def test_pool_booted_command(client: sbx.Client, server: Server) -> None:
+    """A pool whose members boot a main command: each member has a key of
+    its own in the key_env variable and is ready once the ready check
+    answers; a create asking for the same command claims it running. The
+    user its command runs as is part of such a pool's key: a create asking
+    for another starts cold and says why."""
+    name = "sdk-boot"
+    cmd = ["sh", "-c", 'mkdir -p /tmp/w && echo ok > /tmp/w/health && printf %s "$MEMBER_KEY" > /tmp/key && exec httpd -f -p 8080 -h /tmp/w']
+    client.pools.create(
+        name, 1, "busybox", cmd=cmd, key_env=["MEMBER_KEY"], ready_check={"port": 8080, "path": "/health", "body": "ok", "timeout": 60}
+    )
+    try:
+        fill = client.pools.fill(name)
+        server.seen.update(fill.started)
+        assert len(fill.started) == 1
+        with client.sandboxes.create("busybox", cmd=cmd) as sb:
+            server.seen.add(sb.id)
+            assert sb.record.from_pool == name and sb.record.pool == "hit, " + name
+            key = sb.exec(["cat", "/tmp/key"]).stdout
+            assert len(key) == 64 and all(c in "0123456789abcdef" for c in key)
+            assert sb.exec(["wget", "-qO-", "http://127.0.0.1:8080/health"]).stdout == "ok\n"
+        client.pools.fill(name)
+        server.seen.update(client.pools.get(name).ready)
+        with client.sandboxes.create("busybox", cmd=cmd, user="1000:1000") as cold:
+            server.seen.add(cold.id)
+            assert cold.record.from_pool == "" and "user" in cold.record.pool
+    finally:
+        removed = client.pools.remove(name)
+        server.seen.update(removed.removed)
+
+
 def test_export(client: sbx.Client, busybox: sbx.Sandbox, tmp_path: Path) -> None:
     busybox.files.write("/root/exported.txt", "from the sandbox\n")
     dest = tmp_path / "root.tar"

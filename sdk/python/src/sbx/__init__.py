@@ -53,6 +53,7 @@ from ._errors import (
 )
 from ._models import (
     ArchiveResult,
+    BuildResult,
     Change,
     CmdStart,
     DiskUsage,

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Callable, Iterator, Optional
 
+from ._dockerignore import PatternMatcher, read_patterns
 from ._errors import ProtocolError, SbxError
 
 CHUNK = 64 << 10
@@ -83,6 +84,62 @@ def _content(full: str, size: int) -> Iterator[bytes]:
     pad = -size % _BLOCK
     if pad:
         yield b"\0" * pad
+
+
+def context_chunks(context_dir: str | os.PathLike[str], dockerfile: str) -> Iterator[bytes]:
+    """A build context as docker build sends it: a tar of the directory
+    ``context_dir`` minus what its ignore file excludes (``<dockerfile>
+    .dockerignore`` if there is one, else ``.dockerignore``), with the
+    Dockerfile (``dockerfile``, a slash path inside the context) and the
+    ignore files always in. Owners are 0:0, symbolic links go as links,
+    sockets, FIFOs and devices are left out. The directory and the ignore
+    file are checked at once; the archive is made as it is read."""
+    root = os.fspath(context_dir)
+    if not os.path.isdir(root):
+        raise NotADirectoryError(f"build context {root!r} is not a directory")
+    matcher = None
+    for name in (dockerfile + ".dockerignore", ".dockerignore"):
+        try:
+            with open(os.path.join(root, name), "rb") as f:
+                matcher = PatternMatcher(read_patterns(f.read()))
+            break
+        except FileNotFoundError:
+            continue
+    keep = {".dockerignore", dockerfile, dockerfile + ".dockerignore"}
+    return _context_archive(root, matcher, keep)
+
+
+def _context_archive(root: str, matcher: Optional[PatternMatcher], keep: set[str]) -> Iterator[bytes]:
+    headers = tarfile.TarFile(fileobj=io.BytesIO(), mode="w", format=tarfile.PAX_FORMAT)
+    for full, rel in _context_walk(root, "", matcher, keep):
+        info = headers.gettarinfo(full, rel)
+        if info is None or info.ischr() or info.isblk() or info.isfifo():
+            continue
+        info.uid = info.gid = 0
+        info.uname = info.gname = ""
+        yield info.tobuf(tarfile.PAX_FORMAT, headers.encoding, headers.errors)
+        if info.isreg() and info.size:
+            yield from _content(full, info.size)
+    yield b"\0" * (2 * _BLOCK)
+
+
+def _context_walk(root: str, rel: str, matcher: Optional[PatternMatcher], keep: set[str]) -> Iterator[tuple[str, str]]:
+    """(path, context path) of what the context sends, in Go's WalkDir
+    order. An excluded directory is still walked when exceptions may let
+    some of its entries back in."""
+    base = os.path.join(root, rel) if rel else root
+    with os.scandir(base) as it:
+        entries = sorted(it, key=lambda e: os.fsencode(e.name))
+    for entry in entries:
+        name = f"{rel}/{entry.name}" if rel else entry.name
+        is_dir = entry.is_dir(follow_symlinks=False)
+        if matcher is not None and name not in keep and matcher.matches_or_parent_matches(name):
+            if is_dir and matcher.exclusions:
+                yield from _context_walk(root, name, matcher, keep)
+            continue
+        yield entry.path, name
+        if is_dir:
+            yield from _context_walk(root, name, matcher, keep)
 
 
 def file_chunks(path: str) -> Iterator[bytes]:

@@ -248,6 +248,34 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
+def build_params(options: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:
+    """The query of ``POST /v1/images/build`` from the parameters of
+    ``Images.build`` (its ``locals()``), checked, and the Dockerfile's
+    slash path inside the context."""
+    context = os.path.abspath(os.fspath(options["context_dir"]))
+    df = options.get("dockerfile") or "Dockerfile"
+    if not isinstance(df, str):
+        raise TypeError(f"dockerfile {df!r}: want a path inside the context")
+    rel = os.path.relpath(df, context) if os.path.isabs(df) else df
+    clean = os.path.normpath(rel).replace(os.sep, "/")
+    if clean in (".", "..") or clean.startswith("../") or os.path.isabs(clean):
+        raise ValueError(f"dockerfile {df!r}: want a path inside the context {context}")
+    params = [("dockerfile", clean)]
+    for key in ("tag", "target", "network", "pull"):
+        value = options.get(key)
+        if value is not None:
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{key} {value!r}: want a non-empty string")
+            params.append((key, value))
+    if options.get("no_cache"):
+        params.append(("no_cache", "true"))
+    for key, value in (options.get("build_args") or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or not isinstance(value, str):
+            raise ValueError(f"build_args {key!r}: want string names without '=' and string values")
+        params.append(("build_arg", f"{key}={value}"))
+    return params, clean
+
+
 @dataclass(frozen=True)
 class ExecCall:
     """A checked exec request: the body, the command's timeout in seconds

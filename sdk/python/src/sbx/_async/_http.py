@@ -11,7 +11,7 @@ import os
 import tempfile
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import IO, Any, AsyncGenerator, AsyncIterator, Mapping, Optional, TypeVar, Union
+from typing import IO, Any, AsyncGenerator, AsyncIterator, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -60,7 +60,7 @@ class AsyncHTTP:
         path: str,
         *,
         what: str,
-        params: Optional[Mapping[str, Any]] = None,
+        params: Optional[Union[Mapping[str, Any], Sequence[tuple[str, str]]]] = None,
         json: Any = None,
         content: Any = None,
         headers: Optional[Mapping[str, str]] = None,

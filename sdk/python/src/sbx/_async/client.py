@@ -18,6 +18,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _aio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    BuildResult,
     DiskUsage,
     Event,
     GCReport,
@@ -38,11 +39,13 @@ from .._models import (
     Volume,
 )
 from .._transport import translated
-from .._units import Duration, Size
+from .._units import Duration, Size, go_duration
 from .._wire import (
+    Command,
     Env,
     Network,
     Pull,
+    build_params,
     create_body,
     decode_json,
     env_list,
@@ -289,6 +292,60 @@ class AsyncImages:
                     raise frame_error(frame)
         raise ProtocolError(f"pull {ref}: the stream ended without a result")
 
+    async def build(
+        self,
+        context_dir: Union[str, os.PathLike[str]],
+        *,
+        tag: Optional[str] = None,
+        dockerfile: Optional[str] = None,
+        build_args: Optional[Mapping[str, str]] = None,
+        target: Optional[str] = None,
+        no_cache: bool = False,
+        network: Optional[str] = None,
+        pull: Optional[Pull] = None,
+        on_output: Optional[Callable[[str], Any]] = None,
+    ) -> BuildResult:
+        """Build an image on the server from a Dockerfile, as ``sbx build``
+        does (docs/images.md), and name it ``tag`` (NAME[:TAG]).
+
+        The local directory ``context_dir`` is sent as a tar stream minus
+        what its ``.dockerignore`` (or ``<dockerfile>.dockerignore``)
+        excludes, as ``docker build`` sends it; symbolic links go as links,
+        sockets, FIFOs and devices are left out. ``dockerfile`` is the
+        Dockerfile's path inside the context (default "Dockerfile");
+        ``build_args`` give ``ARG`` values; ``target`` builds that stage and
+        those it needs; ``no_cache`` builds every step again; ``network``
+        is the network of ``RUN`` steps ("none", the default, or
+        "bridge"); ``pull`` the pull policy of ``FROM`` images.
+        ``on_output`` is called with the build's output text as it arrives.
+
+        A Dockerfile that does not parse or a failing step raises the
+        server's error (InvalidError for a bad Dockerfile, naming its
+        line); a context over the server's upload limit TooLargeError."""
+        params, dockerfile_path = build_params(locals())
+        content = _tar.context_chunks(context_dir, dockerfile_path)
+        what = f"build {os.fspath(context_dir)}"
+        async with self._http.stream(
+            "POST",
+            "/v1/images/build",
+            what=what,
+            params=params,
+            content=_aio.iterate(content),
+            headers={"Content-Type": "application/x-tar"},
+            timeout=None,
+        ) as resp:
+            async for frame in ndjson(resp, what):
+                kind = frame.get("type")
+                if kind == "output":
+                    text = frame.get("output")
+                    if on_output is not None and isinstance(text, str):
+                        on_output(text)
+                elif kind == "result":
+                    return BuildResult.from_json(frame.get("build"))
+                elif kind == "error":
+                    raise frame_error(frame)
+        raise ProtocolError(f"{what}: the stream ended without a result")
+
     async def remove(self, ref: str) -> None:
         """Remove the image's name from the cache (its layers stay until
         :meth:`gc`)."""
@@ -392,19 +449,38 @@ class AsyncPools:
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
         seccomp: Optional[str] = None,
+        cmd: Optional[Command] = None,
+        key_env: Optional[Sequence[str]] = None,
+        ready_check: Optional[Mapping[str, Any]] = None,
     ) -> Pool:
         """Define the pool ``name`` (letters, digits, '.', '_', '-'), which
         keeps ``size`` idle members started with the options of
         :meth:`Sandboxes.create` given here (a sandbox's name, labels, ttl,
-        cmd and published ports belong to the create that claims it). The
+        published ports, volumes and tmpfs mounts belong to the create that
+        claims it). With ``cmd``, every member boots that main command (a
+        server, an agent) with the pool's env, workdir and user; ``key_env``
+        names variables set to a key of the member's own, and
+        ``ready_check`` (``{"port": 8080, "path": "/health", "body": ...,
+        "timeout": "1m"}``) is the HTTP GET on the sandbox's loopback that
+        must answer 2xx before the member is ready (docs/pools.md). The
         server starts members in its background; :meth:`fill` starts them
         now. A name in use raises ConflictError."""
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise ValueError(f"size {size!r}: want a non-negative integer")
-        options = create_body({k: v for k, v in locals().items() if k not in ("self", "name", "size")})
-        reply = await self._http.call(
-            "POST", "/v1/pools", what=f"create pool {name}", json={"name": name, "size": size, "options": options}
+        spec: dict[str, Any] = {"name": name, "size": size}
+        if key_env is not None:
+            if isinstance(key_env, str):
+                raise TypeError("key_env: want a list of variable names, not a string")
+            spec["key_env"] = list(key_env)
+        if ready_check is not None:
+            check = dict(ready_check)
+            if "timeout" in check:
+                check["timeout"] = go_duration(check["timeout"], "ready_check timeout")
+            spec["ready_check"] = check
+        spec["options"] = create_body(
+            {k: v for k, v in locals().items() if k not in ("self", "name", "size", "key_env", "ready_check", "spec")}
         )
+        reply = await self._http.call("POST", "/v1/pools", what=f"create pool {name}", json=spec)
         return Pool.from_json(reply)
 
     async def list(self) -> builtins.list[Pool]:

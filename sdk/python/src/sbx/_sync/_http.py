@@ -12,7 +12,7 @@ import os
 import tempfile
 from contextlib import contextmanager
 from types import TracebackType
-from typing import IO, Any, Generator, Iterator, Mapping, Optional, TypeVar, Union
+from typing import IO, Any, Generator, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 import httpx
 
@@ -61,7 +61,7 @@ class HTTP:
         path: str,
         *,
         what: str,
-        params: Optional[Mapping[str, Any]] = None,
+        params: Optional[Union[Mapping[str, Any], Sequence[tuple[str, str]]]] = None,
         json: Any = None,
         content: Any = None,
         headers: Optional[Mapping[str, str]] = None,
