@@ -108,6 +108,19 @@ type Sandboxes interface {
 	Prune(ctx context.Context, o PruneOptions) (*PruneReport, error)
 }
 
+// Backend is all a host offers, for code that takes either backend:
+// *sandbox.Host on this machine and *client.Client (package server/client)
+// against a server both implement it (the build fails otherwise). A
+// program that only talks to a server imports the contract and
+// server/client, and builds without cgo.
+type Backend interface {
+	Sandboxes
+	Images
+	Pools
+	Snapshots
+	Builder
+}
+
 // Images manages the image cache of a host. Its method names say "Image"
 // so that one type can implement both interfaces.
 type Images interface {

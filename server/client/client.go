@@ -273,6 +273,7 @@ func (c *Client) Call(ctx context.Context, method, path string, in, out any) err
 }
 
 var (
+	_ sbx.Backend   = (*Client)(nil)
 	_ sbx.Sandboxes = (*Client)(nil)
 	_ sbx.Images    = (*Client)(nil)
 )
