@@ -40,6 +40,23 @@ type ExecRequest struct {
 	Detach bool `json:"detach,omitempty"`
 }
 
+// WriteOutput is an Exec callback that writes the command's output to
+// stdout and stderr as it comes, as RunOptions' writers take a run's: pass
+// it as Exec's onOutput (the result's Stdout and Stderr are then empty).
+// An error of a writer ends the exec (and stops the command).
+func WriteOutput(stdout, stderr io.Writer) func(ExecFrame) error {
+	return func(f ExecFrame) error {
+		var err error
+		switch f.Type {
+		case FrameStdout:
+			_, err = io.WriteString(stdout, f.Data)
+		case FrameStderr:
+			_, err = io.WriteString(stderr, f.Data)
+		}
+		return err
+	}
+}
+
 // DefaultExecStopGrace is how long a command stopped at its timeout or by
 // a cancelled call has between ExecRequest.StopSignal and SIGKILL.
 const DefaultExecStopGrace = 2 * time.Second

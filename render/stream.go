@@ -26,21 +26,6 @@ func LogFrames(stdout, stderr io.Writer) func(sbx.LogFrame) error {
 	}
 }
 
-// ExecFrames is an Exec callback writing the command's stdout and stderr
-// to theirs as they come.
-func ExecFrames(stdout, stderr io.Writer) func(sbx.ExecFrame) error {
-	return func(f sbx.ExecFrame) error {
-		var err error
-		switch f.Type {
-		case sbx.FrameStdout:
-			_, err = io.WriteString(stdout, f.Data)
-		case sbx.FrameStderr:
-			_, err = io.WriteString(stderr, f.Data)
-		}
-		return err
-	}
-}
-
 // Exit writes how a main command ended as sbx wait does: its exit code on
 // stdout; an OOM kill and an error as notes naming ref on stderr.
 func Exit(stdout, stderr io.Writer, ref string, exit *sbx.Exit) {

@@ -78,7 +78,7 @@ func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []stri
 	if o.Interactive || o.Tty {
 		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.Tty}, o.Interactive)
 	}
-	res, err := b.Exec(ctx, ref, req, render.ExecFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+	res, err := b.Exec(ctx, ref, req, sbx.WriteOutput(cmd.OutOrStdout(), cmd.ErrOrStderr()))
 	if err != nil {
 		return sbxError(err)
 	}
