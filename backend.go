@@ -76,6 +76,10 @@ type Sandboxes interface {
 	// Export writes the sandbox's root file system (its image with its
 	// changes) to w as one tar (docker export).
 	Export(ctx context.Context, ref string, w io.Writer) error
+	// Renew renews the owner lease of a sandbox created with
+	// Options.Lease: it now expires Lease from now (never after its TTL).
+	// ErrState for a sandbox without a lease.
+	Renew(ctx context.Context, ref string) (*Sandbox, error)
 	// Rename gives a sandbox a new unique name ("" drops its name).
 	Rename(ctx context.Context, ref, name string) (*Sandbox, error)
 	// Prepare returns an image that is Base after Script ran in it,
@@ -102,6 +106,19 @@ type Sandboxes interface {
 	// Prune removes stopped sandboxes, then (with o.All) the images no
 	// sandbox uses, then the layers no image uses (docker system prune).
 	Prune(ctx context.Context, o PruneOptions) (*PruneReport, error)
+}
+
+// Backend is all a host offers, for code that takes either backend:
+// *sandbox.Host on this machine and *client.Client (package server/client)
+// against a server both implement it (the build fails otherwise). A
+// program that only talks to a server imports the contract and
+// server/client, and builds without cgo.
+type Backend interface {
+	Sandboxes
+	Images
+	Pools
+	Snapshots
+	Builder
 }
 
 // Images manages the image cache of a host. Its method names say "Image"

@@ -40,6 +40,23 @@ type ExecRequest struct {
 	Detach bool `json:"detach,omitempty"`
 }
 
+// WriteOutput is an Exec callback that writes the command's output to
+// stdout and stderr as it comes, as RunOptions' writers take a run's: pass
+// it as Exec's onOutput (the result's Stdout and Stderr are then empty).
+// An error of a writer ends the exec (and stops the command).
+func WriteOutput(stdout, stderr io.Writer) func(ExecFrame) error {
+	return func(f ExecFrame) error {
+		var err error
+		switch f.Type {
+		case FrameStdout:
+			_, err = io.WriteString(stdout, f.Data)
+		case FrameStderr:
+			_, err = io.WriteString(stderr, f.Data)
+		}
+		return err
+	}
+}
+
 // DefaultExecStopGrace is how long a command stopped at its timeout or by
 // a cancelled call has between ExecRequest.StopSignal and SIGKILL.
 const DefaultExecStopGrace = 2 * time.Second
@@ -91,6 +108,12 @@ type ExecResult struct {
 	UserTimeS       float64 `json:"user_time_s"`
 	SysTimeS        float64 `json:"sys_time_s"`
 	MemoryPeakBytes uint64  `json:"memory_peak_bytes"`
+	// OOMKilled says the kernel's OOM killer ended the command (it died of
+	// SIGKILL, not at its timeout, while the sandbox's cgroup counted an OOM
+	// kill). A command that ran beside another one killed that way at the
+	// same moment may be reported alike. The local backend reads the count
+	// from the host's cgroup; the executor reports it to remote callers.
+	OOMKilled bool `json:"oom_killed"`
 	// Pid is a detached command's pid inside the sandbox (Detach).
 	Pid int `json:"pid,omitempty"`
 }

@@ -70,6 +70,7 @@ var OptionClasses = []OptionClass{
 	{Field: "Labels", JSON: "labels", Class: PoolClaim, Claimant: true, How: "the record"},
 	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
 	{Field: "IdleTimeout", JSON: "idle_timeout", Class: PoolUnclaimable, How: "a pool member's activity before its claim is not the sandbox's: a create with it starts cold"},
+	{Field: "Lease", JSON: "lease", Class: PoolClaim, Claimant: true, How: "the record and the expiry index, from the claim on"},
 }
 
 // PoolKeyValues returns the key fields of o by JSON name, each with its

@@ -99,27 +99,59 @@ type Options struct {
 	// call restores it first. Zero never does. In JSON it is a duration
 	// string, like TTL.
 	IdleTimeout time.Duration `json:"-"`
+	// Lease is an owner lease: the sandbox is removed, as at the end of
+	// its TTL, once this long passed without a Renew (from its creation,
+	// then from the latest renewal), so that a creator that dies (a
+	// crashed program, a lost connection) leaves nothing running. The Go
+	// client (server/client) renews the leases of the sandboxes it created
+	// in the background until they are removed or it closes; with a Host
+	// (whose Create may serve a REST server's clients), the owner runs
+	// KeepLease itself, and REST callers POST .../renew. Zero: no lease.
+	// In JSON it is a duration string, like TTL.
+	Lease time.Duration `json:"-"`
+}
+
+// MinLease is the shortest Options.Lease: a renewal must have time to
+// arrive.
+const MinLease = time.Second
+
+// ExpiryAt is when a sandbox created at created with o expires if its
+// lease (if any) is not renewed after renewed: the earlier of its TTL's
+// end and renewed+Lease; zero when neither is set.
+func (o *Options) ExpiryAt(created, renewed time.Time) time.Time {
+	var at time.Time
+	if o.TTL > 0 {
+		at = created.Add(o.TTL)
+	}
+	if o.Lease > 0 {
+		if l := renewed.Add(o.Lease); at.IsZero() || l.Before(at) {
+			at = l
+		}
+	}
+	return at
 }
 
 // optionsJSON is Options without its methods, for the JSON codec.
 type optionsJSON Options
 
-// MarshalJSON writes TTL and IdleTimeout as duration strings.
+// MarshalJSON writes TTL, IdleTimeout and Lease as duration strings.
 func (o Options) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		optionsJSON
 		TTL         Duration `json:"ttl,omitempty"`
 		IdleTimeout Duration `json:"idle_timeout,omitempty"`
-	}{optionsJSON(o), Duration(o.TTL), Duration(o.IdleTimeout)})
+		Lease       Duration `json:"lease,omitempty"`
+	}{optionsJSON(o), Duration(o.TTL), Duration(o.IdleTimeout), Duration(o.Lease)})
 }
 
-// UnmarshalJSON reads Options, refusing unknown fields; ttl and
-// idle_timeout are duration strings or numbers of seconds.
+// UnmarshalJSON reads Options, refusing unknown fields; ttl,
+// idle_timeout and lease are duration strings or numbers of seconds.
 func (o *Options) UnmarshalJSON(data []byte) error {
 	var v struct {
 		optionsJSON
 		TTL         Duration `json:"ttl,omitempty"`
 		IdleTimeout Duration `json:"idle_timeout,omitempty"`
+		Lease       Duration `json:"lease,omitempty"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return err
@@ -127,6 +159,7 @@ func (o *Options) UnmarshalJSON(data []byte) error {
 	*o = Options(v.optionsJSON)
 	o.TTL = time.Duration(v.TTL)
 	o.IdleTimeout = time.Duration(v.IdleTimeout)
+	o.Lease = time.Duration(v.Lease)
 	return nil
 }
 
@@ -317,6 +350,9 @@ func (o *Options) Validate() error {
 	}
 	if o.IdleTimeout < 0 {
 		bad("idle_timeout must not be negative")
+	}
+	if o.Lease < 0 || (o.Lease > 0 && o.Lease < MinLease) {
+		bad("lease must be at least %s (or 0: none)", MinLease)
 	}
 	if o.IdleTimeout > 0 && len(o.Publish) > 0 {
 		bad("idle_timeout does not go with publish: traffic to a published port is not watched, and would reach a sandbox checkpointed to disk; reach its ports through the server's port connection (GET /v1/sandboxes/{id}/ports/{port}/connect), which wakes it")

@@ -18,7 +18,8 @@ import (
 	"strings"
 
 	"github.com/moby/patternmatcher"
-	"github.com/moby/patternmatcher/ignorefile"
+
+	"github.com/sbxrun/sbx/build/contexttar"
 )
 
 // buildContext is the directory COPY and ADD read, seen through its
@@ -37,30 +38,12 @@ func openContext(dir, dockerfile string) (*buildContext, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build context: %w", err)
 	}
-	bc := &buildContext{dir: dir, root: root}
-	var data []byte
-	if dockerfile != "" {
-		data, err = os.ReadFile(dockerfile + ".dockerignore")
-	}
-	if dockerfile == "" || errors.Is(err, fs.ErrNotExist) {
-		data, err = root.ReadFile(".dockerignore")
-	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	pm, err := contexttar.IgnoreMatcher(root, dockerfile)
+	if err != nil {
 		root.Close()
-		return nil, fmt.Errorf("read the ignore file: %w", err)
+		return nil, err
 	}
-	if len(data) > 0 {
-		patterns, err := ignorefile.ReadAll(bytes.NewReader(data))
-		if err != nil {
-			root.Close()
-			return nil, fmt.Errorf(".dockerignore: %w", err)
-		}
-		if bc.pm, err = patternmatcher.New(patterns); err != nil {
-			root.Close()
-			return nil, fmt.Errorf(".dockerignore: %w", err)
-		}
-	}
-	return bc, nil
+	return &buildContext{dir: dir, root: root, pm: pm}, nil
 }
 
 func (bc *buildContext) close() { bc.root.Close() }

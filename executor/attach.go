@@ -193,6 +193,7 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 			}
 		}()
 	}
+	oom := watchOOM()
 	lim, _ := execLimits(req.ExecRequest, gone) // checked by attach
 	r, err := s.sup.Run(cmd, out, lim, readInput)
 	if !req.Tty {
@@ -202,5 +203,5 @@ func (s *Server) runAttached(a *attachment, argv []string, dir string, env []str
 		_ = a.send(api.AttachStderr, []byte(fmt.Sprintf("sbx: %v\r\n", err)))
 		return api.ExecResult{ExitCode: startCode(err)}, nil
 	}
-	return execResult(r), nil
+	return oom.note(execResult(r)), nil
 }

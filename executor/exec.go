@@ -130,6 +130,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		return api.ExecResult{}, err
 	}
 	start := time.Now()
+	oom := watchOOM()
 	cmd := proc.Command{Argv: argv, Dir: ra.dir, Env: proc.BuildEnv(s.env(), req.Env, ra.id), Cred: ra.cred, Group: proc.OwnGroup}
 	cmd.Stdio[0] = s.devNull
 	var stdinW *os.File
@@ -165,7 +166,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 		closeFiles(nil, stdinW)
 		return failedStart(err, start, sink), nil
 	}
-	return execResult(r), nil
+	return oom.note(execResult(r)), nil
 }
 
 // frameTypes are the exec frame types of a command's output streams.

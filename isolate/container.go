@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/opencontainers/cgroups/devices/config"
 	"github.com/opencontainers/runc/libcontainer"
@@ -394,7 +395,22 @@ func (c *Container) Usage() (cgroup.Usage, error) {
 }
 
 // Pause freezes every process of the sandbox.
-func (c *Container) Pause() error { return c.lc.Pause() }
+func (c *Container) Pause() error {
+	// The v1 freezer gives up when tasks keep forking while it freezes
+	// them ("unable to freeze"), and thaws again: under load a second or
+	// third try succeeds where the first lost the race.
+	var err error
+	for try := 0; try < pauseTries; try++ {
+		if err = c.lc.Pause(); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
+			return err
+		}
+		time.Sleep(time.Duration(try+1) * 20 * time.Millisecond)
+	}
+	return err
+}
+
+// pauseTries bounds the attempts of Pause against a busy freezer.
+const pauseTries = 4
 
 // Resume thaws a paused sandbox.
 func (c *Container) Resume() error { return c.lc.Resume() }

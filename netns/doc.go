@@ -17,7 +17,9 @@
 //	removed, err := nw.GC(ctx, liveIDs)               // sbx gc, server start
 //
 // Every change on the host side goes through Config.HostNetNS, so tests run
-// against a namespace of their own. State shared between sbx processes (IP
-// leases, the pool) lives in files under Config.StateDir, guarded by a lock
-// file; rules live only in nftables tables named "sbx". See docs/network.md.
+// against a namespace of their own. State shared between sbx processes and
+// roots (IP leases, the pool) lives in files of the bridge and its host
+// namespace under Config.SharedDir, guarded by a lock file, each lease naming
+// its root (Config.StateDir); rules live only in nftables tables named
+// "sbx". See docs/network.md.
 package netns

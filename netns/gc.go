@@ -210,6 +210,16 @@ func (n *Network) GC(ctx context.Context, live map[string]bool) ([]string, error
 	// Holders of published ports that no lease explains (a lease file
 	// removed by hand).
 	removed = append(removed, n.sweepHolders(keepHolders)...)
+	// Standby holders' sockets of no kept lease (their holder is gone
+	// with the lease).
+	socks, _ := os.ReadDir(filepath.Join(n.cfg.StateDir, standbyDir))
+	for _, e := range socks {
+		if key, ok := strings.CutSuffix(e.Name(), ".sock"); ok && !keepKeys[key] {
+			if err := os.Remove(filepath.Join(n.cfg.StateDir, standbyDir, e.Name())); err == nil {
+				removed = append(removed, "standby holder socket "+e.Name())
+			}
+		}
+	}
 
 	// Rules that no lease explains.
 	r, err := n.gcRules(keepKeys, leases)

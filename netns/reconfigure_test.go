@@ -61,7 +61,8 @@ func TestReconfigureReplacesTheRules(t *testing.T) {
 // standby holder gets its published ports at the claim without a new
 // holder: the standby one (same process) takes the sockets, so a host
 // process cannot bind the port, and a connection to it reaches the
-// sandbox; detach stops it, removes its socket and frees the port.
+// sandbox; detach stops it, removes its socket and frees the port, and
+// gc does for a member whose lease is lost.
 func TestStandbyHolderTakesClaimedPorts(t *testing.T) {
 	e := newTestEnv(t)
 	e.attach("sb-other", AttachOptions{})
@@ -114,15 +115,41 @@ func TestStandbyHolderTakesClaimedPorts(t *testing.T) {
 	e.expectGet(e.hostNS, "127.0.0.1:19080", "member")
 
 	must(t, e.net.Detach(ctx, "sb-member"))
-	if err := unix.Kill(standby.PID, 0); !errors.Is(err, unix.ESRCH) {
-		if start, perr := procStart(standby.PID); perr == nil && start == standby.Start {
-			t.Fatalf("the standby holder %d runs after detach", standby.PID)
-		}
+	if holderRuns(standby) {
+		t.Fatalf("the standby holder %d runs after detach", standby.PID)
 	}
 	if err := bindErr(); err != nil {
 		t.Fatalf("the port after detach: %v", err)
 	}
+	// A member whose lease file is removed by hand: gc ends its standby
+	// holder and removes its socket.
+	_, err = e.net.Attach(ctx, "sb-lost", AttachOptions{Mode: ModeBridge, Standby: true})
+	must(t, err)
+	lost, err := e.net.findLease("sb-lost", false)
+	must(t, err)
+	must(t, os.Remove(e.net.leasePath(lost.IP)))
+	_, err = e.net.GC(ctx, map[string]bool{"sb-other": true})
+	must(t, err)
+	if _, err := os.Stat(e.net.standbyPath(lost)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("gc left the standby socket of a lost lease: %v", err)
+	}
+	if holderRuns(*lost.Holder) {
+		t.Fatalf("gc left the standby holder %d of a lost lease", lost.Holder.PID)
+	}
 	if after := e.leftovers(); strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Fatalf("left behind:\nbefore %v\nafter  %v", before, after)
 	}
+}
+
+// holderRuns reports whether the holder h still runs: its process exists
+// with its start time and is not a zombie (this test's process reaps the
+// holders it started, a moment after they end).
+func holderRuns(h holder) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(h.PID) + "/stat")
+	if err != nil {
+		return false
+	}
+	start, err := procStart(h.PID)
+	i := strings.LastIndexByte(string(data), ')')
+	return err == nil && start == h.Start && i > 0 && i+2 < len(data) && data[i+2] != 'Z'
 }

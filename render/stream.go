@@ -26,21 +26,6 @@ func LogFrames(stdout, stderr io.Writer) func(sbx.LogFrame) error {
 	}
 }
 
-// ExecFrames is an Exec callback writing the command's stdout and stderr
-// to theirs as they come.
-func ExecFrames(stdout, stderr io.Writer) func(sbx.ExecFrame) error {
-	return func(f sbx.ExecFrame) error {
-		var err error
-		switch f.Type {
-		case sbx.FrameStdout:
-			_, err = io.WriteString(stdout, f.Data)
-		case sbx.FrameStderr:
-			_, err = io.WriteString(stderr, f.Data)
-		}
-		return err
-	}
-}
-
 // Exit writes how a main command ended as sbx wait does: its exit code on
 // stdout; an OOM kill and an error as notes naming ref on stderr.
 func Exit(stdout, stderr io.Writer, ref string, exit *sbx.Exit) {
@@ -50,6 +35,14 @@ func Exit(stdout, stderr io.Writer, ref string, exit *sbx.Exit) {
 	}
 	if exit.Error != "" {
 		fmt.Fprintf(stderr, "sbx: %s: %s\n", ref, exit.Error)
+	}
+}
+
+// ExecEnd writes a note on stderr when an exec's command was killed by the
+// kernel's OOM killer (its exit code alone, 137, does not say so).
+func ExecEnd(stderr io.Writer, res sbx.ExecResult) {
+	if res.OOMKilled {
+		fmt.Fprintln(stderr, "sbx: the command was killed for lack of memory (OOM): the sandbox reached its memory limit")
 	}
 }
 

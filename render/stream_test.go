@@ -23,15 +23,6 @@ func TestStreams(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	exec := ExecFrames(&out, &errb)
-	_ = exec(sbx.ExecFrame{Type: sbx.FrameStdout, Data: "1"})
-	_ = exec(sbx.ExecFrame{Type: sbx.FrameStderr, Data: "2"})
-	_ = exec(sbx.ExecFrame{Type: "exit"})
-	if out.String() != "1" || errb.String() != "2" {
-		t.Errorf("exec: %q %q", out.String(), errb.String())
-	}
-	out.Reset()
-	errb.Reset()
 	Exit(&out, &errb, "web", &sbx.Exit{ExitCode: 137, OOMKilled: true, Error: "boom"})
 	if out.String() != "137\n" || errb.String() != "sbx: web: the command was killed for lack of memory (OOM)\nsbx: web: boom\n" {
 		t.Errorf("exit: %q %q", out.String(), errb.String())

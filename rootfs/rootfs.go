@@ -70,6 +70,9 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 			return nil, fmt.Errorf("root filesystem %s is not a directory", l)
 		}
 	}
+	// A directory the image has already keeps the image's owner and mode:
+	// made again in the writable layer it would be root's 0755 on top.
+	o.Dirs = missingDirs(lowers, o.Dirs)
 	r, err := newRoot(dir, o)
 	if err != nil {
 		return nil, err
@@ -141,6 +144,31 @@ func newRoot(dir string, o Options) (*Root, error) {
 		}
 	}
 	return r, nil
+}
+
+// missingDirs are the in-sandbox directories of dirs that the layers
+// (lowest first) do not already have: the topmost layer with anything at
+// the path decides (a directory there: present; a file, a symlink or a
+// whiteout: missing, made as before). Lower layers are sbx's own
+// extracted images, read as root.
+func missingDirs(lowers, dirs []string) []string {
+	var out []string
+	for _, d := range dirs {
+		clean := filepath.Clean("/" + d)
+		present := false
+		for i := len(lowers) - 1; i >= 0; i-- {
+			fi, err := os.Lstat(filepath.Join(lowers[i], clean))
+			if err != nil {
+				continue
+			}
+			present = fi.IsDir()
+			break
+		}
+		if !present {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // mkdirIn creates the absolute in-sandbox path p inside the writable layer

@@ -151,3 +151,45 @@ func TestCleanupUnmountsEverythingBelow(t *testing.T) {
 		t.Fatalf("second Cleanup: %v", err)
 	}
 }
+
+// TestPrepareKeepsTheImagesWorkdir: a working directory the image has
+// keeps its owner and mode (it is not made again, root's, in the writable
+// layer); one it lacks is made.
+func TestPrepareKeepsTheImagesWorkdir(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay and chowns")
+	base := t.TempDir()
+	lower, top := filepath.Join(base, "l0"), filepath.Join(base, "l1")
+	for _, d := range []string{filepath.Join(lower, "workspace", "project"), filepath.Join(top, "srv")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(filepath.Join(lower, "workspace"), 10001, 10002); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(lower, "workspace"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	// /srv is the top layer's, /data a file there.
+	os.WriteFile(filepath.Join(top, "data"), nil, 0o644)
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), []string{lower, top}, Options{DiskBytes: 8 << 20, Dirs: []string{"/workspace", "/new/wd", "srv"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	var st unix.Stat_t
+	if err := unix.Stat(filepath.Join(r.Path, "workspace"), &st); err != nil || st.Uid != 10001 || st.Gid != 10002 || st.Mode&0o777 != 0o750 {
+		t.Errorf("the image's /workspace: uid %d gid %d mode %o (%v), want 10001 10002 750", st.Uid, st.Gid, st.Mode&0o777, err)
+	}
+	if _, err := os.Stat(filepath.Join(r.Path, "workspace", "project")); err != nil {
+		t.Errorf("the image's /workspace/project: %v", err)
+	}
+	for _, d := range []string{"new/wd", "srv"} {
+		if fi, err := os.Stat(filepath.Join(r.Path, d)); err != nil || !fi.IsDir() {
+			t.Errorf("/%s: %v", d, err)
+		}
+	}
+	if got := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}); strings.Join(got, " ") != "/data /nope" {
+		t.Errorf("missingDirs: %q", got)
+	}
+}

@@ -29,7 +29,9 @@ func (h *Host) Attach(ctx context.Context, ref string, o sbx.AttachOptions) (sbx
 	defer done()
 	c, _ := h.executor(sb)
 	defer c.Close()
-	return c.RunAttached(ctx, attachRequest(o), attachIO(o))
+	oom := h.watchOOM(sb)
+	res, err := c.RunAttached(ctx, attachRequest(o), attachIO(o))
+	return oom.note(res), err
 }
 
 // attachRequest and attachIO split the contract's attach options into the

@@ -168,8 +168,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	sb.Pool, sb.FromPool = "", m.Pool
 	now := h.now().UTC()
 	sb.Created, sb.Started, sb.ExpiresAt = now, &now, nil
-	if o.TTL > 0 {
-		exp := now.Add(o.TTL)
+	if exp := o.ExpiryAt(now, now); !exp.IsZero() {
 		sb.ExpiresAt = &exp
 	}
 	// The memory budget is checked while the member is untouched; the

@@ -83,8 +83,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 		Image:   img.info,
 		Pool:    pool,
 	}
-	if opts.TTL > 0 {
-		exp := now.Add(opts.TTL)
+	if exp := opts.ExpiryAt(now, now); !exp.IsZero() {
 		sb.ExpiresAt = &exp
 	}
 	sb.Resources = h.plan(sb)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/executor/client"
 )
 
@@ -30,16 +31,44 @@ func (h *Host) Exec(ctx context.Context, ref string, req sbx.ExecRequest, onOutp
 	defer c.Close()
 	ctx, stop := h.watchFrozen(ctx, sb)
 	defer stop()
+	oom := h.watchOOM(sb)
 	var res sbx.ExecResult
 	if onOutput == nil {
 		res, err = c.Exec(ctx, req)
 	} else {
 		res, err = c.ExecStream(ctx, req, onOutput)
 	}
+	res = oom.note(res)
 	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errFrozen) {
 		err = fmt.Errorf("%w: sandbox %s is frozen though its record says running (sbx resume %s thaws it)", sbx.ErrState, sb.ShortID(), sb.ShortID())
 	}
 	return res, err
+}
+
+// oomWatch is a sandbox's OOM kill count, read from the host's side of
+// its cgroup, when a command started.
+type oomWatch struct {
+	id     string
+	before uint64
+	err    error
+}
+
+func (h *Host) watchOOM(sb *sbx.Sandbox) oomWatch {
+	n, err := cgroup.OOMKills(sb.ID)
+	return oomWatch{id: sb.ID, before: n, err: err}
+}
+
+// note decides res.OOMKilled from the host's count, never from the
+// executor's word: the command died of SIGKILL, not at its timeout, and
+// the count rose while it ran.
+func (w oomWatch) note(res sbx.ExecResult) sbx.ExecResult {
+	res.OOMKilled = false
+	if w.err == nil && res.Signal == "SIGKILL" && !res.TimedOut {
+		if n, err := cgroup.OOMKills(w.id); err == nil && n > w.before {
+			res.OOMKilled = true
+		}
+	}
+	return res
 }
 
 // errFrozen is the cause of an exec cancelled by watchFrozen.

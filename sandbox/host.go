@@ -185,6 +185,7 @@ type Host struct {
 var (
 	_ sbx.Sandboxes = (*Host)(nil)
 	_ sbx.Images    = (*Host)(nil)
+	_ sbx.Backend   = (*Host)(nil)
 )
 
 // Open opens the state under cfg.Root and cfg.RunRoot, creating them if

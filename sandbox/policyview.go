@@ -123,6 +123,11 @@ func (v *PolicyView) Export(ctx context.Context, ref string, w io.Writer) error 
 	return v.h.Export(ctx, ref, w)
 }
 
+// Renew is Host.Renew: the policy has no part in it.
+func (v *PolicyView) Renew(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	return v.h.Renew(ctx, ref)
+}
+
 // Rename is Host.Rename: the policy has no part in it.
 func (v *PolicyView) Rename(ctx context.Context, ref, name string) (*sbx.Sandbox, error) {
 	return v.h.Rename(ctx, ref, name)

@@ -88,8 +88,8 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if len(o.Cmd) == 0 && o.Image == "" {
 		return nil, fmt.Errorf("%w: no command given", sbx.ErrInvalid)
 	}
-	if o.Name != "" || o.TTL != 0 || o.IdleTimeout != 0 || len(o.Labels) > 0 {
-		return nil, fmt.Errorf("%w: name, ttl, idle_timeout and labels are for long-lived sandboxes (Create), not runs", sbx.ErrInvalid)
+	if o.Name != "" || o.TTL != 0 || o.IdleTimeout != 0 || o.Lease != 0 || len(o.Labels) > 0 {
+		return nil, fmt.Errorf("%w: name, ttl, idle_timeout, lease and labels are for long-lived sandboxes (Create), not runs", sbx.ErrInvalid)
 	}
 	if err := h.checkOptions(&o.Options, false, policy); err != nil {
 		return nil, err

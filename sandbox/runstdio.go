@@ -63,9 +63,15 @@ func newRunStdio(o *sbx.RunOptions, owner int) (*runStdio, error) {
 			w.Close()
 		}()
 	}
-	for _, dst := range []*io.Writer{&s.out, &s.err} {
+	for i, dst := range []*io.Writer{&s.out, &s.err} {
 		to := *dst
 		if to == nil {
+			continue
+		}
+		if i == 1 && sameWriter(o.Stdout, o.Stderr) {
+			// One writer for both streams gets one pipe, as os/exec
+			// does: two copies would write to it at once.
+			s.err = s.out
 			continue
 		}
 		r, w, err := pipe()
@@ -130,4 +136,15 @@ const outputGrace = 10 * time.Second
 func isTerminal(f *os.File) bool {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
+}
+
+// sameWriter reports whether a and b are the same writer; writers whose
+// types cannot be compared are taken as different.
+func sameWriter(a, b io.Writer) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false
+		}
+	}()
+	return a != nil && a == b
 }

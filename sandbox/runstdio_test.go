@@ -35,3 +35,33 @@ func TestRunReopensItsPipes(t *testing.T) {
 		}
 	}
 }
+
+// TestRunStdioSharesOnePipeForOneWriter: a caller giving one writer for
+// both streams gets one pipe and one copy, so the writer is never written
+// by two goroutines at once (a bytes.Buffer would lose output).
+func TestRunStdioSharesOnePipeForOneWriter(t *testing.T) {
+	var buf bytes.Buffer
+	s, err := newRunStdio(&sbx.RunOptions{Stdout: &buf, Stderr: &buf}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.out != s.err || len(s.readers) != 1 {
+		t.Fatalf("one writer got %d pipes (out %v, err %v)", len(s.readers), s.out, s.err)
+	}
+	w := s.out.(*os.File)
+	if _, err := w.Write([]byte("out and err\n")); err != nil {
+		t.Fatal(err)
+	}
+	s.finish()
+	if buf.String() != "out and err\n" {
+		t.Fatalf("copied %q", buf.String())
+	}
+	var other bytes.Buffer
+	if s, err = newRunStdio(&sbx.RunOptions{Stdout: &buf, Stderr: &other}, -1); err != nil {
+		t.Fatal(err)
+	}
+	defer s.abort()
+	if s.out == s.err || len(s.readers) != 2 {
+		t.Fatalf("two writers got %d pipes", len(s.readers))
+	}
+}

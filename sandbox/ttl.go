@@ -183,3 +183,42 @@ func (h *Host) removeExpired(ctx context.Context) []string {
 	}
 	return reaped
 }
+
+// Renew renews the owner lease of the sandbox ref (Options.Lease): it now
+// expires Lease from now, never after the end of its TTL. A sandbox
+// created without a lease is sbx.ErrState; one whose lease has already
+// run out is being removed (sbx.ErrNotFound).
+func (h *Host) Renew(ctx context.Context, ref string) (*sbx.Sandbox, error) {
+	h.removeExpired(ctx)
+	l, sb, err := h.lock(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Unlock()
+	if sb.Options.Lease <= 0 {
+		return nil, fmt.Errorf("%w: sandbox %s has no lease to renew (create it with a lease)", sbx.ErrState, sb.ShortID())
+	}
+	if h.expired(sb) {
+		return nil, fmt.Errorf("sandbox %s: its lease ran out: %w", sb.ShortID(), sbx.ErrNotFound)
+	}
+	switch sb.Status {
+	case sbx.StatusRemoving, sbx.StatusUnreadable:
+		return nil, fmt.Errorf("%w: sandbox %s is %s", sbx.ErrState, sb.ShortID(), sb.Status)
+	}
+	exp := sb.Options.ExpiryAt(sb.Created, h.now().UTC())
+	// The index first: a deadline there that the record does not have yet
+	// is only looked at early; one the record has and the index lacks
+	// would never be.
+	if err := h.store.SetExpiry(sb.ID, exp); err != nil {
+		return nil, err
+	}
+	old := sb.ExpiresAt
+	sb.ExpiresAt = &exp
+	if err := l.Write(sb); err != nil {
+		if old != nil {
+			_ = h.store.SetExpiry(sb.ID, *old)
+		}
+		return nil, fmt.Errorf("renew the lease of sandbox %s: %w", sb.ShortID(), err)
+	}
+	return sb, nil
+}

@@ -98,7 +98,7 @@ var bodies = map[string]reflect.Type{
 // customFields are the JSON fields a type writes through its own
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
-	reflect.TypeFor[sbx.Options]():     {"ttl", "idle_timeout"},
+	reflect.TypeFor[sbx.Options]():     {"ttl", "idle_timeout", "lease"},
 	reflect.TypeFor[sbx.ExecRequest](): {"stop_grace"},
 }
 

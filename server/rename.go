@@ -6,6 +6,16 @@ import (
 	"github.com/sbxrun/sbx/server/api"
 )
 
+// renewSandbox is POST /v1/sandboxes/{id}/renew.
+func (s *Server) renewSandbox(w http.ResponseWriter, r *http.Request) {
+	sb, err := s.b.Renew(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sb)
+}
+
 // renameSandbox is POST /v1/sandboxes/{id}/rename.
 func (s *Server) renameSandbox(w http.ResponseWriter, r *http.Request) {
 	var req api.RenameRequest

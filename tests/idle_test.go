@@ -193,6 +193,14 @@ func TestIdleCheckpointOverREST(t *testing.T) {
 	if got, err := c.Inspect(ctx, sb.ID); err != nil || got.Status != sbx.StatusRunning || got.Idle {
 		t.Fatalf("after the restore: %v %+v", err, got)
 	}
+	// A silent call longer than the timeout: the checkpoint attempts fail
+	// while its connection is open, and the call ends well.
+	if out := run("sleep 7; echo done"); out != "done\n" {
+		t.Fatalf("a silent 7 s call: %q", out)
+	}
+	if out := run("cat /root/f"); out != "awake\n" {
+		t.Fatalf("after the silent call: %q", out)
+	}
 
 	for _, bad := range []sbx.Options{
 		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, Network: sbx.NetworkHost},

@@ -28,7 +28,12 @@ const MaxEntries = 1 << 20
 // dir/.dockerignore) excludes; the Dockerfile and ignore files inside dir
 // are always sent. Symlinks are sent as links.
 func Write(w io.Writer, dir, dockerfile string) error {
-	pm, err := ignoreMatcher(dir, dockerfile)
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("send the build context: %w", err)
+	}
+	pm, err := IgnoreMatcher(root, dockerfile)
+	root.Close()
 	if err != nil {
 		return err
 	}
@@ -96,22 +101,38 @@ func Write(w io.Writer, dir, dockerfile string) error {
 	return tw.Close()
 }
 
-func ignoreMatcher(dir, dockerfile string) (*patternmatcher.PatternMatcher, error) {
-	data, err := os.ReadFile(dockerfile + ".dockerignore")
+// IgnoreMatcher reads the ignore file of the context root: the
+// Dockerfile's own (dockerfile+".dockerignore") if there is one, else
+// .dockerignore at the root; nil when there is none. Files inside the
+// context are read through root, so a link cannot lead the read out.
+func IgnoreMatcher(root *os.Root, dockerfile string) (*patternmatcher.PatternMatcher, error) {
+	var data []byte
+	err := fs.ErrNotExist
+	if dockerfile != "" {
+		if rel, rerr := filepath.Rel(root.Name(), dockerfile); rerr == nil && filepath.IsLocal(rel) {
+			data, err = root.ReadFile(rel + ".dockerignore")
+		} else {
+			data, err = os.ReadFile(dockerfile + ".dockerignore")
+		}
+	}
 	if errors.Is(err, fs.ErrNotExist) {
-		data, err = os.ReadFile(filepath.Join(dir, ".dockerignore"))
+		data, err = root.ReadFile(".dockerignore")
 	}
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read the ignore file: %w", err)
 	}
 	patterns, err := ignorefile.ReadAll(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf(".dockerignore: %w", err)
 	}
-	return patternmatcher.New(patterns)
+	pm, err := patternmatcher.New(patterns)
+	if err != nil {
+		return nil, fmt.Errorf(".dockerignore: %w", err)
+	}
+	return pm, nil
 }
 
 // Extract writes the tar stream r into the existing, empty directory dir.

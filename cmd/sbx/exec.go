@@ -78,10 +78,11 @@ func runExec(a *app, cmd *cobra.Command, o *execOptions, ref string, argv []stri
 	if o.Interactive || o.Tty {
 		return attach(ctx, cmd, b, ref, sbx.AttachOptions{ExecRequest: req, Tty: o.Tty}, o.Interactive)
 	}
-	res, err := b.Exec(ctx, ref, req, render.ExecFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+	res, err := b.Exec(ctx, ref, req, sbx.WriteOutput(cmd.OutOrStdout(), cmd.ErrOrStderr()))
 	if err != nil {
 		return sbxError(err)
 	}
+	render.ExecEnd(cmd.ErrOrStderr(), res)
 	if res.TimedOut {
 		return exitWith(sbx.ExitTimeout)
 	}
@@ -108,6 +109,7 @@ func attach(ctx context.Context, cmd *cobra.Command, b backend, ref string, o sb
 		}
 		return sbxError(err)
 	}
+	render.ExecEnd(o.Stderr, res)
 	if res.TimedOut {
 		return exitWith(sbx.ExitTimeout)
 	}

@@ -86,6 +86,7 @@ The sandbox keeps running: remove it with sbx rm -f NAME.`,
 			}
 			ctx, cancel := console.SignalContext()
 			defer cancel()
+			o.WarmPools = be
 			res, err := openhands.Up(ctx, be, o)
 			if err != nil {
 				return sbxError(err)

@@ -52,6 +52,10 @@ type Client struct {
 	hc      *http.Client
 	tr      *http.Transport
 	opts    Options
+	// leases ends when the client closes: the renewals of the leases of
+	// the sandboxes it created (Options.Lease) stop then.
+	leases    context.Context
+	endLeases context.CancelFunc
 }
 
 // New returns a client for host: "unix:///path/to/sbx.sock",
@@ -72,6 +76,7 @@ func New(host string, opts Options) (*Client, error) {
 		ExpectContinueTimeout: time.Second,
 	}
 	c := &Client{host: host, tr: tr, opts: opts}
+	c.leases, c.endLeases = context.WithCancel(context.Background())
 	switch {
 	case strings.HasPrefix(host, "unix://"):
 		sock := strings.TrimPrefix(host, "unix://")
@@ -124,8 +129,13 @@ func New(host string, opts Options) (*Client, error) {
 	return c, nil
 }
 
-// Close drops idle connections.
-func (c *Client) Close() { c.tr.CloseIdleConnections() }
+// Close stops renewing the leases of the sandboxes the client created
+// (they are removed once their lease runs out) and drops idle
+// connections.
+func (c *Client) Close() {
+	c.endLeases()
+	c.tr.CloseIdleConnections()
+}
 
 // Error is an error reply of the server (or of a sandbox's executor). It
 // unwraps to the contract's error its status and code stand for
@@ -263,6 +273,7 @@ func (c *Client) Call(ctx context.Context, method, path string, in, out any) err
 }
 
 var (
+	_ sbx.Backend   = (*Client)(nil)
 	_ sbx.Sandboxes = (*Client)(nil)
 	_ sbx.Images    = (*Client)(nil)
 )

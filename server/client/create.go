@@ -16,5 +16,13 @@ func (c *Client) Create(ctx context.Context, opts sbx.Options) (*sbx.Sandbox, er
 		return nil, fmt.Errorf("%w: host mode needs this host; against a server give an image or a rootfs (a directory on the server)", sbx.ErrUnsupported)
 	}
 	var sb sbx.Sandbox
-	return &sb, c.Call(ctx, http.MethodPost, "/v1/sandboxes", opts, &sb)
+	if err := c.Call(ctx, http.MethodPost, "/v1/sandboxes", opts, &sb); err != nil {
+		return nil, err
+	}
+	if opts.Lease > 0 {
+		// The client owns the sandbox: it renews the lease until the
+		// sandbox is removed or the client closes (or its process dies).
+		go sbx.KeepLease(c.leases, c, sb.ID, opts.Lease)
+	}
+	return &sb, nil
 }

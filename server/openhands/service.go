@@ -100,8 +100,10 @@ type Config struct {
 	// Agent Server restarts with it); by default the key is kept.
 	RotateKeyOnResume bool
 	// Warm keeps Agent Servers booted ahead (dormant), for starts that
-	// are running at once; it needs a local backend (sandbox.Host).
-	Warm WarmConfig
+	// are running at once, in WarmPools (required when Warm asks for
+	// any; the front-end passes its local host).
+	Warm      WarmConfig
+	WarmPools WarmPools
 	// LogTailBytes is how much of the Agent Server's output pod_logs
 	// carries (default 64 KiB).
 	LogTailBytes int64
@@ -168,6 +170,9 @@ func New(be Backend, cfg Config) (*Service, error) {
 	cfg.PublicURL = strings.TrimRight(cfg.PublicURL, "/")
 	if cfg.StateDir == "" {
 		return nil, errors.New("openhands: a state directory is required")
+	}
+	if (cfg.Warm.Size > 0 || len(cfg.Warm.Shapes) > 0) && cfg.WarmPools == nil {
+		return nil, errors.New("openhands: warm Agent Servers need the local host's pools (Config.WarmPools; sbx serve supplies them)")
 	}
 	if cfg.Network == "" {
 		cfg.Network = "bridge"

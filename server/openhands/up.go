@@ -85,6 +85,9 @@ type UpOptions struct {
 	// from such a pool (or from sbx serve's warm shapes) whenever one has
 	// a member ready.
 	Warm int
+	// WarmPools are the pools Up claims from and defines Warm's pool in
+	// (the local host; nil: Up always starts cold and Warm must be 0).
+	WarmPools WarmPools
 	// ReadyTimeout bounds the pull and the start [10 min].
 	ReadyTimeout time.Duration
 	Logger       *slog.Logger
@@ -114,6 +117,12 @@ func Up(ctx context.Context, be Backend, o UpOptions) (*UpResult, error) {
 	}
 	if ip := net.ParseIP(o.Address); ip == nil {
 		return nil, fmt.Errorf("%w: address %q is not an IP address", sbx.ErrInvalid, o.Address)
+	}
+	if o.Warm < 0 || o.Warm > MaxWarmSize {
+		return nil, fmt.Errorf("%w: warm %d: use 0 to %d dormant Agent Servers", sbx.ErrInvalid, o.Warm, MaxWarmSize)
+	}
+	if o.Warm > 0 && o.WarmPools == nil {
+		return nil, fmt.Errorf("%w: a warm pool needs the local host's pools (UpOptions.WarmPools)", sbx.ErrInvalid)
 	}
 	if o.ReadyTimeout <= 0 {
 		o.ReadyTimeout = 10 * time.Minute
@@ -158,8 +167,8 @@ func Up(ctx context.Context, be Backend, o UpOptions) (*UpResult, error) {
 	}
 	opts.Publish = []string{net.JoinHostPort(o.Address, strconv.Itoa(o.Port)) + ":" + strconv.Itoa(AgentServerPort)}
 	opts.Labels["sbx.openhands/up"] = "1"
-	if wb, ok := be.(warmBackend); ok && !tree {
-		if res := upWarm(ctx, s, wb, &o, req, opts); res != nil {
+	if o.WarmPools != nil && !tree {
+		if res := upWarm(ctx, s, o.WarmPools, &o, req, opts); res != nil {
 			return res, nil
 		}
 	}
@@ -204,7 +213,7 @@ func upURL(o *UpOptions) string {
 // Agent Server of the start's shape with cold's options (its name,
 // labels and published port), handing it the session; nil when none was
 // had (Up then starts one cold).
-func upWarm(ctx context.Context, s *Service, wb warmBackend, o *UpOptions, req StartRequest, cold sbx.Options) *UpResult {
+func upWarm(ctx context.Context, s *Service, wb WarmPools, o *UpOptions, req StartRequest, cold sbx.Options) *UpResult {
 	w := &warm{be: wb, prefix: warmPrefix}
 	sh, err := w.shapeOf(s, req, true)
 	if err != nil {
@@ -212,7 +221,7 @@ func upWarm(ctx context.Context, s *Service, wb warmBackend, o *UpOptions, req S
 	}
 	if o.Warm > 0 {
 		spec := sh.spec
-		spec.Size = min(o.Warm, MaxWarmSize)
+		spec.Size = o.Warm
 		if _, err := wb.CreatePool(ctx, spec); err != nil && !errors.Is(err, sbx.ErrNameInUse) {
 			s.log.Warn("openhands up: define the warm pool", "err", err)
 		}

@@ -104,17 +104,20 @@ type WarmStatus struct {
 	LastError string  `json:"last_error,omitempty"`
 }
 
-// warmBackend is a backend that keeps pools and completes claims (the
-// local sandbox.Host).
-type warmBackend interface {
+// WarmPools is what warm Agent Servers need of sbx besides Backend: warm
+// pools, claims completed by a hook (the Agent Server's /api/init) and
+// the pools' counts. The front-end supplies it (Config.WarmPools,
+// UpOptions.WarmPools): sbx serve and sbx openhands up pass their local
+// host (sandbox.Host, or its PolicyView), which also is their Backend.
+type WarmPools interface {
 	sbx.Pools
 	Claim(ctx context.Context, opts sbx.Options, hook sandbox.ClaimHook) (*sbx.Sandbox, error)
 	PoolStats() map[string]sbx.PoolStats
 }
 
 var (
-	_ warmBackend = (*sandbox.Host)(nil)
-	_ warmBackend = (*sandbox.PolicyView)(nil)
+	_ WarmPools = (*sandbox.Host)(nil)
+	_ WarmPools = (*sandbox.PolicyView)(nil)
 )
 
 // The Agent Server's deferred init (openhands-agent-server 1.29 and
@@ -165,7 +168,7 @@ type shape struct {
 
 // warm is the Service's warm state.
 type warm struct {
-	be     warmBackend
+	be     WarmPools
 	prefix string // of its pools' names
 
 	mu      sync.Mutex
@@ -188,10 +191,7 @@ func (s *Service) newWarm() (*warm, error) {
 	if c.Size < 0 || c.Size > MaxWarmSize || c.Learn < 0 {
 		return nil, fmt.Errorf("openhands: warm size %d: use 0 to %d", c.Size, MaxWarmSize)
 	}
-	wb, ok := s.be.(warmBackend)
-	if !ok {
-		return nil, errors.New("openhands: warm Agent Servers need a local sbx (sbx serve), not a remote one")
-	}
+	wb := s.cfg.WarmPools // New checked it is set
 	w := &warm{be: wb, prefix: warmPrefix, shapes: map[string]*shape{}, wake: make(chan struct{}, 1)}
 	for i, sh := range c.Shapes {
 		size := sh.Size

@@ -77,3 +77,22 @@ func TestWarmConfigFile(t *testing.T) {
 		t.Error("a size over the cap was accepted")
 	}
 }
+
+// TestWarmNeedsPools: warm Agent Servers come only from the pools the
+// front-end supplies (Config.WarmPools, UpOptions.WarmPools); asking for
+// them without is a clear error, before anything is made.
+func TestWarmNeedsPools(t *testing.T) {
+	dir := t.TempDir()
+	_, err := New(nil, Config{APIKey: "k", PublicURL: "http://h", StateDir: filepath.Join(dir, "oh"), Warm: WarmConfig{Size: 1}})
+	if _, serr := os.Stat(filepath.Join(dir, "oh")); serr == nil {
+		t.Errorf("New made its state directory before refusing")
+	}
+	if err == nil || !strings.Contains(err.Error(), "WarmPools") {
+		t.Errorf("New with warm Agent Servers and no pools: %v", err)
+	}
+	for _, warm := range []int{1, -1, MaxWarmSize + 1} {
+		if _, err := Up(t.Context(), nil, UpOptions{Warm: warm}); err == nil || !strings.Contains(err.Error(), "warm") {
+			t.Errorf("Up with warm %d and no pools: %v", warm, err)
+		}
+	}
+}

@@ -169,6 +169,7 @@ func startOpenHands(f *openhands.ServeOptions, host *sandbox.Host, root, token s
 	if err != nil {
 		return nil, err
 	}
+	cfg.WarmPools = be // warm Agent Servers are pools of the same host
 	return openhands.ListenAll(be, cfg, f)
 }
 

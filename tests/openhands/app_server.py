@@ -1,8 +1,11 @@
 """The OpenHands app server's RemoteSandboxService (openhands-ai) against
 sbx's Runtime API: start a sandbox, wait for it, list (search), batch get,
 pause, resume and delete it, with the service's own code and an in-memory
-database. Env: RUNTIME_API_URL, RUNTIME_API_KEY, AGENT_IMAGE. Prints one
-JSON line of facts.
+database. Env: RUNTIME_API_URL, RUNTIME_API_KEY, AGENT_IMAGE, and
+WARM_SPEC_NAME: when set, the sandbox specs come from the Runtime API's
+warm shapes (DynamicRemoteSandboxSpecService, GET /api/warm-runtime-configs)
+and the start takes the default one, that name. Prints one JSON line of
+facts.
 """
 
 import asyncio
@@ -12,6 +15,7 @@ import os
 import httpx
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 
+from openhands.app_server.sandbox.dynamic_remote_sandbox_spec_service import DynamicRemoteSandboxSpecService
 from openhands.app_server.sandbox.preset_sandbox_spec_service import PresetSandboxSpecService
 from openhands.app_server.sandbox.remote_sandbox_service import RemoteSandboxService
 from openhands.app_server.sandbox.sandbox_models import SandboxStatus
@@ -31,9 +35,17 @@ async def main():
         initial_env={"OH_ENABLE_VNC": "0", "LOG_JSON": "true"},
         working_dir="/workspace/project",
     )
+    specs = PresetSandboxSpecService(specs=[spec])
+    warm_spec = os.environ.get("WARM_SPEC_NAME")
+    if warm_spec:
+        specs = DynamicRemoteSandboxSpecService(
+            api_url=os.environ["RUNTIME_API_URL"], api_key=os.environ["RUNTIME_API_KEY"], default_spec_name=warm_spec
+        )
+        default = await specs.get_default_sandbox_spec()
+        facts["spec"] = [default.id, default.command, sorted(default.initial_env)]
     async with async_sessionmaker(engine)() as db, httpx.AsyncClient(timeout=30) as http:
         svc = RemoteSandboxService(
-            sandbox_spec_service=PresetSandboxSpecService(specs=[spec]),
+            sandbox_spec_service=specs,
             api_url=os.environ["RUNTIME_API_URL"],
             api_key=os.environ["RUNTIME_API_KEY"],
             web_url=None,
@@ -45,7 +57,7 @@ async def main():
             httpx_client=http,
             db_session=db,
         )
-        info = await svc.start_sandbox(spec.id)
+        info = await svc.start_sandbox(None if warm_spec else spec.id)
         facts["started"] = info.status.value
         info = await svc.wait_for_sandbox_running(info.id, timeout=300, poll_interval=1, httpx_client=http)
         facts["running"] = info.status.value

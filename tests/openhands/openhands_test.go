@@ -25,15 +25,19 @@ var ohScript = []fixture.LLMStep{
 
 // TestOpenHands runs OpenHands' own clients against the Runtime API, with
 // Go checks of the rules they rely on, in one world (the Agent Server
-// image is imported once).
+// image is imported once). The server keeps warm Agent Servers of the
+// shapes it learns: the clients' first starts are cold, and once the
+// dormant Agent Servers of their shapes are ready (Warm) the same clients
+// start again from them.
 func TestOpenHands(t *testing.T) {
-	e := newOHEnv(t, ohScript)
+	e := newOHEnv(t, ohScript, ohWarmFlags()...)
 	t.Run("Rules", func(t *testing.T) { testOHRules(t, e) })
 	t.Run("CrashBeforeReady", func(t *testing.T) { testOHCrash(t, e) })
-	t.Run("WorkspaceLifecycle", func(t *testing.T) { testOHWorkspace(t, e) })
-	t.Run("Conversation", func(t *testing.T) { testOHConversation(t, e) })
-	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e) })
+	t.Run("WorkspaceLifecycle", func(t *testing.T) { testOHWorkspace(t, e, "sdk-ws-1") })
+	t.Run("Conversation", func(t *testing.T) { testOHConversation(t, e, "sdk-conv-1") })
+	t.Run("AppServer", func(t *testing.T) { testOHAppServer(t, e, "STARTING", "") })
 	t.Run("Up", func(t *testing.T) { testOHUp(t, e) })
+	t.Run("Warm", func(t *testing.T) { testOHWarm(t, e) })
 }
 
 // waitRuntime polls GET /sessions/{id} until status leaves "starting",
@@ -218,8 +222,8 @@ func testOHCrash(t *testing.T, e *ohEnv) {
 	}
 }
 
-func testOHWorkspace(t *testing.T, e *ohEnv) {
-	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "workspace_lifecycle.py", map[string]string{"SESSION_ID": "sdk-ws-1"})
+func testOHWorkspace(t *testing.T, e *ohEnv, session string) {
+	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "workspace_lifecycle.py", map[string]string{"SESSION_ID": session})
 	want := map[string]string{
 		"exec":                    `map[exit_code:3 stderr:err` + "\n" + ` stdout:hello from openhands in /workspace/project` + "\n" + `]`,
 		"files":                   "map[download:true same:true upload:true]",
@@ -235,8 +239,8 @@ func testOHWorkspace(t *testing.T, e *ohEnv) {
 	checkFacts(t, f, want)
 }
 
-func testOHConversation(t *testing.T, e *ohEnv) {
-	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "conversation.py", map[string]string{"SESSION_ID": "sdk-conv-1"})
+func testOHConversation(t *testing.T, e *ohEnv, session string) {
+	f := e.python(t, e.sdkURL, "/agent-server/.venv/bin/python", "conversation.py", map[string]string{"SESSION_ID": session})
 	if f["status"] != "finished" || f["file"] != "hello from the agent\nedited by the file editor\n" {
 		t.Errorf("conversation: %v", f)
 	}
@@ -260,10 +264,18 @@ func testOHConversation(t *testing.T, e *ohEnv) {
 	}
 }
 
-func testOHAppServer(t *testing.T, e *ohEnv) {
-	f := e.python(t, e.url, "/opt/openhands-ai/bin/python", "app_server.py", nil)
+// testOHAppServer runs the app server's RemoteSandboxService; started is
+// the status its start returns (RUNNING from a warm Agent Server). With a
+// warmSpec, the app server takes its sandbox spec from the Runtime API's
+// warm shapes (DynamicRemoteSandboxSpecService), that one by name.
+func testOHAppServer(t *testing.T, e *ohEnv, started, warmSpec string) {
+	var env map[string]string
+	if warmSpec != "" {
+		env = map[string]string{"WARM_SPEC_NAME": warmSpec}
+	}
+	f := e.python(t, e.url, "/opt/openhands-ai/bin/python", "app_server.py", env)
 	want := map[string]string{
-		"started":             "STARTING",
+		"started":             started,
 		"running":             "RUNNING",
 		"urls":                "[AGENT_SERVER VSCODE WORKER_1 WORKER_2]",
 		"agent_server_status": "200",
@@ -275,6 +287,9 @@ func testOHAppServer(t *testing.T, e *ohEnv) {
 		"after_resume":        "RUNNING",
 		"deleted":             "true",
 		"missing":             "true",
+	}
+	if warmSpec != "" {
+		want["spec"] = "[" + ohAskedImage + " [/usr/local/bin/openhands-agent-server --port 60000] [LOG_JSON OH_ENABLE_VNC WORKER_1 WORKER_2]]"
 	}
 	checkFacts(t, f, want)
 }
@@ -300,8 +315,9 @@ func testOHUp(t *testing.T, e *ohEnv) {
 		out, err := cmd.Output()
 		return string(out) + stderr.String(), err
 	}
-	out, err := run("--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*="+ohLocalImage, "--name", "canvas",
-		"--port", "8800", "--memory", "2g", "--env", "LITELLM_LOCAL_MODEL_COST_MAP=True", "--json")
+	upFlags := []string{"--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*=" + ohLocalImage, "--memory", "2g",
+		"--env", "LITELLM_LOCAL_MODEL_COST_MAP=True", "--json"}
+	out, err := run(append(upFlags, "--name", "canvas", "--port", "8800", "--warm", "1")...)
 	if err != nil {
 		t.Fatalf("sbx openhands up: %v\n%s", err, out)
 	}
@@ -322,18 +338,7 @@ func testOHUp(t *testing.T, e *ohEnv) {
 	hc := *e.hc
 	hc.Timeout = 3 * time.Minute
 	call := func(key string) (int, string) {
-		req, _ := http.NewRequest("POST", res.URL+"/api/bash/execute_bash_command", strings.NewReader(`{"command":"pwd; echo up"}`))
-		req.Header.Set("Content-Type", "application/json")
-		if key != "" {
-			req.Header.Set("X-Session-API-Key", key)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatalf("the published Agent Server: %v", err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return upCall(t, &hc, res.URL, key)
 	}
 	if code, body := call(res.Key); code != 200 || !strings.Contains(body, `/workspace\nup\n`) {
 		t.Errorf("command with the key: %d %s", code, body)
@@ -342,7 +347,7 @@ func testOHUp(t *testing.T, e *ohEnv) {
 		t.Errorf("command without the key: %d", code)
 	}
 	// A name in use and a bad alias fail and leave nothing behind.
-	if out, err := run("--image", e.image, "--alias", "ghcr.io/openhands/agent-server:*="+ohLocalImage, "--name", "canvas", "--port", "8801"); err == nil || !strings.Contains(out, "canvas") {
+	if out, err := run(append(upFlags, "--name", "canvas", "--port", "8801")...); err == nil || !strings.Contains(out, "canvas") {
 		t.Errorf("a second up with the same name: %v %s", err, out)
 	}
 	if out, err := run("--alias", "no-equals-sign"); err == nil || !strings.Contains(out, "PATTERN=IMAGE") {
@@ -352,4 +357,61 @@ func testOHUp(t *testing.T, e *ohEnv) {
 	if err != nil || len(sbs) != 1 {
 		t.Errorf("sandboxes of sbx openhands up: %d (%v), want 1", len(sbs), err)
 	}
+
+	// --warm 1 defined a warm pool of the shape: once it holds a dormant
+	// Agent Server, the next up takes it, handed the session.
+	upPool := func() bool { // sbx serve fills it in the background
+		pools, err := e.host.ListPools(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pools {
+			// up's shape: its working directory, the image's user.
+			if o := p.Options; strings.HasPrefix(p.Name, "openhands-") && o.Workdir == "/workspace" && o.User == "" && len(p.Ready) > 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for deadline := time.Now().Add(10 * time.Minute); !upPool(); time.Sleep(time.Second) {
+		if time.Now().After(deadline) {
+			t.Fatal("the warm pool of sbx openhands up --warm 1 has no ready member after 10 minutes")
+		}
+	}
+	out, err = run(append(upFlags, "--name", "canvas-warm", "--port", "8802")...)
+	var warm struct {
+		URL, Name string
+		Key       string `json:"session_api_key"`
+		SandboxID string `json:"sandbox_id"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &warm) != nil || len(warm.Key) != 64 || warm.Key == res.Key {
+		t.Fatalf("a warm sbx openhands up: %v %q", err, out)
+	}
+	defer e.sbx("rm", "-f", "canvas-warm").Run()
+	if sb, err := e.host.Get(context.Background(), warm.SandboxID); err != nil || sb.FromPool == "" {
+		t.Errorf("the warm up's sandbox: %+v %v", sb, err)
+	}
+	if code, body := upCall(t, &hc, warm.URL, warm.Key); code != 200 || !strings.Contains(body, `/workspace\nup\n`) {
+		t.Errorf("command on the warm up's Agent Server: %d %s", code, body)
+	}
+	if code, _ := upCall(t, &hc, warm.URL, res.Key); code != http.StatusUnauthorized {
+		t.Errorf("the warm Agent Server took another's key: %d", code)
+	}
+}
+
+// upCall runs a command on the Agent Server of sbx openhands up at url.
+func upCall(t *testing.T, hc *http.Client, url, key string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/api/bash/execute_bash_command", strings.NewReader(`{"command":"pwd; echo up"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("X-Session-API-Key", key)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("the published Agent Server: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -112,7 +112,7 @@ func TestOpenHandsWarmFake(t *testing.T) {
 	}
 	svc, err := openhands.New(h, openhands.Config{APIKey: "k", PublicURL: "http://" + ln.Addr().String(), StateDir: filepath.Join(dir, "oh"),
 		Network: sbx.NetworkNone, Logger: quiet, ReadyTimeout: 2 * time.Minute,
-		Warm: openhands.WarmConfig{Size: 1, Learn: 1, Shapes: []openhands.WarmShape{
+		WarmPools: h, Warm: openhands.WarmConfig{Size: 1, Learn: 1, Shapes: []openhands.WarmShape{
 			shape("good", "good", map[string]string{"OH_X": "1"}),
 			shape("fail", "fail", nil),
 			shape("old", "old", map[string]string{"GREETING": "hi"}),

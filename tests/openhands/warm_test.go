@@ -8,6 +8,12 @@ import (
 	"time"
 )
 
+// ohWarmFlags are sbx serve's flags for warm Agent Servers in the test:
+// one per shape, the shapes of the three latest cold starts learned.
+func ohWarmFlags() []string {
+	return []string{"--openhands-warm", "1", "--openhands-warm-learn", "3"}
+}
+
 // warmConfig is one element of GET /api/warm-runtime-configs.
 type warmConfig struct {
 	Name        string            `json:"name"`
@@ -91,4 +97,52 @@ func (e *ohEnv) agentCall(t testing.TB, rt map[string]any, method, path, key str
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// testOHWarm: the shapes of the clients' starts above were learned (the
+// SDK's two: its workspace asks for resource_factor 2, its conversation
+// for 1; the app server's one); once their dormant Agent Servers are
+// ready, the same clients start again and get them, initialised with
+// their session (/api/init) before /start replied, and pass the same
+// checks. The app server takes its spec from GET /api/warm-runtime-configs
+// (DynamicRemoteSandboxSpecService), as OpenHands Cloud's app server does.
+func testOHWarm(t *testing.T, e *ohEnv) {
+	// The clients' shapes: every learned one but the Rules' start's (its
+	// own working directory).
+	clients := func(c map[string]warmConfig) (n, ready, hits, failures int) {
+		for _, w := range c {
+			if w.Warm.Learned && w.WorkingDir != "/workspace/fresh/dir" {
+				n++
+				hits += w.Warm.Hits
+				failures += w.Warm.InitFailures
+				if w.Warm.Ready > 0 && w.Warm.Deferred {
+					ready++
+				}
+			}
+		}
+		return
+	}
+	c := e.waitWarm(t, 15*time.Minute, "the clients' three learned shapes with a dormant Agent Server each", func(c map[string]warmConfig) bool {
+		n, ready, _, _ := clients(c)
+		return n == 3 && ready == 3
+	})
+	_, _, hits0, _ := clients(c)
+	// The app server's shape, by name (RemoteSandboxService always asks
+	// for /workspace).
+	appShape := ""
+	for name, w := range e.warmConfigsOf(t, e.url) {
+		if w.Warm.Learned && w.WorkingDir == "/workspace" {
+			appShape = name
+		}
+	}
+	if appShape == "" {
+		t.Fatalf("no learned shape of the app server's start: %+v", e.warmConfigsOf(t, e.url))
+	}
+	testOHWorkspace(t, e, "sdk-ws-warm")
+	testOHConversation(t, e, "sdk-conv-warm")
+	testOHAppServer(t, e, "RUNNING", appShape)
+	_, _, hits, failures := clients(e.warmConfigs(t))
+	if hits-hits0 != 3 || failures != 0 {
+		t.Errorf("warm starts of the three clients: %d hits, %d init failures; shapes: %+v", hits-hits0, failures, e.warmConfigs(t))
+	}
 }

@@ -3,6 +3,8 @@ through ``/bin/sh -c``, ``pull`` is passed to the server."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import sbx
@@ -49,3 +51,28 @@ def test_sizes_go_by_their_wire_names() -> None:
     body = create_body({"image": "busybox", "memory": "64m", "disk": 1 << 20, "tmpfs": ["/t:1m", sbx.Tmpfs("/u")]})
     assert body["limits"] == {"memory_bytes": 64 << 20, "disk_bytes": 1 << 20}
     assert body["tmpfs"] == [{"path": "/t", "size_bytes": 1 << 20}, {"path": "/u"}]
+
+
+def test_lease(client: sbx.Client, server: Server) -> None:
+    # An owner lease: renew() pushes the deadline; once nobody renews, the
+    # server removes the sandbox.
+    sb = client.sandboxes.create("busybox", lease="2s")
+    server.seen.add(sb.id)
+    assert sb.record.spec.get("lease") == "2s" and sb.record.expires_at is not None
+    first = sb.record.expires_at
+    time.sleep(0.5)
+    assert sb.renew().expires_at > first
+    for _ in range(150):
+        try:
+            sb.refresh()
+        except sbx.NotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the sandbox whose lease ran out is still there")
+    with client.sandboxes.create("busybox") as plain:
+        server.seen.add(plain.id)
+        with pytest.raises(sbx.ConflictError):
+            plain.renew()
+    with pytest.raises(ValueError):
+        client.sandboxes.create("busybox", lease="a while")

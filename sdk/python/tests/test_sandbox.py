@@ -88,7 +88,17 @@ def test_exec_result_and_report(busybox: sbx.Sandbox) -> None:
     assert ok.stdout == "42\n" and ok.report.status == "ok" and ok.signal is None
     killed = busybox.exec(["sh", "-c", "kill -9 $$"])
     assert killed.exit_code == 137 and killed.signal == "SIGKILL" and killed.report.status == "signaled"
+    assert not killed.oom_killed
     assert busybox.exec(["no-such-command"]).exit_code == 127
+
+
+def test_exec_oom_killed(server: Server, client: sbx.Client) -> None:
+    with client.sandboxes.create("busybox", memory="24m", labels={"test": "sdk"}) as sb:
+        server.seen.add(sb.id)
+        hog = sb.exec(["awk", 'BEGIN { s = "xxxxxxxxxxxxxxxx"; while (1) s = s s }'], timeout=60)
+        assert hog.exit_code == 137 and hog.signal == "SIGKILL" and hog.oom_killed
+        assert hog.report.status == "oom" and not hog.timed_out
+        assert sb.exec("echo alive").stdout == "alive\n"
 
 
 def test_exec_options(busybox: sbx.Sandbox) -> None:

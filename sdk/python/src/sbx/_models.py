@@ -162,7 +162,8 @@ class Report(_Decoded):
     """How a command ended and what it used, in the spirit of isolate's meta
     file.
 
-    ``status`` is ``ok``, ``nonzero_exit``, ``signaled`` or ``timeout``.
+    ``status`` is ``ok``, ``nonzero_exit``, ``signaled``, ``oom`` (the
+    kernel's OOM killer ended it) or ``timeout``.
     ``wall_time_s`` is the command's run time. The CPU times and the peak
     memory (the largest resident set) cover the command and the children it
     waited for; they are None when the server does not report them."""
@@ -185,7 +186,8 @@ class ExecResult:
     n ended the command), ``stdout`` and ``stderr`` (text; bytes that are not
     UTF-8 became U+FFFD), ``signal`` (e.g. "SIGKILL", or None), ``timed_out``,
     ``truncated`` (output past ``max_output_bytes`` was cut in the middle),
-    ``duration_s`` and the ``report``."""
+    ``oom_killed`` (the kernel's OOM killer ended it: the sandbox reached its
+    memory limit), ``duration_s`` and the ``report``."""
 
     exit_code: int
     stdout: str
@@ -197,6 +199,8 @@ class ExecResult:
     report: Report
     #: A detached command's pid inside the sandbox (:meth:`Sandbox.exec_detached`).
     pid: int = 0
+    #: The kernel's OOM killer ended the command (exit code 137, SIGKILL).
+    oom_killed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -210,6 +214,8 @@ class ExecResult:
         d = _obj(value, "exec result")
         if d.get("timed_out") is True:
             status = "timeout"
+        elif d.get("oom_killed") is True:
+            status = "oom"
         elif d.get("signal"):
             status = "signaled"
         elif d.get("exit_code"):

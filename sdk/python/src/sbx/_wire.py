@@ -228,7 +228,7 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         if o["network"] not in ("none", "bridge", "host"):
             raise ValueError(f"network {o['network']!r}: want 'none', 'bridge' or 'host'")
         body["network"] = o["network"]
-    for key in ("ttl", "idle_timeout"):
+    for key in ("ttl", "idle_timeout", "lease"):
         if key in o:
             body[key] = go_duration(o[key], key)
     for key in ("publish", "allow_host_ports", "dns", "cap_add", "cap_drop"):

@@ -178,6 +178,7 @@ class AsyncSandboxes:
         labels: Optional[Mapping[str, str]] = None,
         ttl: Optional[Duration] = None,
         idle_timeout: Optional[Duration] = None,
+        lease: Optional[Duration] = None,
         readonly_rootfs: bool = False,
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
@@ -197,7 +198,10 @@ class AsyncSandboxes:
         on the server once nobody has used it that long (no exec, session,
         file or port call), freeing its memory, and the next such call
         restores it first (``record.idle`` says it sleeps; the server needs
-        CRIU). ``volumes`` are Volume objects or "HOST:PATH[:ro]",
+        CRIU). ``lease`` (the same forms, at least 1 s) is an owner lease:
+        the server removes the sandbox once that long passed without
+        :meth:`AsyncSandbox.renew`, so a crashed program leaves nothing
+        running. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
         ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is the sandbox's
         main command, exec'd once the sandbox is ready (``record.cmd_start``
         says whether it runs or already exited); with ``auto_remove`` the

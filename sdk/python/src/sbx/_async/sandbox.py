@@ -334,6 +334,12 @@ class AsyncSandbox:
         command."""
         await self._http.call("POST", self._path("/signal"), what=f"signal {self.id}", json={"signal": signal})
 
+    async def renew(self) -> SandboxRecord:
+        """Renew the sandbox's owner lease (``lease`` of create): it now
+        expires ``lease`` from now (never after its ``ttl``). A sandbox
+        created without a lease raises ConflictError."""
+        return await self._change("renew")
+
     async def rename(self, name: str) -> SandboxRecord:
         """Give the sandbox the new unique name ``name`` ("" drops its name);
         a name in use raises ConflictError."""

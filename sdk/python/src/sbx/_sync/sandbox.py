@@ -335,6 +335,12 @@ class Sandbox:
         command."""
         self._http.call("POST", self._path("/signal"), what=f"signal {self.id}", json={"signal": signal})
 
+    def renew(self) -> SandboxRecord:
+        """Renew the sandbox's owner lease (``lease`` of create): it now
+        expires ``lease`` from now (never after its ``ttl``). A sandbox
+        created without a lease raises ConflictError."""
+        return self._change("renew")
+
     def rename(self, name: str) -> SandboxRecord:
         """Give the sandbox the new unique name ``name`` ("" drops its name);
         a name in use raises ConflictError."""
