@@ -88,7 +88,7 @@ func queryCounter(t *testing.T, h *lcHost, id, req string) counterState {
 // and waits until it answers.
 func createCounter(t *testing.T, h *lcHost, args ...string) string {
 	t.Helper()
-	args = append(append([]string{"create", "--rootfs", fixture.DebianRootfs(t)}, args...), "--", "python3", "-c", counterProg)
+	args = append(append([]string{"create", "--userns", "host", "--rootfs", fixture.DebianRootfs(t)}, args...), "--", "python3", "-c", counterProg)
 	id := strings.TrimSpace(h.must(t, args...))
 	h.saw(id)
 	h.must(t, "exec", id, "--", "python3", "-c", `
@@ -198,7 +198,7 @@ func TestSnapshotForkIndependence(t *testing.T) {
 // a snapshot of a newer format are refused, leaving nothing behind.
 func TestSnapshotExportImport(t *testing.T) {
 	h := newLCHost(t)
-	id := h.create(t)
+	id := h.create(t, "--userns", "host")
 	h.must(t, "exec", id, "--", "sh", "-c", "echo state > /root/f; (i=0; while true; do i=$((i+1)); echo $i > /tmp/loop; sleep 0.1; done) </dev/null >/dev/null 2>&1 &")
 	h.must(t, "checkpoint", "--leave-running", id, "s1")
 	if st := h.inspect(t, id).Status; st != "running" {
@@ -292,7 +292,7 @@ func TestSnapshotExportImport(t *testing.T) {
 // meanwhile starts anew.
 func TestSnapshotStartAfterCheckpointRemoved(t *testing.T) {
 	h := newLCHost(t)
-	id := h.create(t)
+	id := h.create(t, "--userns", "host")
 	h.must(t, "exec", id, "--", "sh", "-c", "echo kept > /root/f")
 	h.must(t, "stop", "--checkpoint", id)
 	sb := h.inspect(t, id)
@@ -313,7 +313,7 @@ func TestSnapshotStartAfterCheckpointRemoved(t *testing.T) {
 func TestSnapshotRestoreMissingRoot(t *testing.T) {
 	h := newLCHost(t)
 	root := fixture.NewBusyboxRootfs(t, filepath.Join(t.TempDir(), "root"))
-	id := strings.TrimSpace(h.must(t, "create", "--rootfs", root))
+	id := strings.TrimSpace(h.must(t, "create", "--userns", "host", "--rootfs", root))
 	h.saw(id)
 	h.must(t, "checkpoint", id, "s")
 	h.must(t, "rm", "-f", id)
@@ -344,7 +344,7 @@ func TestSnapshotRestoredIsolation(t *testing.T) {
 	}
 	sh := strings.Join(script, "; ")
 	h := newLCHost(t)
-	src := strings.TrimSpace(h.must(t, "create", "--rootfs", root, "--memory", "256m"))
+	src := strings.TrimSpace(h.must(t, "create", "--userns", "host", "--rootfs", root, "--memory", "256m"))
 	h.saw(src)
 	h.must(t, "checkpoint", "--leave-running", src, "iso")
 	id := strings.TrimSpace(h.must(t, "restore", "iso"))
@@ -381,7 +381,7 @@ func TestSnapshotOverREST(t *testing.T) {
 	e := newServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx := ctxT(t)
 	c := e.c
-	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.BusyboxRootfs(t)})
+	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.BusyboxRootfs(t), UserNS: sbx.UserNSHost})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -215,6 +215,9 @@ def server() -> Iterator[Server]:
     and "python:3.12" (a Debian root with python3, standing in for the
     registry image the machine cannot reach) in its cache."""
     base = Path(tempfile.mkdtemp(prefix="sbxpy-"))
+    # Sandboxes in private user namespaces (the default) need their run
+    # root reachable by other users (traversable, not readable).
+    base.chmod(0o711)
     srv = start_server(base)
     try:
         with srv.client(timeout=120) as c:

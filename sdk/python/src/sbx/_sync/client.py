@@ -46,6 +46,7 @@ from .._wire import (
     Env,
     Network,
     Pull,
+    UserNS,
     build_params,
     create_body,
     decode_json,
@@ -170,6 +171,7 @@ class Sandboxes:
         pids: Optional[int] = None,
         disk: Optional[Size] = None,
         network: Optional[Network] = None,
+        userns: Optional[UserNS] = None,
         publish: Optional[Sequence[str]] = None,
         egress: Optional[str] = None,
         allow_host_ports: Optional[Sequence[str]] = None,
@@ -193,7 +195,11 @@ class Sandboxes:
         allows. Limits: ``memory`` and ``disk`` (bytes or "512m"), ``cpus``
         (e.g. 1.5), ``pids``. ``network`` is "none" (default), "bridge" or
         "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
-        ``dns`` and ``allow_host_ports`` apply to bridge mode. ``ttl``
+        ``dns`` and ``allow_host_ports`` apply to bridge mode. ``userns`` is
+        "private" (the server's default: root in the sandbox is an
+        unprivileged host id range) or "host" (the host's ids, as
+        :meth:`AsyncSandbox.checkpoint`, fork, ``stop(checkpoint=True)`` and
+        ``idle_timeout`` need). ``ttl``
         (seconds, a timedelta or "1h") removes the sandbox that long after
         its creation; ``idle_timeout`` (the same forms) checkpoints it to disk
         on the server once nobody has used it that long (no exec, session,
@@ -445,6 +451,7 @@ class Pools:
         pids: Optional[int] = None,
         disk: Optional[Size] = None,
         network: Optional[Network] = None,
+        userns: Optional[UserNS] = None,
         egress: Optional[str] = None,
         allow_host_ports: Optional[Sequence[str]] = None,
         dns: Optional[Sequence[str]] = None,
