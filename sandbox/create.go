@@ -10,6 +10,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -167,6 +168,11 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	}
 	if o.UserNS == "" {
 		o.UserNS = sbx.DefaultUserNS(o)
+	}
+	if o.UserNS == sbx.UserNSPrivate {
+		if err := rootfs.ParentsTraversable(h.store.RunRoot()); err != nil {
+			return fmt.Errorf("%w: a private user namespace (the default): %w; or create the sandbox with --userns host", sbx.ErrUnsupported, err)
+		}
 	}
 	if _, err := parseNetwork(o, ""); err != nil {
 		return err

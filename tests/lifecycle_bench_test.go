@@ -29,6 +29,10 @@ func BenchmarkLifecycleCreateRemove(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Private user namespaces (the default) need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		b.Fatal(err)
+	}
 	defer os.RemoveAll(dir)
 	sbx := func(args ...string) (time.Duration, string) {
 		cmd := exec.Command(sbxBin, append([]string{"--root", filepath.Join(dir, "root"), "--run-root", filepath.Join(dir, "run")}, args...)...)
