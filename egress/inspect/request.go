@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"path"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -71,6 +72,9 @@ func (i *Inspector) check(r *http.Request, c Conn, ev *Event) string {
 	if port != "" && port != strconv.Itoa(int(c.Port)) {
 		return "misdirected request: Host " + strconv.Quote(r.Host) + " names another port than " + strconv.Itoa(int(c.Port))
 	}
+	if !cleanPath(r.URL.Path) {
+		return "the path " + strconv.Quote(r.URL.Path) + " has dot or empty segments"
+	}
 	if len(c.Host.Rules) == 0 {
 		return ""
 	}
@@ -85,6 +89,16 @@ func (i *Inspector) check(r *http.Request, c Conn, ev *Event) string {
 		return ""
 	}
 	return "no rule of " + c.Host.Pattern + " allows " + r.Method + " " + r.URL.Path
+}
+
+// cleanPath reports whether p is absolute and has no ".", ".." or empty
+// segments (a trailing slash is fine), so that the path a rule matched is
+// the path the host serves.
+func cleanPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	return p == "/" || path.Clean(p) == strings.TrimSuffix(p, "/")
 }
 
 // newProxy is the reverse proxy of one handed connection: it reaches the
