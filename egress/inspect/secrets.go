@@ -14,7 +14,7 @@ import (
 	"regexp"
 	"strings"
 
-	"golang.org/x/sys/unix"
+	"github.com/sbxrun/sbx/internal/privatefile"
 )
 
 // PlaceholderTag starts the random part of every placeholder.
@@ -57,44 +57,21 @@ func SaveSecrets(dir string, secrets []Secret) error {
 	if err != nil {
 		return err
 	}
-	path := filepath.Join(dir, SecretsFile)
-	tmp := path + ".new"
-	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("write the sandbox's secrets: %w", err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write the sandbox's secrets: %w", err)
-	}
-	return nil
+	return privatefile.Write(filepath.Join(dir, SecretsFile), data)
 }
 
 // LoadSecrets reads the secrets SaveSecrets wrote in dir; no file means
 // no secrets.
 func LoadSecrets(dir string) ([]Secret, error) {
-	f, err := os.OpenFile(filepath.Join(dir, SecretsFile), os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	data, err := privatefile.Read(filepath.Join(dir, SecretsFile), 4<<20)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read the sandbox's secrets: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 || fi.Size() > 4<<20 {
-		return nil, fmt.Errorf("the sandbox's secrets file %s is not private to sbx: recreate the sandbox", f.Name())
+		return nil, fmt.Errorf("the sandbox's secrets: %w", err)
 	}
 	var s []Secret
-	if err := json.NewDecoder(f).Decode(&s); err != nil {
+	if err := json.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("read the sandbox's secrets: %w", err)
 	}
 	return s, nil

@@ -1,7 +1,6 @@
 package tlsca
 
 import (
-	"bytes"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -9,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"golang.org/x/sys/unix"
+	"github.com/sbxrun/sbx/internal/privatefile"
 )
 
 // File names in a sandbox's host-side state directory.
@@ -35,19 +34,19 @@ func (a *Authority) Save(dir string) error {
 		return fmt.Errorf("encode sandbox CA key: %w", err)
 	}
 	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
-	if err := writePrivate(filepath.Join(dir, KeyFile), keyPEM); err != nil {
+	if err := privatefile.Write(filepath.Join(dir, KeyFile), keyPEM); err != nil {
 		return err
 	}
-	return writePrivate(filepath.Join(dir, CertFile), a.CertPEM())
+	return privatefile.Write(filepath.Join(dir, CertFile), a.CertPEM())
 }
 
 // Load reads an authority saved by Save from dir.
 func Load(dir string) (*Authority, error) {
-	certPEM, err := readPrivate(filepath.Join(dir, CertFile))
+	certPEM, err := privatefile.Read(filepath.Join(dir, CertFile), 1<<20)
 	if err != nil {
 		return nil, err
 	}
-	keyPEM, err := readPrivate(filepath.Join(dir, KeyFile))
+	keyPEM, err := privatefile.Read(filepath.Join(dir, KeyFile), 1<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -72,49 +71,4 @@ func Remove(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// writePrivate writes data to path with mode 0600 through a temporary
-// file and a rename, never through a symlink.
-func writePrivate(path string, data []byte) error {
-	tmp := path + ".new"
-	_ = os.Remove(tmp)
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
-}
-
-// readPrivate reads a small file written by writePrivate, refusing
-// symlinks and files others may write.
-func readPrivate(path string) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 || fi.Size() > 1<<20 {
-		return nil, fmt.Errorf("%s is not a private file of sbx (mode %v): recreate the sandbox", path, fi.Mode())
-	}
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(f); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return b.Bytes(), nil
 }
