@@ -169,11 +169,6 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	if o.UserNS == "" {
 		o.UserNS = sbx.DefaultUserNS(o)
 	}
-	if o.UserNS == sbx.UserNSPrivate {
-		if err := rootfs.ParentsTraversable(h.store.RunRoot()); err != nil {
-			return fmt.Errorf("%w: a private user namespace (the default): %w; or create the sandbox with --userns host", sbx.ErrUnsupported, err)
-		}
-	}
 	if _, err := parseNetwork(o, ""); err != nil {
 		return err
 	}
@@ -185,6 +180,11 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	}
 	if o.Network == sbx.NetworkHost {
 		h.log.Warn("network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
+	}
+	if o.UserNS == sbx.UserNSPrivate {
+		if err := rootfs.ParentsTraversable(h.store.RunRoot()); err != nil {
+			return fmt.Errorf("%w: a private user namespace (the default): %w; or create the sandbox with --userns host", sbx.ErrUnsupported, err)
+		}
 	}
 	d := h.cfg.DefaultLimits
 	if o.Limits.MemoryBytes == 0 {
