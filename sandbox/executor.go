@@ -25,6 +25,7 @@ import (
 // Paths inside a sandbox's runtime directory.
 const (
 	rootfsDir     = "rootfs"         // the root's directory (provision)
+	cgroupViewDir = "cgroup"         // the cgroup view the container binds (isolate.MountCgroupView)
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1
