@@ -1,6 +1,7 @@
 package build
 
 import (
+	"archive/tar"
 	"fmt"
 	"io/fs"
 	"strconv"
@@ -123,17 +124,8 @@ func tarMode(m fs.FileMode) int64 {
 	return out
 }
 
-// fileMode is a tar header's Mode as a file mode.
+// fileMode is a tar header's Mode as a file mode (permission, setuid,
+// setgid and sticky bits).
 func fileMode(mode int64) fs.FileMode {
-	out := fs.FileMode(mode & 0o777)
-	if mode&0o4000 != 0 {
-		out |= fs.ModeSetuid
-	}
-	if mode&0o2000 != 0 {
-		out |= fs.ModeSetgid
-	}
-	if mode&0o1000 != 0 {
-		out |= fs.ModeSticky
-	}
-	return out
+	return (&tar.Header{Mode: mode, Typeflag: tar.TypeReg}).FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 }

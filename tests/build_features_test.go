@@ -30,7 +30,7 @@ type buildFeature struct {
 	files      map[string]string // the context
 	prep       func(t *testing.T, dir string)
 	flags      []string
-	wantErr    string                                  // the build must fail with this in its output
+	wantErr    string                                        // the build must fail with this in its output
 	check      func(t *testing.T, f *featureRun, tag string) // after a build that passed
 }
 
