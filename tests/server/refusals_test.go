@@ -1,6 +1,8 @@
-package tests
+package server
 
 import (
+	"github.com/sbxrun/sbx/tests/internal/harness"
+
 	"context"
 	"errors"
 	"strings"
@@ -20,19 +22,19 @@ import (
 // executor's 400 reply) is ErrInvalid too.
 func TestRefusalsAreErrInvalid(t *testing.T) {
 	fixture.BusyboxRootfs(t)
-	e := newServerEnv(t, sandbox.HostConfig{}, nil)
+	e := harness.NewServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, b := range []struct {
 		name string
 		b    sbx.Sandboxes
-	}{{"host", e.host}, {"client", e.c}} {
+	}{{"host", e.Host}, {"client", e.C}} {
 		t.Run(b.name, func(t *testing.T) {
-			o := busyboxCreate("")
+			o := harness.BusyboxCreate("")
 			o.User = "nosuchuser"
 			sb, err := b.b.Create(ctx, o)
 			if sb != nil {
-				e.see(sb.ID)
+				e.See(sb.ID)
 			}
 			if !errors.Is(err, sbx.ErrInvalid) || !strings.Contains(err.Error(), `user "nosuchuser"`) || !strings.Contains(err.Error(), "rootfs "+o.Rootfs) {
 				t.Fatalf("create as a user the rootfs lacks: %v, want sbx.ErrInvalid naming the user and the rootfs", err)
@@ -41,11 +43,11 @@ func TestRefusalsAreErrInvalid(t *testing.T) {
 				t.Fatalf("after the refused create: %d sandboxes (%v)", len(list), err)
 			}
 
-			sb, err = b.b.Create(ctx, busyboxCreate(""))
+			sb, err = b.b.Create(ctx, harness.BusyboxCreate(""))
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.see(sb.ID)
+			e.See(sb.ID)
 			defer func() { _ = b.b.Remove(context.Background(), sb.ID, sbx.RemoveOptions{Force: true}) }()
 			_, err = b.b.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: []string{"true"}, User: "nosuch2"}, nil)
 			if !errors.Is(err, sbx.ErrInvalid) || !strings.Contains(err.Error(), "nosuch2") {
