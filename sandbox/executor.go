@@ -219,15 +219,10 @@ func withPath(env []string) []string {
 func executorArgs(executor string, sb *sbx.Sandbox) []string {
 	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
 	workdir := sb.Options.Workdir
-	user := sb.Options.User
-	if sb.Image != nil {
-		if workdir == "" {
-			workdir = sb.Image.Workdir
-		}
-		if user == "" {
-			user = sb.Image.User
-		}
+	if sb.Image != nil && workdir == "" {
+		workdir = sb.Image.Workdir
 	}
+	user := defaultUser(sb)
 	if workdir != "" {
 		args = append(args, "--workdir", workdir)
 	}
@@ -235,6 +230,37 @@ func executorArgs(executor string, sb *sbx.Sandbox) []string {
 		args = append(args, "--user", user)
 	}
 	return args
+}
+
+// defaultUser is the user of a sandbox's commands unless they name one:
+// the caller's, else the image's ("" for root).
+func defaultUser(sb *sbx.Sandbox) string {
+	if sb.Options.User == "" && sb.Image != nil {
+		return sb.Image.User
+	}
+	return sb.Options.User
+}
+
+// checkDefaultUser looks the default user up in the sandbox's mounted
+// root before its executor starts, so that a user the image lacks is a
+// clear sbx.ErrInvalid naming the user and the image, not an executor
+// that exits before it answers.
+func checkDefaultUser(sb *sbx.Sandbox, root string) error {
+	user := defaultUser(sb)
+	if user == "" {
+		return nil
+	}
+	if _, err := rootfs.LookupUser(root, user); err != nil {
+		what := "the host" // host mode
+		switch {
+		case sb.Options.Rootfs != "":
+			what = "rootfs " + sb.Options.Rootfs
+		case sb.Options.Image != "":
+			what = "image " + sb.Options.Image
+		}
+		return fmt.Errorf("%w: user %q is not a user of %s (%w); give a user its /etc/passwd has, or a numeric uid:gid", sbx.ErrInvalid, user, what, err)
+	}
+	return nil
 }
 
 // envMemfd returns a memfd holding env as NUL-separated entries, read from
