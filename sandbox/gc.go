@@ -31,6 +31,9 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 			rep.Orphans = append(rep.Orphans, "image-debris:"+d)
 		}
 	}
+	for _, d := range h.sweepBuildTemp() {
+		rep.Orphans = append(rep.Orphans, "build-tmp:"+d)
+	}
 	errs = append(errs, h.gcAutoRemove(ctx, rep))
 	rep.PartialSnapshots, err = h.removePartialSnapshots()
 	errs = append(errs, err)
@@ -50,7 +53,7 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 			continue
 		}
 		orphan := sbx.Sandbox{ID: id}
-		if err := h.release(ctx, &sbx.Sandbox{ID: id, Resources: h.plan(&orphan)}); err != nil {
+		if err := h.release(ctx, h.plan(&orphan)); err != nil {
 			errs = append(errs, fmt.Errorf("remove orphaned runtime directory %s: %w", id, err))
 			continue
 		}
