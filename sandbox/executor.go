@@ -25,6 +25,7 @@ import (
 // Paths inside a sandbox's runtime directory.
 const (
 	rootfsDir     = "rootfs"         // the root's directory (provision)
+	cgroupViewDir = "cgroup"         // the cgroup view the container binds (isolate.MountCgroupView)
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1
@@ -84,6 +85,9 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		return err
 	}
 	defer done()
+	if spec.CgroupView, err = h.mountCgroupView(sb.ID); err != nil {
+		return err
+	}
 	// The commands' environment goes through a memfd, not the command
 	// line, so that no host user can read it with ps.
 	envFile, err := envMemfd(withPath(executorEnv(sb)))
@@ -121,6 +125,29 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		sb.CreateTimings.ReadyS = time.Since(t1).Seconds()
 	}
 	return nil
+}
+
+// mountCgroupView (re)mounts sandbox id's cgroup view in its runtime
+// directory, in its own mount namespace (the calling thread's), for
+// Spec.CgroupView: a view left by an earlier start shows cgroups that went
+// with that start's container. It returns "" for a sandbox without a
+// mount namespace of its own (made by an older sbx: its container gets a
+// bind per hierarchy rather than leaving mounts on the host) and where
+// the view is one bind anyway (pure v2). The view goes with the mount
+// namespace; its cgroups with the container.
+func (h *Host) mountCgroupView(id string) (string, error) {
+	if !h.mountNS.Has(id) {
+		return "", nil
+	}
+	dir := filepath.Join(h.store.RunDir(id), cgroupViewDir)
+	if err := isolate.UnmountCgroupView(dir); err != nil {
+		return "", err
+	}
+	made, err := isolate.MountCgroupView(dir, id)
+	if !made {
+		return "", err
+	}
+	return dir, nil
 }
 
 // executorEnv is the environment of a sandbox's commands: the image's
