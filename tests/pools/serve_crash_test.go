@@ -1,4 +1,4 @@
-package tests
+package pools
 
 import (
 	"bytes"
@@ -16,6 +16,7 @@ import (
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestServeKilledMidRefill kills sbx serve (SIGKILL) while it refills a
@@ -28,19 +29,19 @@ import (
 // shared directory, no veth on its bridge, no namespace mount, no cgroup,
 // no port holder, no process.
 func TestServeKilledMidRefill(t *testing.T) {
-	h := newLCHost(t)
+	h := harness.NewHost(t)
 	rootfs := fixture.BusyboxRootfs(t)
-	h.must(t, "pool", "create", "refill", "--size", "3", "--network", "bridge", "--rootfs", rootfs)
-	t.Cleanup(func() { h.sbx(t, "", "pool", "rm", "refill") })
-	token := filepath.Join(filepath.Dir(h.root), "token")
-	if err := os.WriteFile(token, []byte(serverTestToken+"\n"), 0o600); err != nil {
+	h.Must(t, "pool", "create", "refill", "--size", "3", "--network", "bridge", "--rootfs", rootfs)
+	t.Cleanup(func() { h.Sbx(t, "", "pool", "rm", "refill") })
+	token := filepath.Join(filepath.Dir(h.Root), "token")
+	if err := os.WriteFile(token, []byte(harness.ServerTestToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	serve := func(env ...string) *exec.Cmd {
-		args := append([]string{"--log-level", "info", "serve", "--unix", filepath.Join(filepath.Dir(h.root), "s.sock"),
-			"--token-file", token, "--allow-host-dir", fixture.CacheDir, "--watch-interval", "200ms"}, executorBinaryFlag()...)
-		cmd := h.command(args...)
-		cmd.Env = append(append(os.Environ(), h.env...), env...)
+		args := append([]string{"--log-level", "info", "serve", "--unix", filepath.Join(filepath.Dir(h.Root), "s.sock"),
+			"--token-file", token, "--allow-host-dir", fixture.CacheDir, "--watch-interval", "200ms"}, harness.ExecutorBinaryFlag()...)
+		cmd := h.Command(args...)
+		cmd.Env = append(append(os.Environ(), h.Env...), env...)
 		var log bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &log, &log
 		if err := cmd.Start(); err != nil {
@@ -55,33 +56,33 @@ func TestServeKilledMidRefill(t *testing.T) {
 	afterKill := func(t *testing.T, what string) {
 		t.Helper()
 		var cut []string
-		ids := strings.Fields(h.must(t, "ps", "-aq", "--pooled"))
+		ids := strings.Fields(h.Must(t, "ps", "-aq", "--pooled"))
 		for _, id := range ids {
-			h.saw(id)
-			if h.inspect(t, id).Status == sbx.StatusCreating {
+			h.Saw(id)
+			if h.Inspect(t, id).Status == sbx.StatusCreating {
 				cut = append(cut, id)
 			}
 		}
 		t.Logf("%s: %d sandboxes, being created: %v", what, len(ids), cut)
-		h.must(t, "gc")
+		h.Must(t, "gc")
 		for _, id := range cut {
-			if r := h.sbx(t, "", "inspect", id); r.code == 0 {
+			if r := h.Sbx(t, "", "inspect", id); r.Code == 0 {
 				t.Errorf("gc kept %s, whose create the kill cut", id)
 			}
-			h.assertNoLeaksOf(t, id)
+			h.AssertNoLeaksOf(t, id)
 		}
-		left := strings.Fields(h.must(t, "ps", "-aq", "--pooled"))
+		left := strings.Fields(h.Must(t, "ps", "-aq", "--pooled"))
 		for _, id := range left {
-			if st := h.inspect(t, id).Status; st != sbx.StatusPooled {
+			if st := h.Inspect(t, id).Status; st != sbx.StatusPooled {
 				t.Errorf("after gc, %s is %s, want pooled", id, st)
 			}
 		}
 		if len(left) > 0 {
-			h.must(t, append([]string{"rm", "-f"}, left...)...)
+			h.Must(t, append([]string{"rm", "-f"}, left...)...)
 		}
-		h.must(t, "gc")
-		h.assertNoLeaks(t)
-		h.assertNoNetworkLeaks(t)
+		h.Must(t, "gc")
+		h.AssertNoLeaks(t)
+		assertNoNetworkLeaks(t, h)
 	}
 	for _, step := range sandbox.CreateSteps {
 		t.Run(step, func(t *testing.T) {
@@ -106,7 +107,7 @@ func TestServeKilledMidRefill(t *testing.T) {
 			cmd := serve()
 			creating := false
 			for deadline := time.Now().Add(60 * time.Second); !creating && time.Now().Before(deadline); {
-				pooled, c := h.recordStates(t)
+				pooled, c := recordStates(h)
 				creating = c && pooled >= i%3
 				if !creating {
 					time.Sleep(5 * time.Millisecond)
@@ -128,10 +129,10 @@ func TestServeKilledMidRefill(t *testing.T) {
 // recordStates counts the records of h's root that say pooled and
 // reports whether one says creating (read straight from disk: the CLI
 // would wait for the creator's lock).
-func (h *lcHost) recordStates(t *testing.T) (pooled int, creating bool) {
-	dirs, _ := os.ReadDir(filepath.Join(h.root, "sandboxes"))
+func recordStates(h *harness.Host) (pooled int, creating bool) {
+	dirs, _ := os.ReadDir(filepath.Join(h.Root, "sandboxes"))
 	for _, d := range dirs {
-		data, err := os.ReadFile(filepath.Join(h.root, "sandboxes", d.Name(), "record.json"))
+		data, err := os.ReadFile(filepath.Join(h.Root, "sandboxes", d.Name(), "record.json"))
 		var sb sbx.Sandbox
 		if err != nil || json.Unmarshal(data, &sb) != nil {
 			continue
@@ -150,9 +151,9 @@ func (h *lcHost) recordStates(t *testing.T) (pooled int, creating bool) {
 // anything: a lease naming its root in the bridges' shared directory, a
 // veth in its stand-in host namespace (which only this test uses), or a
 // port holder of its root.
-func (h *lcHost) assertNoNetworkLeaks(t testing.TB) {
+func assertNoNetworkLeaks(t testing.TB, h *harness.Host) {
 	t.Helper()
-	mine := filepath.Join(h.root, "network")
+	mine := filepath.Join(h.Root, "network")
 	leases, _ := filepath.Glob(filepath.Join(netns.DefaultSharedDir, "*", "leases", "*.json"))
 	for _, p := range leases {
 		data, err := os.ReadFile(p)
@@ -163,16 +164,16 @@ func (h *lcHost) assertNoNetworkLeaks(t testing.TB) {
 			t.Errorf("leaked lease %s: %s of %s", p, l.State, l.Owner)
 		}
 	}
-	out, err := exec.Command("ip", "-n", h.netns, "-o", "link", "show", "type", "veth").CombinedOutput()
+	out, err := exec.Command("ip", "-n", h.Netns, "-o", "link", "show", "type", "veth").CombinedOutput()
 	if err != nil {
-		t.Errorf("list the veths of %s: %v\n%s", h.netns, err, out)
+		t.Errorf("list the veths of %s: %v\n%s", h.Netns, err, out)
 	} else if s := strings.TrimSpace(string(out)); s != "" {
-		t.Errorf("leaked veths in %s:\n%s", h.netns, s)
+		t.Errorf("leaked veths in %s:\n%s", h.Netns, s)
 	}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		cmdline, _ := os.ReadFile("/proc/" + p.Name() + "/cmdline")
-		if c := string(cmdline); strings.Contains(c, "sbx-hold") && strings.Contains(c, h.root) {
+		if c := string(cmdline); strings.Contains(c, "sbx-hold") && strings.Contains(c, h.Root) {
 			t.Errorf("leaked port holder %s: %q", p.Name(), strings.ReplaceAll(c, "\x00", " "))
 		}
 	}
