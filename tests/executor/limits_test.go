@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"io"
 	"io/fs"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // treeSnapshot describes every entry below dir: type, mode, content or

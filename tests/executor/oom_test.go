@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"strings"
 	"testing"
@@ -10,6 +8,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // memoryHog grows a string until the sandbox's memory limit stops it.

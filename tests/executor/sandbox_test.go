@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +20,7 @@ import (
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // libcontainer joins a container's mount namespace from a locked thread
