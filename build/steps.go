@@ -112,8 +112,8 @@ func (b *builder) metadata(s *stageState, c instructions.Command) error {
 		cfg.StopSignal = c.Signal
 	case *instructions.HealthCheckCommand:
 		h := c.Health
-		cfg.Healthcheck = &sbx.Healthcheck{Test: slices.Clone(h.Test), IntervalS: h.Interval.Seconds(), TimeoutS: h.Timeout.Seconds(),
-			StartPeriodS: h.StartPeriod.Seconds(), Retries: h.Retries}
+		cfg.Healthcheck = &sbx.Healthcheck{Test: slices.Clone(h.Test), Interval: h.Interval, Timeout: h.Timeout,
+			StartPeriod: h.StartPeriod, Retries: h.Retries}
 	case *instructions.ShellCommand:
 		cfg.Shell = slices.Clone(c.Shell)
 	case *instructions.UserCommand:
