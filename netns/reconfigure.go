@@ -85,7 +85,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if egress.Kind == "" {
 		egress.Kind = EgressDefault
 	}
-	filters := egress.kind() != l.Egress.kind() || !slices.Equal(egress.Allow, l.Egress.Allow) || !slices.Equal(opts.AllowHostPorts, l.AllowHostPorts) || !slices.Equal(opts.DNS, l.DNS)
+	filters := !egress.equal(l.Egress) || !slices.Equal(opts.AllowHostPorts, l.AllowHostPorts) || !slices.Equal(opts.DNS, l.DNS)
 	l.Egress, l.AllowHostPorts, l.DNS = egress, slices.Clone(opts.AllowHostPorts), slices.Clone(opts.DNS)
 	if opts.Hostname != "" {
 		l.Hostname = opts.Hostname
@@ -142,6 +142,11 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		rules := n.filterRules(fw, in, l, dns)
 		for i := len(rules) - 1; i >= 0; i-- {
 			c.InsertRule(rules[i])
+		}
+	}
+	if filters {
+		if err := n.replaceEgressRedirect(c, &old, l); err != nil {
+			return undo(err)
 		}
 	}
 	addPortRules(c, nat, l)

@@ -117,6 +117,11 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Opt
 	if err != nil {
 		return rootfs.Options{}, err
 	}
+	if na.Egress.Names.HasNames() {
+		if err := h.ensureEgress(ctx); err != nil {
+			return rootfs.Options{}, err
+		}
+	}
 	sb.Network = networkInfo(a)
 	etc := rootfs.Options{Hosts: a.Hosts}
 	if changed {
