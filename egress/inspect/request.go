@@ -1,0 +1,202 @@
+package inspect
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"path"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+type eventKey struct{}
+
+// serveHTTP checks one request of a handed connection and forwards it.
+func (i *Inspector) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	hc, _ := r.Context().Value(connKey{}).(*handedConn)
+	if hc == nil {
+		http.Error(w, "sbx egress: no connection", http.StatusInternalServerError)
+		return
+	}
+	c := hc.c
+	ev := &Event{Time: time.Now(), Sandbox: c.Sandbox, Host: c.SNI, Port: c.Port,
+		Method: r.Method, Path: r.URL.Path, Rule: c.Host.Pattern, Decision: "allow"}
+	cw := &countingWriter{ResponseWriter: w}
+	body := &countingBody{rc: r.Body}
+	r.Body = body
+	defer func() {
+		ev.BytesUp, ev.BytesDown = body.n.Load(), cw.n
+		if ev.Status == 0 {
+			ev.Status = cw.status
+		}
+		if c.Audit != nil {
+			c.Audit(*ev)
+		}
+	}()
+	if reason := i.check(r, c, ev); reason != "" {
+		status := http.StatusForbidden
+		if strings.HasPrefix(reason, "misdirected") {
+			status = http.StatusMisdirectedRequest
+		}
+		ev.Decision, ev.Reason, ev.Status = "deny", reason, status
+		http.Error(cw, "sbx egress policy: "+reason, status)
+		return
+	}
+	names, err := substitute(r, c.SNI, hc.st.secrets, c.TLS)
+	if err != nil {
+		ev.Decision, ev.Reason, ev.Status = "deny", err.Error(), http.StatusForbidden
+		http.Error(cw, "sbx egress policy: "+err.Error(), http.StatusForbidden)
+		return
+	}
+	ev.Secrets = names
+	hc.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), eventKey{}, ev)))
+}
+
+// check applies the host and L7 checks to r; it returns why r is refused,
+// or "". An L7 miss in audit mode is let through, marked in ev.
+func (i *Inspector) check(r *http.Request, c Conn, ev *Event) string {
+	host, port := r.Host, ""
+	if h, p, err := net.SplitHostPort(r.Host); err == nil {
+		host, port = h, p
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	if host != c.SNI {
+		return "misdirected request: Host " + strconv.Quote(r.Host) + " is not the server name " + c.SNI
+	}
+	if port != "" && port != strconv.Itoa(int(c.Port)) {
+		return "misdirected request: Host " + strconv.Quote(r.Host) + " names another port than " + strconv.Itoa(int(c.Port))
+	}
+	if !cleanPath(r.URL.Path) {
+		return "the path " + strconv.Quote(r.URL.Path) + " has dot or empty segments"
+	}
+	if len(c.Host.Rules) == 0 {
+		return ""
+	}
+	for _, rule := range c.Host.Rules {
+		if rule.Matches(r.Method, r.URL.Path) {
+			ev.Rule = rule.String()
+			return ""
+		}
+	}
+	if c.Host.Audit {
+		ev.Decision, ev.Reason = "audit", "no rule of "+c.Host.Pattern+" allows "+r.Method+" "+r.URL.Path
+		return ""
+	}
+	return "no rule of " + c.Host.Pattern + " allows " + r.Method + " " + r.URL.Path
+}
+
+// cleanPath reports whether p is absolute and has no ".", ".." or empty
+// segments (a trailing slash is fine), so that the path a rule matched is
+// the path the host serves.
+func cleanPath(p string) bool {
+	if !strings.HasPrefix(p, "/") {
+		return false
+	}
+	return p == "/" || path.Clean(p) == strings.TrimSuffix(p, "/")
+}
+
+// newProxy is the reverse proxy of one handed connection: it reaches the
+// real host through the connection's dial function, over TLS verified
+// against the inspector's roots when the sandbox spoke TLS.
+func (i *Inspector) newProxy(hc *handedConn) http.Handler {
+	c := hc.c
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return c.Dial(ctx, network, c.Port)
+		},
+		TLSClientConfig:       &tls.Config{ServerName: c.SNI, RootCAs: i.roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   15 * time.Second,
+		ResponseHeaderTimeout: 5 * time.Minute,
+	}
+	go func() { <-hc.done; tr.CloseIdleConnections() }()
+	scheme, authority := "http", c.SNI
+	if c.TLS {
+		scheme = "https"
+	}
+	if (c.TLS && c.Port != 443) || (!c.TLS && c.Port != 80) {
+		authority = net.JoinHostPort(c.SNI, strconv.Itoa(int(c.Port)))
+	}
+	scrub := hc.st.scrub
+	return &httputil.ReverseProxy{
+		Transport: tr,
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host, pr.Out.Host = scheme, authority, ""
+			if scrub != nil {
+				// The transport asks for gzip itself and decodes it, so
+				// the body can be scrubbed.
+				pr.Out.Header.Del("Accept-Encoding")
+			}
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			if scrub == nil {
+				return nil
+			}
+			scrub.headers(resp.Header)
+			scrub.headers(resp.Trailer)
+			if resp.StatusCode != http.StatusSwitchingProtocols && resp.Body != nil && resp.Body != http.NoBody {
+				resp.Body = scrub.body(resp.Body)
+				resp.Header.Del("Content-Length")
+				resp.ContentLength = -1
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if ev, ok := r.Context().Value(eventKey{}).(*Event); ok {
+				ev.Reason, ev.Status = "upstream: "+err.Error(), http.StatusBadGateway
+			}
+			if errors.Is(err, context.Canceled) {
+				return
+			}
+			http.Error(w, "sbx egress: "+c.SNI+" could not be reached", http.StatusBadGateway)
+		},
+	}
+}
+
+// countingWriter counts the bytes of a response body and its status.
+type countingWriter struct {
+	http.ResponseWriter
+	n      int64
+	status int
+}
+
+func (w *countingWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	n, err := w.ResponseWriter.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach Flush and Hijack.
+func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// countingBody counts the bytes of a request body.
+type countingBody struct {
+	rc io.ReadCloser
+	n  atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *countingBody) Close() error { return b.rc.Close() }
