@@ -96,7 +96,7 @@ func TestExecutorOutputBudgetBoundsMemory(t *testing.T) {
 			results[i], errs[i] = e.client.Exec(ctx, api.ExecRequest{
 				Command:        "head -c 20000000 /dev/zero | tr '\\0' x; sleep 2; echo end",
 				MaxOutputBytes: 8 << 20,
-				TimeoutS:       120,
+				Timeout:        2 * time.Minute,
 			})
 		}()
 	}
