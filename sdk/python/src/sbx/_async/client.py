@@ -195,10 +195,10 @@ class AsyncSandboxes:
         (e.g. 1.5), ``pids``. ``network`` is "none" (default), "bridge" or
         "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
         ``dns`` and ``allow_host_ports`` apply to bridge mode. ``userns`` is
-        "private" (the server's default: root in the sandbox is an
-        unprivileged host id range) or "host" (the host's ids, as
+        "host" (the server's default: the host's ids, as
         :meth:`AsyncSandbox.checkpoint`, fork, ``stop(checkpoint=True)`` and
-        ``idle_timeout`` need). ``ttl``
+        ``idle_timeout`` need) or "private" (root in the sandbox is an
+        unprivileged host id range). ``ttl``
         (seconds, a timedelta or "1h") removes the sandbox that long after
         its creation; ``idle_timeout`` (the same forms) checkpoints it to disk
         on the server once nobody has used it that long (no exec, session,
