@@ -210,7 +210,7 @@ func (b *builder) run(ctx context.Context, s *stageState, c *instructions.RunCom
 	// the key and the history, as docker keeps them.
 	env = append(env, b.args.proxyEnv(env)...)
 	o := sbx.Options{Env: env, User: s.cfg.User, Workdir: s.cfg.WorkingDir, Network: network}
-	var secretEnv map[string]string
+	var secretEnv []string
 	prepare := func(o *sbx.Options) ([]string, func(), error) {
 		drop, senv, cleanup, err := b.setUp(ctx, mounts, o)
 		secretEnv = senv

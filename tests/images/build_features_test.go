@@ -14,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ulikunitz/xz"
 	"golang.org/x/sys/unix"
@@ -411,7 +412,7 @@ RUN mkdir -p /v1 && echo kept > /v1/after
 `, check: func(t *testing.T, f *featureRun, tag string) {
 			cfg := f.config(t, tag)
 			wantOut(t, "ports", strings.Join(cfg.ExposedPorts, " "), "3000/tcp 4000/udp")
-			if hc := cfg.Healthcheck; hc == nil || strings.Join(hc.Test, " ") != "CMD-SHELL true" || hc.IntervalS != 5 || hc.Retries != 2 {
+			if hc := cfg.Healthcheck; hc == nil || strings.Join(hc.Test, " ") != "CMD-SHELL true" || hc.Interval != 5*time.Second || hc.Retries != 2 {
 				t.Errorf("healthcheck: %+v", hc)
 			}
 			wantOut(t, "labels", fmt.Sprint(cfg.Labels), "map[a:1 b c:d e]")
