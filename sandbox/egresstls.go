@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
@@ -194,4 +195,29 @@ func removeEgressState(dir string) error {
 func (h *Host) ownPaths(id string) func(rel string) bool {
 	trust := h.trustPaths(id)
 	return func(rel string) bool { return sbxOwnPath(rel) || trust[rel] }
+}
+
+// egressRootsFile, in a root's network state directory, holds CA
+// certificates (PEM) the egress proxy trusts for real hosts besides the
+// system's: a company's CA, or a test's fake internet.
+const egressRootsFile = "egress-roots.pem"
+
+// egressRoots are the roots inspected connections verify real hosts
+// against: the system's, plus egressRootsFile when there is one.
+func egressRoots(netStateDir string) (*x509.CertPool, error) {
+	b, err := os.ReadFile(filepath.Join(netStateDir, egressRootsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the egress proxy's extra roots: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(b) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", filepath.Join(netStateDir, egressRootsFile))
+	}
+	return pool, nil
 }
