@@ -84,7 +84,9 @@ func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox,
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return packAs(pw, upper, h.ownPaths(sb.ID)) })) }()
+	go func() {
+		pw.CloseWithError(h.inMountNS(sb.ID, func() error { return packAs(pw, upper, h.ownPaths(sb.ID)) }))
+	}()
 	img, err := store.CommitStep(ctx, base, name, pr, cfg, createdBy)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {
