@@ -19,7 +19,12 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	hostNS := testHostNS(t)
 	inet := newFakeInternet(t, hostNS)
 	root := probeRoot(t)
-	state := t.TempDir()
+	// A short state path: the executor's socket path has a length cap.
+	state, err := os.MkdirTemp("", "sbxe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(state) })
 	lib := filepath.Join(state, "lib")
 	const value = "s3cr3t-value-that-must-never-enter-the-sandbox"
 	sbx := func(env []string, args ...string) (string, error) {
@@ -28,6 +33,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
+	var out string
 	// The fake internet's CA verifies its sites for the proxy.
 	if err := os.MkdirAll(filepath.Join(lib, "network"), 0o700); err != nil {
 		t.Fatal(err)
@@ -35,7 +41,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lib, "network", "egress-roots.pem"), inet.caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := sbx([]string{"API_KEY=" + value}, "create", "--network", "bridge", "--dns", "203.0.113.53",
+	out, err = sbx([]string{"API_KEY=" + value}, "create", "--network", "bridge", "--dns", "203.0.113.53",
 		"--egress", "api.test,other.test", "--secret", "API_KEY@api.test", "--rootfs", root)
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, out)
