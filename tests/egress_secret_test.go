@@ -41,8 +41,10 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(lib, "network", "egress-roots.pem"), inet.caPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err = sbx([]string{"API_KEY=" + value}, "create", "--network", "bridge", "--dns", "203.0.113.53",
-		"--egress", "api.test,other.test", "--secret", "API_KEY@api.test", "--rootfs", root)
+	// other.test is inspected too (a secret of its own is bound to it),
+	// so the proxy sees what the sandbox sends there.
+	out, err = sbx([]string{"API_KEY=" + value, "OTHER_KEY=other-value"}, "create", "--network", "bridge", "--dns", "203.0.113.53",
+		"--egress", "api.test,other.test", "--secret", "API_KEY@api.test", "--secret", "OTHER_KEY@other.test", "--rootfs", root)
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
