@@ -48,7 +48,11 @@ type Spec struct {
 	Network        string // NetworkNone, NetworkHost, or the path of a network namespace to join
 	Mounts         []specs.Mount
 	MaskedPaths    []string // in addition to Docker's
-	Tty            bool
+	// CgroupView, if set, is a directory MountCgroupView made for this
+	// sandbox in the mount namespace it is started from: /sys/fs/cgroup is
+	// then one bind of it instead of a tmpfs and one bind per hierarchy.
+	CgroupView string
+	Tty        bool
 	// HelperSeccomp installs the seccomp filter from sbx's own init instead
 	// of libcontainer's: the filter is compiled once, cached, and handed to
 	// the helper (Args[0] must be InitPath or ExecutorPath, Args[1] its
@@ -188,7 +192,7 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 				Permitted: caps,
 			},
 		},
-		Mounts: append(append(s.kernelMounts(), cgroupMounts(s.ID, portable)...), s.Mounts...),
+		Mounts: append(append(s.kernelMounts(), s.cgroupMounts(portable, cgroup.Mountpoints())...), s.Mounts...),
 		Linux: &specs.Linux{
 			CgroupsPath:   cgroup.SandboxPath(s.ID),
 			Resources:     s.Limits.OCIResources(),
@@ -246,30 +250,34 @@ func viewed(mp string) bool {
 	return false
 }
 
-// cgroupMounts show the sandbox its own cgroups at /sys/fs/cgroup, read-only:
-// bind mounts of the sandbox's directory in each viewed hierarchy (which
-// exist once libcontainer has applied the cgroup, before the root is set
-// up). Binds cost microseconds where mounting each v1 hierarchy anew costs
-// about a millisecond apiece; with the cgroup namespace, /proc/self/cgroup
-// still shows "/". On v1 and hybrid hosts they sit on a tmpfs that
-// libcontainer remounts read-only in place once the binds are made (a
-// read-only path there would bind the whole view again, 6 more mounts).
-func cgroupMounts(id string, portable bool) []specs.Mount {
+// cgroupMounts show the sandbox its own cgroups at /sys/fs/cgroup, read-only,
+// given the host's cgroup mountpoints mps: on a pure v2 host one bind of
+// its directory; on v1 and hybrid hosts, with a CgroupView, one recursive
+// bind of that view, else a tmpfs with a bind of the sandbox's directory
+// in each viewed hierarchy (which exist once libcontainer has applied the
+// cgroup, before the root is set up), remounted read-only in place once
+// the binds are made (a read-only path there would bind the whole view
+// again). Binds cost microseconds where mounting each v1 hierarchy anew
+// costs about a millisecond apiece; with the cgroup namespace,
+// /proc/self/cgroup still shows "/".
+func (s *Spec) cgroupMounts(portable bool, mps []string) []specs.Mount {
 	if portable {
 		return []specs.Mount{{Destination: cgroup.Root, Type: "cgroup", Source: "cgroup", Options: []string{"nosuid", "noexec", "nodev", "relatime", "ro"}}}
 	}
 	bind := []string{"rbind", "ro", "nosuid", "nodev", "noexec"}
-	mps := cgroup.Mountpoints()
-	if len(mps) == 1 && mps[0] == cgroup.Root { // pure v2
-		return []specs.Mount{{Destination: cgroup.Root, Type: "bind", Source: cgroup.SandboxDirs(id)[cgroup.Root], Options: bind}}
+	if pureV2(mps) {
+		return []specs.Mount{{Destination: cgroup.Root, Type: "bind", Source: filepath.Join(cgroup.Root, cgroup.SandboxPath(s.ID)), Options: bind}}
+	}
+	if s.CgroupView != "" {
+		return []specs.Mount{{Destination: cgroup.Root, Type: "bind", Source: s.CgroupView, Options: bind}}
 	}
 	m := []specs.Mount{{Destination: cgroup.Root, Type: "tmpfs", Source: "tmpfs",
 		Options: []string{"ro", "nosuid", "nodev", "noexec", "mode=755", "size=4k", "nr_inodes=64"}}}
-	for mp, dir := range cgroup.SandboxDirs(id) {
+	for _, mp := range mps {
 		if !viewed(mp) {
 			continue
 		}
-		m = append(m, specs.Mount{Destination: mp, Type: "bind", Source: dir, Options: bind})
+		m = append(m, specs.Mount{Destination: mp, Type: "bind", Source: filepath.Join(mp, cgroup.SandboxPath(s.ID)), Options: bind})
 	}
 	sort.Slice(m[1:], func(i, j int) bool { return m[1+i].Destination < m[1+j].Destination })
 	return m

@@ -21,9 +21,16 @@ import (
 // rule changes; the sandbox's forward and host-input chains then get the
 // new rules in front of the old ones, with the DNAT rules of the ports, in
 // one batch, so the sandbox is under either its old rules or its new
-// ones, never none. On error the network is as it was. The returned
-// attachment has the resolv.conf and hosts files of the new settings.
-func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts AttachOptions) (*Attachment, error) {
+// ones, never none.
+//
+// Reconfigure returns once the lease records the new settings: what the
+// request may be refused for (a port in use) is decided, and the returned
+// Reconfiguring has the resolv.conf and hosts files of the new settings.
+// The batch of rules is sent meanwhile, still under the network's lock;
+// Reconfiguring.Wait says when it is done, so that a caller does other
+// work of the same change in between. On error (of Reconfigure or of
+// Wait) the network is as it was.
+func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts AttachOptions) (*Reconfiguring, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -34,7 +41,12 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err != nil {
 		return nil, err
 	}
-	defer lk.unlock()
+	unlock := true // until the goroutine replacing the rules takes the lock over
+	defer func() {
+		if unlock {
+			lk.unlock()
+		}
+	}()
 	if err := n.readBridge(); err != nil {
 		return nil, err
 	}
@@ -93,8 +105,9 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if len(ports) > 0 {
 		l.Ports, l.Holder = ports, hold
 	}
-	undo := func(err error) (*Attachment, error) {
-		if len(socks) > 0 {
+	handed := len(socks) > 0
+	undo := func(err error) error {
+		if handed {
 			// The holder that took the ports goes; the lease keeps the
 			// standby one only if it still runs without them.
 			if serr := stopHolder(hold); serr != nil {
@@ -108,13 +121,13 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		if werr := n.writeLease(l); werr != nil {
 			err = errors.Join(err, werr)
 		}
-		return nil, err
+		return err
 	}
 	if err := n.writeLease(l); err != nil {
-		return undo(err)
+		return nil, undo(err)
 	}
 	if err := releaseHolder(ready); err != nil {
-		return undo(err)
+		return nil, undo(err)
 	}
 	if stale != nil {
 		staleStopped = true
@@ -122,12 +135,42 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 			n.log.Warn("stop the standby port holder", "sandbox", sandboxID, "err", err)
 		}
 	}
+	r := &Reconfiguring{Attachment: n.attachment(l), done: make(chan error, 1)}
 	if !filters && len(ports) == 0 {
-		return n.attachment(l), nil
+		r.done <- nil
+		return r, nil
 	}
+	unlock = false
+	go func() {
+		defer lk.unlock()
+		if err := n.replaceRules(l, filters); err != nil {
+			r.done <- undo(err)
+			return
+		}
+		r.done <- nil
+	}()
+	return r, nil
+}
+
+// Reconfiguring is a Reconfigure whose lease is written and whose rules
+// are being replaced.
+type Reconfiguring struct {
+	// Attachment is the network with its new settings: the resolv.conf
+	// and hosts files to write into the sandbox.
+	*Attachment
+	done chan error
+}
+
+// Wait waits until the sandbox's rules are the new ones, or, on error,
+// the network is as it was before Reconfigure. Call it once.
+func (r *Reconfiguring) Wait() error { return <-r.done }
+
+// replaceRules puts the filter rules of l (if filters) and the DNAT rules
+// of its ports in front of its old ones, in one batch.
+func (n *Network) replaceRules(l *lease, filters bool) error {
 	c, err := n.nft()
 	if err != nil {
-		return undo(err)
+		return err
 	}
 	inet, nat, _ := n.tables()
 	if filters {
@@ -146,7 +189,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	}
 	addPortRules(c, nat, l)
 	if err := c.Flush(); err != nil { // one batch: all or nothing
-		return undo(fmt.Errorf("replace the rules of sandbox %s: %w", sandboxID, err))
+		return fmt.Errorf("replace the rules of sandbox %s: %w", l.Owner, err)
 	}
-	return n.attachment(l), nil
+	return nil
 }

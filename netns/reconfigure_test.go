@@ -30,6 +30,7 @@ func TestReconfigureReplacesTheRules(t *testing.T) {
 		Egress: mustEgress(t, "192.168.77.0/24"), DNS: []netip.Addr{netip.MustParseAddr(privateDNSIP)},
 		AllowHostPorts: []HostPort{{Port: hostSvcPort, Proto: TCP}}, Hostname: "claimed"})
 	must(t, err)
+	must(t, got.Wait())
 	if got.ResolvConf != "nameserver "+privateDNSIP+"\n" || !strings.Contains(got.Hosts, "claimed") {
 		t.Fatalf("resolv.conf %q, hosts %q", got.ResolvConf, got.Hosts)
 	}
@@ -89,6 +90,7 @@ func TestStandbyHolderTakesClaimedPorts(t *testing.T) {
 	m, _ := ParsePublish("127.0.0.1:19080:8080")
 	got, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
 	must(t, err)
+	must(t, got.Wait())
 	if len(got.Ports) != 1 || got.Ports[0].HostPort != 19080 {
 		t.Fatalf("ports after the claim: %+v", got.Ports)
 	}

@@ -102,47 +102,97 @@ func prepareTarget(root *os.File, m LiveMount) error {
 // mountpoints must exist (PrepareTargets). On error some of the mounts
 // may have been made: the caller discards the sandbox.
 func MountLive(pidfd int, root *os.File, userns int, mounts []LiveMount) error {
-	trees := make([]int, 0, len(mounts))
-	defer func() {
-		for _, fd := range trees {
-			unix.Close(fd)
+	d, err := DetachMounts(mounts, userns)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return OnOwnThread(func() error { return d.MoveInto(pidfd, root, "") })
+}
+
+// Detached holds the detached trees of mounts made on the host, to be
+// moved into a running sandbox (MoveInto).
+type Detached struct {
+	mounts []LiveMount
+	trees  []int
+}
+
+// DetachMounts makes the detached trees of mounts on the host (call it
+// from a goroutine in the host's mount namespace: sources are host
+// paths), id-mapped to userns as MountLive says.
+func DetachMounts(mounts []LiveMount, userns int) (*Detached, error) {
+	d := &Detached{mounts: mounts, trees: make([]int, 0, len(mounts))}
+	for _, m := range mounts {
+		fd, err := detachedTree(m, userns)
+		if err != nil {
+			d.Close()
+			return nil, fmt.Errorf("mount %s: %w", m.Target, err)
 		}
-	}()
-	targets := make([]*os.File, 0, len(mounts))
+		d.trees = append(d.trees, fd)
+	}
+	return d, nil
+}
+
+// Close releases the trees (those not moved into a sandbox go).
+func (d *Detached) Close() {
+	for _, fd := range d.trees {
+		unix.Close(fd)
+	}
+	d.trees = nil
+}
+
+// MoveInto finds the mountpoints of the trees in root (the sandbox's root
+// directory, as MountLive's), joins the mount namespace of the sandbox
+// whose PID 1 pidfd refers to, and its UTS namespace too if hostname is
+// not empty (one setns for both), sets the hostname and moves the trees
+// onto their mountpoints. It leaves the calling thread in the sandbox's
+// namespaces: call it from a goroutine locked to a thread that is never
+// unlocked (OnOwnThread, or Namespaces.Enter's fn).
+func (d *Detached) MoveInto(pidfd int, root *os.File, hostname string) error {
+	targets := make([]*os.File, 0, len(d.mounts))
 	defer func() {
 		for _, f := range targets {
 			f.Close()
 		}
 	}()
-	for _, m := range mounts {
-		fd, err := detachedTree(m, userns)
-		if err != nil {
-			return fmt.Errorf("mount %s: %w", m.Target, err)
-		}
-		trees = append(trees, fd)
+	for _, m := range d.mounts {
 		t, err := pathrs.OpenatInRoot(root, path.Clean("/"+m.Target))
 		if err != nil {
 			return fmt.Errorf("mount %s: find the mountpoint in the sandbox: %w", m.Target, err)
 		}
 		targets = append(targets, t)
 	}
-	return onLockedThread(func() error {
-		// move_mount attaches only inside the caller's mount namespace.
-		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			return fmt.Errorf("unshare file system attributes: %w", err)
+	// move_mount attaches only inside the caller's mount namespace.
+	if err := unix.Unshare(unix.CLONE_FS); err != nil {
+		return fmt.Errorf("unshare file system attributes: %w", err)
+	}
+	ns := unix.CLONE_NEWNS
+	if hostname != "" {
+		if len(hostname) > 64 {
+			return fmt.Errorf("hostname %q: want 1 to 64 bytes", hostname)
 		}
-		if err := unix.Setns(pidfd, unix.CLONE_NEWNS); err != nil {
-			return fmt.Errorf("join the sandbox's mount namespace: %w", err)
+		ns |= unix.CLONE_NEWUTS
+	}
+	if err := unix.Setns(pidfd, ns); err != nil {
+		return fmt.Errorf("join the sandbox's mount and UTS namespaces: %w", err)
+	}
+	if hostname != "" {
+		if err := unix.Sethostname([]byte(hostname)); err != nil {
+			return fmt.Errorf("sethostname: %w", err)
 		}
-		for i, m := range mounts {
-			err := unix.MoveMount(trees[i], "", int(targets[i].Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
-			if err != nil {
-				return fmt.Errorf("mount %s: move_mount: %w", m.Target, err)
-			}
+	}
+	for i, m := range d.mounts {
+		err := unix.MoveMount(d.trees[i], "", int(targets[i].Fd()), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
+		if err != nil {
+			return fmt.Errorf("mount %s: move_mount: %w", m.Target, err)
 		}
-		return nil
-	})
+	}
+	return nil
 }
+
+// OnOwnThread runs fn on an OS thread of its own that ends with it: fn
+// may change the thread's namespaces.
+func OnOwnThread(fn func() error) error { return onLockedThread(fn) }
 
 // detachedTree makes the detached mount of m on the host: a recursive
 // clone of the source directory or a new tmpfs, nosuid and nodev,

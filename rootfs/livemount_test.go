@@ -13,11 +13,12 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// startInMountNS starts a process in a private mount namespace of its own
-// (as a running sandbox's PID 1 is) and returns its pid and pidfd.
+// startInMountNS starts a process in a private mount namespace and a UTS
+// namespace of its own (as a running sandbox's PID 1 is) and returns its
+// pid and pidfd.
 func startInMountNS(t *testing.T) (int, int) {
 	t.Helper()
-	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "sleep", "300")
+	cmd := exec.Command("unshare", "--mount", "--uts", "--propagation", "private", "sleep", "300")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +127,38 @@ func TestMountLive(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(out, "x")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("a mount followed a symlink out of the root: %v", err)
+	}
+}
+
+// TestMoveIntoSetsHostname: MoveInto joins the process's UTS namespace
+// with its mount namespace and sets the name there; the host's stays as
+// it was, and a name longer than 64 bytes is refused.
+func TestMoveIntoSetsHostname(t *testing.T) {
+	roottest.Require(t, "mount and UTS namespaces")
+	host, _ := os.Hostname()
+	pid, pidfd := startInMountNS(t)
+	root, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	d, err := DetachMounts(nil, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	if err := OnOwnThread(func() error { return d.MoveInto(pidfd, root, "claimed-host") }); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("nsenter", "-t", strconv.Itoa(pid), "-u", "hostname").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "claimed-host" {
+		t.Fatalf("hostname in the namespace: %q, %v", out, err)
+	}
+	if now, _ := os.Hostname(); now != host {
+		t.Fatalf("the host's hostname changed: %q -> %q", host, now)
+	}
+	if err := OnOwnThread(func() error { return d.MoveInto(pidfd, root, strings.Repeat("x", 65)) }); err == nil {
+		t.Fatal("a 65-byte hostname was accepted")
 	}
 }
 

@@ -196,7 +196,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			return nil, h.unclaim(ctx, l, &m, "", err)
 		}
 	}
-	etc, err := h.claimNetwork(ctx, &m, &sb)
+	etc, rules, err := h.claimNetwork(ctx, &m, &sb)
 	if err != nil {
 		if errors.Is(err, sbx.ErrInvalid) || errors.Is(err, sbx.ErrPortInUse) {
 			return nil, h.unclaim(ctx, l, &m, sb.Name, err)
@@ -205,7 +205,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	}
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
-	if err := h.applyClaim(ctx, &m, &sb, etc); err != nil {
+	if err := h.applyClaim(ctx, &m, &sb, etc, rules); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
@@ -230,7 +230,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 // create: SBX_TEST_CRASH_AT=<step> kills the process there.
 const (
 	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating), the member untouched
-	stepClaimNetwork  = "claim-network"  // name claimed, rules and published ports in place
+	stepClaimNetwork  = "claim-network"  // name claimed, the lease records the new network and ports, its rules being replaced
 	stepClaimApplied  = "claim-applied"  // limits, hostname, mounts, defaults applied; about to mark running
 )
 
@@ -288,14 +288,15 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 }
 
 // applyClaim applies to the running member m what sb asks for beyond its
-// key and its network (claimNetwork, whose /etc files are etc): cgroup
-// limits, the writable layer's size, the hostname, /etc files and mounts
+// key and its network (claimNetwork, whose /etc files are etc and whose
+// rules are being replaced until rules returns): cgroup limits, the
+// writable layer's size, the hostname, /etc files and mounts
 // (personalise), and the environment and working directory of later
-// commands. The executor's defaults and the cgroup's files are set while
-// the mounts are made: they touch different things, and the executor's
-// reply is a wait on another process.
-func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Options) error {
-	var side []func() error
+// commands. All of it happens at the same time as the network's batch of
+// rules: they touch different things, and the executor's reply and the
+// kernel's commit of the rules are waits on others.
+func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Options, rules func() error) error {
+	side := []func() error{rules}
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
 		side = append(side, func() error {

@@ -325,6 +325,13 @@ func (h *Host) checkMemory(want int64, except string) error {
 // the network and root (provision), and the container with the executor.
 func (h *Host) build(ctx context.Context, sb *sbx.Sandbox, lowers []string) error {
 	return h.buildWith(ctx, sb, lowers, nil, func(p *provisioned) error {
+		userRoot := p.root.Path
+		if len(lowers) == 0 {
+			userRoot = "/" // host mode: the host's passwd and group
+		}
+		if err := checkDefaultUser(sb, userRoot); err != nil {
+			return err
+		}
 		return h.startExecutor(ctx, sb, p.root.Mounts, p.uns)
 	})
 }

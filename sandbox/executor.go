@@ -25,6 +25,7 @@ import (
 // Paths inside a sandbox's runtime directory.
 const (
 	rootfsDir     = "rootfs"         // the root's directory (provision)
+	cgroupViewDir = "cgroup"         // the cgroup view the container binds (isolate.MountCgroupView)
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1
@@ -84,6 +85,9 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		return err
 	}
 	defer done()
+	if spec.CgroupView, err = h.mountCgroupView(sb.ID); err != nil {
+		return err
+	}
 	// The commands' environment goes through a memfd, not the command
 	// line, so that no host user can read it with ps.
 	envFile, err := envMemfd(withPath(executorEnv(sb)))
@@ -121,6 +125,29 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		sb.CreateTimings.ReadyS = time.Since(t1).Seconds()
 	}
 	return nil
+}
+
+// mountCgroupView (re)mounts sandbox id's cgroup view in its runtime
+// directory, in its own mount namespace (the calling thread's), for
+// Spec.CgroupView: a view left by an earlier start shows cgroups that went
+// with that start's container. It returns "" for a sandbox without a
+// mount namespace of its own (made by an older sbx: its container gets a
+// bind per hierarchy rather than leaving mounts on the host) and where
+// the view is one bind anyway (pure v2). The view goes with the mount
+// namespace; its cgroups with the container.
+func (h *Host) mountCgroupView(id string) (string, error) {
+	if !h.mountNS.Has(id) {
+		return "", nil
+	}
+	dir := filepath.Join(h.store.RunDir(id), cgroupViewDir)
+	if err := isolate.UnmountCgroupView(dir); err != nil {
+		return "", err
+	}
+	made, err := isolate.MountCgroupView(dir, id)
+	if !made {
+		return "", err
+	}
+	return dir, nil
 }
 
 // executorEnv is the environment of a sandbox's commands: the image's
@@ -219,15 +246,10 @@ func withPath(env []string) []string {
 func executorArgs(executor string, sb *sbx.Sandbox) []string {
 	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
 	workdir := sb.Options.Workdir
-	user := sb.Options.User
-	if sb.Image != nil {
-		if workdir == "" {
-			workdir = sb.Image.Workdir
-		}
-		if user == "" {
-			user = sb.Image.User
-		}
+	if sb.Image != nil && workdir == "" {
+		workdir = sb.Image.Workdir
 	}
+	user := defaultUser(sb)
 	if workdir != "" {
 		args = append(args, "--workdir", workdir)
 	}
@@ -235,6 +257,37 @@ func executorArgs(executor string, sb *sbx.Sandbox) []string {
 		args = append(args, "--user", user)
 	}
 	return args
+}
+
+// defaultUser is the user of a sandbox's commands unless they name one:
+// the caller's, else the image's ("" for root).
+func defaultUser(sb *sbx.Sandbox) string {
+	if sb.Options.User == "" && sb.Image != nil {
+		return sb.Image.User
+	}
+	return sb.Options.User
+}
+
+// checkDefaultUser looks the default user up in the sandbox's mounted
+// root before its executor starts, so that a user the image lacks is a
+// clear sbx.ErrInvalid naming the user and the image, not an executor
+// that exits before it answers.
+func checkDefaultUser(sb *sbx.Sandbox, root string) error {
+	user := defaultUser(sb)
+	if user == "" {
+		return nil
+	}
+	if _, err := rootfs.LookupUser(root, user); err != nil {
+		what := "the host" // host mode
+		switch {
+		case sb.Options.Rootfs != "":
+			what = "rootfs " + sb.Options.Rootfs
+		case sb.Options.Image != "":
+			what = "image " + sb.Options.Image
+		}
+		return fmt.Errorf("%w: user %q is not a user of %s (%w); give a user its /etc/passwd has, or a numeric uid:gid", sbx.ErrInvalid, user, what, err)
+	}
+	return nil
 }
 
 // envMemfd returns a memfd holding env as NUL-separated entries, read from

@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
 )
@@ -33,38 +32,44 @@ import (
 // network: the writable layer's size, the hostname, the /etc files etc
 // (claimNetwork's) and the mounts.
 func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
-	newHost := hostname(sb) != hostname(m)
-	if newHost {
-		etc.Hostname = hostname(sb)
+	newHost := ""
+	if hostname(sb) != hostname(m) {
+		newHost = hostname(sb)
+		etc.Hostname = newHost
 	}
 	resize := m.Options.Limits.DiskBytes != sb.Options.Limits.DiskBytes
 	mounts := liveMounts(&sb.Options)
-	if !newHost && !resize && etc.Hosts == "" && etc.ResolvConf == "" && len(mounts) == 0 {
+	live := newHost != "" || len(mounts) > 0
+	if !live && !resize && etc.Hosts == "" && etc.ResolvConf == "" {
 		return nil
 	}
 	var pm *member
-	if newHost || len(mounts) > 0 {
+	var trees *rootfs.Detached
+	if live {
 		var err error
 		if pm, err = openMember(m); err != nil {
 			return err
 		}
 		defer pm.close()
-	}
-	if newHost {
-		if err := isolate.SetHostname(pm.pidfd, hostname(sb)); err != nil {
+		// Made here, in the host's mount namespace: volume sources are
+		// host paths.
+		if trees, err = rootfs.DetachMounts(mounts, pm.userns); err != nil {
 			return err
 		}
+		defer trees.Close()
 	}
 	run := filepath.Join(h.store.RunDir(sb.ID), rootfsDir)
 	root := filepath.Join(run, "root")
 	if sb.RootPath != "" {
 		root = sb.RootPath
 	}
-	// The writable layer is remounted, /etc files and mountpoints are
-	// written where the root is mounted writable: the sandbox's own mount
-	// namespace (a read-only root is a read-only bind in its
-	// container's). One thread does all three.
-	err := h.inMountNS(sb.ID, func() error {
+	// One thread does it all. In the sandbox's own mount namespace, where
+	// its root is mounted writable (a read-only root is a read-only bind in
+	// its container's), it remounts the writable layer, writes the /etc
+	// files and makes the mountpoints; then it joins the container's mount
+	// and UTS namespaces at once, sets the hostname and moves the mounts
+	// in. The thread ends with it.
+	work := func() error {
 		if resize {
 			if err := rootfs.Resize(run, sb.Options.Limits.DiskBytes); err != nil {
 				return err
@@ -75,55 +80,67 @@ func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
 				return err
 			}
 		}
-		if len(mounts) == 0 {
+		if !live {
 			return nil
 		}
-		return rootfs.PrepareTargets(root, mounts)
-	})
-	if err != nil || len(mounts) == 0 {
-		return err
+		if err := rootfs.PrepareTargets(root, mounts); err != nil {
+			return err
+		}
+		return trees.MoveInto(pm.pidfd, pm.root, newHost)
 	}
-	return rootfs.MountLive(pm.pidfd, pm.root, pm.userns, mounts)
+	switch {
+	case h.mountNS.Has(sb.ID):
+		return h.mountNS.Enter(sb.ID, work)
+	case live:
+		return rootfs.OnOwnThread(work)
+	}
+	return work()
 }
 
 // claimNetwork gives the claimed sandbox sb (m as a member) its published
 // ports, egress policy, allowed host ports, name servers and hostname (of
 // /etc/hosts): on a bridged network, in one netns.Reconfigure (recorded in
 // the lease first, one batch of rules). It returns the /etc files to
-// write. On error the network is as it was.
-func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Options, error) {
+// write and, once the lease is written, a function that waits for the
+// rules (sent meanwhile); an error of claimNetwork is the request's when
+// it is sbx.ErrInvalid or sbx.ErrPortInUse. On error (of either) the
+// network is as it was.
+func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Options, func() error, error) {
 	newHost := hostname(sb) != hostname(m)
 	changed := len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress ||
 		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
 	if !newHost && !changed {
-		return rootfs.Options{}, nil
+		return rootfs.Options{}, noWait, nil
 	}
 	na, err := parseNetwork(&sb.Options, hostname(sb))
 	if err != nil {
-		return rootfs.Options{}, err
+		return rootfs.Options{}, nil, err
 	}
 	if na.Mode != netns.ModeBridge {
 		if !newHost {
-			return rootfs.Options{}, nil
+			return rootfs.Options{}, noWait, nil
 		}
 		a := netns.LocalAttachment(sb.ID, na.Mode, hostname(sb), "")
-		return rootfs.Options{Hosts: a.Hosts}, nil
+		return rootfs.Options{Hosts: a.Hosts}, noWait, nil
 	}
 	n, err := h.network()
 	if err != nil {
-		return rootfs.Options{}, err
+		return rootfs.Options{}, nil, err
 	}
 	a, err := n.Reconfigure(ctx, sb.ID, na)
 	if err != nil {
-		return rootfs.Options{}, err
+		return rootfs.Options{}, nil, err
 	}
-	sb.Network = networkInfo(a)
+	sb.Network = networkInfo(a.Attachment)
 	etc := rootfs.Options{Hosts: a.Hosts}
 	if changed {
 		etc.ResolvConf = a.ResolvConf
 	}
-	return etc, nil
+	return etc, a.Wait, nil
 }
+
+// noWait is claimNetwork's wait when no rules change.
+func noWait() error { return nil }
 
 // liveMounts are the volumes and tmpfs mounts of o as mounts made in a
 // running sandbox.

@@ -171,6 +171,9 @@ func (h *Host) restoreExecutor(ctx context.Context, sb *sbx.Sandbox, p *provisio
 		return err
 	}
 	defer done()
+	if spec.CgroupView, err = h.mountCgroupView(sb.ID); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	ctr, err := isolate.Restore(h.containerRoot(), spec, isolate.RestoreOptions{
 		ImageDir: filepath.Join(snapDir, criuImagesDir),

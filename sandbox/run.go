@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/isolate/initstatus"
 	"github.com/sbxrun/sbx/rootfs"
@@ -76,6 +77,7 @@ type run struct {
 	proc    sbx.Process
 	user    rootfs.User
 	ctr     *isolate.Container
+	view    string   // the cgroup view mounted for the container, if any
 	status  *os.File // the init's report of how the command ended
 	reader  *initstatus.StatusReader
 	life    *os.File // lifeline: the init kills everything when it closes
@@ -211,6 +213,9 @@ func (r *run) start(o *sbx.RunOptions) error {
 	spec := containerSpec(r.p, args, env, r.proc.Cwd, r.user, []specs.Mount{readOnlyBind(source, initPath)})
 	spec.Tty = o.Tty
 	spec.ParentDeathSignal = int(unix.SIGKILL)
+	if spec.CgroupView, err = r.mountCgroupView(); err != nil {
+		return err
+	}
 	owner := -1
 	if r.p.uns != nil {
 		owner = int(r.p.uns.rng.HostID)
@@ -232,6 +237,22 @@ func (r *run) start(o *sbx.RunOptions) error {
 	// Read the status as it comes: the init must never block on the pipe.
 	r.reader = initstatus.ReadStatus(r.status)
 	return nil
+}
+
+// mountCgroupView mounts the run's cgroup view in its directory (on the
+// host: a run has no mount namespace of its own), returning it for
+// Spec.CgroupView, or "" where the view is one bind anyway (pure v2). gc
+// unmounts a crashed run's view with its directory (rootfs.Cleanup).
+func (r *run) mountCgroupView() (string, error) {
+	dir := filepath.Join(r.dir, cgroupViewDir)
+	made, err := isolate.MountCgroupView(dir, r.id)
+	if made || err != nil {
+		r.view = dir // remove undoes it, and the cgroups it made
+	}
+	if !made {
+		return "", err
+	}
+	return dir, nil
 }
 
 // wait waits for the command (killing the sandbox at the timeout or when
@@ -401,6 +422,12 @@ func (r *run) remove(ctx context.Context) float64 {
 	if r.p != nil && r.p.usernsOwner != "" {
 		r.p.closeUserNS()
 		errs = append(errs, releaseUserNS(r.h.cfg.UserNSDir, r.p.usernsOwner))
+	}
+	if r.view != "" {
+		errs = append(errs, isolate.UnmountCgroupView(r.view))
+		if r.ctr == nil { // the view made the cgroups; no container removed them
+			errs = append(errs, cgroup.RemovePaths(cgroup.SandboxLeftovers(r.id)))
+		}
 	}
 	if r.created {
 		errs = append(errs, rootfs.Cleanup(filepath.Join(r.dir, "fs")), os.RemoveAll(r.dir))

@@ -2,13 +2,7 @@
 
 package seccomp
 
-import (
-	"errors"
-
-	"github.com/opencontainers/runc/libcontainer/configs"
-)
-
-var errNoSeccomp = errors.New("this sbx binary was built without seccomp support; rebuild with -tags seccomp")
+import "github.com/opencontainers/runc/libcontainer/configs"
 
 // Compile is unavailable without the seccomp build tag.
 func Compile(*configs.Seccomp) ([]byte, error) { return nil, errNoSeccomp }

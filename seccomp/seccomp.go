@@ -1,6 +1,7 @@
 package seccomp
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -65,11 +66,15 @@ func Supported() (bool, string) {
 	return true, fmt.Sprintf("%d.%d.%d", major, minor, micro)
 }
 
+// errNoSeccomp is what a binary built without seccomp support says when a
+// filter is asked for, to a CLI user and to a program embedding sbx.
+var errNoSeccomp = errors.New("this sbx binary was built without seccomp support; rebuild with -tags seccomp (go build -tags seccomp, for a program embedding sbx), or run without a filter: --seccomp unconfined, Options.Seccomp = \"unconfined\" for a library caller")
+
 // Check fails when a filter is requested but this binary cannot apply it, so
 // that a build without the seccomp tag fails at once with a clear message.
 func Check(f *configs.Seccomp) error {
 	if f != nil && !lcseccomp.Enabled {
-		return fmt.Errorf("this sbx binary was built without seccomp support; rebuild with -tags seccomp (go build -tags seccomp, for a program embedding sbx), or run without a filter: --seccomp unconfined, Options.Seccomp = \"unconfined\" for a library caller")
+		return errNoSeccomp
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/internal/termsafe"
 )
@@ -113,6 +114,19 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("executor: %s (%s)", e.Message, e.Code)
 	}
 	return fmt.Sprintf("executor: %s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+}
+
+// Unwrap maps a refusal of the request to the contract: a 400 reply, or
+// an error frame coded bad_request (a user or working directory the
+// sandbox lacks, a bad signal), is sbx.ErrInvalid, so that callers test
+// it with errors.Is as they test the host's own refusals. Other replies
+// wrap nothing: what the executor says cannot make an error look like
+// one of the host's states.
+func (e *Error) Unwrap() error {
+	if e.Status == http.StatusBadRequest || e.Status/100 == 2 && e.Code == api.CodeBadRequest {
+		return sbx.ErrInvalid
+	}
+	return nil
 }
 
 // IsCode reports whether err is an executor error with the given code.

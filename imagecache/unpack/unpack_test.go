@@ -25,7 +25,7 @@ import (
 
 // These tests feed layers straight to Layer as the user running them, with
 // entries owned by that user, so no root is needed. The hostile layers are
-// fixture.HostileLayers, which tests/images_hostile_test.go also runs end to
+// fixture.HostileLayers, which tests/images/hostile_test.go also runs end to
 // end through a registry and the image store; the few that set owners other
 // than the caller or the trusted.overlay.opaque xattr need root
 // (roottest.Require: make test runs them).

@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"github.com/sbxrun/sbx/tests/internal/harness"
+
+	"bufio"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDockerFirstTenCommands runs a docker user's first ten commands in
+// the order they reach for them (run, run -d, ps, logs -f, exec -it, cp,
+// stop, rm, images, rmi) and checks each does what docker's does. The
+// image comes from an archive: this machine reaches no image registry.
+func TestDockerFirstTenCommands(t *testing.T) {
+	h := harness.NewHost(t)
+	h.ImportBusybox(t, "busybox")
+
+	// 1. run: the image's command, output, exit code, nothing left.
+	if out := h.Must(t, "run", "busybox", "echo", "hello"); out != "hello\n" {
+		t.Fatalf("run: %q", out)
+	}
+	if r := h.Sbx(t, "", "run", "busybox", "sh", "-c", "exit 7"); r.Code != 7 {
+		t.Fatalf("run's exit code: %d, want 7", r.Code)
+	}
+
+	// 2. run -d: the ID, the command running on.
+	id := strings.TrimSpace(h.Must(t, "run", "-d", "--name", "web", "busybox", "sh", "-c",
+		"echo started; i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"))
+	h.Saw(id)
+	if len(id) != 32 {
+		t.Fatalf("run -d printed %q, want an ID", id)
+	}
+
+	// 3. ps: listed, running, with its command.
+	if out := h.Must(t, "ps"); !strings.Contains(out, id[:12]) || !strings.Contains(out, "web") || !strings.Contains(out, "running") || !strings.Contains(out, "sh -c") {
+		t.Fatalf("ps:\n%s", out)
+	}
+
+	// 4. logs -f: what was written and what comes, until interrupted.
+	logs := h.Command("logs", "-f", "web")
+	stdout, err := logs.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := logs.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stdout)
+	got := map[string]bool{}
+	deadline := time.AfterFunc(60*time.Second, func() { _ = logs.Process.Kill() })
+	for sc.Scan() && !(got["started"] && got["tick 5"]) {
+		got[sc.Text()] = true
+	}
+	deadline.Stop()
+	if !got["started"] || !got["tick 5"] {
+		_ = logs.Process.Kill()
+		_ = logs.Wait()
+		t.Fatalf("logs -f showed %v; want the first line and later ones", got)
+	}
+	_ = logs.Process.Signal(syscall.SIGINT) // Ctrl-C
+	if err := logs.Wait(); err != nil {
+		t.Fatalf("logs -f after Ctrl-C: %v", err)
+	}
+
+	// 5. exec -it: a terminal, input, the exit code.
+	r := h.Sbx(t, "tty; echo in-the-sandbox; exit 3\n", "exec", "-it", "web", "sh")
+	if r.Code != 3 || !strings.Contains(r.Stdout, "/dev/pts/") || !strings.Contains(r.Stdout, "in-the-sandbox") {
+		t.Fatalf("exec -it: %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+
+	// 6. cp: in and out.
+	dir := t.TempDir()
+	site := filepath.Join(dir, "site")
+	if err := os.MkdirAll(site, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(site, "index.html"), []byte("<h1>hi</h1>\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.Must(t, "cp", site, "web:/www")
+	if out := h.Must(t, "exec", "web", "cat", "/www/index.html"); out != "<h1>hi</h1>\n" {
+		t.Fatalf("after cp in: %q", out)
+	}
+	h.Must(t, "cp", "web:/etc/hostname", dir)
+	if data, err := os.ReadFile(filepath.Join(dir, "hostname")); err != nil || strings.TrimSpace(string(data)) != id[:12] {
+		t.Fatalf("cp out: %q %v", data, err)
+	}
+
+	// 7. stop: stopped, and its output still there.
+	h.Must(t, "stop", "-t", "2", "web")
+	if sb := h.Inspect(t, "web"); sb.Status != "stopped" {
+		t.Fatalf("after stop: %s", sb.Status)
+	}
+	if out := h.Must(t, "logs", "--tail", "1", "web"); !strings.HasPrefix(out, "tick ") || strings.Count(out, "\n") != 1 {
+		t.Fatalf("logs --tail 1 after stop: %q", out)
+	}
+
+	// 8. rm: gone, and nothing of it left.
+	h.Must(t, "rm", "web")
+	if r := h.Sbx(t, "", "inspect", "web"); r.Code != 1 {
+		t.Fatalf("inspect after rm: %d %s", r.Code, r.Stderr)
+	}
+	h.AssertNoLeaksOf(t, id)
+
+	// 9. images, 10. rmi.
+	if out := h.Must(t, "images"); !strings.Contains(out, "busybox:latest") {
+		t.Fatalf("images:\n%s", out)
+	}
+	h.Must(t, "rmi", "busybox")
+	if out := h.Must(t, "images"); strings.Contains(out, "busybox") {
+		t.Fatalf("images after rmi:\n%s", out)
+	}
+}

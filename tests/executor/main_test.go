@@ -1,0 +1,9 @@
+package executor
+
+import (
+	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m, "tests/executor") }

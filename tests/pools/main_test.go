@@ -1,0 +1,9 @@
+package pools
+
+import (
+	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
+)
+
+func TestMain(m *testing.M) { harness.Main(m, "tests/pools") }

@@ -1,0 +1,47 @@
+package run
+
+import (
+	"github.com/sbxrun/sbx/tests/internal/harness"
+
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/sbxrun/sbx/tests/fixture"
+)
+
+// TestGCRunWhoseInitIsStillRunning: gc finds a one-shot run whose sbx
+// process is gone (here: its owner record no longer matches a live
+// process) while the sandbox's processes still run, as right after a
+// kill -9 of sbx run. gc must kill them, wait for them and remove
+// everything, not fail with "container still running".
+func TestGCRunWhoseInitIsStillRunning(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	cmd := exec.Command(harness.SbxBin, "run", "--rootfs", root, "--", "sleep", "108")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	harness.WaitFor(t, func() bool { return harness.CountHostProcesses(t, "sleep 108") == 1 })
+	runs, _ := filepath.Glob(filepath.Join(os.Getenv("SBX_RUN_ROOT"), "runs", "run-*", "owner"))
+	if len(runs) != 1 {
+		t.Fatalf("want one run owner file, got %v", runs)
+	}
+	// A record of a process that does not exist: pid 1 started at tick 0.
+	if err := os.WriteFile(runs[0], []byte("1 0"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := harness.RunSbx(t, "", "gc")
+	if r.Code != 0 {
+		t.Fatalf("gc: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if n := harness.CountHostProcesses(t, "sleep 108"); n != 0 {
+		t.Errorf("gc left the run's command running (%d)", n)
+	}
+	_ = cmd.Wait()
+	harness.AssertNoLeftovers(t)
+}
