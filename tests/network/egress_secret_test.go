@@ -1,4 +1,4 @@
-package tests
+package network
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestEgressInspectionAndSecrets drives a bridged sandbox through the
@@ -16,7 +18,7 @@ import (
 // inspected host, and a secret that reaches its host but never the
 // sandbox (environment, files, process memory) nor another host.
 func TestEgressInspectionAndSecrets(t *testing.T) {
-	hostNS := testHostNS(t)
+	hostNS := harness.HostNS(t)
 	inet := newFakeInternet(t, hostNS)
 	root := probeRoot(t)
 	// A short state path: the executor's socket path has a length cap.
@@ -28,7 +30,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	lib := filepath.Join(state, "lib")
 	const value = "s3cr3t-value-that-must-never-enter-the-sandbox"
 	sbx := func(env []string, args ...string) (string, error) {
-		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + hostNS, sbxBin, "--root", lib, "--run-root", filepath.Join(state, "run")}, args...)...)
+		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + hostNS, harness.SbxBin, "--root", lib, "--run-root", filepath.Join(state, "run")}, args...)...)
 		cmd.Env = append(os.Environ(), env...)
 		out, err := cmd.CombinedOutput()
 		return string(out), err
@@ -108,14 +110,14 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 
 	// Nothing in the sandbox holds the value: its processes' memory (a
 	// holder keeps the environment alive), its files, its record.
-	hold := exec.Command("nsenter", "--net=/run/netns/"+hostNS, sbxBin, "--root", lib, "--run-root", filepath.Join(state, "run"), "exec", id, "/egressprobe", "hold")
+	hold := exec.Command("nsenter", "--net=/run/netns/"+hostNS, harness.SbxBin, "--root", lib, "--run-root", filepath.Join(state, "run"), "exec", id, "/egressprobe", "hold")
 	stdout := &bytes.Buffer{}
 	hold.Stdout = stdout
 	if err := hold.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hold.Process.Kill(); hold.Wait() })
-	waitFor(t, func() bool { return strings.Contains(stdout.String(), "ready") })
+	harness.WaitFor(t, func() bool { return strings.Contains(stdout.String(), "ready") })
 	pids := sandboxPIDs(t, placeholder)
 	if len(pids) < 2 {
 		t.Fatalf("sandbox processes %v: want the executor and the holder", pids)

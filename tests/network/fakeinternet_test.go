@@ -1,4 +1,4 @@
-package tests
+package network
 
 import (
 	"bufio"
@@ -21,6 +21,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // fakeInternet is a network namespace on TEST-NET-3 joined to a test
@@ -43,13 +45,16 @@ type fakeInternet struct {
 	seen map[string][]string
 }
 
+// vethCount numbers the fake internets' veths.
+var vethCount atomic.Int64
+
 // sites are the names the fake internet serves, with their addresses.
 var sites = map[string]string{"api.test": "203.0.113.10", "other.test": "203.0.113.11"}
 
 func newFakeInternet(t *testing.T, hostNS string) *fakeInternet {
 	t.Helper()
-	f := &fakeInternet{t: t, ns: testHostNS(t), seen: map[string][]string{}}
-	veth := fmt.Sprintf("sbxfi%d", testNSCount.Load())
+	f := &fakeInternet{t: t, ns: harness.HostNS(t), seen: map[string][]string{}}
+	veth := fmt.Sprintf("sbxfi%d", vethCount.Add(1))
 	steps := [][]string{
 		{"-n", hostNS, "link", "add", veth + "h", "type", "veth", "peer", "name", veth + "i", "netns", f.ns},
 		{"-n", hostNS, "addr", "add", "203.0.113.254/24", "dev", veth + "h"},
@@ -215,7 +220,7 @@ func probeRoot(t *testing.T) string {
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	probe := filepath.Join(dir, "egressprobe")
-	build := exec.Command("go", "build", "-o", probe, "./egressprobe")
+	build := exec.Command("go", "build", "-o", probe, "../egressprobe")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the egress probe: %v\n%s", err, out)
