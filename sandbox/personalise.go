@@ -132,11 +132,21 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Opt
 		return rootfs.Options{}, nil, err
 	}
 	sb.Network = networkInfo(a.Attachment)
+	wait := a.Wait
+	if na.Egress.Names.HasNames() {
+		// The egress daemon listens before the claimant's first command.
+		wait = func() error {
+			if err := a.Wait(); err != nil {
+				return err
+			}
+			return h.ensureEgress(ctx)
+		}
+	}
 	etc := rootfs.Options{Hosts: a.Hosts}
 	if changed {
 		etc.ResolvConf = a.ResolvConf
 	}
-	return etc, a.Wait, nil
+	return etc, wait, nil
 }
 
 // noWait is claimNetwork's wait when no rules change.
