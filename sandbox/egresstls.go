@@ -15,6 +15,7 @@ import (
 	"github.com/sbxrun/sbx/egress/inspect"
 	"github.com/sbxrun/sbx/egress/tlsca"
 	"github.com/sbxrun/sbx/internal/privatefile"
+	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
 )
 
@@ -28,34 +29,40 @@ func (h *Host) egressStateDir(id string) string {
 }
 
 // egressNames is the part of a sandbox's egress policy that needs the
-// proxy (names, L7 rules, secret bindings), with the bindings of its
-// Secrets added; nil when there is none.
+// proxy (names, L7 rules, secret bindings, those of its Secrets
+// included); nil when there is none.
 func egressNames(o *sbx.Options) (*egress.Policy, error) {
-	if o.Network != sbx.NetworkBridge || o.Egress == "" && len(o.Secrets) == 0 {
+	if o.Network != sbx.NetworkBridge {
 		return nil, nil
 	}
-	var p egress.Policy
-	switch strings.TrimSpace(o.Egress) {
-	case "", "default", "none":
-	default:
-		var err error
-		if p, err = egress.Parse(o.Egress); err != nil {
-			return nil, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
-		}
+	a, err := parseNetwork(o, "")
+	if err != nil {
+		return nil, err
 	}
-	for _, s := range o.Secrets {
+	return a.Egress.Names, nil
+}
+
+// addSecretBindings binds the secrets of a create to their hosts in the
+// egress policy of a, which must name those hosts; a secret without hosts
+// must be bound by the policy already.
+func addSecretBindings(a *netns.AttachOptions, secrets []sbx.Secret) error {
+	if len(secrets) == 0 {
+		return nil
+	}
+	p := a.Egress.Names
+	if p == nil {
+		return fmt.Errorf("secrets are swapped in by the egress proxy: name their hosts in --egress (e.g. --egress %s)", strings.Join(secrets[0].Hosts, ","))
+	}
+	for _, s := range secrets {
 		if len(s.Hosts) == 0 {
 			if !slices.ContainsFunc(p.Secrets, func(b egress.SecretBinding) bool { return b.Name == s.Name }) {
-				return nil, fmt.Errorf("%w: secret %s names no hosts and the egress policy binds it to none; use --secret %s@HOST", sbx.ErrInvalid, s.Name, s.Name)
+				return fmt.Errorf("secret %s names no hosts and the egress policy binds it to none; use --secret %s@HOST", s.Name, s.Name)
 			}
 			continue
 		}
 		p.Secrets = append(p.Secrets, egress.SecretBinding{Name: s.Name, Hosts: s.Hosts, Prefix: s.Prefix})
 	}
-	if !p.HasNames() {
-		return nil, nil
-	}
-	return &p, nil
+	return p.Validate()
 }
 
 // inspectedHosts are the host patterns whose TLS the proxy terminates for
@@ -201,6 +208,16 @@ func (h *Host) ownPaths(id string) func(rel string) bool {
 // certificates (PEM) the egress proxy trusts for real hosts besides the
 // system's: a company's CA, or a test's fake internet.
 const egressRootsFile = "egress-roots.pem"
+
+// newInspector is the Inspector of the egress daemon of the root whose
+// network state is netStateDir.
+func newInspector(netStateDir string) (*inspect.Inspector, error) {
+	roots, err := egressRoots(netStateDir)
+	if err != nil {
+		return nil, err
+	}
+	return inspect.New(roots), nil
+}
 
 // egressRoots are the roots inspected connections verify real hosts
 // against: the system's, plus egressRootsFile when there is one.

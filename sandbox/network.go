@@ -16,6 +16,9 @@ func parseNetwork(o *sbx.Options, hostname string) (netns.AttachOptions, error) 
 	if err != nil {
 		return a, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
 	}
+	if err := addSecretBindings(&a, o.Secrets); err != nil {
+		return a, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
 	return a, nil
 }
 

@@ -65,6 +65,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 		if err != nil {
 			t.Fatalf("probe %v: %v\n%s", args, err, out)
 		}
+		t.Logf("probe %v: %s", args, strings.TrimSpace(out))
 		return strings.TrimSpace(out)
 	}
 
