@@ -109,6 +109,29 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 		}
 	}
 
+	// One audit event per request, none with the value.
+	harness.WaitFor(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(lib, "network", "egress-audit.jsonl"))
+		return bytes.Contains(b, []byte(`"kind":"request"`)) && bytes.Contains(b, []byte(`"path":"/steal"`))
+	})
+	audit, _ := os.ReadFile(filepath.Join(lib, "network", "egress-audit.jsonl"))
+	var requests, denied int
+	for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
+		var ev struct{ Kind, Name, Decision, Path string }
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if ev.Kind == "request" {
+			requests++
+			if ev.Name == "other.test" && ev.Path == "/steal" && ev.Decision == "deny" {
+				denied++
+			}
+		}
+	}
+	if requests != 4 || denied != 1 {
+		t.Errorf("audit: %d request events (want 4: 3 to api.test, the upgrade among them, 1 to other.test), %d denied /steal:\n%s", requests, denied, audit)
+	}
+
 	// Nothing in the sandbox holds the value: its processes' memory (a
 	// holder keeps the environment alive), its files, its record.
 	hold := exec.Command("nsenter", "--net=/run/netns/"+hostNS, harness.SbxBin, "--root", lib, "--run-root", filepath.Join(state, "run"), "exec", id, "/egressprobe", "hold")
