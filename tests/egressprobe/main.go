@@ -6,15 +6,19 @@
 //	egressprobe post URL                 POST
 //	egressprobe ws HOST PATH             WebSocket upgrade over TLS, one line echoed
 //	egressprobe hold                     print "ready" and sleep (keeps its env in memory)
+//	egressprobe bench N URL [CAFILE]     N GETs on new connections, then N on one; median ms of each
 package main
 
 import (
 	"bufio"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -62,6 +66,9 @@ func main() {
 			fail(err)
 		}
 		fmt.Printf("status=%d echo=%s\n", resp.StatusCode, strings.TrimSpace(line))
+	case "bench":
+		n, _ := strconv.Atoi(os.Args[2])
+		bench(n, os.Args[3], os.Args[4:])
 	case "hold":
 		fmt.Println("ready")
 		time.Sleep(time.Hour)
@@ -71,4 +78,45 @@ func main() {
 func fail(err error) {
 	fmt.Printf("error=%v\n", err)
 	os.Exit(1)
+}
+
+// bench prints the median latency of a GET on a new connection (TCP and
+// TLS handshakes included) and on a kept-alive one.
+func bench(n int, url string, caFiles []string) {
+	cfg := &tls.Config{}
+	if len(caFiles) > 0 {
+		pool, _ := x509.SystemCertPool()
+		if pool == nil {
+			pool = x509.NewCertPool()
+		}
+		for _, f := range caFiles {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				fail(err)
+			}
+			pool.AppendCertsFromPEM(b)
+		}
+		cfg.RootCAs = pool
+	}
+	get := func(c *http.Client) time.Duration {
+		t0 := time.Now()
+		resp, err := c.Get(url)
+		if err != nil {
+			fail(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return time.Since(t0)
+	}
+	median := func(keep bool) float64 {
+		ds := make([]time.Duration, n)
+		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: !keep}}
+		get(c) // warm: DNS, the proxy's leaf cache, a kept-alive connection
+		for i := range ds {
+			ds[i] = get(c)
+		}
+		slices.Sort(ds)
+		return float64(ds[n/2].Microseconds()) / 1000
+	}
+	fmt.Printf("conn_ms=%.3f req_ms=%.3f\n", median(false), median(true))
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,35 +17,15 @@ import (
 // inspected host, and a secret that reaches its host but never the
 // sandbox (environment, files, process memory) nor another host.
 func TestEgressInspectionAndSecrets(t *testing.T) {
-	hostNS := harness.HostNS(t)
-	inet := newFakeInternet(t, hostNS)
-	root := probeRoot(t)
-	// A short state path: the executor's socket path has a length cap.
-	state, err := os.MkdirTemp("", "sbxe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(state) })
-	lib := filepath.Join(state, "lib")
+	e := newEgressCLI(t)
+	inet, lib, sbx := e.inet, e.lib, e.sbx
 	const value = "s3cr3t-value-that-must-never-enter-the-sandbox"
-	sbx := func(env []string, args ...string) (string, error) {
-		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + hostNS, harness.SbxBin, "--root", lib, "--run-root", filepath.Join(state, "run")}, args...)...)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
 	var out string
-	// The fake internet's CA verifies its sites for the proxy.
-	if err := os.MkdirAll(filepath.Join(lib, "network"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(lib, "network", "egress-roots.pem"), inet.caPEM, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	var err error
 	// other.test is inspected too (a secret of its own is bound to it),
 	// so the proxy sees what the sandbox sends there.
 	out, err = sbx([]string{"API_KEY=" + value, "OTHER_KEY=other-value"}, "create", "--network", "bridge", "--dns", "203.0.113.53",
-		"--egress", "api.test,other.test", "--secret", "API_KEY@api.test", "--secret", "OTHER_KEY@other.test", "--rootfs", root)
+		"--egress", "api.test,other.test", "--secret", "API_KEY@api.test", "--secret", "OTHER_KEY@other.test", "--rootfs", e.root)
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
@@ -134,7 +113,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 
 	// Nothing in the sandbox holds the value: its processes' memory (a
 	// holder keeps the environment alive), its files, its record.
-	hold := exec.Command("nsenter", "--net=/run/netns/"+hostNS, harness.SbxBin, "--root", lib, "--run-root", filepath.Join(state, "run"), "exec", id, "/egressprobe", "hold")
+	hold := e.command(nil, "exec", id, "/egressprobe", "hold")
 	stdout := &bytes.Buffer{}
 	hold.Stdout = stdout
 	if err := hold.Start(); err != nil {
@@ -152,7 +131,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if found := scanMemory(t, pids, []byte(placeholder)); len(found) == 0 {
 		t.Error("the memory scan finds not even the placeholder: it scans nothing")
 	}
-	tarball := filepath.Join(state, "export.tar")
+	tarball := filepath.Join(e.state, "export.tar")
 	if out, err := sbx(nil, "export", "-o", tarball, id); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
@@ -164,7 +143,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 		t.Errorf("inspect: %v, holds the value: %v", err, strings.Contains(insp, value))
 	}
 	// On the host, only the 0600 secrets file of the egress state has it.
-	_ = filepath.WalkDir(state, func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(e.state, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Type()&os.ModeType != 0 || strings.HasSuffix(p, "/secrets.json") || p == tarball {
 			return nil
 		}

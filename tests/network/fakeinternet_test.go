@@ -36,7 +36,7 @@ import (
 // host namespace by a veth: a name server at 203.0.113.53 for the zone
 // test., and HTTPS sites (h2, WebSocket) signed by a CA of the test.
 type fakeInternet struct {
-	t     *testing.T
+	t     testing.TB
 	ns    string
 	caPEM []byte
 	mu    sync.Mutex
@@ -51,7 +51,7 @@ var vethCount atomic.Int64
 // sites are the names the fake internet serves, with their addresses.
 var sites = map[string]string{"api.test": "203.0.113.10", "other.test": "203.0.113.11"}
 
-func newFakeInternet(t *testing.T, hostNS string) *fakeInternet {
+func newFakeInternet(t testing.TB, hostNS string) *fakeInternet {
 	t.Helper()
 	f := &fakeInternet{t: t, ns: harness.HostNS(t), seen: map[string][]string{}}
 	veth := fmt.Sprintf("sbxfi%d", vethCount.Add(1))
@@ -79,7 +79,7 @@ func newFakeInternet(t *testing.T, hostNS string) *fakeInternet {
 }
 
 // siteCert makes a CA and a certificate for every site, signed by it.
-func siteCert(t *testing.T) (tls.Certificate, []byte) {
+func siteCert(t testing.TB) (tls.Certificate, []byte) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caT := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "fake public CA"},
@@ -104,7 +104,7 @@ func siteCert(t *testing.T) (tls.Certificate, []byte) {
 
 // inNS runs fn on a thread in the network namespace ns; sockets fn
 // opens stay there. The thread is left to die.
-func inNS(t *testing.T, ns string, fn func() error) {
+func inNS(t testing.TB, ns string, fn func() error) {
 	t.Helper()
 	errc := make(chan error, 1)
 	go func() {
@@ -215,7 +215,7 @@ func (f *fakeInternet) requests(name string) []string {
 }
 
 // probeRoot is a busybox root with the egress probe at /egressprobe.
-func probeRoot(t *testing.T) string {
+func probeRoot(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -300,4 +300,51 @@ func sandboxPIDs(t *testing.T, marker string) []int {
 		}
 	}
 	return pids
+}
+
+// egressCLI runs sbx in a test host namespace joined to a fake internet,
+// with a state of its own whose proxy trusts the fake internet's CA, and
+// a busybox root with the egress probe.
+type egressCLI struct {
+	inet                     *fakeInternet
+	hostNS, state, lib, root string
+}
+
+func newEgressCLI(t testing.TB) *egressCLI {
+	t.Helper()
+	e := &egressCLI{hostNS: harness.HostNS(t)}
+	e.inet = newFakeInternet(t, e.hostNS)
+	e.root = probeRoot(t)
+	// A short state path: the executor's socket path has a length cap.
+	var err error
+	if e.state, err = os.MkdirTemp("", "sbxe"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(e.state) })
+	e.lib = filepath.Join(e.state, "lib")
+	// The fake internet's CA verifies its sites for the proxy.
+	if err := os.MkdirAll(filepath.Join(e.lib, "network"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.lib, "network", "egress-roots.pem"), e.inet.caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Direct and passthrough connections verify the sites with it too.
+	if err := os.WriteFile(filepath.Join(e.root, "fake-ca.pem"), e.inet.caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// command is sbx with args in the test host namespace, env added.
+func (e *egressCLI) command(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.hostNS, harness.SbxBin, "--root", e.lib, "--run-root", filepath.Join(e.state, "run")}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}
+
+// sbx runs sbx with args, env added, and returns its combined output.
+func (e *egressCLI) sbx(env []string, args ...string) (string, error) {
+	out, err := e.command(env, args...).CombinedOutput()
+	return string(out), err
 }
