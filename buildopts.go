@@ -29,6 +29,11 @@ type BuildOptions struct {
 	// Network is the network of RUN steps: NetworkNone (the default) or
 	// NetworkBridge.
 	Network string `json:"network,omitempty"`
+	// Secrets are the values RUN --mount=type=secret reads, by id
+	// (--secret id=ID,src=FILE|env=VAR). They reach the RUN steps that
+	// mount them and nothing else: no layer, no history, no cache key.
+	// A remote build does not send them.
+	Secrets map[string]string `json:"-"`
 	// Output receives the progress as docker prints it: each step, CACHED
 	// or the output of its RUN, and its duration.
 	Output io.Writer `json:"-"`

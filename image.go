@@ -50,6 +50,9 @@ type ImageConfig struct {
 	Shell []string `json:"shell,omitempty"`
 	// Healthcheck is how the image says to check that it is healthy.
 	Healthcheck *Healthcheck `json:"healthcheck,omitempty"`
+	// OnBuild are the Dockerfile ONBUILD triggers that a build starting
+	// FROM this image runs first.
+	OnBuild []string `json:"on_build,omitempty"`
 }
 
 // Healthcheck is an image's health check (Dockerfile HEALTHCHECK): Test is

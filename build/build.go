@@ -37,8 +37,19 @@ type Engine interface {
 	LockStep(ctx context.Context, key string) (unlock func(), err error)
 	// CommitStep stores the writable layer of the build sandbox ref over
 	// its image as the image name, with the config cfg and the history
-	// line createdBy.
-	CommitStep(ctx context.Context, ref, name string, cfg sbx.ImageConfig, createdBy string) (*sbx.Image, error)
+	// line createdBy. The in-sandbox paths of drop (mount points the step
+	// needed) stay out of the layer where the step made them and left
+	// them empty.
+	CommitStep(ctx context.Context, ref, name string, cfg sbx.ImageConfig, createdBy string, drop []string) (*sbx.Image, error)
+	// Scratch stores an image without layers, with the config cfg, as
+	// name: the start of FROM scratch.
+	Scratch(ctx context.Context, name string, cfg sbx.ImageConfig) (*sbx.Image, error)
+	// CacheDir is the host directory of the RUN --mount=type=cache called
+	// id, kept across builds; made with the mode and owner given when new.
+	CacheDir(id string, mode os.FileMode, uid, gid int) (string, error)
+	// TempDir is a new private host directory for one step's mounts, on
+	// memory when secret (it holds secrets), removed by the caller.
+	TempDir(secret bool) (string, error)
 	// Configure stores the image image as name with the config cfg and no
 	// new layer.
 	Configure(ctx context.Context, image, name string, cfg sbx.ImageConfig, createdBy string) (*sbx.Image, error)
@@ -208,7 +219,12 @@ func (b *builder) stage(ctx context.Context, i, n, total int) (*stageState, erro
 		prev := b.results[j]
 		s.img, s.cfg = prev.img, cloneConfig(prev.cfg)
 	} else if strings.EqualFold(base, "scratch") {
-		return nil, fmt.Errorf("%w: %s line %d: FROM scratch is not supported by sbx build yet; start from an image", sbx.ErrInvalid, b.f.name, lineOf(st))
+		s.cfg = sbx.ImageConfig{Env: []string{"PATH=" + sbx.DefaultPath}}
+		img, err := b.eng.Scratch(ctx, sbx.BuildPrefix+":scratch", s.cfg)
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: FROM scratch: %w", b.f.name, lineOf(st), err)
+		}
+		s.img = img
 	} else {
 		img, err := b.eng.Image(ctx, base, b.o.Pull)
 		if err != nil {
@@ -221,7 +237,27 @@ func (b *builder) stage(ctx context.Context, i, n, total int) (*stageState, erro
 	}
 	s.key = chain(keyVersion, s.img.Digest)
 	s.sc = &scope{lex: b.lex, args: map[string]string{}, env: s.cfg.Env}
-	for k, c := range st.Commands {
+	cmds := st.Commands
+	if len(s.cfg.OnBuild) > 0 {
+		// The base's ONBUILD triggers run first, and go no further.
+		var triggers []instructions.Command
+		for _, expr := range s.cfg.OnBuild {
+			c, err := parseTrigger(expr)
+			if err == nil {
+				err = b.f.supported(c)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s line %d: ONBUILD of %s: %v", sbx.ErrInvalid, b.f.name, lineOf(st), base, err)
+			}
+			triggers = append(triggers, c)
+		}
+		b.printf("[%d/%d] running %d ONBUILD trigger(s) of %s\n", n, total, len(triggers), base)
+		cmds = append(triggers, cmds...)
+		s.cfg.OnBuild = nil
+		s.key = chain(s.key, struct{ Op string }{"ONBUILD-CLEAR"})
+	}
+	steps = len(cmds) + 1
+	for k, c := range cmds {
 		b.printf("[%d/%d] STEP %d/%d: %s\n", n, total, k+2, steps, code(c))
 		b.steps++
 		t0 := time.Now()
@@ -328,9 +364,26 @@ func (b *builder) cachedOr(ctx context.Context, key string, make func() (*sbx.Im
 // options o (image and labels set here), and commits its layer as the
 // step image of key with s's config. The sandbox is removed on every path.
 func (b *builder) inSandbox(ctx context.Context, s *stageState, key, createdBy string, o sbx.Options, work func(*sbx.Sandbox, *client.Client) error) (cached bool, err error) {
+	return b.inSandboxMounts(ctx, s, key, createdBy, o, nil, work)
+}
+
+// inSandboxMounts is inSandbox for a step whose mounts (volumes and tmpfs
+// of o) are at the in-sandbox paths drop, which stay out of its layer.
+// prepare, when set, runs only when the step is not cached, before the
+// sandbox is made: it sets up the mounts.
+func (b *builder) inSandboxMounts(ctx context.Context, s *stageState, key, createdBy string, o sbx.Options, prepare func(*sbx.Options) (drop []string, cleanup func(), err error), work func(*sbx.Sandbox, *client.Client) error) (cached bool, err error) {
 	hit := true
 	img, err := b.cachedOr(ctx, key, func() (_ *sbx.Image, err error) {
 		hit = false
+		var drop []string
+		if prepare != nil {
+			d, cleanup, err := prepare(&o)
+			if err != nil {
+				return nil, err
+			}
+			defer cleanup()
+			drop = d
+		}
 		o.Image = s.img.Digest
 		o.Labels = map[string]string{"sbx.build": key}
 		if o.Network == "" {
@@ -350,7 +403,7 @@ func (b *builder) inSandbox(ctx context.Context, s *stageState, key, createdBy s
 		if err := work(sb, cl); err != nil {
 			return nil, err
 		}
-		return b.eng.CommitStep(ctx, sb.ID, sbx.BuildPrefix+":"+key, s.cfg, createdBy)
+		return b.eng.CommitStep(ctx, sb.ID, sbx.BuildPrefix+":"+key, s.cfg, createdBy, drop)
 	})
 	if err != nil {
 		return false, err

@@ -17,9 +17,12 @@ import (
 func TestParseRefusesWithTheLine(t *testing.T) {
 	cases := map[string]string{
 		"FROM a\nFROBNICATE x\n":                        "line 2",
-		"FROM a\nRUN --mount=type=cache,target=/c x\n":  "line 2: RUN: --mount",
-		"FROM a\nADD https://example.org/x /x\n":        "line 2: ADD",
-		"FROM a\nONBUILD RUN x\n":                       "line 2: ONBUILD",
+		"FROM a\nRUN --mount=type=ssh x\n":              "line 2: RUN: --mount=type=ssh",
+		"FROM a\nRUN --security=insecure x\n":           "line 2: RUN: --security",
+		"FROM a\nRUN --network=host x\n":                "line 2: RUN: --network=host",
+		"FROM a\nADD git@github.com:o/r.git /x\n":       "line 2: ADD",
+		"FROM a\nADD --checksum=sha256:00 f /x\n":       "line 2: ADD: --checksum",
+		"FROM a\nONBUILD ONBUILD RUN x\n":               "line 2",
 		"RUN x\n":                                       "",
 		"FROM a\nCOPY <<EOF\n":                          "",
 		"FROM a AS b\nFROM b\nCOPY --parents x /y\n":    "line 3: COPY",

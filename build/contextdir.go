@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/moby/patternmatcher"
+	"github.com/ulikunitz/xz"
 
 	"github.com/sbxrun/sbx/build/contexttar"
 )
@@ -84,6 +85,7 @@ func relPath(src string) (string, error) {
 // name, sorted. single reports one source naming one file, which a
 // destination without a trailing slash then names.
 func (bc *buildContext) sources(srcs []string) (out []entry, single bool, err error) {
+	files := 0 // sources naming a file themselves
 	for _, src := range srcs {
 		rel, err := relPath(src)
 		if err != nil {
@@ -122,6 +124,7 @@ func (bc *buildContext) sources(srcs []string) (out []entry, single bool, err er
 			}
 			if !fi.IsDir() {
 				out = append(out, entry{rel: m, name: path.Base(m), info: fi})
+				files++
 				continue
 			}
 			got, err := bc.walk(m)
@@ -131,7 +134,7 @@ func (bc *buildContext) sources(srcs []string) (out []entry, single bool, err er
 			out = append(out, got...)
 		}
 	}
-	single = len(srcs) == 1 && len(out) == 1 && !out[0].info.IsDir() && !strings.ContainsAny(srcs[0], "*?[")
+	single = len(srcs) == 1 && files == 1 && len(out) == 1 && !strings.ContainsAny(srcs[0], "*?[")
 	return out, single, nil
 }
 
@@ -204,7 +207,7 @@ func (bc *buildContext) hash(entries []entry) (string, error) {
 
 // writeTar writes the entries as a tar stream, with the mode chmod (when
 // not nil) on files and directories.
-func (bc *buildContext) writeTar(w io.Writer, entries []entry, chmod *fs.FileMode) error {
+func (bc *buildContext) writeTar(w io.Writer, entries []entry, mode *chmod) error {
 	tw := tar.NewWriter(w)
 	for _, e := range entries {
 		hdr, err := tar.FileInfoHeader(e.info, e.link)
@@ -215,8 +218,8 @@ func (bc *buildContext) writeTar(w io.Writer, entries []entry, chmod *fs.FileMod
 		if e.info.IsDir() {
 			hdr.Name += "/"
 		}
-		if chmod != nil && hdr.Typeflag != tar.TypeSymlink {
-			hdr.Mode = int64(*chmod)
+		if mode != nil && hdr.Typeflag != tar.TypeSymlink {
+			hdr.Mode = tarMode(mode.apply(fileMode(hdr.Mode), hdr.Typeflag == tar.TypeDir))
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err
@@ -237,7 +240,7 @@ func (bc *buildContext) writeTar(w io.Writer, entries []entry, chmod *fs.FileMod
 }
 
 // archiveReader returns the tar stream of a local archive ADD extracts
-// (plain, gzip or bzip2, told by its content), or nil when the file is not
+// (plain, gzip, bzip2 or xz, told by its content), or nil when the file is not
 // one, which ADD then copies as it is.
 func (bc *buildContext) archiveReader(rel string) (io.ReadCloser, error) {
 	f, err := bc.root.Open(rel)
@@ -258,8 +261,12 @@ func (bc *buildContext) archiveReader(rel string) (io.ReadCloser, error) {
 	case bytes.HasPrefix(head, []byte("BZh")):
 		r = bzip2.NewReader(br)
 	case bytes.HasPrefix(head, []byte{0xfd, '7', 'z', 'X', 'Z', 0}):
-		f.Close()
-		return nil, fmt.Errorf("%s: xz archives are not extracted by sbx build; extract it in a RUN step", rel)
+		xr, err := xz.NewReader(br)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%s: %w", rel, err)
+		}
+		r = xr
 	case len(head) >= 262 && string(head[257:262]) == "ustar":
 		r = br
 	default:

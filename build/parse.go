@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
@@ -78,7 +79,27 @@ func (f *file) supported(c instructions.Command) error {
 	switch c := c.(type) {
 	case *instructions.RunCommand:
 		for _, flag := range c.FlagsUsed {
-			return f.errorAt(c, "--%s is not supported by sbx build yet", flag)
+			switch flag {
+			case "mount":
+				// The words as written (a build expands them again), to
+				// see the types.
+				if err := c.Expand(func(w string) (string, error) { return w, nil }); err != nil {
+					return f.errorAt(c, "%v", err)
+				}
+				for _, m := range instructions.GetMounts(c) {
+					if m.Type == instructions.MountTypeSSH {
+						return f.errorAt(c, "--mount=type=ssh is not supported by sbx build")
+					}
+				}
+			case "network":
+				switch instructions.GetNetwork(c) {
+				case instructions.NetworkDefault, instructions.NetworkNone:
+				default:
+					return f.errorAt(c, "--network=%s: a RUN step has the build's network (sbx build --network) or none", instructions.GetNetwork(c))
+				}
+			default:
+				return f.errorAt(c, "--%s is not supported by sbx build", flag)
+			}
 		}
 	case *instructions.CopyCommand:
 		if c.Parents || len(c.ExcludePatterns) > 0 {
@@ -88,20 +109,51 @@ func (f *file) supported(c instructions.Command) error {
 			return f.errorAt(c, "a here-document cannot be copied --from another stage")
 		}
 	case *instructions.AddCommand:
-		if len(c.ExcludePatterns) > 0 || c.Checksum != "" || c.KeepGitDir != nil {
-			return f.errorAt(c, "--exclude, --checksum and --keep-git-dir are not supported by sbx build yet")
+		if len(c.ExcludePatterns) > 0 || c.KeepGitDir != nil {
+			return f.errorAt(c, "--exclude and --keep-git-dir are not supported by sbx build yet")
+		}
+		if c.Checksum != "" && !slices.ContainsFunc(c.SourcePaths, isRemote) {
+			return f.errorAt(c, "--checksum checks a download: it applies to the URLs of ADD only")
 		}
 		for _, src := range c.SourcePaths {
-			if isRemote(src) {
-				return f.errorAt(c, "%q: ADD of a URL or git repository is not supported by sbx build (builds run without network); download it in a RUN step", src)
+			if isGit(src) {
+				return f.errorAt(c, "%q: ADD of a git repository is not supported by sbx build; clone it in a RUN step", src)
 			}
 		}
 	case *instructions.OnbuildCommand:
-		return f.errorAt(c, "ONBUILD is not supported by sbx build yet")
+		trigger, err := parseTrigger(c.Expression)
+		if err != nil {
+			return f.errorAt(c, "%v", err)
+		}
+		return f.supported(trigger)
 	}
 	return nil
 }
 
+// parseTrigger parses the instruction of an ONBUILD trigger.
+func parseTrigger(expr string) (instructions.Command, error) {
+	res, err := parser.Parse(strings.NewReader(expr))
+	if err != nil {
+		return nil, fmt.Errorf("trigger %q: %w", expr, err)
+	}
+	if len(res.AST.Children) != 1 {
+		return nil, fmt.Errorf("trigger %q is not one instruction", expr)
+	}
+	cmd, err := instructions.ParseCommand(res.AST.Children[0])
+	if err != nil {
+		return nil, fmt.Errorf("trigger %q: %w", expr, err)
+	}
+	if _, ok := cmd.(*instructions.OnbuildCommand); ok {
+		return nil, fmt.Errorf("ONBUILD ONBUILD is not allowed")
+	}
+	return cmd, nil
+}
+
+func isGit(src string) bool {
+	return strings.HasPrefix(src, "git@") || strings.HasPrefix(src, "git://") || strings.HasSuffix(strings.SplitN(src, "#", 2)[0], ".git") && isRemote(src)
+}
+
+// isRemote reports whether an ADD source is a URL.
 func isRemote(src string) bool {
 	for _, p := range []string{"http://", "https://", "git@", "git://"} {
 		if strings.HasPrefix(src, p) {
@@ -134,8 +186,17 @@ func (f *file) plan(target string) ([]int, error) {
 			visit(j)
 		}
 		for _, c := range st.Commands {
-			if cp, ok := c.(*instructions.CopyCommand); ok && cp.From != "" {
-				if j, ok := f.stageIndex(cp.From); ok && j < i {
+			var from []string
+			switch c := c.(type) {
+			case *instructions.CopyCommand:
+				from = append(from, c.From)
+			case *instructions.RunCommand:
+				for _, m := range instructions.GetMounts(c) {
+					from = append(from, m.From)
+				}
+			}
+			for _, name := range from {
+				if j, ok := f.stageIndex(name); ok && name != "" && j < i {
 					visit(j)
 				}
 			}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"io/fs"
 	"path"
 	"slices"
 	"strconv"
@@ -51,7 +50,7 @@ func (b *builder) step(ctx context.Context, s *stageState, c instructions.Comman
 	case *instructions.CopyCommand:
 		cached, err = b.copy(ctx, s, c, copySpec{srcs: c.SourcePaths, contents: c.SourceContents, dest: c.DestPath, chown: c.Chown, chmod: c.Chmod, from: c.From})
 	case *instructions.AddCommand:
-		cached, err = b.copy(ctx, s, c, copySpec{srcs: c.SourcePaths, contents: c.SourceContents, dest: c.DestPath, chown: c.Chown, chmod: c.Chmod, add: true})
+		cached, err = b.copy(ctx, s, c, copySpec{srcs: c.SourcePaths, contents: c.SourceContents, dest: c.DestPath, chown: c.Chown, chmod: c.Chmod, add: true, checksum: c.Checksum})
 	case *instructions.WorkdirCommand:
 		cached, err = b.workdir(ctx, s, c)
 	default:
@@ -85,7 +84,12 @@ func (b *builder) metadata(s *stageState, c instructions.Command) error {
 		cfg.Labels["maintainer"] = c.Maintainer
 	case *instructions.ExposeCommand:
 		for _, p := range c.Ports {
-			for _, f := range strings.Fields(p) {
+			// EXPOSE expands its words here, into several ports at once.
+			words, err := s.sc.lex.ProcessWords(p, s.sc.vars())
+			if err != nil {
+				return err
+			}
+			for _, f := range words {
 				if !strings.Contains(f, "/") {
 					f += "/tcp"
 				}
@@ -122,6 +126,8 @@ func (b *builder) metadata(s *stageState, c instructions.Command) error {
 		if !s.cmdSet {
 			cfg.Cmd = nil // an inherited CMD does not outlive a new ENTRYPOINT
 		}
+	case *instructions.OnbuildCommand:
+		cfg.OnBuild = append(cfg.OnBuild, c.Expression)
 	default:
 		return fmt.Errorf("unsupported instruction")
 	}
@@ -131,6 +137,26 @@ func (b *builder) metadata(s *stageState, c instructions.Command) error {
 		Cfg  sbx.ImageConfig
 	}{c.Name(), code(c), s.cfg})
 	return nil
+}
+
+// chownUser is the user a COPY --chown writes as: "0:0" without one; a
+// uid alone is uid:uid, a name alone takes its group from /etc/passwd, an
+// empty user part is root, as docker resolves them.
+func chownUser(chown string) string {
+	if chown == "" {
+		return "0:0"
+	}
+	u, g, _ := strings.Cut(chown, ":")
+	if u == "" {
+		u = "0"
+	}
+	if g != "" {
+		return u + ":" + g
+	}
+	if _, err := strconv.ParseUint(u, 10, 32); err == nil {
+		return u + ":" + u
+	}
+	return u
 }
 
 // shell is the stage's shell for shell-form instructions.
@@ -160,18 +186,40 @@ func (b *builder) run(ctx context.Context, s *stageState, c *instructions.RunCom
 	if !hasEnv(env, "PATH") {
 		env = append(env, "PATH="+sbx.DefaultPath)
 	}
+	network := b.o.Network
+	if instructions.GetNetwork(c) == instructions.NetworkNone {
+		network = sbx.NetworkNone
+	}
+	mounts, err := b.runMounts(ctx, s, c)
+	if err != nil {
+		return false, err
+	}
+	mountKeys := make([]string, len(mounts))
+	for i, m := range mounts {
+		mountKeys[i] = m.key
+	}
 	key := chain(s.key, struct {
 		Op                     string
 		Argv                   []string
 		Stdin                  string
 		Env                    []string
 		User, Workdir, Network string
-	}{"RUN", argv, stdin, env, s.cfg.User, s.cfg.WorkingDir, b.o.Network})
-	o := sbx.Options{Env: env, User: s.cfg.User, Workdir: s.cfg.WorkingDir, Network: b.o.Network}
-	return b.inSandbox(ctx, s, key, "RUN "+strings.Join(argv, " "), o, func(sb *sbx.Sandbox, _ *client.Client) error {
+		Mounts                 []string `json:",omitempty"`
+	}{"RUN", argv, stdin, env, s.cfg.User, s.cfg.WorkingDir, network, mountKeys})
+	// Proxy build args reach the command without an ARG, and stay out of
+	// the key and the history, as docker keeps them.
+	env = append(env, b.args.proxyEnv(env)...)
+	o := sbx.Options{Env: env, User: s.cfg.User, Workdir: s.cfg.WorkingDir, Network: network}
+	var secretEnv map[string]string
+	prepare := func(o *sbx.Options) ([]string, func(), error) {
+		drop, senv, cleanup, err := b.setUp(ctx, mounts, o)
+		secretEnv = senv
+		return drop, cleanup, err
+	}
+	return b.inSandboxMounts(ctx, s, key, "RUN "+strings.Join(argv, " "), o, prepare, func(sb *sbx.Sandbox, _ *client.Client) error {
 		t0 := time.Now()
 		var out strings.Builder
-		res, err := b.eng.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: argv, Stdin: stdin}, func(f sbx.ExecFrame) error {
+		res, err := b.eng.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: argv, Stdin: stdin, Env: secretEnv}, func(f sbx.ExecFrame) error {
 			if f.Type == sbx.FrameStdout || f.Type == sbx.FrameStderr {
 				if out.Len() < 8<<10 {
 					out.WriteString(f.Data)
@@ -270,28 +318,18 @@ type copySpec struct {
 	chown, chmod string
 	from         string
 	add          bool
+	checksum     string // ADD --checksum of a URL
 }
 
 // copy runs COPY or ADD: the files are written into a build sandbox by its
 // executor (so the destination is resolved inside the image's root),
 // owned by the --chown user or root.
 func (b *builder) copy(ctx context.Context, s *stageState, c instructions.Command, cs copySpec) (bool, error) {
-	var chmod *fs.FileMode
-	if cs.chmod != "" {
-		m, err := strconv.ParseUint(cs.chmod, 8, 32)
-		if err != nil || m > 0o7777 {
-			return false, fmt.Errorf("--chmod=%s: give an octal mode such as 0755", cs.chmod)
-		}
-		fm := fs.FileMode(m)
-		chmod = &fm
+	chmod, err := parseChmod(cs.chmod)
+	if err != nil {
+		return false, err
 	}
-	user := "0:0"
-	if cs.chown != "" {
-		user = cs.chown
-		if u, g, ok := strings.Cut(user, ":"); ok && g == "" {
-			user = u + ":" + u
-		}
-	}
+	user := chownUser(cs.chown)
 	dest := cs.dest
 	if !path.IsAbs(dest) {
 		dest = path.Join(orRoot(s.cfg.WorkingDir), dest)
@@ -304,6 +342,9 @@ func (b *builder) copy(ctx context.Context, s *stageState, c instructions.Comman
 	}
 	if len(cs.contents) > 0 {
 		return b.copyHeredoc(ctx, s, cs, dest, user, chmod)
+	}
+	if cs.add && slices.ContainsFunc(cs.srcs, isRemote) {
+		return b.addURLs(ctx, s, cs, dest, user, chmod)
 	}
 	entries, single, err := b.ctx.sources(cs.srcs)
 	if err != nil {
@@ -371,11 +412,8 @@ func (b *builder) destDir(ctx context.Context, cl *client.Client, dest string, s
 }
 
 // copyHeredoc writes the here-documents of COPY <<EOF as files.
-func (b *builder) copyHeredoc(ctx context.Context, s *stageState, cs copySpec, dest, user string, chmod *fs.FileMode) (bool, error) {
-	mode := int64(0o644)
-	if chmod != nil {
-		mode = int64(*chmod)
-	}
+func (b *builder) copyHeredoc(ctx context.Context, s *stageState, cs copySpec, dest, user string, chmod *chmod) (bool, error) {
+	mode := tarMode(chmod.apply(0o644, false))
 	key := chain(s.key, struct {
 		Op, Dest, User string
 		Mode           int64
@@ -414,22 +452,14 @@ func (b *builder) copyHeredoc(ctx context.Context, s *stageState, cs copySpec, d
 
 // copyFrom runs COPY --from: the files are read out of a sandbox of the
 // other stage (or image) and written into the build sandbox.
-func (b *builder) copyFrom(ctx context.Context, s *stageState, c instructions.Command, cs copySpec, dest, user string, chmod *fs.FileMode) (bool, error) {
-	var src *sbx.Image
-	if j, ok := b.f.stageIndex(cs.from); ok && b.results[j] != nil {
-		src = b.results[j].img
-	} else if _, ok := b.f.stageIndex(cs.from); ok {
-		return false, fmt.Errorf("--from=%s names a stage that comes later or was not built", cs.from)
-	} else {
-		img, err := b.eng.Image(ctx, cs.from, b.o.Pull)
-		if err != nil {
-			return false, fmt.Errorf("--from=%s: %w", cs.from, err)
-		}
-		src = img
+func (b *builder) copyFrom(ctx context.Context, s *stageState, c instructions.Command, cs copySpec, dest, user string, chmod *chmod) (bool, error) {
+	src, err := b.fromImage(ctx, cs.from)
+	if err != nil {
+		return false, err
 	}
 	for _, p := range cs.srcs {
-		if strings.ContainsAny(p, "*?[") {
-			return false, fmt.Errorf("%q: wildcards in COPY --from are not supported by sbx build yet", p)
+		if strings.ContainsAny(path.Dir(path.Clean("/"+p)), "*?[") {
+			return false, fmt.Errorf("%q: in COPY --from, only the last component of a path may hold a wildcard", p)
 		}
 	}
 	key := chain(s.key, struct {
@@ -448,12 +478,35 @@ func (b *builder) copyFrom(ctx context.Context, s *stageState, c instructions.Co
 			return err
 		}
 		defer scl.Close()
+		var srcs []string
 		for _, p := range cs.srcs {
 			sp := path.Clean("/" + p)
+			if !strings.ContainsAny(sp, "*?[") {
+				srcs = append(srcs, sp)
+				continue
+			}
+			l, err := scl.List(ctx, path.Dir(sp))
+			if err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
+			n := len(srcs)
+			for _, e := range l.Entries {
+				if ok, _ := path.Match(path.Base(sp), e.Name); ok {
+					srcs = append(srcs, path.Join(path.Dir(sp), e.Name))
+				}
+			}
+			if len(srcs) == n {
+				return fmt.Errorf("%q matches no file in %s", p, cs.from)
+			}
+			slices.Sort(srcs[n:])
+		}
+		single := len(srcs) == 1 && !strings.ContainsAny(cs.srcs[0], "*?[")
+		for _, sp := range srcs {
+			p := sp
 			l, lerr := scl.List(ctx, sp)
 			isDir := lerr == nil && l.Path != ""
 			dir, rename := path.Clean(dest), ""
-			if !isDir && len(cs.srcs) == 1 && !strings.HasSuffix(dest, "/") {
+			if !isDir && single && !strings.HasSuffix(dest, "/") {
 				if dl, err := cl.List(ctx, dest); err != nil || dl.Path == "" {
 					dir, rename = path.Dir(dest), path.Base(dest)
 				}
@@ -468,7 +521,7 @@ func (b *builder) copyFrom(ctx context.Context, s *stageState, c instructions.Co
 
 // pipeArchive copies src out of one sandbox into dir of another: a
 // directory's contents, or a file (renamed when rename is set).
-func (b *builder) pipeArchive(ctx context.Context, from, to *client.Client, src, dir string, isDir bool, rename string, chmod *fs.FileMode) error {
+func (b *builder) pipeArchive(ctx context.Context, from, to *client.Client, src, dir string, isDir bool, rename string, chmod *chmod) error {
 	r1, w1 := io.Pipe()
 	r2, w2 := io.Pipe()
 	go func() {
@@ -488,7 +541,7 @@ func (b *builder) pipeArchive(ctx context.Context, from, to *client.Client, src,
 // retar renames the entries of an archive whose names start with base: a
 // directory's entries lose base (its contents are copied), a file becomes
 // rename (if set); chmod replaces the modes.
-func retar(r io.Reader, w io.Writer, base string, isDir bool, rename string, chmod *fs.FileMode) error {
+func retar(r io.Reader, w io.Writer, base string, isDir bool, rename string, chmod *chmod) error {
 	tr, tw := tar.NewReader(r), tar.NewWriter(w)
 	for {
 		hdr, err := tr.Next()
@@ -518,7 +571,7 @@ func retar(r io.Reader, w io.Writer, base string, isDir bool, rename string, chm
 			}
 		}
 		if chmod != nil && hdr.Typeflag != tar.TypeSymlink {
-			hdr.Mode = int64(*chmod)
+			hdr.Mode = tarMode(chmod.apply(fileMode(hdr.Mode), hdr.Typeflag == tar.TypeDir))
 		}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return err

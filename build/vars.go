@@ -123,6 +123,21 @@ func (s *scope) runEnv() []string {
 	return env
 }
 
+// proxyArgs are the build args a RUN sees without an ARG naming them.
+var proxyArgs = []string{"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "FTP_PROXY", "ftp_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"}
+
+// proxyEnv is the KEY=VALUE of the proxy build args that env lacks.
+func (a *args) proxyEnv(env []string) []string {
+	var out []string
+	for _, k := range proxyArgs {
+		if v, ok := a.build[k]; ok && !hasEnv(env, k) {
+			a.used[k] = true
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
+}
+
 // setEnv sets KEY=VALUE in an environment list, replacing KEY's entry.
 func setEnv(env []string, key, value string) []string {
 	out := slices.Clone(env)

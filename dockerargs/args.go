@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -56,6 +57,82 @@ func ParseBuildArgs(args []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
+}
+
+// maxSecret caps one build secret.
+const maxSecret = 1 << 20
+
+// ParseSecrets parses build's --secret entries as docker build does:
+// id=ID,src=FILE (the file's content), id=ID,env=VAR (the variable's
+// value), or id=ID alone (the variable ID, else the file ID).
+func ParseSecrets(entries []string) (map[string]string, error) {
+	var out map[string]string
+	for _, e := range entries {
+		var id, src, env string
+		for _, f := range strings.Split(e, ",") {
+			k, v, ok := strings.Cut(f, "=")
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("invalid --secret %q: use id=ID,src=FILE or id=ID,env=VAR", e)
+			case k == "id":
+				id = v
+			case k == "src" || k == "source":
+				src = v
+			case k == "env":
+				env = v
+			case k == "type" && (v == "file" || v == "env"):
+			default:
+				return nil, fmt.Errorf("invalid --secret %q: unknown key %q (use id, src, env)", e, k)
+			}
+		}
+		if id == "" {
+			return nil, fmt.Errorf("invalid --secret %q: it needs an id", e)
+		}
+		var val string
+		switch {
+		case src != "":
+			data, err := readSecretFile(src)
+			if err != nil {
+				return nil, fmt.Errorf("--secret id=%s: %w", id, err)
+			}
+			val = data
+		case env != "":
+			v, ok := os.LookupEnv(env)
+			if !ok {
+				return nil, fmt.Errorf("--secret id=%s: the variable %s is not set", id, env)
+			}
+			val = v
+		default:
+			if v, ok := os.LookupEnv(id); ok {
+				val = v
+			} else if data, err := readSecretFile(id); err == nil {
+				val = data
+			} else {
+				return nil, fmt.Errorf("--secret id=%s: no variable or file %s; give src=FILE or env=VAR", id, id)
+			}
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[id] = val
+	}
+	return out, nil
+}
+
+func readSecretFile(p string) (string, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSecret+1))
+	if err != nil {
+		return "", err
+	}
+	if len(data) > maxSecret {
+		return "", fmt.Errorf("%s is larger than %d bytes", p, maxSecret)
+	}
+	return string(data), nil
 }
 
 // keyValues parses the KEY=VALUE entries of --flag, later ones winning.

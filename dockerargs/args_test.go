@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +169,32 @@ func TestRemoveImage(t *testing.T) {
 	}
 	if name, err := RemoveImage(context.Background(), im, "gone"); !errors.Is(err, sbx.ErrImageNotFound) || name != "gone" {
 		t.Errorf("remove of a missing image: %q %v", name, err)
+	}
+}
+
+func TestParseSecrets(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "tok")
+	if err := os.WriteFile(f, []byte("from-file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SBX_TEST_SECRET", "from-env")
+	got, err := ParseSecrets([]string{"id=a,src=" + f, "id=b,env=SBX_TEST_SECRET", "id=SBX_TEST_SECRET", "type=file,id=c,source=" + f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": "from-file", "b": "from-env", "SBX_TEST_SECRET": "from-env", "c": "from-file"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v", got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("secret %s = %q, want %q", k, got[k], v)
+		}
+	}
+	for _, bad := range []string{"src=" + f, "id=x,src=" + filepath.Join(dir, "missing"), "id=x,env=SBX_TEST_UNSET_VAR", "id=x,bogus=1", "id=x,src"} {
+		if _, err := ParseSecrets([]string{bad}); err == nil {
+			t.Errorf("--secret %s was accepted", bad)
+		}
 	}
 }

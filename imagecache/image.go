@@ -38,6 +38,7 @@ type ImageConfig struct {
 	Volumes      []string         `json:"volumes,omitempty"`
 	Shell        []string         `json:"shell,omitempty"`
 	Healthcheck  *sbx.Healthcheck `json:"healthcheck,omitempty"`
+	OnBuild      []string         `json:"onBuild,omitempty"`
 }
 
 // DefaultPath is the PATH a process gets when the image sets none.
@@ -65,7 +66,7 @@ type Process = sbx.Process
 func (c ImageConfig) Contract() *sbx.ImageConfig {
 	return &sbx.ImageConfig{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir,
 		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal, ExposedPorts: c.ExposedPorts,
-		Volumes: c.Volumes, Shell: c.Shell, Healthcheck: c.Healthcheck}
+		Volumes: c.Volumes, Shell: c.Shell, Healthcheck: c.Healthcheck, OnBuild: c.OnBuild}
 }
 
 // Process combines the image config with overrides the way docker run does

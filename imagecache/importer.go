@@ -475,6 +475,21 @@ func (s *Store) importRootfs(ctx context.Context, p, shown, want string, progres
 	return s.record(ctx, ref.Name(), recs, ImageConfig{}, []HistoryEntry{step}, "linux/"+runtime.GOARCH, time.Time{})
 }
 
+// Empty records an image with no layers called name, with the config cfg:
+// the start of a build's FROM scratch. Its digest depends on cfg alone.
+func (s *Store) Empty(ctx context.Context, name string, cfg ImageConfig) (*Image, error) {
+	ref, err := s.canonicalName(name)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := s.lock(ctx, "store", unix.LOCK_SH)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return s.record(ctx, ref.Name(), nil, cfg, nil, "linux/"+runtime.GOARCH, time.Time{})
+}
+
 // record stores an image built here (rootfs import, commit): its digest is
 // that of a config listing its diffIDs and runtime config.
 // created goes into the digest; a zero created leaves it out, so that the

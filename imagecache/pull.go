@@ -262,6 +262,7 @@ func configOf(cfg *v1.ConfigFile) ImageConfig {
 		Volumes:      setKeys(c.Volumes),
 		Shell:        c.Shell,
 		Healthcheck:  healthcheckOf(c.Healthcheck),
+		OnBuild:      c.OnBuild,
 	}
 }
 

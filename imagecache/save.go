@@ -105,7 +105,7 @@ func (s *Store) ociImage(rec *record) (v1.Image, error) {
 	c := rec.Config
 	cf.Config = v1.Config{Entrypoint: c.Entrypoint, Cmd: c.Cmd, Env: c.Env, WorkingDir: c.WorkingDir,
 		User: c.User, Labels: c.Labels, StopSignal: c.StopSignal, ExposedPorts: set(c.ExposedPorts),
-		Volumes: set(c.Volumes), Shell: c.Shell, Healthcheck: healthConfig(c.Healthcheck)}
+		Volumes: set(c.Volumes), Shell: c.Shell, Healthcheck: healthConfig(c.Healthcheck), OnBuild: c.OnBuild}
 	// History goes along only where it matches the layers, as readers
 	// pair its non-empty steps with them.
 	cf.History = nil

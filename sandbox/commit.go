@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
+	"strings"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache"
@@ -44,7 +47,7 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 		return nil, err
 	}
 	defer l.Unlock()
-	img, err := h.commitLocked(ctx, l, sb, name, nil, "sbx commit")
+	img, err := h.commitLocked(ctx, l, sb, name, nil, "sbx commit", nil)
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +57,9 @@ func (h *Host) Commit(ctx context.Context, ref, name string) (*sbx.Image, error)
 // commitLocked stores the writable layer of sb (locked) over its image as
 // the image name, with the config cfg (nil: the base's) and the history
 // line createdBy. A running sandbox is paused while its layer is read.
-func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox, name string, cfg *imagecache.ImageConfig, createdBy string) (*imagecache.Image, error) {
+// The in-sandbox paths of drop stay out of the layer where the sandbox
+// made them and left them empty (a build step's mount points).
+func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox, name string, cfg *imagecache.ImageConfig, createdBy string, drop []string) (*imagecache.Image, error) {
 	store, err := h.imageStore()
 	if err != nil {
 		return nil, err
@@ -68,9 +73,16 @@ func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox,
 	}
 	defer resume()
 	upper := filepath.Join(h.store.RunDir(sb.ID), rootfsDir, upperDir)
+	skip := h.ownPaths(sb.ID)
 	err = h.inMountNS(sb.ID, func() error {
-		_, err := os.Lstat(upper)
-		return err
+		if _, err := os.Lstat(upper); err != nil {
+			return err
+		}
+		if stubs := mountStubs(upper, sb.Image.Layers, drop); len(stubs) > 0 {
+			own := skip
+			skip = func(rel string) bool { return stubs[rel] || own(rel) }
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("writable layer of sandbox %s: %w", sb.ShortID(), err)
@@ -84,13 +96,65 @@ func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox,
 		return nil, err
 	}
 	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(h.inMountNS(sb.ID, func() error { return packAs(pw, upper, h.ownPaths(sb.ID)) }))
-	}()
+	go func() { pw.CloseWithError(h.inMountNS(sb.ID, func() error { return packAs(pw, upper, skip) })) }()
 	img, err := store.CommitStep(ctx, base, name, pr, cfg, createdBy)
 	pr.CloseWithError(errors.New("commit stopped"))
 	if err != nil {
 		return nil, fmt.Errorf("commit sandbox %s: %w", sb.ShortID(), err)
 	}
 	return img, nil
+}
+
+// mountStubs are the paths (relative to the root) of drop and their
+// parents that the writable layer upper holds only as mount points: made
+// by the sandbox (no lower layer has them) and left empty (an empty file,
+// or a directory holding nothing but such stubs).
+func mountStubs(upper string, lowers, drop []string) map[string]bool {
+	cand := map[string]bool{}
+	for _, p := range drop {
+		for rel := strings.TrimPrefix(path.Clean("/"+p), "/"); rel != "" && rel != "."; rel = path.Dir(rel) {
+			cand[rel] = true
+		}
+	}
+	rels := make([]string, 0, len(cand))
+	for rel := range cand {
+		rels = append(rels, rel)
+	}
+	// Deepest first: a directory is a stub once its children are known.
+	sort.Slice(rels, func(i, j int) bool { return strings.Count(rels[i], "/") > strings.Count(rels[j], "/") })
+	stubs := map[string]bool{}
+	for _, rel := range rels {
+		fi, err := os.Lstat(filepath.Join(upper, rel))
+		if err != nil || inLowers(lowers, rel) {
+			continue
+		}
+		switch {
+		case fi.Mode().IsRegular() && fi.Size() == 0:
+			stubs[rel] = true
+		case fi.IsDir():
+			names, err := os.ReadDir(filepath.Join(upper, rel))
+			if err != nil {
+				continue
+			}
+			empty := true
+			for _, n := range names {
+				if !stubs[path.Join(rel, n.Name())] {
+					empty = false
+					break
+				}
+			}
+			stubs[rel] = empty
+		}
+	}
+	return stubs
+}
+
+// inLowers reports whether a lower layer has rel.
+func inLowers(lowers []string, rel string) bool {
+	for _, l := range lowers {
+		if _, err := os.Lstat(filepath.Join(l, rel)); err == nil {
+			return true
+		}
+	}
+	return false
 }

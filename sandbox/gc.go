@@ -31,6 +31,9 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 			rep.Orphans = append(rep.Orphans, "image-debris:"+d)
 		}
 	}
+	for _, d := range h.sweepBuildTemp() {
+		rep.Orphans = append(rep.Orphans, "build-tmp:"+d)
+	}
 	errs = append(errs, h.gcAutoRemove(ctx, rep))
 	h.resumeEgress(ctx)
 	rep.PartialSnapshots, err = h.removePartialSnapshots()

@@ -89,8 +89,19 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 		return resolvedRoot{}, noop, err
 	}
 	cfg := img.Config.Contract()
+	lowers := img.LayerDirs
+	if len(lowers) == 0 {
+		// An image without layers (a build's FROM scratch) is an empty
+		// root, not host mode: its one lower is an empty directory.
+		empty := filepath.Join(h.store.Root(), "empty-root")
+		if err := os.MkdirAll(empty, 0o755); err != nil {
+			release()
+			return resolvedRoot{}, noop, fmt.Errorf("the empty root of image %s: %w", o.Image, err)
+		}
+		lowers = []string{empty}
+	}
 	return resolvedRoot{
-		lowers: img.LayerDirs,
+		lowers: lowers,
 		config: cfg,
 		info: &sbx.ImageInfo{Ref: imagecache.FamiliarName(img.Name), Digest: img.Digest, Layers: img.LayerDirs,
 			Env: cfg.Env, Workdir: cfg.WorkingDir, User: cfg.User, Entrypoint: cfg.Entrypoint, Cmd: cfg.Cmd},

@@ -13,7 +13,7 @@ import (
 
 func buildCmd(a *app) *cobra.Command {
 	var o sbx.BuildOptions
-	var buildArgs []string
+	var buildArgs, secrets []string
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "build [flags] CONTEXT",
@@ -24,6 +24,9 @@ func buildCmd(a *app) *cobra.Command {
 			o.ContextDir = args[0]
 			var err error
 			if o.BuildArgs, err = dockerargs.ParseBuildArgs(buildArgs); err != nil {
+				return exitErr("%v", err)
+			}
+			if o.Secrets, err = dockerargs.ParseSecrets(secrets); err != nil {
 				return exitErr("%v", err)
 			}
 			if !quiet {
@@ -47,6 +50,7 @@ func buildCmd(a *app) *cobra.Command {
 	f.StringVarP(&o.Tag, "tag", "t", "", "name the image NAME[:TAG]")
 	f.StringVarP(&o.Dockerfile, "file", "f", "", "the Dockerfile (default CONTEXT/Dockerfile)")
 	f.StringArrayVar(&buildArgs, "build-arg", nil, "set an ARG: KEY=VALUE (KEY alone takes it from the environment)")
+	f.StringArrayVar(&secrets, "secret", nil, "a secret for RUN --mount=type=secret: id=ID,src=FILE or id=ID,env=VAR")
 	f.StringVar(&o.Target, "target", "", "build this stage (and the stages it needs) only")
 	f.BoolVar(&o.NoCache, "no-cache", false, "build every step again")
 	f.StringVar(&o.Network, "network", sbx.NetworkNone, "network of RUN steps: none or bridge")

@@ -31,6 +31,9 @@ func (c *Client) Build(ctx context.Context, o sbx.BuildOptions) (*sbx.BuildResul
 	if o.DockerfileText != "" {
 		return nil, fmt.Errorf("%w: a remote build reads its Dockerfile from the context (give its path)", sbx.ErrInvalid)
 	}
+	if len(o.Secrets) > 0 {
+		return nil, fmt.Errorf("%w: a remote build does not send secrets (--secret); build on the server's host, or mount the secret there", sbx.ErrUnsupported)
+	}
 	df := o.Dockerfile
 	if df == "" {
 		df = filepath.Join(o.ContextDir, "Dockerfile")
