@@ -138,6 +138,13 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if b, _ := os.ReadFile(tarball); len(b) == 0 || bytes.Contains(b, []byte(value)) {
 		t.Errorf("the sandbox's files (export, %d bytes) hold the value", len(b))
 	}
+	// The CA sbx wrote into the root is no change of the sandbox's.
+	if diff, err := sbx(nil, "diff", id); err != nil || strings.Contains(diff, "ssl") {
+		t.Errorf("diff: %v\n%s", err, diff)
+	}
+	if ca, err := sbx(nil, "exec", id, "cat", "/etc/ssl/certs/sbx-egress-ca.pem"); err != nil || !strings.Contains(ca, "BEGIN CERTIFICATE") || strings.Contains(ca, "PRIVATE") {
+		t.Errorf("the sandbox's CA file: %v\n%s", err, ca)
+	}
 	insp, err := sbx(nil, "inspect", id)
 	if err != nil || strings.Contains(insp, value) || !json.Valid([]byte(insp)) {
 		t.Errorf("inspect: %v, holds the value: %v", err, strings.Contains(insp, value))
