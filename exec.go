@@ -10,19 +10,23 @@ import (
 // Command (run with /bin/sh -c). Zero values mean the sandbox's defaults.
 // It is also the body of the executor's POST /v1/exec.
 type ExecRequest struct {
-	Argv    []string          `json:"argv,omitempty"`
-	Command string            `json:"command,omitempty"`
-	Env     map[string]string `json:"env,omitempty"`
-	Cwd     string            `json:"cwd,omitempty"`
+	Argv    []string `json:"argv,omitempty"`
+	Command string   `json:"command,omitempty"`
+	// Env is KEY=VALUE entries set for this command over the sandbox's
+	// environment, in the form of Options.Env (a later entry of a key
+	// wins). In JSON env, an object {"KEY": "VALUE"}.
+	Env []string `json:"-"`
+	Cwd string   `json:"cwd,omitempty"`
 	// User is "name", "uid" or "uid:gid"; empty is the sandbox's user.
 	User  string `json:"user,omitempty"`
 	Stdin string `json:"stdin,omitempty"`
-	// TimeoutS stops the command after this many seconds (StopSignal,
-	// then SIGKILL): the result says TimedOut, exit code ExitTimeout.
-	TimeoutS float64 `json:"timeout_s,omitempty"`
+	// Timeout stops the command after this long (StopSignal, then
+	// SIGKILL): the result says TimedOut, exit code ExitTimeout; 0 never.
+	// In JSON timeout_s, a number of seconds.
+	Timeout time.Duration `json:"-"`
 	// StopSignal is what the command's process group gets when the call
 	// ends before the command does (its context is cancelled, the caller
-	// disconnects) or TimeoutS passes: a name ("SIGTERM", the default;
+	// disconnects) or Timeout passes: a name ("SIGTERM", the default;
 	// "SIGINT") or number. What is left of the group is killed (SIGKILL)
 	// StopGrace later; "SIGKILL" kills at once.
 	StopSignal string `json:"stop_signal,omitempty"`
@@ -36,7 +40,7 @@ type ExecRequest struct {
 	// the result has only its Pid (inside the sandbox), or the exit code
 	// 127/126 and the reason on Stderr when it cannot start. The command
 	// gets no input or output and runs on after the caller goes, until it
-	// ends, TimeoutS passes or the sandbox stops. Stdin is refused.
+	// ends, Timeout passes or the sandbox stops. Stdin is refused.
 	Detach bool `json:"detach,omitempty"`
 }
 
@@ -64,25 +68,37 @@ const DefaultExecStopGrace = 2 * time.Second
 // execRequestJSON is ExecRequest without its methods, for the JSON codec.
 type execRequestJSON ExecRequest
 
-// MarshalJSON writes StopGrace as a duration string.
-func (r ExecRequest) MarshalJSON() ([]byte, error) {
-	return json.Marshal(struct {
-		execRequestJSON
-		StopGrace Duration `json:"stop_grace,omitempty"`
-	}{execRequestJSON(r), Duration(r.StopGrace)})
+// execRequestWire is an ExecRequest's JSON: env an object, the timeout
+// in seconds, the grace a duration string.
+type execRequestWire struct {
+	execRequestJSON
+	Env       map[string]string `json:"env,omitempty"`
+	TimeoutS  float64           `json:"timeout_s,omitempty"`
+	StopGrace Duration          `json:"stop_grace,omitempty"`
 }
 
-// UnmarshalJSON reads an ExecRequest, refusing unknown fields; stop_grace
-// is a duration string or a number of seconds.
-func (r *ExecRequest) UnmarshalJSON(data []byte) error {
-	var v struct {
-		execRequestJSON
-		StopGrace Duration `json:"stop_grace,omitempty"`
+// MarshalJSON writes Env as an object, Timeout as timeout_s (seconds) and
+// StopGrace as a duration string. An Env entry that is not KEY=VALUE is
+// ErrInvalid.
+func (r ExecRequest) MarshalJSON() ([]byte, error) {
+	env, err := EnvMap(r.Env)
+	if err != nil {
+		return nil, err
 	}
+	return json.Marshal(execRequestWire{execRequestJSON(r), env, r.Timeout.Seconds(), Duration(r.StopGrace)})
+}
+
+// UnmarshalJSON reads an ExecRequest, refusing unknown fields; env is an
+// object, timeout_s a number of seconds, stop_grace a duration string or
+// a number of seconds.
+func (r *ExecRequest) UnmarshalJSON(data []byte) error {
+	var v execRequestWire
 	if err := strictUnmarshal(data, &v); err != nil {
 		return err
 	}
 	*r = ExecRequest(v.execRequestJSON)
+	r.Env = envList(v.Env)
+	r.Timeout = secondsDuration(v.TimeoutS)
 	r.StopGrace = time.Duration(v.StopGrace)
 	return nil
 }

@@ -1,6 +1,7 @@
 package sbx
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"path"
@@ -57,13 +58,41 @@ type ImageConfig struct {
 
 // Healthcheck is an image's health check (Dockerfile HEALTHCHECK): Test is
 // ["NONE"], ["CMD", argv...] or ["CMD-SHELL", command]; zero durations are
-// the runtime's defaults.
+// the runtime's defaults. In JSON the durations are numbers of seconds
+// (interval_s, timeout_s, start_period_s).
 type Healthcheck struct {
-	Test         []string `json:"test,omitempty"`
-	IntervalS    float64  `json:"interval_s,omitempty"`
-	TimeoutS     float64  `json:"timeout_s,omitempty"`
-	StartPeriodS float64  `json:"start_period_s,omitempty"`
-	Retries      int      `json:"retries,omitempty"`
+	Test        []string      `json:"test,omitempty"`
+	Interval    time.Duration `json:"-"`
+	Timeout     time.Duration `json:"-"`
+	StartPeriod time.Duration `json:"-"`
+	Retries     int           `json:"retries,omitempty"`
+}
+
+// healthcheckJSON is Healthcheck without its methods, for the JSON codec.
+type healthcheckJSON Healthcheck
+
+// healthcheckWire is a Healthcheck's JSON: durations in seconds.
+type healthcheckWire struct {
+	healthcheckJSON
+	IntervalS    float64 `json:"interval_s,omitempty"`
+	TimeoutS     float64 `json:"timeout_s,omitempty"`
+	StartPeriodS float64 `json:"start_period_s,omitempty"`
+}
+
+// MarshalJSON writes the durations as numbers of seconds.
+func (h Healthcheck) MarshalJSON() ([]byte, error) {
+	return json.Marshal(healthcheckWire{healthcheckJSON(h), h.Interval.Seconds(), h.Timeout.Seconds(), h.StartPeriod.Seconds()})
+}
+
+// UnmarshalJSON reads the durations from numbers of seconds.
+func (h *Healthcheck) UnmarshalJSON(data []byte) error {
+	var v healthcheckWire
+	if err := json.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	*h = Healthcheck(v.healthcheckJSON)
+	h.Interval, h.Timeout, h.StartPeriod = secondsDuration(v.IntervalS), secondsDuration(v.TimeoutS), secondsDuration(v.StartPeriodS)
+	return nil
 }
 
 // DefaultPath is the PATH a process gets when neither the image nor the

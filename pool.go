@@ -2,6 +2,7 @@ package sbx
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -62,11 +63,39 @@ type PoolStats struct {
 // It passes on a 2xx reply whose body contains Body (any body when Body is
 // empty); it fails at once on a 4xx reply (the server is up and refuses),
 // and when the main command ends or Timeout (default 10 minutes) passes.
+//
+// In JSON timeout is a duration string ("90s") or a number of seconds.
 type ReadyCheck struct {
-	Port    int      `json:"port"`
-	Path    string   `json:"path"`
-	Body    string   `json:"body,omitempty"`
+	Port    int           `json:"port"`
+	Path    string        `json:"path"`
+	Body    string        `json:"body,omitempty"`
+	Timeout time.Duration `json:"-"`
+}
+
+// readyCheckJSON is ReadyCheck without its methods, for the JSON codec.
+type readyCheckJSON ReadyCheck
+
+// readyCheckWire is a ReadyCheck's JSON: the timeout a duration string.
+type readyCheckWire struct {
+	readyCheckJSON
 	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// MarshalJSON writes Timeout as a duration string.
+func (r ReadyCheck) MarshalJSON() ([]byte, error) {
+	return json.Marshal(readyCheckWire{readyCheckJSON(r), Duration(r.Timeout)})
+}
+
+// UnmarshalJSON reads a ReadyCheck, refusing unknown fields; timeout is a
+// duration string or a number of seconds.
+func (r *ReadyCheck) UnmarshalJSON(data []byte) error {
+	var v readyCheckWire
+	if err := strictUnmarshal(data, &v); err != nil {
+		return err
+	}
+	*r = ReadyCheck(v.readyCheckJSON)
+	r.Timeout = time.Duration(v.Timeout)
+	return nil
 }
 
 // Pool is a pool's definition with its members now.

@@ -3,6 +3,7 @@ package sbx
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -92,4 +93,52 @@ func strictUnmarshal(data []byte, v any) error {
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
 	return dec.Decode(v)
+}
+
+// EnvMap turns KEY=VALUE entries into a map, a later entry of a key
+// winning; an entry without "=" or with an empty key is ErrInvalid. It is
+// how ExecRequest.Env goes on the wire.
+func EnvMap(env []string) (map[string]string, error) {
+	if len(env) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%w: env entry %q: want KEY=VALUE", ErrInvalid, kv)
+		}
+		m[k] = v
+	}
+	return m, nil
+}
+
+// envList is the KEY=VALUE entries of m, sorted by key.
+func envList(m map[string]string) []string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// maxWireDuration bounds a duration read as seconds, so that a huge
+// number cannot overflow time.Duration.
+const maxWireDuration = 100 * 365 * 24 * time.Hour
+
+// secondsDuration is s seconds as a time.Duration, at most
+// maxWireDuration; a negative s stays negative (for the caller to refuse).
+func secondsDuration(s float64) time.Duration {
+	switch d := s * float64(time.Second); {
+	case d >= float64(maxWireDuration):
+		return maxWireDuration
+	case d <= -float64(maxWireDuration):
+		return -maxWireDuration
+	default:
+		return time.Duration(d)
+	}
 }

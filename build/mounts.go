@@ -159,7 +159,7 @@ func (b *builder) fromImage(ctx context.Context, from string) (*sbx.Image, error
 
 // setUp makes the host side of the mounts and adds them to o: the paths
 // that go into the sandbox, a cleanup, and the secret environment.
-func (b *builder) setUp(ctx context.Context, mounts []*runMount, o *sbx.Options) (drop []string, env map[string]string, cleanup func(), err error) {
+func (b *builder) setUp(ctx context.Context, mounts []*runMount, o *sbx.Options) (drop []string, env []string, cleanup func(), err error) {
 	var dirs []string
 	cleanup = func() {
 		for _, d := range dirs {
@@ -216,10 +216,7 @@ func (b *builder) setUp(ctx context.Context, mounts []*runMount, o *sbx.Options)
 				if name == "" {
 					name = strings.ToUpper(m.CacheID)
 				}
-				if env == nil {
-					env = map[string]string{}
-				}
-				env[name] = string(rm.secret)
+				env = append(env, name+"="+string(rm.secret))
 			}
 			if rm.target == "" {
 				continue

@@ -112,8 +112,8 @@ func (b *builder) metadata(s *stageState, c instructions.Command) error {
 		cfg.StopSignal = c.Signal
 	case *instructions.HealthCheckCommand:
 		h := c.Health
-		cfg.Healthcheck = &sbx.Healthcheck{Test: slices.Clone(h.Test), IntervalS: h.Interval.Seconds(), TimeoutS: h.Timeout.Seconds(),
-			StartPeriodS: h.StartPeriod.Seconds(), Retries: h.Retries}
+		cfg.Healthcheck = &sbx.Healthcheck{Test: slices.Clone(h.Test), Interval: h.Interval, Timeout: h.Timeout,
+			StartPeriod: h.StartPeriod, Retries: h.Retries}
 	case *instructions.ShellCommand:
 		cfg.Shell = slices.Clone(c.Shell)
 	case *instructions.UserCommand:
@@ -210,7 +210,7 @@ func (b *builder) run(ctx context.Context, s *stageState, c *instructions.RunCom
 	// the key and the history, as docker keeps them.
 	env = append(env, b.args.proxyEnv(env)...)
 	o := sbx.Options{Env: env, User: s.cfg.User, Workdir: s.cfg.WorkingDir, Network: network}
-	var secretEnv map[string]string
+	var secretEnv []string
 	prepare := func(o *sbx.Options) ([]string, func(), error) {
 		drop, senv, cleanup, err := b.setUp(ctx, mounts, o)
 		secretEnv = senv

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -95,20 +96,19 @@ func IsTerminal(f any) bool {
 	return ok && term.IsTerminal(int(fh.Fd()))
 }
 
-// WithTERM adds this process's TERM to env unless env sets it, for a
-// command given a terminal.
-func WithTERM(env map[string]string) map[string]string {
+// WithTERM adds this process's TERM to env (KEY=VALUE entries) unless
+// env sets it, for a command given a terminal.
+func WithTERM(env []string) []string {
 	t := os.Getenv("TERM")
 	if t == "" {
 		return env
 	}
-	if env == nil {
-		env = map[string]string{}
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "TERM=") {
+			return env
+		}
 	}
-	if _, ok := env["TERM"]; !ok {
-		env["TERM"] = t
-	}
-	return env
+	return append([]string{"TERM=" + t}, env...)
 }
 
 // Confirm asks question on out ("... Continue? [y/N] ") and reports

@@ -9,10 +9,10 @@ import (
 
 func TestWithTERM(t *testing.T) {
 	t.Setenv("TERM", "xterm-256color")
-	if env := WithTERM(nil); env["TERM"] != "xterm-256color" {
+	if env := WithTERM(nil); len(env) != 1 || env[0] != "TERM=xterm-256color" {
 		t.Errorf("nil env: %v", env)
 	}
-	if env := WithTERM(map[string]string{"TERM": "dumb"}); env["TERM"] != "dumb" {
+	if env := WithTERM([]string{"TERM=dumb"}); len(env) != 1 || env[0] != "TERM=dumb" {
 		t.Errorf("the caller's TERM lost: %v", env)
 	}
 	t.Setenv("TERM", "")

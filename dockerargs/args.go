@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -422,12 +423,11 @@ type ExecFlags struct {
 // Request is the exec request the flags ask for to run argv; -d does not
 // go with -i or -t.
 func (f *ExecFlags) Request(argv []string) (sbx.ExecRequest, error) {
-	req := sbx.ExecRequest{Argv: argv, Cwd: f.Workdir, User: f.User, TimeoutS: f.Timeout.Seconds(), Detach: f.Detach}
-	env, err := ParseEnv(f.Env)
-	if err != nil {
+	req := sbx.ExecRequest{Argv: argv, Cwd: f.Workdir, User: f.User, Timeout: f.Timeout, Detach: f.Detach}
+	if _, err := ParseEnv(f.Env); err != nil {
 		return req, err
 	}
-	req.Env = env
+	req.Env = slices.Clone(f.Env)
 	if f.Timeout < 0 {
 		return req, errors.New("invalid --timeout: must be positive")
 	}

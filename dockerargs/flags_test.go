@@ -250,7 +250,7 @@ func TestRestart(t *testing.T) {
 func TestExecFlagsRequest(t *testing.T) {
 	f := ExecFlags{Env: []string{"A=1"}, Workdir: "/w", User: "1000", Timeout: 1500 * time.Millisecond, Detach: true}
 	req, err := f.Request([]string{"ls"})
-	if err != nil || req.Argv[0] != "ls" || req.Env["A"] != "1" || req.Cwd != "/w" || req.User != "1000" || req.TimeoutS != 1.5 || !req.Detach {
+	if err != nil || req.Argv[0] != "ls" || len(req.Env) != 1 || req.Env[0] != "A=1" || req.Cwd != "/w" || req.User != "1000" || req.Timeout != 1500*time.Millisecond || !req.Detach {
 		t.Errorf("request: %+v %v", req, err)
 	}
 	for _, tc := range []struct {

@@ -50,7 +50,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, badRequest("argv or command is required"))
 		return
 	}
-	if req.TimeoutS < 0 {
+	if req.Timeout < 0 {
 		s.fail(w, badRequest("timeout_s must not be negative"))
 		return
 	}
@@ -71,7 +71,7 @@ func (s *Server) attach(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusTooManyRequests, api.CodeLimit, fmt.Sprintf("%d commands already run; retry later", cap(s.execs)))
 		return
 	}
-	env := proc.BuildEnv(s.env(), req.Env, id)
+	env := proc.BuildEnv(s.env(), requestEnv(req.Env), id)
 	if req.Tty && !hasEnv(env, "TERM") {
 		env = append(env, "TERM=xterm")
 	}

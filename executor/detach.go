@@ -42,7 +42,7 @@ func (s *Server) startDetached(req api.ExecRequest) (api.ExecResult, error) {
 	p, err := s.sup.Launch(proc.Command{
 		Argv:  argv,
 		Dir:   ra.dir,
-		Env:   proc.BuildEnv(s.env(), req.Env, ra.id),
+		Env:   proc.BuildEnv(s.env(), requestEnv(req.Env), ra.id),
 		Cred:  ra.cred,
 		Stdio: [3]*os.File{s.devNull, out, out},
 		Group: proc.OwnSession,
@@ -51,7 +51,7 @@ func (s *Server) startDetached(req api.ExecRequest) (api.ExecResult, error) {
 	if err != nil {
 		return api.ExecResult{ExitCode: startCode(err), Stderr: fmt.Sprintf("sbx: %v\n", err), DurationS: time.Since(start).Seconds()}, nil
 	}
-	if req.TimeoutS > 0 {
+	if req.Timeout > 0 {
 		go s.sup.Wait(p, nil, lim)
 	}
 	return api.ExecResult{Pid: p.Pid, DurationS: time.Since(start).Seconds()}, nil
@@ -63,7 +63,7 @@ func execArgv(req api.ExecRequest) ([]string, error) {
 	switch {
 	case len(req.Argv) > 0 && req.Command != "":
 		return nil, badRequest("give either argv or command, not both")
-	case req.TimeoutS < 0:
+	case req.Timeout < 0:
 		return nil, badRequest("timeout_s must not be negative")
 	case req.Command != "":
 		return []string{"/bin/sh", "-c", req.Command}, nil

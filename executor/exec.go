@@ -131,7 +131,7 @@ func (s *Server) runCommand(ctx context.Context, req api.ExecRequest, sink func(
 	}
 	start := time.Now()
 	oom := watchOOM()
-	cmd := proc.Command{Argv: argv, Dir: ra.dir, Env: proc.BuildEnv(s.env(), req.Env, ra.id), Cred: ra.cred, Group: proc.OwnGroup}
+	cmd := proc.Command{Argv: argv, Dir: ra.dir, Env: proc.BuildEnv(s.env(), requestEnv(req.Env), ra.id), Cred: ra.cred, Group: proc.OwnGroup}
 	cmd.Stdio[0] = s.devNull
 	var stdinW *os.File
 	if req.Stdin != "" {
@@ -210,4 +210,16 @@ func startCode(err error) int {
 		return se.Code
 	}
 	return 126
+}
+
+// requestEnv is an exec request's environment as proc.BuildEnv takes it.
+// The request came as JSON, whose env is an object: every entry has its
+// "=".
+func requestEnv(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	return m
 }

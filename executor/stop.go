@@ -12,7 +12,7 @@ import (
 // went away): req.StopSignal (SIGTERM), then SIGKILL req.StopGrace
 // (sbx.DefaultExecStopGrace) later.
 func execLimits(req api.ExecRequest, cancel <-chan struct{}) (proc.Limits, error) {
-	lim := proc.Limits{Timeout: proc.Seconds(req.TimeoutS), Cancel: cancel, StopSignal: unix.SIGTERM, StopGrace: req.StopGrace}
+	lim := proc.Limits{Timeout: min(req.Timeout, proc.MaxTimeout), Cancel: cancel, StopSignal: unix.SIGTERM, StopGrace: req.StopGrace}
 	if req.StopSignal != "" {
 		sig, err := parseSignal(req.StopSignal)
 		if err != nil {

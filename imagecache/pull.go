@@ -279,8 +279,7 @@ func healthcheckOf(h *v1.HealthConfig) *sbx.Healthcheck {
 	if h == nil {
 		return nil
 	}
-	return &sbx.Healthcheck{Test: h.Test, IntervalS: h.Interval.Seconds(), TimeoutS: h.Timeout.Seconds(),
-		StartPeriodS: h.StartPeriod.Seconds(), Retries: h.Retries}
+	return &sbx.Healthcheck{Test: h.Test, Interval: h.Interval, Timeout: h.Timeout, StartPeriod: h.StartPeriod, Retries: h.Retries}
 }
 
 func historyOf(hs []v1.History) []HistoryEntry {

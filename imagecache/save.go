@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -142,7 +141,5 @@ func healthConfig(h *sbx.Healthcheck) *v1.HealthConfig {
 	if h == nil {
 		return nil
 	}
-	sec := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-	return &v1.HealthConfig{Test: h.Test, Interval: sec(h.IntervalS), Timeout: sec(h.TimeoutS),
-		StartPeriod: sec(h.StartPeriodS), Retries: h.Retries}
+	return &v1.HealthConfig{Test: h.Test, Interval: h.Interval, Timeout: h.Timeout, StartPeriod: h.StartPeriod, Retries: h.Retries}
 }

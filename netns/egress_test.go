@@ -555,9 +555,7 @@ func TestEgressFailsClosedAndLiveChange(t *testing.T) {
 	// A live change: evil.test allowed, allowed.test no more.
 	p, err := ParseEgress("evil.test")
 	must(t, err)
-	if _, err := e.net.Reconfigure(context.Background(), "eg2", AttachOptions{Mode: ModeBridge, Egress: p, DNS: []netip.Addr{netip.MustParseAddr(zoneDNSIP)}}); err != nil {
-		t.Fatal(err)
-	}
+	e.reconfigure("eg2", AttachOptions{Mode: ModeBridge, Egress: p, DNS: []netip.Addr{netip.MustParseAddr(zoneDNSIP)}})
 	if got, err := e.httpsGet(ns, evilIP+":443", "evil.test", "evil.test"); err != nil || !strings.HasPrefix(got, "site="+evilIP) {
 		t.Errorf("https evil.test after the change: %q, %v", got, err)
 	}
@@ -570,9 +568,7 @@ func TestEgressFailsClosedAndLiveChange(t *testing.T) {
 	// Back to a CIDR policy: no redirect, the proxy chain goes.
 	p, err = ParseEgress(allowedIP)
 	must(t, err)
-	if _, err := e.net.Reconfigure(context.Background(), "eg2", AttachOptions{Mode: ModeBridge, Egress: p}); err != nil {
-		t.Fatal(err)
-	}
+	e.reconfigure("eg2", AttachOptions{Mode: ModeBridge, Egress: p})
 	if got, err := get(ns, allowedIP+":80", 3*time.Second); err != nil || !strings.HasPrefix(got, "site="+allowedIP) {
 		t.Errorf("http by address under a CIDR policy: %q, %v", got, err)
 	}
@@ -580,6 +576,17 @@ func TestEgressFailsClosedAndLiveChange(t *testing.T) {
 	must(t, e.net.Detach(context.Background(), "eg2"))
 	if left := e.leftovers(); len(left) > 0 {
 		t.Errorf("left after detach: %v", left)
+	}
+}
+
+func (e *egressEnv) reconfigure(id string, o AttachOptions) {
+	e.t.Helper()
+	r, err := e.net.Reconfigure(context.Background(), id, o)
+	if err == nil {
+		err = r.Wait()
+	}
+	if err != nil {
+		e.t.Fatal(err)
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // sandbox's namespaces to start it (the way `docker exec` does), so
 // nothing the sandbox can reach runs with the host's privileges or without
 // the filter. With o.Tty it gets a terminal of its own whose size follows
-// o.Resize. Cancelling ctx, or o.TimeoutS passing (TimedOut set), stops
+// o.Resize. Cancelling ctx, or o.Timeout passing (TimedOut set), stops
 // the command: o.StopSignal (SIGTERM), SIGKILL o.StopGrace later.
 func (h *Host) Attach(ctx context.Context, ref string, o sbx.AttachOptions) (sbx.ExecResult, error) {
 	if len(o.Argv) == 0 && o.Command == "" {

@@ -399,7 +399,7 @@ func (h *Host) destroy(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) erro
 			return err
 		}
 	}
-	if err := h.release(ctx, sb); err != nil {
+	if err := h.release(ctx, sb.Resources); err != nil {
 		return err
 	}
 	// The checkpoint of a stop --checkpoint (or of the idle timeout) holds
@@ -414,19 +414,29 @@ func (h *Host) destroy(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) erro
 	return nil
 }
 
-// release undoes the resources of sb, newest first, going on after errors.
-func (h *Host) release(ctx context.Context, sb *sbx.Sandbox) error {
+// release undoes resources (a sandbox's plan, or a one-shot run's),
+// newest first, going on after errors. It is the teardown of both: Remove
+// and gc release a sandbox's recorded plan, gc the plan of a run whose
+// process died, and a run removing itself releases its plan through
+// releaseResource too (run.remove), with the container it holds in hand.
+func (h *Host) release(ctx context.Context, resources []sbx.Resource) error {
 	var errs []error
-	for i := len(sb.Resources) - 1; i >= 0; i-- {
-		r := sb.Resources[i]
-		if err := h.releaseResource(ctx, r); err != nil {
-			errs = append(errs, fmt.Errorf("release %s %s: %w", r.Kind, r.Path, err))
-		}
+	for i := len(resources) - 1; i >= 0; i-- {
+		errs = append(errs, h.releaseResource(ctx, resources[i]))
 	}
 	return errors.Join(errs...)
 }
 
+// releaseResource undoes one resource; undoing one never made, or already
+// undone, is a no-op.
 func (h *Host) releaseResource(ctx context.Context, r sbx.Resource) error {
+	if err := h.undoResource(ctx, r); err != nil {
+		return fmt.Errorf("release %s %s: %w", r.Kind, r.Path, err)
+	}
+	return nil
+}
+
+func (h *Host) undoResource(ctx context.Context, r sbx.Resource) error {
 	switch r.Kind {
 	case sbx.ResourceRootfs:
 		// The sandbox's mount namespace goes first (its mounts with it,

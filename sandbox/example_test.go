@@ -162,7 +162,7 @@ func Example_offline() {
 	}
 	defer host.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true})
 	for _, step := range []string{"mkdir -p /work/out", "echo built > /work/out/artifact.txt"} {
-		res, err := host.Exec(ctx, sb.ID, sbx.ExecRequest{Command: step, TimeoutS: 60}, nil)
+		res, err := host.Exec(ctx, sb.ID, sbx.ExecRequest{Command: step, Timeout: time.Minute}, nil)
 		if err != nil || res.ExitCode != 0 {
 			log.Fatalf("step %q: %v %+v", step, err, res)
 		}

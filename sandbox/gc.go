@@ -54,7 +54,7 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 			continue
 		}
 		orphan := sbx.Sandbox{ID: id}
-		if err := h.release(ctx, &sbx.Sandbox{ID: id, Resources: h.plan(&orphan)}); err != nil {
+		if err := h.release(ctx, h.plan(&orphan)); err != nil {
 			errs = append(errs, fmt.Errorf("remove orphaned runtime directory %s: %w", id, err))
 			continue
 		}

@@ -382,16 +382,38 @@ func settleStatus(rep *sbx.Report) {
 	}
 }
 
-// remove tears the run down: container, network, root, directory. It
-// returns how long that took. The container (its cgroups in every
-// hierarchy and libcontainer's state) is removed while the network and
-// the root are: they are independent once PID 1 has exited, and in a run
+// runPlan lists the host resources of one-shot run id, as plan does for a
+// sandbox, for the one teardown of both (Host.release): its directory
+// (owner file, image layers, cgroup view), its user namespace's id range
+// and its network attachment when it has them, its root and its
+// container. Releasing one never made is a no-op.
+func (h *Host) runPlan(id string, bridged, userns bool) []sbx.Resource {
+	dir := filepath.Join(h.store.RunRoot(), runsDir, id)
+	plan := []sbx.Resource{{Kind: sbx.ResourceRunDir, Path: dir}}
+	if userns {
+		plan = append(plan, sbx.Resource{Kind: sbx.ResourceUserNS, Path: runOwner(h.store.RunRoot(), id)})
+	}
+	if bridged {
+		plan = append(plan, sbx.Resource{Kind: sbx.ResourceNetwork, ID: id})
+	}
+	return append(plan,
+		sbx.Resource{Kind: sbx.ResourceRootfs, Path: filepath.Join(dir, "fs")},
+		sbx.Resource{Kind: sbx.ResourceContainer, Path: h.containerRoot(), ID: id},
+	)
+}
+
+// remove tears the run down: it releases the run's plan (runPlan) newest
+// first, as Host.release does, and returns how long that took. The
+// container is the one exception: this process holds it, so it is
+// destroyed through that handle, while the root and the network are
+// released: they are independent once PID 1 has exited, and in a run
 // whose start failed, Destroy's kill ends what is left while the root's
 // mounts are detached (lazily: nothing in use is pulled away). The user
-// namespace's id range is given back only after Destroy.
+// namespace's id range and the directory are released only after
+// Destroy.
 func (r *run) remove(ctx context.Context) float64 {
 	t := time.Now()
-	var errs []error
+	ctx = context.WithoutCancel(ctx)
 	var destroyErr error
 	destroyed := make(chan struct{})
 	go func() {
@@ -405,32 +427,42 @@ func (r *run) remove(ctx context.Context) float64 {
 			f.Close()
 		}
 	}
-	if r.p != nil && r.p.bridged {
-		n, err := r.h.network()
-		if err == nil {
-			err = n.Detach(context.WithoutCancel(ctx), r.id)
+	waited := false
+	waitDestroyed := func() error {
+		if waited {
+			return nil
 		}
-		errs = append(errs, err)
+		waited = true
+		<-destroyed
+		return destroyErr
 	}
-	if r.p != nil && r.p.root != nil {
-		errs = append(errs, r.p.root.Release())
-	}
-	// Every process of the run is gone once Destroy returns: only then
-	// may its user id range go to another sandbox.
-	<-destroyed
-	errs = append(errs, destroyErr)
-	if r.p != nil && r.p.usernsOwner != "" {
-		r.p.closeUserNS()
-		errs = append(errs, releaseUserNS(r.h.cfg.UserNSDir, r.p.usernsOwner))
-	}
-	if r.view != "" {
-		errs = append(errs, isolate.UnmountCgroupView(r.view))
-		if r.ctr == nil { // the view made the cgroups; no container removed them
-			errs = append(errs, cgroup.RemovePaths(cgroup.SandboxLeftovers(r.id)))
+	bridged := r.p != nil && r.p.bridged
+	userns := r.p != nil && r.p.usernsOwner != ""
+	plan := r.h.runPlan(r.id, bridged, userns)
+	var errs []error
+	for i := len(plan) - 1; i >= 0; i-- {
+		res := plan[i]
+		switch res.Kind {
+		case sbx.ResourceContainer:
+			continue // destroyed above
+		case sbx.ResourceUserNS:
+			// Every process of the run is gone once Destroy returns: only
+			// then may its user id range go to another sandbox.
+			errs = append(errs, waitDestroyed())
+			r.p.closeUserNS()
+		case sbx.ResourceRunDir:
+			errs = append(errs, waitDestroyed())
+			if r.view != "" {
+				errs = append(errs, isolate.UnmountCgroupView(r.view))
+				if r.ctr == nil { // the view made the cgroups; no container removed them
+					errs = append(errs, cgroup.RemovePaths(cgroup.SandboxLeftovers(r.id)))
+				}
+			}
+			if !r.created {
+				continue
+			}
 		}
-	}
-	if r.created {
-		errs = append(errs, rootfs.Cleanup(filepath.Join(r.dir, "fs")), os.RemoveAll(r.dir))
+		errs = append(errs, r.h.releaseResource(ctx, res))
 	}
 	if err := errors.Join(errs...); err != nil {
 		r.h.log.Warn("cleanup after run failed; run sbx gc", "id", r.id, "err", err)
@@ -506,9 +538,10 @@ func liveRunLayers(runRoot string) ([]string, error) {
 	return out, nil
 }
 
-// gcRuns removes what crashed one-shot runs left behind: containers,
-// cgroups, mounts, directories and network leases of runs whose sbx
-// process is gone. It returns the ids it cleaned.
+// gcRuns removes what crashed one-shot runs left behind: it releases the
+// plan (runPlan: container, cgroups, mounts, user namespace, network
+// lease, directory) of every run whose sbx process is gone. It returns the
+// ids it cleaned.
 func (h *Host) gcRuns(ctx context.Context) ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(h.store.RunRoot(), runsDir))
 	if err != nil && !os.IsNotExist(err) {
@@ -522,16 +555,9 @@ func (h *Host) gcRuns(ctx context.Context) ([]string, error) {
 		if ownerAlive(string(owner)) {
 			continue
 		}
-		errs = append(errs, releaseContainer(ctx, h.containerRoot(), e.Name()),
-			rootfs.Cleanup(filepath.Join(dir, "fs")), rootfs.Cleanup(dir))
-		errs = append(errs, releaseUserNS(h.cfg.UserNSDir, runOwner(h.store.RunRoot(), e.Name())))
-		if h.networkExists() { // a bridged run's lease, veth and rules
-			n, err := h.network()
-			if err == nil {
-				err = n.Detach(ctx, e.Name())
-			}
-			errs = append(errs, err)
-		}
+		// Whatever the run had: a network attachment if this root has a
+		// network, a user namespace's id range.
+		errs = append(errs, h.release(ctx, h.runPlan(e.Name(), h.networkExists(), true)))
 		cleaned = append(cleaned, e.Name())
 	}
 	return cleaned, errors.Join(errs...)

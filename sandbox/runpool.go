@@ -78,10 +78,7 @@ func (h *Host) runPooled(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 func (h *Host) runInMember(ctx context.Context, sb *sbx.Sandbox, proc sbx.Process, o *sbx.RunOptions, rep *sbx.Report) error {
 	before, _ := h.Stats(ctx, sb.ID)
 	// Killed at its timeout, as a run in a sandbox of its own is.
-	req := sbx.ExecRequest{Argv: proc.Args, Cwd: proc.Cwd, User: proc.User, StopSignal: "SIGKILL"}
-	if o.Timeout > 0 {
-		req.TimeoutS = o.Timeout.Seconds()
-	}
+	req := sbx.ExecRequest{Argv: proc.Args, Cwd: proc.Cwd, User: proc.User, StopSignal: "SIGKILL", Timeout: o.Timeout}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var signal os.Signal

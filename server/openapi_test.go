@@ -101,7 +101,9 @@ var bodies = map[string]reflect.Type{
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
 	reflect.TypeFor[sbx.Options]():     {"ttl", "idle_timeout", "lease"},
-	reflect.TypeFor[sbx.ExecRequest](): {"stop_grace"},
+	reflect.TypeFor[sbx.ExecRequest](): {"env", "timeout_s", "stop_grace"},
+	reflect.TypeFor[sbx.ReadyCheck]():  {"timeout"},
+	reflect.TypeFor[sbx.Healthcheck](): {"interval_s", "timeout_s", "start_period_s"},
 }
 
 // scalarSchemas are the named schemas that are not objects.

@@ -1,15 +1,16 @@
 package egressd
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -220,124 +221,133 @@ func (d *Daemon) splice(c, up net.Conn, first []byte, ev *egress.AuditEvent) {
 	d.audit(*ev)
 }
 
-// serveHTTP proxies a plain HTTP connection request by request: every
-// request's Host must be the name the connection was allowed for (else
-// 421), and goes to that name, dialled by the daemon.
+// serveHTTP proxies a plain HTTP connection request by request with
+// net/http's parsers: every request's Host must be the name the connection
+// was allowed for (else 421 and the connection ends), and goes to that
+// name, dialled by the daemon once. A 101 (an upgrade: WebSocket) turns
+// the connection into a splice.
 func (d *Daemon) serveHTTP(ctx context.Context, c net.Conn, h *hello, name string, port uint16, dial egress.DialFunc, ev *egress.AuditEvent) {
-	tr := &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			up, err := dial(ctx, "tcp", port)
-			if err == nil && !d.track(up, true) {
-				up.Close()
-				return nil, errors.New("egress daemon closing")
-			}
-			return up, err
-		},
-		DisableCompression: true, ResponseHeaderTimeout: 60 * time.Second, MaxIdleConnsPerHost: 1,
-	}
-	defer tr.CloseIdleConnections()
-	var up, down countingWriter
-	rp := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", pr.In.Host
-			pr.Out.Host = pr.In.Host
-		},
-		Transport: tr,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			d.log.Debug("egress http upstream", "name", name, "err", err)
-			http.Error(w, "sbx egress: upstream unreachable", http.StatusBadGateway)
-		},
-	}
-	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if hh, p, err := net.SplitHostPort(r.Host); err == nil {
-			host = hh
-			if p != strconv.Itoa(int(port)) {
-				host = ""
-			}
+	defer c.Close()
+	ev.Decision = "allow"
+	defer func() { d.audit(*ev) }()
+	cr := bufio.NewReader(newReplayConn(c, h.Raw))
+	var up net.Conn
+	var ur *bufio.Reader
+	defer func() {
+		if up != nil {
+			up.Close()
+			d.track(up, false)
 		}
-		if n, ok := egress.NormalizeName(host); !ok || n != name {
-			reqEv := *ev
-			reqEv.Kind, reqEv.Decision, reqEv.Reason, reqEv.Method, reqEv.Path = "request", "deny", "Host differs from the connection's first request", r.Method, r.URL.Path
-			d.audit(reqEv)
-			http.Error(w, "sbx egress: Host differs from the connection's first request", http.StatusMisdirectedRequest)
+	}()
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(httpIdleTimeout))
+		req, err := http.ReadRequest(cr)
+		if err != nil {
 			return
 		}
-		r.Body = io.NopCloser(io.TeeReader(r.Body, &up))
-		rp.ServeHTTP(&countingResponse{ResponseWriter: w, n: &down}, r)
-	})
-	ln := newOneConnListener(newReplayConn(c, h.Raw))
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: peekTimeout, IdleTimeout: 90 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
-	ln.onClose = func() { srv.Close() }
-	_ = srv.Serve(ln)
-	<-ln.done
-	ev.Decision, ev.BytesUp, ev.BytesDown = "allow", up.n, down.n
-	d.audit(*ev)
-}
-
-type countingWriter struct{ n int64 }
-
-func (w *countingWriter) Write(p []byte) (int, error) { w.n += int64(len(p)); return len(p), nil }
-
-type countingResponse struct {
-	http.ResponseWriter
-	n *countingWriter
-}
-
-func (w *countingResponse) Write(p []byte) (int, error) {
-	n, err := w.ResponseWriter.Write(p)
-	w.n.n += int64(n)
-	return n, err
-}
-
-// Unwrap lets http.ResponseController reach the connection (upgrades).
-func (w *countingResponse) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// oneConnListener hands out one connection, then blocks until it is
-// closed; then Accept fails and done is closed.
-type oneConnListener struct {
-	c       net.Conn
-	once    sync.Once
-	done    chan struct{}
-	taken   bool
-	mu      sync.Mutex
-	onClose func()
-}
-
-func newOneConnListener(c net.Conn) *oneConnListener {
-	return &oneConnListener{c: c, done: make(chan struct{})}
-}
-
-func (l *oneConnListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	if !l.taken {
-		l.taken = true
-		l.mu.Unlock()
-		return &closeNotifyConn{Conn: l.c, l: l}, nil
-	}
-	l.mu.Unlock()
-	<-l.done
-	return nil, net.ErrClosed
-}
-
-func (l *oneConnListener) Close() error { return nil }
-func (l *oneConnListener) Addr() net.Addr {
-	return l.c.LocalAddr()
-}
-
-type closeNotifyConn struct {
-	net.Conn
-	l *oneConnListener
-}
-
-func (c *closeNotifyConn) Close() error {
-	err := c.Conn.Close()
-	c.l.once.Do(func() {
-		close(c.l.done)
-		if c.l.onClose != nil {
-			go c.l.onClose()
+		_ = c.SetReadDeadline(time.Time{})
+		if !sameHost(req.Host, name, port) {
+			rev := *ev
+			rev.Kind, rev.Decision, rev.Reason, rev.Method, rev.Path = "request", "deny", "Host differs from the connection's first request", req.Method, req.URL.Path
+			d.audit(rev)
+			resp := &http.Response{StatusCode: http.StatusMisdirectedRequest, ProtoMajor: 1, ProtoMinor: 1, Close: true,
+				Body: io.NopCloser(strings.NewReader("sbx egress: Host differs from the connection's first request\n"))}
+			_ = resp.Write(c)
+			return
 		}
-	})
-	return err
+		if up == nil {
+			if up, err = dial(ctx, "tcp", port); err != nil {
+				d.log.Debug("egress http upstream", "name", name, "err", err)
+				resp := &http.Response{StatusCode: http.StatusBadGateway, ProtoMajor: 1, ProtoMinor: 1, Close: true,
+					Body: io.NopCloser(strings.NewReader("sbx egress: upstream unreachable\n"))}
+				_ = resp.Write(c)
+				up = nil
+				return
+			}
+			if !d.track(up, true) {
+				up.Close()
+				up = nil
+				return
+			}
+			ur = bufio.NewReader(up)
+		}
+		cw := &countingWriter{w: up}
+		if err := req.Write(cw); err != nil {
+			return
+		}
+		ev.BytesUp += cw.n
+		resp, err := http.ReadResponse(ur, req)
+		if err != nil {
+			return
+		}
+		dw := &countingWriter{w: c}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			// The head, then whatever either side already buffered, then raw bytes.
+			_ = resp.Write(dw)
+			ev.BytesDown += dw.n
+			d.spliceBuffered(c, cr, up, ur, ev)
+			up = nil
+			return
+		}
+		err = resp.Write(dw)
+		resp.Body.Close()
+		ev.BytesDown += dw.n
+		if err != nil || req.Close || resp.Close {
+			return
+		}
+	}
+}
+
+// httpIdleTimeout ends a plain HTTP connection that sends no request.
+const httpIdleTimeout = 90 * time.Second
+
+// sameHost reports whether an HTTP Host names name on port.
+func sameHost(host, name string, port uint16) bool {
+	if h, p, err := net.SplitHostPort(host); err == nil {
+		if p != strconv.Itoa(int(port)) {
+			return false
+		}
+		host = h
+	}
+	n, ok := egress.NormalizeName(host)
+	return ok && n == name
+}
+
+// spliceBuffered splices c and up after an upgrade, first passing on what
+// their readers hold.
+func (d *Daemon) spliceBuffered(c net.Conn, cr *bufio.Reader, up net.Conn, ur *bufio.Reader, ev *egress.AuditEvent) {
+	var wg sync.WaitGroup
+	var upN, downN int64
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		upN, _ = io.Copy(up, cr)
+		if cw, ok := up.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		downN, _ = io.Copy(c, ur)
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+	}()
+	wg.Wait()
+	up.Close()
+	d.track(up, false)
+	ev.BytesUp += upN
+	ev.BytesDown += downN
+}
+
+// countingWriter counts what it passes on.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.w.Write(p)
+	w.n += int64(n)
+	return n, err
 }

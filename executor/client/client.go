@@ -146,10 +146,12 @@ func withDeadline(ctx context.Context, d time.Duration) (context.Context, contex
 	return context.WithTimeout(ctx, d)
 }
 
+// week is the executor's cap of a request's timeout.
+const week = 7 * 24 * time.Hour
+
 // seconds converts a request's timeout, capped at a week (the executor's
 // own cap) so huge values cannot overflow.
 func seconds(s float64) time.Duration {
-	const week = 7 * 24 * time.Hour
 	if s*float64(time.Second) >= float64(week) {
 		return week
 	}

@@ -51,7 +51,7 @@ func TestClientDeadlineOnSilentExecutor(t *testing.T) {
 		t.Fatal("run outlived its deadline")
 	}
 	// A stream that stalls mid-way ends at the deadline as well.
-	if _, err := c.ExecStream(context.Background(), api.ExecRequest{Argv: []string{"x"}, TimeoutS: 0.1}, func(api.ExecFrame) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := c.ExecStream(context.Background(), api.ExecRequest{Argv: []string{"x"}, Timeout: 100 * time.Millisecond}, func(api.ExecFrame) error { return nil }); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("stream: %v", err)
 	}
 }

@@ -20,13 +20,13 @@ import (
 // execBudget is the call deadline and reply cap of an exec request.
 func (c *Client) execBudget(req api.ExecRequest) (time.Duration, int64) {
 	d := c.opts.TransferTimeout
-	if req.TimeoutS > 0 {
+	if req.Timeout > 0 {
 		// The command's stop at the timeout takes up to its grace.
 		grace := req.StopGrace
 		if grace <= 0 {
 			grace = sbx.DefaultExecStopGrace
 		}
-		d = seconds(req.TimeoutS) + grace + c.opts.Grace
+		d = min(req.Timeout, week) + grace + c.opts.Grace
 	}
 	out := int64(req.MaxOutputBytes)
 	if out <= 0 {

@@ -404,7 +404,7 @@ func (d *Driver) ExecTask(taskID string, cmd []string, timeout time.Duration) (*
 	}
 	ctx, cancel := context.WithTimeout(d.ctx, timeout+callTimeout)
 	defer cancel()
-	res, err := h.sbxs.Exec(ctx, h.sandboxID, sbx.ExecRequest{Argv: cmd, TimeoutS: timeout.Seconds()}, nil)
+	res, err := h.sbxs.Exec(ctx, h.sandboxID, sbx.ExecRequest{Argv: cmd, Timeout: timeout}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("sbx: exec in sandbox %s: %w", h.sandboxID, err)
 	}

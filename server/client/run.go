@@ -120,7 +120,7 @@ func (c *Client) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error)
 		return nil, err
 	}
 	// Killed at its timeout, as a local run is.
-	req := sbx.ExecRequest{Argv: argv, Cwd: o.Workdir, User: o.User, TimeoutS: o.Timeout.Seconds(), StopSignal: "SIGKILL"}
+	req := sbx.ExecRequest{Argv: argv, Cwd: o.Workdir, User: o.User, Timeout: o.Timeout, StopSignal: "SIGKILL"}
 	var res sbx.ExecResult
 	if o.Stdin != nil || o.Tty {
 		res, err = c.Attach(ctx, sb.ID, sbx.AttachOptions{ExecRequest: req, Tty: o.Tty, Stdin: o.Stdin,

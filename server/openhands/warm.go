@@ -292,7 +292,7 @@ func (w *warm) shapeOf(s *Service, req StartRequest, deferred bool) (*shape, err
 	sort.Strings(env)
 	opts.Name, opts.Labels = "", nil
 	opts.Cmd, opts.Env, opts.Workdir, opts.User = svc.Argv, env, svc.Cwd, svc.User
-	check := &sbx.ReadyCheck{Port: AgentServerPort, Path: "/alive", Timeout: sbx.Duration(s.cfg.ReadyTimeout)}
+	check := &sbx.ReadyCheck{Port: AgentServerPort, Path: "/alive", Timeout: s.cfg.ReadyTimeout}
 	if deferred {
 		check.Path, check.Body = initPath, `"`+stateDormant+`"`
 	}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestDockerRunDetachedRm: sbx run -d --rm (and create --rm) works as docker's: the sandbox

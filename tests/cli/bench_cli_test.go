@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"bytes"
 	"context"
@@ -23,6 +21,7 @@ import (
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // benchEnv runs `sbx bench` with a private runtime root and temporary

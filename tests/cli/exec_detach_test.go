@@ -1,11 +1,11 @@
 package cli
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestDockerExecDetach: sbx exec -d starts the command and returns at once

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bufio"
 	"os"
 	"path/filepath"
@@ -10,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestDockerFirstTenCommands runs a docker user's first ten commands in

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bufio"
 	"encoding/json"
 	"os"
@@ -13,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestDockerHabitsRun: a docker user's run: the first argument is an image

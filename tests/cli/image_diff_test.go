@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"encoding/json"
 	"io"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // sbxFunc runs sbx with stdin (from a file when not empty) and args

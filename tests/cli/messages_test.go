@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"strings"
 	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestDockerSmallThings: the small things issue 16 saw, as they are now:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
@@ -59,7 +60,7 @@ func TestExecutorAttach(t *testing.T) {
 		t.Fatalf("attach after a resize: %+v %q", res, out)
 	}
 
-	res, _, _ = run(api.AttachRequest{ExecRequest: api.ExecRequest{Argv: []string{"sleep", "30"}, TimeoutS: 0.3}, Tty: true}, nil)
+	res, _, _ = run(api.AttachRequest{ExecRequest: api.ExecRequest{Argv: []string{"sleep", "30"}, Timeout: 300 * time.Millisecond}, Tty: true}, nil)
 	if !res.TimedOut || res.Signal != "SIGTERM" || res.ExitCode != sbx.ExitTimeout {
 		t.Fatalf("attach past its timeout: %+v", res)
 	}

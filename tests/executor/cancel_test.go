@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"errors"
 	"strings"
@@ -12,6 +10,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestExecCancelStopsGracefully: cancelling an exec (the library's
@@ -97,7 +96,7 @@ func TestExecCancelStopsGracefully(t *testing.T) {
 			waitFile("/tmp/int", "int\n")
 
 			// A timeout stops it the same way; the handler's output is kept.
-			res := run(sbx.ExecRequest{Command: `trap 'echo cleaning up; exit 3' TERM; while :; do sleep 0.05; done`, TimeoutS: 0.3})
+			res := run(sbx.ExecRequest{Command: `trap 'echo cleaning up; exit 3' TERM; while :; do sleep 0.05; done`, Timeout: 300 * time.Millisecond})
 			if !res.TimedOut || res.ExitCode != sbx.ExitTimeout || res.Stdout != "cleaning up\n" {
 				t.Fatalf("timed out: %+v", res)
 			}

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"os"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 func TestExecutorHealthAndInfo(t *testing.T) {
@@ -83,7 +82,7 @@ func TestExecutorExecBasics(t *testing.T) {
 		{"argv", api.ExecRequest{Argv: []string{"echo", "a b"}}, api.ExecResult{Stdout: "a b\n"}},
 		{"command", api.ExecRequest{Command: "echo out; echo err >&2; exit 3"}, api.ExecResult{ExitCode: 3, Stdout: "out\n", Stderr: "err\n"}},
 		{"default env and workdir", api.ExecRequest{Command: `echo "$GREETING $PWD $HOME"`}, api.ExecResult{Stdout: "hello /tmp /root\n"}},
-		{"request env and cwd", api.ExecRequest{Command: `echo "$GREETING $X $PWD"`, Env: map[string]string{"X": "y", "GREETING": "hi"}, Cwd: "/"}, api.ExecResult{Stdout: "hi y /\n"}},
+		{"request env and cwd", api.ExecRequest{Command: `echo "$GREETING $X $PWD"`, Env: []string{"X=y", "GREETING=hi"}, Cwd: "/"}, api.ExecResult{Stdout: "hi y /\n"}},
 		{"relative cwd", api.ExecRequest{Command: "pwd", Cwd: "."}, api.ExecResult{Stdout: "/tmp\n"}},
 		{"stdin", api.ExecRequest{Argv: []string{"cat"}, Stdin: "line1\nline2\n"}, api.ExecResult{Stdout: "line1\nline2\n"}},
 		{"user by name", api.ExecRequest{Command: "id -u; id -g", User: "nobody"}, api.ExecResult{Stdout: "65534\n65534\n"}},
@@ -143,7 +142,7 @@ func TestExecutorExecBasics(t *testing.T) {
 		{"both", api.ExecRequest{Argv: []string{"true"}, Command: "true"}},
 		{"missing cwd", api.ExecRequest{Argv: []string{"true"}, Cwd: "/no/such/dir"}},
 		{"unknown user", api.ExecRequest{Argv: []string{"true"}, User: "no-such-user-xyz"}},
-		{"negative timeout", api.ExecRequest{Argv: []string{"true"}, TimeoutS: -1}},
+		{"negative timeout", api.ExecRequest{Argv: []string{"true"}, Timeout: -time.Second}},
 	}
 	for _, tc := range bad {
 		t.Run("bad "+tc.name, func(t *testing.T) {
@@ -160,8 +159,8 @@ func TestExecutorExecTimeoutKillsProcessGroup(t *testing.T) {
 	ctx := harness.Context(t)
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	res, err := e.client.Exec(ctx, api.ExecRequest{
-		Command:  "sleep 60 & echo $! > " + pidFile + "; echo started; sleep 60",
-		TimeoutS: 0.5,
+		Command: "sleep 60 & echo $! > " + pidFile + "; echo started; sleep 60",
+		Timeout: 500 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +183,7 @@ func TestExecutorExecTimeoutKillsProcessGroup(t *testing.T) {
 func TestExecutorExecReturnsWhileBackgroundJobRuns(t *testing.T) {
 	e := startExecutor(t)
 	ctx := harness.Context(t)
-	res, err := e.client.Exec(ctx, api.ExecRequest{Command: "sleep 30 & echo $!", TimeoutS: 20})
+	res, err := e.client.Exec(ctx, api.ExecRequest{Command: "sleep 30 & echo $!", Timeout: 20 * time.Second})
 	if err != nil || res.ExitCode != 0 || res.TimedOut {
 		t.Fatalf("got %+v, %v", res, err)
 	}
@@ -322,9 +321,9 @@ func TestExecutorSurvivesHostileCommands(t *testing.T) {
 	// A fork bomb as nobody under RLIMIT_NPROC: forks fail, the timeout
 	// kills the group, every bomb process is gone and reaped.
 	res, err = e.client.Exec(ctx, api.ExecRequest{
-		Argv:     []string{"bash", "-c", "ulimit -u 200; b() { b | b & }; b; sleep 100"},
-		User:     "nobody",
-		TimeoutS: 3,
+		Argv:    []string{"bash", "-c", "ulimit -u 200; b() { b | b & }; b; sleep 100"},
+		User:    "nobody",
+		Timeout: 3 * time.Second,
 	})
 	if err != nil || !res.TimedOut {
 		t.Fatalf("fork bomb: %+v, %v", res, err)

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"bytes"
 	"context"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestExecutorRefusesSpecialFiles: reads of a FIFO or a device answer at

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"bytes"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/client"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 func strp(s string) *string { return &s }

@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"os"
 	"os/exec"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/internal/helperbin"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // sbxBinary returns the sbx binary under test (see TestMain).

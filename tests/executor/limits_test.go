@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"io"
 	"io/fs"
@@ -17,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/executor/api"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // treeSnapshot describes every entry below dir: type, mode, content or
@@ -97,7 +96,7 @@ func TestExecutorOutputBudgetBoundsMemory(t *testing.T) {
 			results[i], errs[i] = e.client.Exec(ctx, api.ExecRequest{
 				Command:        "head -c 20000000 /dev/zero | tr '\\0' x; sleep 2; echo end",
 				MaxOutputBytes: 8 << 20,
-				TimeoutS:       120,
+				Timeout:        2 * time.Minute,
 			})
 		}()
 	}

@@ -1,15 +1,15 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // memoryHog grows a string until the sandbox's memory limit stops it.
@@ -31,11 +31,11 @@ func TestExecReportsOOMKill(t *testing.T) {
 	}
 	e.See(sb.ID)
 	for name, b := range map[string]sbx.Sandboxes{"library": e.Host, "REST client": e.C} {
-		res, err := b.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: memoryHog, TimeoutS: 60}, nil)
+		res, err := b.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: memoryHog, Timeout: time.Minute}, nil)
 		if err != nil || !res.OOMKilled || res.Signal != "SIGKILL" || res.ExitCode != 137 || res.TimedOut {
 			t.Errorf("%s: exec of the memory hog: %+v, %v; want OOM-killed", name, res, err)
 		}
-		streamed, err := b.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: memoryHog, TimeoutS: 60}, func(sbx.ExecFrame) error { return nil })
+		streamed, err := b.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: memoryHog, Timeout: time.Minute}, func(sbx.ExecFrame) error { return nil })
 		if err != nil || !streamed.OOMKilled {
 			t.Errorf("%s: streamed exec of the memory hog: %+v, %v; want OOM-killed", name, streamed, err)
 		}

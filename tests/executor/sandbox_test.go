@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +20,7 @@ import (
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // libcontainer joins a container's mount namespace from a locked thread
@@ -222,7 +221,7 @@ func TestExecutorInSandbox(t *testing.T) {
 		if r.Stdout != "caller-survives\n" {
 			t.Fatalf("kill -9 -1: %+v", r)
 		}
-		r = exec(api.ExecRequest{Argv: []string{"bash", "-c", "b() { b | b & }; b; sleep 100"}, TimeoutS: 3})
+		r = exec(api.ExecRequest{Argv: []string{"bash", "-c", "b() { b | b & }; b; sleep 100"}, Timeout: 3 * time.Second})
 		if !r.TimedOut || !strings.Contains(r.Stderr, "fork") {
 			t.Fatalf("fork bomb did not time out after hitting the pids limit: %+v", r)
 		}

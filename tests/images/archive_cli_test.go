@@ -1,8 +1,6 @@
 package images
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // archiveRoot runs sbx against a private image cache (no sandboxes).

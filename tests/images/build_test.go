@@ -1,8 +1,6 @@
 package images
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"bytes"
 	"context"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // buildContextDir writes files (path -> content) into a new context dir.

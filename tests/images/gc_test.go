@@ -1,8 +1,6 @@
 package images
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"errors"
 	"os"
@@ -17,6 +15,7 @@ import (
 	"github.com/sbxrun/sbx/bench"
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // gc finds overlays of layers under a root whose path has a space, a comma

@@ -1,8 +1,6 @@
 package images
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"errors"
 	"os"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // An import of a directory that is not an OCI image layout (a plain root

@@ -1,8 +1,6 @@
 package images
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bytes"
 	"context"
 	"os"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 func imagesRun(t *testing.T, name string, args ...string) {

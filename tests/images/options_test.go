@@ -1,8 +1,6 @@
 package images
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -29,6 +27,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/imagecache"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // imagesInsecureRegistry serves a registry over plain HTTP on 127.0.0.2,

@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // lifecycleBenchRounds is how many sandboxes each side creates and removes.

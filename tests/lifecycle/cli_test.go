@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,6 +14,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // The whole lifecycle of one sandbox through the CLI.

@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"bytes"
 	"io"
@@ -13,6 +11,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // sbx cp ID:FILE DEST writes into an existing non-directory DEST as cp

@@ -1,10 +1,10 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"strings"
 	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // Without --disk the writable layer is capped at --memory: its tmpfs

@@ -1,12 +1,12 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // sbx gc removes what killed commands leave: an import's staging

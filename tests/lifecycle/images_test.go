@@ -1,14 +1,13 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // Commit, then create from the new image: the state is there at once,

@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestCorruptRecordKeepsTheSandbox: a damaged record (truncated, garbage)

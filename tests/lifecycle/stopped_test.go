@@ -1,8 +1,6 @@
 package lifecycle
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // After kill -9 of its PID 1 a sandbox shows as stopped in ps and

@@ -1,8 +1,6 @@
 package network
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestRunBridgePoolAndSubnet checks `sbx network pool`, that a bridged run

@@ -1,8 +1,6 @@
 package network
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"fmt"
 	"io"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // Two sbx roots on one host share its bridge: 20 bridged creates in each,

@@ -1,14 +1,13 @@
 package network
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 func TestRunBridgeNetwork(t *testing.T) {

@@ -1,8 +1,6 @@
 package network
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bufio"
 	"context"
 	"errors"
@@ -17,6 +15,7 @@ import (
 	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestDialPortReachesTheSandboxLoopback: the host reaches a server bound to

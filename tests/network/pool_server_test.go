@@ -1,8 +1,6 @@
 package network
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"net/netip"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestServerNetworkPool checks that a server with a network pool fills it

@@ -1,8 +1,6 @@
 package pools
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"fmt"
 	"net"
@@ -16,6 +14,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // listenInNS listens on addr (TCP) inside the network namespace at

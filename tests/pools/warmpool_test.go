@@ -1,8 +1,6 @@
 package pools
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestServerWarmPool: a pool defined over REST is filled by the server in

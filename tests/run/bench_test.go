@@ -1,8 +1,6 @@
 package run
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"encoding/json"
 	"fmt"
 	"os"
@@ -13,6 +11,7 @@ import (
 
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // BenchmarkColdRun times one-shot `sbx run --rootfs <busybox> true` end to

@@ -1,14 +1,13 @@
 package run
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestGCRunWhoseInitIsStillRunning: gc finds a one-shot run whose sbx

@@ -1,14 +1,13 @@
 package run
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"strings"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestRunImage runs images through the CLI: pulled when missing from a

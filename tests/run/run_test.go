@@ -1,8 +1,6 @@
 package run
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // runReport runs sbx run with a JSON report and returns the result and report.

@@ -1,8 +1,6 @@
 package security
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"bytes"
 	"context"
@@ -31,6 +29,7 @@ import (
 	"github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // The adversarial suite: what a hostile tenant tries from inside a

@@ -1,8 +1,6 @@
 package security
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"fmt"
 	"net"
@@ -18,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // inNetNS runs fn on a thread inside the network namespace ns (a name

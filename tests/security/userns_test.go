@@ -1,8 +1,6 @@
 package security
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"archive/tar"
 	"bufio"
 	"context"
@@ -19,6 +17,7 @@ import (
 
 	"github.com/sbxrun/sbx/bench"
 	"github.com/sbxrun/sbx/imagecache"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 	"github.com/sbxrun/sbx/userns"
 )
 

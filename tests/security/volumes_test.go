@@ -1,8 +1,6 @@
 package security
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"context"
 	"fmt"
 	"os"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 	"github.com/sbxrun/sbx/userns"
 )
 

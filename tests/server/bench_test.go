@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bytes"
 	"context"
 	"fmt"
@@ -18,6 +16,7 @@ import (
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // BenchmarkServerCreateExecDelete measures one sandbox's whole life over

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bufio"
 	"context"
 	"crypto/ecdsa"
@@ -34,6 +32,7 @@ import (
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/server/client"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // stateIDs lists the sandbox records under the root.

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"encoding/json"
 	"os"
 	"strings"
@@ -10,6 +8,7 @@ import (
 
 	"github.com/sbxrun/sbx/server/api"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestServerRemoteImageInspectGC runs `sbx image inspect` and `sbx image

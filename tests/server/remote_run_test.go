@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // TestServerRemoteRun runs `sbx run --host` against `sbx serve` on a unix

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bytes"
 	"context"
 	"io"
@@ -19,6 +17,7 @@ import (
 	execapi "github.com/sbxrun/sbx/executor/api"
 	execclient "github.com/sbxrun/sbx/executor/client"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // ptyOutput collects what a program writes to its terminal.

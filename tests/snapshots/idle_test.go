@@ -1,8 +1,6 @@
 package snapshots
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bytes"
 	"context"
 	"errors"
@@ -17,6 +15,7 @@ import (
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 	"golang.org/x/sys/unix"
 )
 

@@ -1,8 +1,6 @@
 package snapshots
 
 import (
-	"github.com/sbxrun/sbx/tests/internal/harness"
-
 	"bytes"
 	"encoding/json"
 	"os"
@@ -15,6 +13,7 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/tests/fixture"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // counterProg is a Python process with state in four places: a counter in

@@ -1,4 +1,4 @@
-package tests
+package images
 
 import (
 	"archive/tar"
@@ -14,11 +14,13 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ulikunitz/xz"
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // buildFeature is one row of the Dockerfile feature list
@@ -36,7 +38,7 @@ type buildFeature struct {
 
 // featureRun is the state the feature checks share.
 type featureRun struct {
-	h    *lcHost
+	h    *harness.Host
 	base string
 	web  string // http://127.0.0.1:PORT, in the host namespace of the builds
 	dir  string // the context of the feature being checked
@@ -45,14 +47,14 @@ type featureRun struct {
 // run runs argv in a sandbox of image and returns its stdout.
 func (f *featureRun) run(t *testing.T, image string, argv ...string) string {
 	t.Helper()
-	return f.h.must(t, append([]string{"run", "--rm", "--entrypoint", argv[0], image}, argv[1:]...)...)
+	return f.h.Must(t, append([]string{"run", "--rm", "--entrypoint", argv[0], image}, argv[1:]...)...)
 }
 
 // config is the config of image.
 func (f *featureRun) config(t *testing.T, image string) sbx.ImageConfig {
 	t.Helper()
 	var img sbx.Image
-	if err := json.Unmarshal([]byte(f.h.must(t, "image", "inspect", image)), &img); err != nil {
+	if err := json.Unmarshal([]byte(f.h.Must(t, "image", "inspect", image)), &img); err != nil {
 		t.Fatalf("image inspect %s: %v", image, err)
 	}
 	if img.Config == nil {
@@ -62,7 +64,7 @@ func (f *featureRun) config(t *testing.T, image string) sbx.ImageConfig {
 }
 
 // build builds dockerfile (with the context files) as tag.
-func (f *featureRun) build(t *testing.T, tag, dockerfile string, files map[string]string, flags ...string) result {
+func (f *featureRun) build(t *testing.T, tag, dockerfile string, files map[string]string, flags ...string) harness.Result {
 	t.Helper()
 	all := map[string]string{"Dockerfile": strings.ReplaceAll(dockerfile, "BASE", f.base)}
 	for k, v := range files {
@@ -70,7 +72,7 @@ func (f *featureRun) build(t *testing.T, tag, dockerfile string, files map[strin
 	}
 	dir := buildContextDir(t, all)
 	f.dir = dir
-	return f.h.sbx(t, "", append(append([]string{"build", "-t", tag}, flags...), dir)...)
+	return f.h.Sbx(t, "", append(append([]string{"build", "-t", tag}, flags...), dir)...)
 }
 
 // serveInNS serves h over HTTP on 127.0.0.1 inside the network namespace
@@ -174,9 +176,9 @@ func wantOut(t *testing.T, what, got, want string) {
 // itself with RUN steps where it can, and the image built is checked from
 // outside (files, owners, modes, config, what runs).
 func TestBuildFeatures(t *testing.T) {
-	h := newLCHost(t)
-	h.env = []string{"SBX_PULL=never"}
-	f := &featureRun{h: h, base: h.importBusybox(t, "feat-base:1")}
+	h := harness.NewHost(t)
+	h.Env = []string{"SBX_PULL=never"}
+	f := &featureRun{h: h, base: h.ImportBusybox(t, "feat-base:1")}
 	bz2 := filepath.Join(t.TempDir(), "p.tar")
 	if err := os.WriteFile(bz2, tarFiles(t, map[string]string{"bz/inside": "bz2\n"}), 0o644); err != nil {
 		t.Fatal(err)
@@ -189,7 +191,7 @@ func TestBuildFeatures(t *testing.T) {
 		t.Fatal(err)
 	}
 	served := gzipOf(t, tarFiles(t, map[string]string{"remote/x": "x\n"}))
-	f.web = serveInNS(t, h.netns, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.web = serveInNS(t, h.Netns, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/r.tar.gz":
 			_, _ = w.Write(served)
@@ -254,7 +256,7 @@ RUN test "$TOKEN" = tok && case "$HTTP_PROXY" in http://*invalid:3128) ;; *) exi
 				if env := strings.Join(cfg.Env, " "); strings.Contains(env, "TOKEN") || strings.Contains(env, "PROXY") {
 					t.Errorf("build args reached the image config: %s", env)
 				}
-				if hist := f.h.must(t, "history", "--no-trunc", tag); strings.Contains(hist, "proxy.invalid") {
+				if hist := f.h.Must(t, "history", "--no-trunc", tag); strings.Contains(hist, "proxy.invalid") {
 					t.Errorf("an undeclared proxy arg reached the history:\n%s", hist)
 				}
 			}},
@@ -410,7 +412,7 @@ RUN mkdir -p /v1 && echo kept > /v1/after
 `, check: func(t *testing.T, f *featureRun, tag string) {
 			cfg := f.config(t, tag)
 			wantOut(t, "ports", strings.Join(cfg.ExposedPorts, " "), "3000/tcp 4000/udp")
-			if hc := cfg.Healthcheck; hc == nil || strings.Join(hc.Test, " ") != "CMD-SHELL true" || hc.IntervalS != 5 || hc.Retries != 2 {
+			if hc := cfg.Healthcheck; hc == nil || strings.Join(hc.Test, " ") != "CMD-SHELL true" || hc.Interval != 5*time.Second || hc.Retries != 2 {
 				t.Errorf("healthcheck: %+v", hc)
 			}
 			wantOut(t, "labels", fmt.Sprint(cfg.Labels), "map[a:1 b c:d e]")
@@ -427,14 +429,14 @@ RUN test ! -e /ob
 				t.Fatalf("parent's onbuild triggers: %q", cfg.OnBuild)
 			}
 			r := f.build(t, "feat-child:1", "FROM "+tag+"\nRUN test \"$(cat /ob)\" = triggered && test \"$FROM_PARENT\" = 1\n", nil)
-			if r.code != 0 {
-				t.Fatalf("child build: %d\n%s", r.code, r.stderr)
+			if r.Code != 0 {
+				t.Fatalf("child build: %d\n%s", r.Code, r.Stderr)
 			}
 			if cfg := f.config(t, "feat-child:1"); len(cfg.OnBuild) != 0 {
 				t.Errorf("the child inherited the triggers: %q", cfg.OnBuild)
 			}
-			if r := f.build(t, "feat-bad:1", "FROM BASE\nONBUILD ONBUILD RUN true\n", nil); r.code == 0 || !strings.Contains(r.stderr, "line 2") {
-				t.Errorf("ONBUILD ONBUILD: %d %s", r.code, r.stderr)
+			if r := f.build(t, "feat-bad:1", "FROM BASE\nONBUILD ONBUILD RUN true\n", nil); r.Code == 0 || !strings.Contains(r.Stderr, "line 2") {
+				t.Errorf("ONBUILD ONBUILD: %d %s", r.Code, r.Stderr)
 			}
 		}},
 		{name: "26 heredocs", dockerfile: `FROM BASE
@@ -468,9 +470,9 @@ RUN --mount=type=tmpfs,target=/scratch echo t > /scratch/t && test "$(cat /scrat
 				"1\nctx\nstaged\nclean\n")
 			// The cache outlives the build: a rebuild without the step
 			// cache finds the first run's line.
-			r := f.h.sbx(t, "", "build", "--no-cache", "-t", tag+"-again", f.dir)
-			if r.code != 0 {
-				t.Fatalf("rebuild: %d\n%s", r.code, r.stderr)
+			r := f.h.Sbx(t, "", "build", "--no-cache", "-t", tag+"-again", f.dir)
+			if r.Code != 0 {
+				t.Fatalf("rebuild: %d\n%s", r.Code, r.Stderr)
 			}
 			wantOut(t, "cache mount after a second build", f.run(t, tag+"-again", "cat", "/runs"), "2\n")
 		}},
@@ -480,20 +482,20 @@ RUN --mount=type=secret,id=tok,env=TOK case "$TOK" in s3?r3t) ;; *) exit 1 ;; es
 RUN --mount=type=secret,id=opt,required=false test ! -e /run/secrets/opt
 `, flags: []string{"--secret", "id=tok,src=" + secretFile}, check: func(t *testing.T, f *featureRun, tag string) {
 			wantOut(t, "after the secret", f.run(t, tag, "sh", "-c", "cat /used; test ! -e /run/secrets/tok && echo absent"), "used\nabsent\n")
-			if hist := f.h.must(t, "history", "--no-trunc", tag); strings.Contains(hist, "s3cr3t") {
+			if hist := f.h.Must(t, "history", "--no-trunc", tag); strings.Contains(hist, "s3cr3t") {
 				t.Errorf("the secret is in the history:\n%s", hist)
 			}
 			if err := os.WriteFile(secretFile, []byte("other"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			r := f.h.sbx(t, "", "build", "--secret", "id=tok,src="+secretFile, f.dir)
-			if m := builtSteps.FindStringSubmatch(r.stderr); r.code != 0 || m == nil || m[2] != "3" {
-				t.Errorf("a changed secret value should not change the cache key: %d\n%s", r.code, r.stderr)
+			r := f.h.Sbx(t, "", "build", "--secret", "id=tok,src="+secretFile, f.dir)
+			if m := builtSteps.FindStringSubmatch(r.Stderr); r.Code != 0 || m == nil || m[2] != "3" {
+				t.Errorf("a changed secret value should not change the cache key: %d\n%s", r.Code, r.Stderr)
 			}
-			if r := f.h.sbx(t, "", "build", "--no-cache", f.dir); r.code == 0 || !strings.Contains(r.stderr, "line 2") || !strings.Contains(r.stderr, "--secret") {
-				t.Errorf("a missing required secret: %d %s", r.code, r.stderr)
+			if r := f.h.Sbx(t, "", "build", "--no-cache", f.dir); r.Code == 0 || !strings.Contains(r.Stderr, "line 2") || !strings.Contains(r.Stderr, "--secret") {
+				t.Errorf("a missing required secret: %d %s", r.Code, r.Stderr)
 			}
-			if out, _ := execOut("grep", "-rl", "s3cr3t", f.h.root); strings.TrimSpace(out) != "" {
+			if out, _ := execOut("grep", "-rl", "s3cr3t", f.h.Root); strings.TrimSpace(out) != "" {
 				t.Errorf("the secret landed in sbx's state: %s", out)
 			}
 		}},
@@ -503,16 +505,16 @@ RUN cat /a > /copy
 COPY b /b
 RUN cat /a /b > /both
 `, files: map[string]string{"a": "1", "b": "2"}, check: func(t *testing.T, f *featureRun, tag string) {
-			r := f.h.sbx(t, "", "build", "-t", tag, f.dir)
-			if m := builtSteps.FindStringSubmatch(r.stderr); r.code != 0 || m == nil || m[2] != "4" {
-				t.Fatalf("unchanged rebuild: want 4 cached: %d\n%s", r.code, r.stderr)
+			r := f.h.Sbx(t, "", "build", "-t", tag, f.dir)
+			if m := builtSteps.FindStringSubmatch(r.Stderr); r.Code != 0 || m == nil || m[2] != "4" {
+				t.Fatalf("unchanged rebuild: want 4 cached: %d\n%s", r.Code, r.Stderr)
 			}
 			if err := os.WriteFile(filepath.Join(f.dir, "b"), []byte("3"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			r = f.h.sbx(t, "", "build", "-t", tag, f.dir)
-			if m := builtSteps.FindStringSubmatch(r.stderr); r.code != 0 || m == nil || m[2] != "2" {
-				t.Fatalf("changed b: want the 2 steps before COPY b cached: %d\n%s", r.code, r.stderr)
+			r = f.h.Sbx(t, "", "build", "-t", tag, f.dir)
+			if m := builtSteps.FindStringSubmatch(r.Stderr); r.Code != 0 || m == nil || m[2] != "2" {
+				t.Fatalf("changed b: want the 2 steps before COPY b cached: %d\n%s", r.Code, r.Stderr)
 			}
 			wantOut(t, "rebuilt", f.run(t, tag, "cat", "/both"), "13")
 		}},
@@ -531,27 +533,27 @@ RUN cat /a /b > /both
 				c.prep(t, dir)
 			}
 			f.dir = dir
-			r := h.sbx(t, "", append(append([]string{"build", "-t", tag}, c.flags...), dir)...)
+			r := h.Sbx(t, "", append(append([]string{"build", "-t", tag}, c.flags...), dir)...)
 			if c.wantErr != "" {
-				if r.code == 0 || !strings.Contains(r.stderr, c.wantErr) {
-					t.Fatalf("build: code %d, want a failure with %q:\n%s", r.code, c.wantErr, r.stderr)
+				if r.Code == 0 || !strings.Contains(r.Stderr, c.wantErr) {
+					t.Fatalf("build: code %d, want a failure with %q:\n%s", r.Code, c.wantErr, r.Stderr)
 				}
 				return
 			}
-			if r.code != 0 {
-				t.Fatalf("build: code %d\n%s", r.code, r.stderr)
+			if r.Code != 0 {
+				t.Fatalf("build: code %d\n%s", r.Code, r.Stderr)
 			}
 			if c.check != nil {
 				c.check(t, f, tag)
 			}
 		})
 	}
-	if ids := strings.Fields(h.must(t, "ps", "-aq")); len(ids) != 0 {
+	if ids := strings.Fields(h.Must(t, "ps", "-aq")); len(ids) != 0 {
 		t.Fatalf("builds left sandboxes: %v", ids)
 	}
 	// The host side of the mounts went with their steps; a crashed
 	// build's is collected by gc.
-	tmp, secrets := filepath.Join(h.root, "build", "tmp"), filepath.Join(h.run, "build-secrets")
+	tmp, secrets := filepath.Join(h.Root, "build", "tmp"), filepath.Join(h.Run, "build-secrets")
 	for _, d := range []string{tmp, secrets} {
 		if left, _ := os.ReadDir(d); len(left) != 0 {
 			t.Errorf("builds left %d entries in %s", len(left), d)
@@ -561,7 +563,7 @@ RUN cat /a /b > /both
 	if err := os.MkdirAll(crashed, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if out := h.must(t, "gc"); !strings.Contains(out, "step-2147483646-x") {
+	if out := h.Must(t, "gc"); !strings.Contains(out, "step-2147483646-x") {
 		t.Errorf("gc did not report the crashed build's directory: %s", out)
 	}
 	if _, err := os.Stat(crashed); !os.IsNotExist(err) {
