@@ -24,8 +24,13 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	var err error
 	// other.test is inspected too (a secret of its own is bound to it),
 	// so the proxy sees what the sandbox sends there.
+	// api.test allows only GETs (an L7 rule of the policy file).
+	policy := filepath.Join(e.state, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("allow: [api.test, other.test]\nhosts:\n  api.test:\n    rules: [\"GET /**\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err = sbx([]string{"API_KEY=" + value, "OTHER_KEY=other-value"}, "create", "--network", "bridge", "--dns", "203.0.113.53",
-		"--egress", "api.test,other.test", "--secret", "API_KEY@api.test", "--secret", "OTHER_KEY@other.test", "--rootfs", e.root)
+		"--egress-policy", policy, "--secret", "API_KEY@api.test", "--secret", "OTHER_KEY@other.test", "--rootfs", e.root)
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
@@ -68,6 +73,15 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if got := probe("ws", "api.test", "/ws"); got != "status=101 echo=echo:ping over the upgrade" {
 		t.Errorf("websocket through inspection: %s", got)
 	}
+	// A POST no rule allows is refused before it reaches the host.
+	if got := probe("post", "https://api.test/v1/messages"); !strings.Contains(got, "status=403") || !strings.Contains(got, "no rule") {
+		t.Errorf("POST on a GET-only host: %s", got)
+	}
+	for _, r := range inet.requests("api.test") {
+		if strings.HasPrefix(r, "POST") {
+			t.Errorf("api.test received %q", r)
+		}
+	}
 	// The secret reaches its host; the host's echo of it comes back as
 	// the placeholder.
 	got := probe("get", "https://api.test/echo", "Authorization:Bearer $API_KEY")
@@ -94,7 +108,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 		return bytes.Contains(b, []byte(`"kind":"request"`)) && bytes.Contains(b, []byte(`"path":"/steal"`))
 	})
 	audit, _ := os.ReadFile(filepath.Join(lib, "network", "egress-audit.jsonl"))
-	var requests, denied int
+	var requests, denied, deniedPost int
 	for _, line := range strings.Split(strings.TrimSpace(string(audit)), "\n") {
 		var ev struct{ Kind, Name, Decision, Path string }
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
@@ -105,10 +119,13 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 			if ev.Name == "other.test" && ev.Path == "/steal" && ev.Decision == "deny" {
 				denied++
 			}
+			if ev.Name == "api.test" && ev.Path == "/v1/messages" && ev.Decision == "deny" {
+				deniedPost++
+			}
 		}
 	}
-	if requests != 4 || denied != 1 {
-		t.Errorf("audit: %d request events (want 4: 3 to api.test, the upgrade among them, 1 to other.test), %d denied /steal:\n%s", requests, denied, audit)
+	if requests != 5 || denied != 1 || deniedPost != 1 {
+		t.Errorf("audit: %d request events (want 5: 4 to api.test, the upgrade and the POST among them, 1 to other.test), %d denied /steal, %d denied POST:\n%s", requests, denied, deniedPost, audit)
 	}
 
 	// Nothing in the sandbox holds the value: its processes' memory (a
