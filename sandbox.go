@@ -533,6 +533,13 @@ type DiskUsage struct {
 	// frees.
 	WritableBytes        int64 `json:"writable_bytes"`
 	StoppedWritableBytes int64 `json:"stopped_writable_bytes"`
+	// BuildCacheImages are the step images builds keep (sbx-build:*);
+	// BuildCacheBytes the layers only they use, and BuildCacheMountBytes
+	// what the RUN --mount=type=cache directories hold: sbx build prune
+	// frees both.
+	BuildCacheImages     int   `json:"build_cache_images"`
+	BuildCacheBytes      int64 `json:"build_cache_bytes"`
+	BuildCacheMountBytes int64 `json:"build_cache_mount_bytes"`
 }
 
 // PruneOptions say what Prune removes besides stopped sandboxes and
