@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from ._errors import APIError, LimitError, ProtocolError, error_class
 from ._models import Tmpfs, Volume
-from ._units import Duration, Size, duration_seconds, go_duration, parse_size
+from ._units import Duration, Size, duration_seconds, go_duration, lease_seconds, parse_size
 
 #: Where a client connects when neither the argument nor SBX_HOST names a server.
 DEFAULT_HOST = "unix:///run/sbx/sbx.sock"
@@ -230,6 +230,8 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         body["network"] = o["network"]
     for key in ("ttl", "idle_timeout", "lease"):
         if key in o:
+            if key == "lease":
+                lease_seconds(o[key])
             body[key] = go_duration(o[key], key)
     for key in ("publish", "allow_host_ports", "dns", "cap_add", "cap_drop"):
         if key in o:

@@ -412,6 +412,7 @@ class AsyncSandbox:
         await self._http.call(
             "DELETE", self._path(), what=f"remove {self.id}", params={"force": "true" if force else "false"}
         )
+        self._http.leases.forget(self.id)
         self.record = SandboxRecord.from_json({**self.record.raw, "status": "removed"})
 
     async def __aenter__(self) -> AsyncSandbox:

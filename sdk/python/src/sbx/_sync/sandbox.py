@@ -413,6 +413,7 @@ class Sandbox:
         self._http.call(
             "DELETE", self._path(), what=f"remove {self.id}", params={"force": "true" if force else "false"}
         )
+        self._http.leases.forget(self.id)
         self.record = SandboxRecord.from_json({**self.record.raw, "status": "removed"})
 
     def __enter__(self) -> Sandbox:
