@@ -33,7 +33,7 @@ def wait_until(cond, what: str, timeout: float = 10.0) -> None:  # type: ignore[
 def test_create_with_limits_network_ttl(server: Server, client: sbx.Client) -> None:
     with client.sandboxes.create(
         "python:3.12", memory="512m", cpus=1, pids=128, network="bridge", ttl="1h", name="sdk-limits",
-        env={"GREETING": "hi"}, labels={"test": "sdk"}, workdir="/tmp",
+        env={"GREETING": "hi"}, labels={"test": "sdk"}, workdir="/tmp", lease=None,
     ) as sb:  # fmt: skip
         server.seen.add(sb.id)
         rec = sb.record
