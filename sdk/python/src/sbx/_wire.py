@@ -336,6 +336,8 @@ def session_run_body(
     timeout: Optional[Duration] = None,
     no_output_timeout: Optional[Duration] = None,
     max_output_bytes: Optional[int] = None,
+    stop_signal: Optional[str] = None,
+    stop_grace: Optional[Duration] = None,
 ) -> tuple[dict[str, Any], float]:
     """The body of a session run and the HTTP deadline that goes with it
     (the executor's default call limit is 120 s)."""
@@ -352,6 +354,12 @@ def session_run_body(
         body["no_output_timeout_s"] = duration_seconds(no_output_timeout, "no_output_timeout")
     if max_output_bytes is not None:
         body["max_output_bytes"] = max_output_bytes
+    if stop_signal is not None:
+        body["stop_signal"] = stop_signal
+    if stop_grace is not None:
+        if stop_signal is None:
+            raise ValueError("stop_grace needs a stop_signal")
+        body["stop_grace"] = go_duration(stop_grace, "stop_grace")
     return body, limit + DEADLINE_SLACK_S
 
 
