@@ -51,6 +51,24 @@ type BuildResult struct {
 // ("sbx-build:<key>").
 const BuildPrefix = "sbx-build"
 
+// BuildPruneReport says what PruneBuildCache removed.
+type BuildPruneReport struct {
+	// Images are the step images (sbx-build:*) removed.
+	Images int `json:"images"`
+	// CacheMounts are the RUN --mount=type=cache directories removed, and
+	// CacheMountBytes what they held; a cache a running step uses stays.
+	CacheMounts     int   `json:"cache_mounts"`
+	CacheMountBytes int64 `json:"cache_mount_bytes"`
+	// Layers are the layers no image used any more, removed.
+	Layers ImageGCReport `json:"layers"`
+}
+
+// BuildCachePruner removes what builds keep between them: the step cache
+// and the cache mounts. The local host implements it.
+type BuildCachePruner interface {
+	PruneBuildCache(ctx context.Context) (*BuildPruneReport, error)
+}
+
 // Builder builds images from Dockerfiles. The local host implements it.
 type Builder interface {
 	Build(ctx context.Context, o BuildOptions) (*BuildResult, error)

@@ -57,7 +57,7 @@ var OptionClasses = []OptionClass{
 	{Field: "Limits", JSON: "limits", Class: PoolClaim, How: "the cgroup's files (memory and swap, CFS quota, pids.max), checked against the memory budget; the writable layer's tmpfs is remounted with the new disk size"},
 	{Field: "Network", JSON: "network", Class: PoolKey, Default: NetworkNone, How: "the network namespace and veth are attached at start"},
 	{Field: "Publish", JSON: "publish", Class: PoolClaim, Claimant: true, How: "the host ports' sockets bound and held, the DNAT rules added in the egress rules' nftables batch, recorded in its lease first"},
-	{Field: "Egress", JSON: "egress", Class: PoolClaim, How: "the member's forward chain is refilled in one nftables batch, recorded in its lease first"},
+	{Field: "Egress", JSON: "egress", Class: PoolClaim, How: "the member's forward chain (and, for names, its redirect to the egress daemon, which is started if none runs) is refilled in one nftables batch, recorded in its lease first"},
 	{Field: "AllowHostPorts", JSON: "allow_host_ports", Class: PoolClaim, How: "the member's host-input chain, refilled in the same batch"},
 	{Field: "DNS", JSON: "dns", Class: PoolClaim, How: "/etc/resolv.conf rewritten in the root, and the name servers' rules in the same batch"},
 	{Field: "ReadonlyRootfs", JSON: "readonly_rootfs", Class: PoolKey, How: "the root's mount flags are set at start"},

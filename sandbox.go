@@ -333,6 +333,7 @@ const (
 	EventDied         = "sandbox.died"    // the main command ended for good (ExitCode), as docker's die
 	EventRemoved      = "sandbox.removed"
 	EventRenamed      = "sandbox.renamed" // Name is the new name
+	EventEgress       = "sandbox.egress"  // an egress decision by name (Egress)
 	EventImagePulled  = "image.pulled"    // pulled, imported or committed
 	EventImageTagged  = "image.tagged"    // Image is the new name
 	EventImageRemoved = "image.removed"
@@ -359,6 +360,31 @@ type Event struct {
 	ExitCode *int      `json:"exit_code,omitempty"`
 	OOMKills uint64    `json:"oom_kills,omitempty"`
 	Image    string    `json:"image,omitempty"`
+	// Egress is set for EventEgress.
+	Egress *EgressAudit `json:"egress,omitempty"`
+}
+
+// EgressAudit is one decision of the egress daemon for a sandbox whose
+// policy names hosts: a DNS query refused, a connection, or a request on
+// an inspected host. It never holds a secret's value.
+type EgressAudit struct {
+	// Kind is "dns", "connection" or "request".
+	Kind string `json:"kind"`
+	// Name is the host name (SNI, Host, query); Addr the address and port
+	// the sandbox connected to.
+	Name string `json:"name,omitempty"`
+	Addr string `json:"addr,omitempty"`
+	// Rule is the policy entry that decided, as written.
+	Rule string `json:"rule,omitempty"`
+	// Decision is "allow", "deny" or "audit"; Reason says why a deny.
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+	// Method and Path are set for requests.
+	Method string `json:"method,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// BytesUp and BytesDown count what went each way.
+	BytesUp   int64 `json:"bytes_up,omitempty"`
+	BytesDown int64 `json:"bytes_down,omitempty"`
 }
 
 // GCReport says what a garbage collection removed.
@@ -499,6 +525,13 @@ type DiskUsage struct {
 	// frees.
 	WritableBytes        int64 `json:"writable_bytes"`
 	StoppedWritableBytes int64 `json:"stopped_writable_bytes"`
+	// BuildCacheImages are the step images builds keep (sbx-build:*);
+	// BuildCacheBytes the layers only they use, and BuildCacheMountBytes
+	// what the RUN --mount=type=cache directories hold: sbx build prune
+	// frees both.
+	BuildCacheImages     int   `json:"build_cache_images"`
+	BuildCacheBytes      int64 `json:"build_cache_bytes"`
+	BuildCacheMountBytes int64 `json:"build_cache_mount_bytes"`
 }
 
 // PruneOptions say what Prune removes besides stopped sandboxes and

@@ -46,7 +46,8 @@ type Engine interface {
 	Scratch(ctx context.Context, name string, cfg sbx.ImageConfig) (*sbx.Image, error)
 	// CacheDir is the host directory of the RUN --mount=type=cache called
 	// id, kept across builds; made with the mode and owner given when new.
-	CacheDir(id string, mode os.FileMode, uid, gid int) (string, error)
+	// It is held (no prune removes it) until release.
+	CacheDir(id string, mode os.FileMode, uid, gid int) (dir string, release func(), err error)
 	// TempDir is a new private host directory for one step's mounts, on
 	// memory when secret (it holds secrets), removed by the caller.
 	TempDir(secret bool) (string, error)

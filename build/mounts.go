@@ -161,9 +161,13 @@ func (b *builder) fromImage(ctx context.Context, from string) (*sbx.Image, error
 // that go into the sandbox, a cleanup, and the secret environment.
 func (b *builder) setUp(ctx context.Context, mounts []*runMount, o *sbx.Options) (drop []string, env []string, cleanup func(), err error) {
 	var dirs []string
+	var releases []func()
 	cleanup = func() {
 		for _, d := range dirs {
 			_ = os.RemoveAll(d)
+		}
+		for _, r := range releases {
+			r()
 		}
 	}
 	defer func() {
@@ -199,10 +203,11 @@ func (b *builder) setUp(ctx context.Context, mounts []*runMount, o *sbx.Options)
 			if m.GID != nil {
 				gid = int(*m.GID)
 			}
-			dir, err := b.eng.CacheDir(id, mode, uid, gid)
+			dir, release, err := b.eng.CacheDir(id, mode, uid, gid)
 			if err != nil {
 				return nil, nil, nil, fmt.Errorf("cache %q: %w", id, err)
 			}
+			releases = append(releases, release)
 			o.Volumes = append(o.Volumes, sbx.Volume{HostPath: dir, Path: rm.target, ReadOnly: m.ReadOnly, IDMap: sbx.VolumeIDMapHost})
 		case instructions.MountTypeTmpfs:
 			o.Tmpfs = append(o.Tmpfs, sbx.Tmpfs{Path: rm.target, SizeBytes: m.SizeLimit})

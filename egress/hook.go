@@ -94,3 +94,10 @@ type Inspector interface {
 	// http.Server as it is.
 	Serve(ctx context.Context, conn net.Conn, c Conn) error
 }
+
+// The ports of a bridge's egress daemon, on the bridge's address: nftables
+// redirects sandboxes' TCP to ProxyPort and their DNS to DNSPort.
+const (
+	ProxyPort uint16 = 15001
+	DNSPort   uint16 = 15053
+)

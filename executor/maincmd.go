@@ -34,7 +34,7 @@ const (
 	recentExits = 10
 	// logReadChunk bounds the output sent per ring read of a log stream.
 	logReadChunk = 64 << 10
-	// defaultStopGrace is the default grace of POST /v1/service/stop.
+	// defaultStopGrace is the default grace of POST /v1/maincmd/stop.
 	defaultStopGrace = 10 * time.Second
 )
 
@@ -58,7 +58,7 @@ type mainCmd struct {
 	changed  chan struct{} // closed and replaced at every state change
 }
 
-// startMainCmd handles POST /v1/service.
+// startMainCmd handles POST /v1/maincmd.
 func (s *Server) startMainCmd(w http.ResponseWriter, r *http.Request) {
 	var spec api.MainCmdSpec
 	if err := decode(w, r, &spec); err != nil {
@@ -92,7 +92,7 @@ func (s *Server) startMainCmd(w http.ResponseWriter, r *http.Request) {
 	prev := s.svc
 	if prev != nil && !prev.hasEnded() {
 		s.mu.Unlock()
-		writeError(w, http.StatusConflict, api.CodeExists, "a service already runs in this sandbox; stop it first (POST "+api.PathMainCmdStop+")")
+		writeError(w, http.StatusConflict, api.CodeExists, "a main command already runs in this sandbox; stop it first (POST "+api.PathMainCmdStop+")")
 		return
 	}
 	svc := &mainCmd{spec: spec, env: env, dir: dir, cred: cred,
@@ -146,7 +146,7 @@ func (s *Server) makeMainCmdDir(user, cwd string) error {
 // validateMainCmd checks a spec and fills in its defaults.
 func validateMainCmd(spec *api.MainCmdSpec) error {
 	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
-		return badRequest("argv is required: the service's command and arguments")
+		return badRequest("argv is required: the main command and its arguments")
 	}
 	for _, a := range spec.Argv {
 		if strings.IndexByte(a, 0) >= 0 {
@@ -246,7 +246,7 @@ func (svc *mainCmd) setState(state string) {
 func (s *Server) runMainCmdOnce(svc *mainCmd, started chan struct{}) (api.MainCmdExit, time.Duration) {
 	begin := time.Now()
 	fail := func(code int, err error) (api.MainCmdExit, time.Duration) {
-		svc.ring.Write(api.LogStderr, []byte(fmt.Sprintf("sbx: start service %s: %v\n", svc.spec.Argv[0], err)))
+		svc.ring.Write(api.LogStderr, []byte(fmt.Sprintf("sbx: start main command %s: %v\n", svc.spec.Argv[0], err)))
 		svc.mu.Lock()
 		svc.started = begin
 		svc.mu.Unlock()
@@ -340,19 +340,19 @@ func (s *Server) currentMainCmd(w http.ResponseWriter) *mainCmd {
 	svc := s.svc
 	s.mu.Unlock()
 	if svc == nil {
-		writeError(w, http.StatusNotFound, api.CodeNotFound, "no service was started in this sandbox (POST "+api.PathMainCmd+")")
+		writeError(w, http.StatusNotFound, api.CodeNotFound, "no main command was started in this sandbox (POST "+api.PathMainCmd+")")
 	}
 	return svc
 }
 
-// getMainCmd handles GET /v1/service.
+// getMainCmd handles GET /v1/maincmd.
 func (s *Server) getMainCmd(w http.ResponseWriter, r *http.Request) {
 	if svc := s.currentMainCmd(w); svc != nil {
 		writeJSON(w, http.StatusOK, svc.status())
 	}
 }
 
-// waitMainCmd handles POST /v1/service/wait.
+// waitMainCmd handles POST /v1/maincmd/wait.
 func (s *Server) waitMainCmd(w http.ResponseWriter, r *http.Request) {
 	svc := s.currentMainCmd(w)
 	if svc == nil {
@@ -365,7 +365,7 @@ func (s *Server) waitMainCmd(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// signalMainCmd handles POST /v1/service/signal.
+// signalMainCmd handles POST /v1/maincmd/signal.
 func (s *Server) signalMainCmd(w http.ResponseWriter, r *http.Request) {
 	var req api.MainCmdSignal
 	if err := decode(w, r, &req); err != nil {
@@ -385,14 +385,14 @@ func (s *Server) signalMainCmd(w http.ResponseWriter, r *http.Request) {
 	p := svc.proc
 	svc.mu.Unlock()
 	if p == nil || p.Exited() {
-		writeError(w, http.StatusConflict, api.CodeNotRunning, "the service is not running")
+		writeError(w, http.StatusConflict, api.CodeNotRunning, "the main command is not running")
 		return
 	}
 	_ = p.SignalGroup(sig)
 	writeJSON(w, http.StatusOK, svc.status())
 }
 
-// stopMainCmd handles POST /v1/service/stop.
+// stopMainCmd handles POST /v1/maincmd/stop.
 func (s *Server) stopMainCmd(w http.ResponseWriter, r *http.Request) {
 	var req api.MainCmdStop
 	if err := decode(w, r, &req); err != nil {
@@ -467,7 +467,7 @@ func parseSignal(s string) (unix.Signal, error) {
 	return 0, badRequest("unknown signal %q: use a name such as SIGTERM or a number", s)
 }
 
-// mainCmdLogs handles GET /v1/service/logs.
+// mainCmdLogs handles GET /v1/maincmd/logs.
 func (s *Server) mainCmdLogs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	var since int64

@@ -1,7 +1,6 @@
 package isolate
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -91,15 +90,7 @@ func bindReadOnly(src, dst string) error {
 // UnmountCgroupView detaches a view MountCgroupView made at dir (the
 // tmpfs and the binds on it together) and removes dir; a dir that is not
 // there is fine.
-func UnmountCgroupView(dir string) error {
-	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount the cgroup view %s: %w", dir, err)
-	}
-	if err := os.Remove(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove the cgroup view %s: %w", dir, err)
-	}
-	return nil
-}
+func UnmountCgroupView(dir string) error { return unmountPrepared(dir, "cgroup view") }
 
 // pureV2 reports whether mps, the host's cgroup mountpoints, are a pure
 // cgroup v2 host's: the unified hierarchy alone, at cgroup.Root.

@@ -52,7 +52,11 @@ type Spec struct {
 	// sandbox in the mount namespace it is started from: /sys/fs/cgroup is
 	// then one bind of it instead of a tmpfs and one bind per hierarchy.
 	CgroupView string
-	Tty        bool
+	// Dev, if set, is a /dev MountDev made for this sandbox in the mount
+	// namespace it is started from: /dev is then one bind of it, and
+	// libcontainer makes no device nodes or symlinks.
+	Dev string
+	Tty bool
 	// HelperSeccomp installs the seccomp filter from sbx's own init instead
 	// of libcontainer's: the filter is compiled once, cached, and handed to
 	// the helper (Args[0] must be InitPath or ExecutorPath, Args[1] its
@@ -192,7 +196,7 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 				Permitted: caps,
 			},
 		},
-		Mounts: append(append(s.kernelMounts(), s.cgroupMounts(portable, cgroup.Mountpoints())...), s.Mounts...),
+		Mounts: append(append(s.kernelMounts(portable), s.cgroupMounts(portable, cgroup.Mountpoints())...), s.Mounts...),
 		Linux: &specs.Linux{
 			CgroupsPath:   cgroup.SandboxPath(s.ID),
 			Resources:     s.Limits.OCIResources(),
@@ -220,9 +224,17 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 	return spec, nil
 }
 
-// kernelMounts are defaultMounts, adjusted for a user namespace.
-func (s *Spec) kernelMounts() []specs.Mount {
+// kernelMounts are defaultMounts, adjusted for a user namespace and, in
+// sbx's own (not portable) spec, with a prepared /dev.
+func (s *Spec) kernelMounts(portable bool) []specs.Mount {
 	m := defaultMounts(s.ReadonlyRootfs)
+	if s.Dev != "" && !portable {
+		for i := range m {
+			if m[i].Destination == "/dev" {
+				m[i] = specs.Mount{Destination: "/dev", Type: "bind", Source: s.Dev, Options: []string{"bind", "nosuid", "strictatime"}}
+			}
+		}
+	}
 	if s.UserNS != nil {
 		m = userNSMounts(m, s.Network)
 	}

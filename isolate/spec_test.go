@@ -84,3 +84,27 @@ func TestCgroupMounts(t *testing.T) {
 		t.Errorf("portable: %q", got)
 	}
 }
+
+// TestDevMount checks /dev: a bind of a prepared /dev when the spec has
+// one (libcontainer then makes no nodes), else Docker's tmpfs; portable
+// specs for other runtimes always get the tmpfs.
+func TestDevMount(t *testing.T) {
+	dev := func(s *Spec, portable bool) specs.Mount {
+		for _, m := range s.kernelMounts(portable) {
+			if m.Destination == "/dev" {
+				return m
+			}
+		}
+		t.Fatal("no /dev mount")
+		return specs.Mount{}
+	}
+	if m := dev(&Spec{Dev: "/run/x/dev"}, false); m.Type != "bind" || m.Source != "/run/x/dev" || !slices.Contains(m.Options, "nosuid") {
+		t.Errorf("prepared /dev: %+v", m)
+	}
+	if m := dev(&Spec{Dev: "/run/x/dev"}, true); m.Type != "tmpfs" {
+		t.Errorf("portable spec with a prepared /dev: %+v", m)
+	}
+	if m := dev(&Spec{}, false); m.Type != "tmpfs" {
+		t.Errorf("no prepared /dev: %+v", m)
+	}
+}

@@ -390,6 +390,13 @@ func (e *testEnv) leftovers() []string {
 	for range rules {
 		out = append(out, "published jump")
 	}
+	rules, err = c.GetRules(nat, &nftables.Chain{Name: "prerouting", Table: nat})
+	must(e.t, err)
+	for _, r := range rules {
+		if len(r.UserData) > 0 {
+			out = append(out, "egress jump "+string(r.UserData))
+		}
+	}
 	return out
 }
 

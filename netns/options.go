@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/sbxrun/sbx/egress"
 )
 
 // Mode is a sandbox's network mode (the --network flag).
@@ -157,12 +159,20 @@ const (
 // EgressPolicy is a bridged sandbox's egress policy (the --egress flag).
 // The zero value is EgressDefault.
 type EgressPolicy struct {
-	Kind  EgressKind     `json:"kind,omitempty"`
+	Kind EgressKind `json:"kind,omitempty"`
+	// Allow are the allowed CIDRs (EgressAllowList).
 	Allow []netip.Prefix `json:"allow,omitempty"`
+	// Names is the whole policy when it has more than CIDRs: host
+	// names, deny entries, L7 rules or secret bindings. With names, the
+	// sandbox's TCP 80, 443 (and named ports) and DNS go to the egress
+	// daemon; Kind is then EgressDefault for "*" and EgressAllowList
+	// otherwise (Allow may be empty).
+	Names *egress.Policy `json:"names,omitempty"`
 }
 
-// ParseEgress parses --egress: "" or "default", "none", or
-// CIDR[,CIDR...] (a bare address means that one address).
+// ParseEgress parses --egress: "" or "default", "none", or a list of
+// entries (egress.Parse): CIDRs and addresses, host names with optional
+// :port, "*", and "!" before any of them to deny.
 func ParseEgress(s string) (EgressPolicy, error) {
 	switch strings.TrimSpace(s) {
 	case "", string(EgressDefault):
@@ -170,30 +180,11 @@ func ParseEgress(s string) (EgressPolicy, error) {
 	case string(EgressNone):
 		return EgressPolicy{Kind: EgressNone}, nil
 	}
-	p := EgressPolicy{Kind: EgressAllowList}
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		var pfx netip.Prefix
-		var err error
-		if strings.Contains(part, "/") {
-			pfx, err = netip.ParsePrefix(part)
-		} else {
-			var a netip.Addr
-			a, err = netip.ParseAddr(part)
-			pfx = netip.PrefixFrom(a, a.BitLen())
-		}
-		if err != nil || !pfx.Addr().Is4() {
-			return EgressPolicy{}, fmt.Errorf("--egress %q: %q is not an IPv4 CIDR; use none, default or CIDR[,CIDR...]", s, part)
-		}
-		p.Allow = append(p.Allow, pfx.Masked())
+	p, err := egress.Parse(s)
+	if err != nil {
+		return EgressPolicy{}, fmt.Errorf("%w; use none, default or entries CIDR, HOST[:PORT], *.DOMAIN, **.DOMAIN, !ENTRY", err)
 	}
-	if len(p.Allow) == 0 {
-		return EgressPolicy{}, fmt.Errorf("--egress %q: no CIDR given; use none, default or CIDR[,CIDR...]", s)
-	}
-	return p, nil
+	return fromPolicy(p), nil
 }
 
 func (p EgressPolicy) kind() EgressKind {
@@ -203,40 +194,16 @@ func (p EgressPolicy) kind() EgressKind {
 	return p.Kind
 }
 
-// blockedByDefault are the destinations the default egress policy drops:
-// "this" network, private ranges, shared address space, loopback, link-local
-// (the cloud metadata address among them), benchmarking, multicast and reserved.
-var blockedByDefault = []netip.Prefix{
-	netip.MustParsePrefix("0.0.0.0/8"),
-	netip.MustParsePrefix("10.0.0.0/8"),
-	netip.MustParsePrefix("100.64.0.0/10"),
-	netip.MustParsePrefix("127.0.0.0/8"),
-	netip.MustParsePrefix("169.254.0.0/16"),
-	netip.MustParsePrefix("172.16.0.0/12"),
-	netip.MustParsePrefix("192.0.0.0/24"),
-	netip.MustParsePrefix("192.168.0.0/16"),
-	netip.MustParsePrefix("198.18.0.0/15"),
-	netip.MustParsePrefix("224.0.0.0/4"),
-	netip.MustParsePrefix("240.0.0.0/4"),
-}
+// blockedByDefault are the destinations the default egress policy drops
+// (egress.BlockedPrefixes).
+var blockedByDefault = egress.BlockedPrefixes
 
 // PrivateAddr reports whether a is a destination the default egress policy
 // drops (private, shared, loopback, link-local, multicast, reserved or
-// unspecified). A name server at such an address is still reachable on port
-// 53 (--dns opens it), so front-ends that serve untrusted callers should
-// treat such --dns values like host networking.
-func PrivateAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	if !a.Is4() {
-		return !a.IsGlobalUnicast() || a.IsPrivate()
-	}
-	for _, p := range blockedByDefault {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
-}
+// unspecified; egress.PrivateAddr). A name server at such an address is
+// still reachable on port 53 (--dns opens it), so front-ends that serve
+// untrusted callers should treat such --dns values like host networking.
+func PrivateAddr(a netip.Addr) bool { return egress.PrivateAddr(a) }
 
 // AttachOptions are the per-sandbox network settings; they map 1:1 onto the
 // flags --network, -p/--publish, --egress, --allow-host-port, --dns and
@@ -296,7 +263,7 @@ func (o AttachOptions) validate() error {
 	switch o.Egress.kind() {
 	case EgressDefault, EgressNone:
 	case EgressAllowList:
-		if len(o.Egress.Allow) == 0 {
+		if len(o.Egress.Allow) == 0 && !o.Egress.proxied() {
 			return fmt.Errorf("--egress allow-list is empty; use none to block all egress")
 		}
 		for _, p := range o.Egress.Allow {
@@ -306,6 +273,14 @@ func (o AttachOptions) validate() error {
 		}
 	default:
 		return fmt.Errorf("egress policy %q is not known", o.Egress.Kind)
+	}
+	if o.Egress.Names != nil {
+		if o.Egress.kind() == EgressNone {
+			return fmt.Errorf("--egress none takes no other entries")
+		}
+		if err := o.Egress.Names.Validate(); err != nil {
+			return fmt.Errorf("--egress: %w", err)
+		}
 	}
 	for _, d := range o.DNS {
 		if !d.Is4() {

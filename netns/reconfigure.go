@@ -97,7 +97,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if egress.Kind == "" {
 		egress.Kind = EgressDefault
 	}
-	filters := egress.kind() != l.Egress.kind() || !slices.Equal(egress.Allow, l.Egress.Allow) || !slices.Equal(opts.AllowHostPorts, l.AllowHostPorts) || !slices.Equal(opts.DNS, l.DNS)
+	filters := !egress.equal(l.Egress) || !slices.Equal(opts.AllowHostPorts, l.AllowHostPorts) || !slices.Equal(opts.DNS, l.DNS)
 	l.Egress, l.AllowHostPorts, l.DNS = egress, slices.Clone(opts.AllowHostPorts), slices.Clone(opts.DNS)
 	if opts.Hostname != "" {
 		l.Hostname = opts.Hostname
@@ -143,7 +143,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	unlock = false
 	go func() {
 		defer lk.unlock()
-		if err := n.replaceRules(l, filters); err != nil {
+		if err := n.replaceRules(&old, l, filters); err != nil {
 			r.done <- undo(err)
 			return
 		}
@@ -166,8 +166,9 @@ type Reconfiguring struct {
 func (r *Reconfiguring) Wait() error { return <-r.done }
 
 // replaceRules puts the filter rules of l (if filters) and the DNAT rules
-// of its ports in front of its old ones, in one batch.
-func (n *Network) replaceRules(l *lease, filters bool) error {
+// of its ports in front of its old ones, in one batch; the egress redirect
+// changes from old's to l's in the same batch.
+func (n *Network) replaceRules(old, l *lease, filters bool) error {
 	c, err := n.nft()
 	if err != nil {
 		return err
@@ -185,6 +186,9 @@ func (n *Network) replaceRules(l *lease, filters bool) error {
 		rules := n.filterRules(fw, in, l, dns)
 		for i := len(rules) - 1; i >= 0; i-- {
 			c.InsertRule(rules[i])
+		}
+		if err := n.replaceEgressRedirect(c, old, l); err != nil {
+			return err
 		}
 	}
 	addPortRules(c, nat, l)

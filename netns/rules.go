@@ -212,6 +212,9 @@ func (n *Network) addSandboxRules(c *nftables.Conn, l *lease, dns []netip.Addr) 
 	}
 
 	addPortRules(c, nat, l)
+	if l.Egress.proxied() {
+		n.addEgressRedirect(c, l)
+	}
 	return nil
 }
 
@@ -230,6 +233,14 @@ func (n *Network) filterRules(fw, in *nftables.Chain, l *lease, dns []netip.Addr
 		rules = append(rules, &nftables.Rule{Table: ch.Table, Chain: ch, Exprs: exprs})
 	}
 	kind := l.Egress.kind()
+	if l.Egress.proxied() {
+		rules = append(rules, egressFilterRules(fw, in)...)
+	}
+	if l.Egress.Names != nil {
+		for _, p := range l.Egress.Names.DeniedCIDRs() {
+			add(fw, join(ipDaddrIn(p), verdict(expr.VerdictDrop))...)
+		}
+	}
 	if kind != EgressNone {
 		// The sandbox's own name servers stay reachable, even on private
 		// addresses or on the host.
@@ -304,15 +315,15 @@ func (n *Network) removeLeaseRules(l *lease) error {
 			k := l.IP.As4()
 			_ = c.SetDeleteElements(fwdMap(inet), []nftables.SetElement{{Key: k[:]}})
 			_ = c.SetDeleteElements(hostInMap(inet), []nftables.SetElement{{Key: k[:]}})
-			if len(l.Ports) > 0 {
-				rules, err := c.GetRules(nat, &nftables.Chain{Name: "published", Table: nat})
-				if err != nil {
-					return fmt.Errorf("list published-port rules: %w", err)
+			if l.Egress.proxied() {
+				if err := delKeyedRules(c, nat, "prerouting", l.Key); err != nil {
+					return err
 				}
-				for _, r := range rules {
-					if string(r.UserData) == l.Key {
-						_ = c.DelRule(r)
-					}
+				c.DelChain(&nftables.Chain{Name: prefixEgress + l.Key, Table: nat})
+			}
+			if len(l.Ports) > 0 {
+				if err := delKeyedRules(c, nat, "published", l.Key); err != nil {
+					return err
 				}
 				c.DelChain(&nftables.Chain{Name: prefixPorts + l.Key, Table: nat})
 			}
@@ -343,11 +354,8 @@ func (n *Network) removeSandboxRules(c *nftables.Conn, key string, ip netip.Addr
 			}
 		}
 	}
-	rules, _ := c.GetRules(nat, &nftables.Chain{Name: "published", Table: nat})
-	for _, r := range rules {
-		if string(r.UserData) == key {
-			_ = c.DelRule(r)
-		}
+	for _, ch := range []string{"published", "prerouting"} {
+		_ = delKeyedRules(c, nat, ch, key)
 	}
 	if withSpoof && veth != "" {
 		if has, _ := mapHasKey(c, portsMap(br), ifnameBytes(veth)); has {
@@ -370,6 +378,21 @@ func (n *Network) removeSandboxRules(c *nftables.Conn, key string, ip netip.Addr
 	}
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("remove nftables rules of %s: %w", key, err)
+	}
+	return nil
+}
+
+// delKeyedRules deletes (in c's batch) the rules of chain whose user data
+// is key: the jumps to a sandbox's own chains.
+func delKeyedRules(c *nftables.Conn, t *nftables.Table, chain, key string) error {
+	rules, err := c.GetRules(t, &nftables.Chain{Name: chain, Table: t})
+	if err != nil {
+		return fmt.Errorf("list %s rules: %w", chain, err)
+	}
+	for _, r := range rules {
+		if string(r.UserData) == key {
+			_ = c.DelRule(r)
+		}
 	}
 	return nil
 }

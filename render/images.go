@@ -102,7 +102,15 @@ func DiskUsage(w io.Writer, du *sbx.DiskUsage) error {
 	fmt.Fprintln(tw, "TYPE\tTOTAL\tACTIVE\tSIZE\tRECLAIMABLE")
 	fmt.Fprintf(tw, "Images\t%d\t%d\t%s\t%s\n", du.Images, du.ImagesInUse, Bytes(du.LayersBytes), Bytes(du.ReclaimableBytes))
 	fmt.Fprintf(tw, "Sandboxes (writable layers, in memory)\t%d\t%d\t%s\t%s\n", du.Sandboxes, du.SandboxesRunning, Bytes(du.WritableBytes), Bytes(du.StoppedWritableBytes))
+	cache := du.BuildCacheBytes + du.BuildCacheMountBytes
+	fmt.Fprintf(tw, "Build cache (steps, cache mounts)\t%d\t0\t%s\t%s\n", du.BuildCacheImages, Bytes(cache), Bytes(cache))
 	return tw.Flush()
+}
+
+// BuildPruneReport writes what sbx build prune removed.
+func BuildPruneReport(w io.Writer, rep *sbx.BuildPruneReport) {
+	fmt.Fprintf(w, "removed %d build steps and %d cache mounts (%s), %d layers, freed %s\n", rep.Images, rep.CacheMounts,
+		Bytes(rep.CacheMountBytes), len(rep.Layers.RemovedLayers), Bytes(rep.Layers.FreedBytes+rep.CacheMountBytes))
 }
 
 // PruneReport writes what sbx system prune removed.

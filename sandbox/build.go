@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/build"
@@ -107,23 +110,125 @@ func (e buildEngine) buildDir() string { return filepath.Join(e.store.Root(), "b
 // run root, in memory.
 func (e buildEngine) secretDir() string { return filepath.Join(e.store.RunRoot(), "build-secrets") }
 
-func (e buildEngine) CacheDir(id string, mode os.FileMode, uid, gid int) (string, error) {
-	parent := filepath.Join(e.buildDir(), "cache")
+func (e buildEngine) CacheDir(id string, mode os.FileMode, uid, gid int) (string, func(), error) {
+	parent := e.cacheParent()
 	if err := os.MkdirAll(parent, 0o700); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	dir := filepath.Join(parent, build.CacheDirName(id))
-	if err := os.Mkdir(dir, mode.Perm()); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return dir, nil
-		}
-		return "", err
+	// A shared lock on its lock file while a step uses it: prune takes it
+	// exclusively and leaves busy caches alone.
+	lf, err := os.OpenFile(dir+".lock", os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := unix.Flock(int(lf.Fd()), unix.LOCK_SH); err != nil {
+		lf.Close()
+		return "", nil, err
+	}
+	release := func() { lf.Close() }
+	err = os.Mkdir(dir, mode.Perm())
+	switch {
+	case errors.Is(err, os.ErrExist):
+		return dir, release, nil
+	case err != nil:
+		release()
+		return "", nil, err
 	}
 	if err := os.Chmod(dir, mode.Perm()); err != nil {
-		return "", err
+		release()
+		return "", nil, err
 	}
-	return dir, os.Chown(dir, uid, gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		release()
+		return "", nil, err
+	}
+	return dir, release, nil
 }
+
+func (e buildEngine) cacheParent() string { return filepath.Join(e.buildDir(), "cache") }
+
+// cacheMountBytes is what the cache mounts' directories hold.
+func (e buildEngine) cacheMountBytes() int64 {
+	var n int64
+	_ = filepath.WalkDir(e.cacheParent(), func(_ string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// isBuildStep reports whether the image name is one of a build's steps.
+func isBuildStep(name string) bool {
+	return strings.HasPrefix(imagecache.FamiliarName(name), sbx.BuildPrefix+":")
+}
+
+// PruneBuildCache removes the build step images (sbx-build:*), the cache
+// mounts no running step holds, and then the layers no image uses.
+func (h *Host) PruneBuildCache(ctx context.Context) (*sbx.BuildPruneReport, error) {
+	images, err := h.ListImages(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := &sbx.BuildPruneReport{}
+	var errs []error
+	for _, img := range images {
+		if !isBuildStep(img.Name) {
+			continue
+		}
+		if err := h.RemoveImage(ctx, img.Name); err != nil && !errors.Is(err, sbx.ErrImageNotFound) {
+			errs = append(errs, err)
+			continue
+		}
+		rep.Images++
+	}
+	e := buildEngine{h}
+	entries, _ := os.ReadDir(e.cacheParent())
+	for _, d := range entries {
+		if !d.IsDir() {
+			continue
+		}
+		dir := filepath.Join(e.cacheParent(), d.Name())
+		lf, err := os.OpenFile(dir+".lock", os.O_RDONLY|os.O_CREATE|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if unix.Flock(int(lf.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+			lf.Close()
+			continue // a running step uses it
+		}
+		var n int64
+		_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if fi, ierr := d.Info(); err == nil && ierr == nil && fi.Mode().IsRegular() {
+				n += fi.Size()
+			}
+			return nil
+		})
+		err = os.RemoveAll(dir)
+		lf.Close()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove the cache mount %s: %w", dir, err))
+			continue
+		}
+		rep.CacheMounts++
+		rep.CacheMountBytes += n
+	}
+	gc, err := h.GCImages(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		rep.Layers = *gc
+	}
+	return rep, errors.Join(errs...)
+}
+
+var _ sbx.BuildCachePruner = (*Host)(nil)
 
 func (e buildEngine) TempDir(secret bool) (string, error) {
 	parent := filepath.Join(e.buildDir(), "tmp")

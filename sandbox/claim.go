@@ -289,14 +289,14 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 
 // applyClaim applies to the running member m what sb asks for beyond its
 // key and its network (claimNetwork, whose /etc files are etc and whose
-// rules are being replaced until rules returns): cgroup limits, the
+// rules are being replaced until rules, if not nil, returns): cgroup limits, the
 // writable layer's size, the hostname, /etc files and mounts
 // (personalise), and the environment and working directory of later
 // commands. All of it happens at the same time as the network's batch of
 // rules: they touch different things, and the executor's reply and the
 // kernel's commit of the rules are waits on others.
 func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Options, rules func() error) error {
-	side := []func() error{rules}
+	var side []func() error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
 		side = append(side, func() error {
@@ -314,14 +314,20 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Op
 			return nil
 		})
 	}
-	errs := make([]error, len(side)+1)
+	// The rules are sent by the network's own goroutine, and a plain
+	// claim has nothing on the side: no goroutine to wake on a busy
+	// machine for either.
+	sideErrs := make([]error, len(side))
 	var wg sync.WaitGroup
 	for i, fn := range side {
-		wg.Go(func() { errs[i] = fn() })
+		wg.Go(func() { sideErrs[i] = fn() })
 	}
-	errs[len(side)] = h.personalise(m, sb, etc)
+	err := h.personalise(m, sb, etc)
+	if rules != nil {
+		err = errors.Join(err, rules())
+	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(append(sideErrs, err)...)
 }
 
 // commandDefaults are the environment, working directory and user the

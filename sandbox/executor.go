@@ -26,6 +26,7 @@ import (
 const (
 	rootfsDir     = "rootfs"         // the root's directory (provision)
 	cgroupViewDir = "cgroup"         // the cgroup view the container binds (isolate.MountCgroupView)
+	devDir        = "dev"            // a one-shot run's /dev (isolate.MountDev)
 	socketDir     = "sock"           // holds the executor socket
 	socketName    = "executor.sock"  // the executor's listening socket
 	executorLog   = "executor.log"   // stdout and stderr of PID 1

@@ -35,6 +35,7 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 		rep.Orphans = append(rep.Orphans, "build-tmp:"+d)
 	}
 	errs = append(errs, h.gcAutoRemove(ctx, rep))
+	h.resumeEgress(ctx)
 	rep.PartialSnapshots, err = h.removePartialSnapshots()
 	errs = append(errs, err)
 	exists := func(id string) bool {

@@ -89,6 +89,11 @@ type HostConfig struct {
 	// the criu on PATH when it is 4.2 or later, else
 	// isolate.DefaultCRIUPath, which make deps installs].
 	CRIU string
+	// EgressCommand starts the bridge's egress daemon in the background
+	// (the CLI: "sbx --root R egressd") when a sandbox's egress policy
+	// names hosts and no process runs the daemon [none: this process runs
+	// it until Close].
+	EgressCommand []string
 	// Logger receives the host's logs [slog.Default()].
 	Logger *slog.Logger
 }
@@ -160,6 +165,9 @@ type Host struct {
 
 	netMu sync.Mutex
 	net   *netns.Network
+
+	// egress is the egress daemon this process runs, if any.
+	egress egressState
 
 	execBin, initBin helperBinary
 
@@ -255,6 +263,7 @@ func (h *Host) RunRoot() string { return h.store.RunRoot() }
 // need); background work does not restart.
 func (h *Host) Close() error {
 	h.supervisor.stop()
+	h.stopEgress()
 	h.netMu.Lock()
 	defer h.netMu.Unlock()
 	if h.net == nil {

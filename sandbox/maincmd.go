@@ -38,7 +38,7 @@ type mainCmdRecord struct {
 }
 
 const (
-	mainCmdRecordFile = "service.json"
+	mainCmdRecordFile = "maincmd.json"
 	// mainCmdTailBytes caps the output kept on disk after the command
 	// ended.
 	mainCmdTailBytes = 64 << 10
@@ -414,7 +414,7 @@ func mainCmdTail(ctx context.Context, c *client.Client) (tail []sbx.LogFrame, fr
 		}
 		held += int64(len(f.Data))
 		if f.Offset != end || held > mainCmdTailBytes {
-			return errors.New("executor service logs: the tail is not contiguous or larger than asked")
+			return errors.New("executor main command logs: the tail is not contiguous or larger than asked")
 		}
 		end += int64(len(f.Data))
 		tail = append(tail, sbx.LogFrame{Type: f.Type, Offset: f.Offset, Data: f.Data, Time: f.Time})
@@ -427,7 +427,7 @@ func mainCmdTail(ctx context.Context, c *client.Client) (tail []sbx.LogFrame, fr
 		from, end = last.Offset, last.Offset
 	}
 	if last.Offset != end {
-		return nil, 0, 0, errors.New("executor service logs: the tail does not reach the end")
+		return nil, 0, 0, errors.New("executor main command logs: the tail does not reach the end")
 	}
 	return tail, from, end, nil
 }

@@ -102,7 +102,7 @@ func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
 // /etc/hosts): on a bridged network, in one netns.Reconfigure (recorded in
 // the lease first, one batch of rules). It returns the /etc files to
 // write and, once the lease is written, a function that waits for the
-// rules (sent meanwhile); an error of claimNetwork is the request's when
+// rules (sent meanwhile; nil if there are none to wait for); an error of claimNetwork is the request's when
 // it is sbx.ErrInvalid or sbx.ErrPortInUse. On error (of either) the
 // network is as it was.
 func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Options, func() error, error) {
@@ -110,7 +110,7 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Opt
 	changed := len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress ||
 		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
 	if !newHost && !changed {
-		return rootfs.Options{}, noWait, nil
+		return rootfs.Options{}, nil, nil
 	}
 	na, err := parseNetwork(&sb.Options, hostname(sb))
 	if err != nil {
@@ -118,10 +118,10 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Opt
 	}
 	if na.Mode != netns.ModeBridge {
 		if !newHost {
-			return rootfs.Options{}, noWait, nil
+			return rootfs.Options{}, nil, nil
 		}
 		a := netns.LocalAttachment(sb.ID, na.Mode, hostname(sb), "")
-		return rootfs.Options{Hosts: a.Hosts}, noWait, nil
+		return rootfs.Options{Hosts: a.Hosts}, nil, nil
 	}
 	n, err := h.network()
 	if err != nil {
@@ -132,15 +132,22 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Opt
 		return rootfs.Options{}, nil, err
 	}
 	sb.Network = networkInfo(a.Attachment)
+	wait := a.Wait
+	if na.Egress.Names.HasNames() {
+		// The egress daemon listens before the claimant's first command.
+		wait = func() error {
+			if err := a.Wait(); err != nil {
+				return err
+			}
+			return h.ensureEgress(ctx)
+		}
+	}
 	etc := rootfs.Options{Hosts: a.Hosts}
 	if changed {
 		etc.ResolvConf = a.ResolvConf
 	}
-	return etc, a.Wait, nil
+	return etc, wait, nil
 }
-
-// noWait is claimNetwork's wait when no rules change.
-func noWait() error { return nil }
 
 // liveMounts are the volumes and tmpfs mounts of o as mounts made in a
 // running sandbox.

@@ -171,6 +171,11 @@ func (h *Host) attachNetwork(ctx context.Context, p *provisioned) error {
 		if p.net, err = n.Attach(ctx, p.id, na); err != nil {
 			return err
 		}
+		if na.Egress.Names.HasNames() {
+			if err := h.ensureEgress(ctx); err != nil {
+				return err
+			}
+		}
 		p.networkS, p.fromPool = time.Since(t0).Seconds(), p.net.FromPool
 	} else {
 		p.net = netns.LocalAttachment(p.id, na.Mode, p.hostname, "")

@@ -75,6 +75,7 @@ type run struct {
 	user    rootfs.User
 	ctr     *isolate.Container
 	view    string   // the cgroup view mounted for the container, if any
+	dev     string   // the /dev mounted for the container, if any
 	status  *os.File // the init's report of how the command ended
 	reader  *initstatus.StatusReader
 	life    *os.File // lifeline: the init kills everything when it closes
@@ -213,6 +214,9 @@ func (r *run) start(o *sbx.RunOptions) error {
 	if spec.CgroupView, err = r.mountCgroupView(); err != nil {
 		return err
 	}
+	if spec.Dev, err = r.mountDev(); err != nil {
+		return err
+	}
 	owner := -1
 	if r.p.uns != nil {
 		owner = int(r.p.uns.rng.HostID)
@@ -247,6 +251,22 @@ func (r *run) mountCgroupView() (string, error) {
 		r.view = dir // remove undoes it, and the cgroups it made
 	}
 	if !made {
+		return "", err
+	}
+	return dir, nil
+}
+
+// mountDev mounts the run's /dev in its directory (on the host, as the
+// cgroup view), returning it for Spec.Dev. gc unmounts a crashed run's
+// with its directory.
+func (r *run) mountDev() (string, error) {
+	dir := filepath.Join(r.dir, devDir)
+	owner := -1
+	if r.p.uns != nil {
+		owner = int(r.p.uns.rng.HostID)
+	}
+	r.dev = dir // remove undoes it
+	if err := isolate.MountDev(dir, owner); err != nil {
 		return "", err
 	}
 	return dir, nil
@@ -449,6 +469,9 @@ func (r *run) remove(ctx context.Context) float64 {
 			r.p.closeUserNS()
 		case sbx.ResourceRunDir:
 			errs = append(errs, waitDestroyed())
+			if r.dev != "" {
+				errs = append(errs, isolate.UnmountDev(r.dev))
+			}
 			if r.view != "" {
 				errs = append(errs, isolate.UnmountCgroupView(r.view))
 				if r.ctr == nil { // the view made the cgroups; no container removed them

@@ -67,6 +67,7 @@ func (s *supervisor) start(ctx context.Context, full bool) {
 		}
 		h.log.Info("re-adopted running sandboxes", "count", len(live))
 		s.autoRemoves = true
+		h.resumeEgress(ctx)
 	}
 	all := s.listAll(ctx)
 	s.h.events.tracker.seed(all)

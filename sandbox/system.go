@@ -53,7 +53,19 @@ func (h *Host) DiskUsage(ctx context.Context) (*sbx.DiskUsage, error) {
 		}
 	}
 	counted := map[string]bool{}
+	nonBuild := map[string]bool{}
 	for _, img := range images {
+		if !isBuildStep(img.Name) {
+			for _, d := range img.LayerDirs {
+				nonBuild[d] = true
+			}
+		}
+	}
+	buildCounted := map[string]bool{}
+	for _, img := range images {
+		if isBuildStep(img.Name) {
+			du.BuildCacheImages++
+		}
 		du.Images++
 		if usedDigests[img.Digest] {
 			du.ImagesInUse++
@@ -71,12 +83,17 @@ func (h *Host) DiskUsage(ctx context.Context) (*sbx.DiskUsage, error) {
 				continue
 			}
 			counted[dir] = true
+			if !nonBuild[dir] && !buildCounted[dir] {
+				buildCounted[dir] = true
+				du.BuildCacheBytes += size[img.DiffIDs[i]]
+			}
 			du.LayersBytes += size[img.DiffIDs[i]]
 			if !usedDirs[dir] {
 				du.ReclaimableBytes += size[img.DiffIDs[i]]
 			}
 		}
 	}
+	du.BuildCacheMountBytes = buildEngine{h}.cacheMountBytes()
 	return &du, nil
 }
 

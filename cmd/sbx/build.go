@@ -8,7 +8,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/dockerargs"
+	"github.com/sbxrun/sbx/render"
 )
 
 func buildCmd(a *app) *cobra.Command {
@@ -56,5 +58,38 @@ func buildCmd(a *app) *cobra.Command {
 	f.StringVar(&o.Network, "network", sbx.NetworkNone, "network of RUN steps: none or bridge")
 	f.StringVar(&o.Pull, "pull", "", "pull policy of FROM images: missing, always or never (default: the host's)")
 	f.BoolVarP(&quiet, "quiet", "q", false, "print only the image digest")
+	cmd.AddCommand(buildPruneCmd(a))
+	return cmd
+}
+
+func buildPruneCmd(a *app) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "prune [-f]",
+		Short: "Remove the build cache: the step images (sbx-build:*) and the RUN cache mounts",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !force {
+				if !console.IsTerminal(cmd.InOrStdin()) {
+					return exitErr("sbx build prune removes the build cache: confirm with -f")
+				}
+				if !console.Confirm(cmd.InOrStdin(), cmd.ErrOrStderr(), "This removes the build cache. Continue?") {
+					return exitWith(1)
+				}
+			}
+			return a.withBackend(func(ctx context.Context, b backend) error {
+				p, ok := b.(sbx.BuildCachePruner)
+				if !ok {
+					return errors.New("this backend cannot prune a build cache: run sbx build prune on the server's host")
+				}
+				rep, err := p.PruneBuildCache(ctx)
+				if rep != nil {
+					render.BuildPruneReport(cmd.OutOrStdout(), rep)
+				}
+				return err
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&force, "force", "f", false, "do not ask for confirmation")
 	return cmd
 }

@@ -26,7 +26,7 @@ func registerSandboxFlags(fs *pflag.FlagSet, f *dockerargs.SandboxFlags) {
 	fs.StringSliceVar(&f.CapDrop, "cap-drop", nil, "drop capabilities (or ALL)")
 	fs.StringVar(&f.Network, "network", "none", "network: none (only lo), host, or bridge (NAT through sbx0)")
 	fs.StringArrayVarP(&f.Publish, "publish", "p", nil, "publish a port with --network bridge: [IP:]HOSTPORT:CTRPORT[/tcp|/udp]")
-	fs.StringVar(&f.Egress, "egress", "", "bridge egress: CIDR[,CIDR...] allow-list or none (default: internet, no private ranges)")
+	fs.StringVar(&f.Egress, "egress", "", "bridge egress: allow-list of CIDRs and host names (api.x.com, *.x.com, **.x.com, :PORT; !ENTRY denies; * all), or none (default: internet, no private ranges)")
 	fs.StringArrayVar(&f.HostPorts, "allow-host-port", nil, "let a bridged sandbox reach this host port: PORT[/tcp|/udp]")
 	fs.StringArrayVar(&f.DNS, "dns", nil, "name server for a bridged sandbox's /etc/resolv.conf")
 	fs.StringVar(&f.Rootfs, "rootfs", "", "root filesystem directory (read-only lower layer; never modified)")

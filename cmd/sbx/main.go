@@ -59,7 +59,7 @@ func commands(a *app) []*cobra.Command {
 		// Front-ends of other systems.
 		openhandsCmd(a),
 		// Run by sbx itself, hidden.
-		executorCmd(), expiryWatcherCmd(a), autoRemoverCmd(a),
+		executorCmd(), expiryWatcherCmd(a), autoRemoverCmd(a), egressdCmd(a),
 	)
 }
 
@@ -99,6 +99,9 @@ func (a *app) open(cfg sandbox.HostConfig) (backend, error) {
 		return c, nil
 	}
 	cfg.Root, cfg.RunRoot = a.root, a.runRoot
+	if exe, err := os.Executable(); err == nil {
+		cfg.EgressCommand = a.selfArgv(exe, "egressd")
+	}
 	if err := cfg.ReadEnv(); err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ func registerOpenHandsSettings(fs *pflag.FlagSet, prefix string, f *openhands.Se
 	fs.StringVar(&f.Memory, prefix+"memory", "4g", "memory limit of a runtime (times resource_factor)")
 	fs.Float64Var(&f.CPUs, prefix+"cpus", 0, "CPU quota of a runtime (times resource_factor; 0: none)")
 	fs.Int64Var(&f.Pids, prefix+"pids-limit", 4096, "process limit of a runtime (times resource_factor)")
-	fs.StringVar(&f.Egress, prefix+"egress", "", "egress of the runtimes' bridge network: CIDR[,CIDR...] or none (default: the internet, no private ranges)")
+	fs.StringVar(&f.Egress, prefix+"egress", "", "egress of the runtimes' bridge network: CIDRs and host names (see --egress of sbx create) or none (default: the internet, no private ranges)")
 	fs.StringArrayVar(&f.Env, prefix+"env", nil, "KEY=VALUE added to every Agent Server's environment (repeatable)")
 }
 

@@ -431,7 +431,22 @@ func spawnDetached(a *app, args ...string) error {
 	if err != nil {
 		return err
 	}
-	return sandbox.SpawnDetached(append([]string{exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel}, args...))
+	return sandbox.SpawnDetached(a.selfArgv(exe, args...))
+}
+
+// selfArgv is the command line of sbx (exe) with args on this state.
+func (a *app) selfArgv(exe string, args ...string) []string {
+	return append([]string{exe, "--root", a.root, "--run-root", a.runRoot, "--log-level", a.logLevel}, args...)
+}
+
+// egressdCmd is the background process that runs the bridge's egress
+// proxy and resolver while sandboxes name hosts in their egress policy.
+func egressdCmd(a *app) *cobra.Command {
+	return backgroundCmd(a, "egressd", "Run the bridge's egress proxy and resolver while sandboxes name hosts in --egress; exits when none does (started by sbx create)", cobra.NoArgs,
+		func(ctx context.Context, h *sandbox.Host, _ []string) error {
+			_, err := h.RunEgress(ctx, true)
+			return err
+		})
 }
 
 func renameCmd(a *app) *cobra.Command {

@@ -9,22 +9,22 @@ import "time"
 const (
 	// PathMainCmd: POST starts the main command (MainCmdSpec → MainCmdStatus),
 	// GET reports it (MainCmdStatus; 404 when none was started).
-	PathMainCmd = "/v1/service"
+	PathMainCmd = "/v1/maincmd"
 	// PathMainCmdLogs: GET streams the main command's output as NDJSON
 	// LogFrames. Query: since=OFFSET (absolute byte offset, default 0),
 	// tail_bytes=N (start N bytes before the end instead), follow=1 (keep
 	// streaming until the main command has ended for good).
-	PathMainCmdLogs = "/v1/service/logs"
+	PathMainCmdLogs = "/v1/maincmd/logs"
 	// PathMainCmdWait: POST waits until the main command has ended for good
 	// (exited and not going to restart) and returns its MainCmdStatus.
-	PathMainCmdWait = "/v1/service/wait"
+	PathMainCmdWait = "/v1/maincmd/wait"
 	// PathMainCmdSignal: POST sends a MainCmdSignal to the main command's
 	// process group; the restart policy still applies.
-	PathMainCmdSignal = "/v1/service/signal"
+	PathMainCmdSignal = "/v1/maincmd/signal"
 	// PathMainCmdStop: POST stops the main command for good (MainCmdStop →
 	// MainCmdStatus): SIGTERM to its process group, SIGKILL after the
 	// timeout, and no restart.
-	PathMainCmdStop = "/v1/service/stop"
+	PathMainCmdStop = "/v1/maincmd/stop"
 )
 
 // Restart policies of a main command.
@@ -42,7 +42,7 @@ const (
 	MaxMainCmdLogBytes = 8 << 20
 )
 
-// MainCmdSpec is the body of POST /v1/service. Argv is run directly (no
+// MainCmdSpec is the body of POST /v1/maincmd. Argv is run directly (no
 // shell); Env, Cwd and User work as in ExecRequest. Restart is RestartNo
 // (default), RestartOnFailure or RestartAlways; MaxRestarts bounds the
 // restarts after failures (0: no bound). LogBytes is the size of the
@@ -81,7 +81,7 @@ type MainCmdExit struct {
 	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
-// MainCmdStatus is the reply of GET /v1/service and of the calls that
+// MainCmdStatus is the reply of GET /v1/maincmd and of the calls that
 // change it. Pid is the main command's pid inside the sandbox while it runs.
 // Exit is the latest run's end (nil while the first run is running);
 // Restarts counts the restarts so far and RecentExits holds the last few
@@ -98,20 +98,20 @@ type MainCmdStatus struct {
 	LogEnd      int64         `json:"log_end"`
 }
 
-// MainCmdSignal is the body of POST /v1/service/signal: a signal name
+// MainCmdSignal is the body of POST /v1/maincmd/signal: a signal name
 // ("SIGTERM", "TERM") or number ("15").
 type MainCmdSignal struct {
 	Signal string `json:"signal"`
 }
 
-// MainCmdStop is the body of POST /v1/service/stop: Signal is sent first
+// MainCmdStop is the body of POST /v1/maincmd/stop: Signal is sent first
 // (default SIGTERM), SIGKILL after TimeoutS seconds (default 10).
 type MainCmdStop struct {
 	Signal   string  `json:"signal,omitempty"`
 	TimeoutS float64 `json:"timeout_s,omitempty"`
 }
 
-// Frame types of GET /v1/service/logs.
+// Frame types of GET /v1/maincmd/logs.
 const (
 	LogStdout = "stdout" // output of the main command on its stdout
 	LogStderr = "stderr" // output on its stderr
@@ -119,7 +119,7 @@ const (
 	LogEnd    = "end"    // the last frame: Offset is where to resume; Main command is set
 )
 
-// LogFrame is one line of GET /v1/service/logs. Offset is the absolute
+// LogFrame is one line of GET /v1/maincmd/logs. Offset is the absolute
 // offset of Data's first byte in the main command's output (for "gap", of the
 // first lost byte; for "end", the offset to resume from); Time is when
 // the output was read.
@@ -129,5 +129,5 @@ type LogFrame struct {
 	Data    string         `json:"data,omitempty"`
 	Time    time.Time      `json:"time,omitzero"`
 	Lost    int64          `json:"lost,omitempty"`
-	MainCmd *MainCmdStatus `json:"service,omitempty"`
+	MainCmd *MainCmdStatus `json:"main_cmd,omitempty"`
 }

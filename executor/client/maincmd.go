@@ -107,7 +107,7 @@ func (c *Client) MainCmdLogs(ctx context.Context, o LogOptions, onFrame func(api
 		body = &cappedReader{r: body, left: left}
 	}
 	var end api.LogFrame
-	err = readFrames(body, c.opts.MaxFrameBytes, "executor service logs", func(f *api.LogFrame) (bool, error) {
+	err = readFrames(body, c.opts.MaxFrameBytes, "executor main command logs", func(f *api.LogFrame) (bool, error) {
 		switch f.Type {
 		case api.LogStdout, api.LogStderr, api.LogGap:
 			return false, onFrame(*f)
@@ -134,7 +134,7 @@ type cappedReader struct {
 
 func (c *cappedReader) Read(p []byte) (int, error) {
 	if c.left <= 0 {
-		return 0, fmt.Errorf("executor service logs: a reply without follow larger than the largest log ring: %w", ErrReplyTooLarge)
+		return 0, fmt.Errorf("executor main command logs: a reply without follow larger than the largest log ring: %w", ErrReplyTooLarge)
 	}
 	if int64(len(p)) > c.left {
 		p = p[:c.left]
@@ -153,7 +153,7 @@ func (c *Client) MainCmdLogTail(ctx context.Context, max int64) (string, api.Mai
 	end, err := c.MainCmdLogs(ctx, LogOptions{TailBytes: max}, func(f api.LogFrame) error {
 		got += int64(len(f.Data))
 		if got > 2*max+int64(c.opts.MaxFrameBytes) {
-			return fmt.Errorf("executor service logs: asked for %d bytes, got more than %d: %w", max, got, ErrReplyTooLarge)
+			return fmt.Errorf("executor main command logs: asked for %d bytes, got more than %d: %w", max, got, ErrReplyTooLarge)
 		}
 		if f.Type != api.LogGap && int64(b.Len()+len(f.Data)) <= max {
 			b.WriteString(f.Data)

@@ -167,7 +167,7 @@ func TestExecutorMainCmdFollowAndRestart(t *testing.T) {
 	if st2.Exit == nil || st2.Exit.ExitCode != 127 || st2.Exit.Error == "" {
 		t.Fatalf("missing program: %+v", st2)
 	}
-	if out, _ := mainCmdLog(t, c, client.LogOptions{TailBytes: 200}); !strings.Contains(out, "stderr:sbx: start service /no/such/program") {
+	if out, _ := mainCmdLog(t, c, client.LogOptions{TailBytes: 200}); !strings.Contains(out, "stderr:sbx: start main command /no/such/program") {
 		t.Fatalf("missing program's log: %q", out)
 	}
 	// always restarts until stopped; stop ends it for good, killing what

@@ -87,18 +87,23 @@ func freePortIn(t testing.TB, ns string) int {
 	return port
 }
 
-// holders counts the live host processes that hold published ports.
-func holders(t testing.TB) int {
+// holders counts the live port-holder processes of h's state root (a
+// holder's second argument is its state directory, under h.Root): other
+// roots on the machine have holders of their own.
+func holders(t testing.TB, h *harness.Host) int {
 	t.Helper()
 	n := 0
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		comm, err := os.ReadFile(filepath.Join("/proc", p.Name(), "comm"))
 		stat, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
+		cmdline, _ := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		args := strings.Split(string(cmdline), "\x00")
+		ours := len(args) > 2 && strings.HasPrefix(args[2], h.Root+"/")
 		// An ended holder waits as a zombie for its parent (or init) to
 		// reap it; its sockets are closed.
 		zombie := strings.Contains(string(stat), ") Z ")
-		if err == nil && strings.HasPrefix(string(comm), "sbx-hold") && !zombie {
+		if err == nil && strings.HasPrefix(string(comm), "sbx-hold") && ours && !zombie {
 			n++
 		}
 	}
@@ -114,9 +119,12 @@ func holders(t testing.TB) int {
 func TestAdversarialPublishedPortsAreHeld(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	h := harness.NewHost(t)
-	before := holders(t)
+	before := holders(t, h)
 	tcp, udp := freePortIn(t, h.Netns), freePortIn(t, h.Netns)
 	id := h.Create(t, "--network", "bridge", "-p", fmt.Sprintf("127.0.0.1:%d:80", tcp), "-p", fmt.Sprintf("%d:53/udp", udp))
+	if n := holders(t, h); n <= before {
+		t.Errorf("no port holder of this root runs for sandbox %s (%d before, %d now)", id, before, n)
+	}
 	for _, c := range []struct{ proto, addr string }{
 		{"tcp", fmt.Sprintf("127.0.0.1:%d", tcp)}, {"tcp", fmt.Sprintf("0.0.0.0:%d", tcp)},
 		{"udp", fmt.Sprintf("127.0.0.1:%d", udp)}, {"udp", fmt.Sprintf("0.0.0.0:%d", udp)},
@@ -226,7 +234,7 @@ func TestAdversarialPublishedPortsAreHeld(t *testing.T) {
 	if err := bindIn(t, h.Netns, "tcp", fmt.Sprintf("0.0.0.0:%d", tcp)); err != nil {
 		t.Errorf("after a killed run and gc, port %d is still taken: %v", tcp, err)
 	}
-	if n := holders(t); n != before {
+	if n := holders(t, h); n != before {
 		t.Errorf("%d port-holder processes left (%d before)", n, before)
 	}
 }

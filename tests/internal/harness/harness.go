@@ -163,7 +163,7 @@ func AssertNoLeftovers(t testing.TB) {
 			}
 		}
 	}
-	// The parent cgroup is this test binary's own (TestMain), so every
+	// The parent cgroup is this test binary's own (Main), so every
 	// one-shot run's cgroup under it is a leftover of these tests.
 	for id, paths := range cgroup.Leftovers() {
 		if strings.HasPrefix(id, "run-") {

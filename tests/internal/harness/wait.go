@@ -13,7 +13,7 @@ import (
 )
 
 // CountHostProcesses counts the processes of this test binary's sandboxes
-// (in cgroups under its private parent, see TestMain) whose command line
+// (in cgroups under its private parent, see Main) whose command line
 // is s; other sbx users' processes on the machine, e.g. the same test run
 // by someone else, do not count.
 func CountHostProcesses(t testing.TB, s string) int {
