@@ -53,7 +53,7 @@ var OptionClasses = []OptionClass{
 	{Field: "Env", JSON: "env", Class: PoolClaim, How: "the executor's default environment for later commands"},
 	{Field: "Workdir", JSON: "workdir", Class: PoolClaim, How: "the executor's default working directory (created in the root)"},
 	{Field: "User", JSON: "user", Class: PoolClaim, How: "the executor's default user for later commands, looked up in the member's /etc/passwd and /etc/group at the claim; a pool whose members boot a main command keys on it"},
-	{Field: "Hostname", JSON: "hostname", Class: PoolClaim, How: "sethostname in the member's UTS namespace (from a host thread that joins it), and /etc/hostname and /etc/hosts rewritten in its root"},
+	{Field: "Hostname", JSON: "hostname", Class: PoolClaim, How: "sethostname in the member's UTS namespace (from the host thread that joins it to move the mounts in), and /etc/hostname and /etc/hosts rewritten in its root"},
 	{Field: "Limits", JSON: "limits", Class: PoolClaim, How: "the cgroup's files (memory and swap, CFS quota, pids.max), checked against the memory budget; the writable layer's tmpfs is remounted with the new disk size"},
 	{Field: "Network", JSON: "network", Class: PoolKey, Default: NetworkNone, How: "the network namespace and veth are attached at start"},
 	{Field: "Publish", JSON: "publish", Class: PoolClaim, Claimant: true, How: "the host ports' sockets bound and held, the DNAT rules added in the egress rules' nftables batch, recorded in its lease first"},
@@ -71,6 +71,8 @@ var OptionClasses = []OptionClass{
 	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
 	{Field: "IdleTimeout", JSON: "idle_timeout", Class: PoolUnclaimable, How: "a pool member's activity before its claim is not the sandbox's: a create with it starts cold"},
 	{Field: "Lease", JSON: "lease", Class: PoolClaim, Claimant: true, How: "the record and the expiry index, from the claim on"},
+	{Field: "EgressPolicy", JSON: "egress_policy", Class: PoolKey, How: "the member's egress policy, with the CA of its inspected hosts written into its root, is set when it starts"},
+	{Field: "Secrets", JSON: "secrets", Class: PoolUnclaimable, How: "placeholders, the CA and the trust bundles are written into the root before start"},
 }
 
 // PoolKeyValues returns the key fields of o by JSON name, each with its

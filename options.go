@@ -108,6 +108,15 @@ type Options struct {
 	// KeepLease itself, and REST callers POST .../renew. Zero: no lease.
 	// In JSON it is a duration string, like TTL.
 	Lease time.Duration `json:"-"`
+	// EgressPolicy is the text of an egress policy file (YAML or JSON,
+	// docs/network.md): allow and deny entries, per-host L7 rules and
+	// secret bindings; bridge mode, instead of Egress.
+	EgressPolicy string `json:"egress_policy,omitempty"`
+	// Secrets are values the sandbox uses without holding them: its
+	// environment gets placeholders, swapped for the values by the
+	// egress proxy on requests to the secrets' hosts (bridge mode; see
+	// Secret). The record keeps them without their values.
+	Secrets []Secret `json:"secrets,omitempty"`
 }
 
 // MinLease is the shortest Options.Lease: a renewal must have time to
@@ -303,6 +312,13 @@ func (o *Options) Validate() error {
 		if k, _, ok := strings.Cut(e, "="); !ok || k == "" || strings.ContainsRune(e, 0) {
 			bad("environment entry %q: want KEY=VALUE", e)
 		}
+	}
+	errs = append(errs, validateSecrets(o.Secrets, o.Env)...)
+	if o.EgressPolicy != "" && (o.Network != NetworkBridge || o.Egress != "") {
+		bad("an egress policy file needs bridge networking and takes the place of --egress")
+	}
+	if len(o.Secrets) > 0 && o.Network != NetworkBridge {
+		bad("secrets need bridge networking (--network bridge), where the egress proxy swaps them in")
 	}
 	for _, a := range o.Cmd {
 		if strings.ContainsRune(a, 0) {

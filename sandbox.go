@@ -217,6 +217,10 @@ const (
 	// ResourceUserNS is the user namespace id range leased to the sandbox
 	// (Path names the lease's owner); released by giving it back.
 	ResourceUserNS ResourceKind = "userns"
+	// ResourceEgressState is the host-side egress state of a sandbox
+	// whose traffic is inspected (its CA and its secrets' values, never
+	// seen by the sandbox); released by removing the directory Path.
+	ResourceEgressState ResourceKind = "egress-state"
 )
 
 // Resource is one thing created on the host for a sandbox.

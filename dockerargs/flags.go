@@ -3,6 +3,7 @@ package dockerargs
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -31,6 +32,12 @@ type SandboxFlags struct {
 	Rootfs                  string
 	Pull                    string
 	UserNS                  string
+	// EgressPolicy is --egress-policy FILE, read into Options.
+	EgressPolicy string
+	// Secrets are --secret [PREFIX:]NAME@HOST[,HOST...]; each value is
+	// NAME in this process's environment, or a line of SecretStdin.
+	Secrets     []string
+	SecretStdin io.Reader
 }
 
 // Options turns the flags into sbx.Options. local is set when the sandbox
@@ -88,6 +95,20 @@ func (f *SandboxFlags) Options(local bool) (sbx.Options, error) {
 	o.ReadonlyRootfs, o.Seccomp, o.CapAdd, o.CapDrop = f.ReadOnly, f.Seccomp, f.CapAdd, f.CapDrop
 	o.UserNS = f.UserNS
 	o.Network, o.Publish, o.Egress, o.AllowHostPorts, o.DNS = f.Network, f.Publish, f.Egress, f.HostPorts, f.DNS
+	if f.EgressPolicy != "" {
+		b, err := os.ReadFile(f.EgressPolicy)
+		if err != nil {
+			return o, fmt.Errorf("--egress-policy: %w", err)
+		}
+		o.EgressPolicy = string(b)
+	}
+	for _, spec := range f.Secrets {
+		s, err := sbx.ParseSecret(spec, os.Getenv, f.SecretStdin)
+		if err != nil {
+			return o, err
+		}
+		o.Secrets = append(o.Secrets, s)
+	}
 	return o, nil
 }
 

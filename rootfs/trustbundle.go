@@ -38,8 +38,8 @@ type TrustedCA struct {
 	// first bundle plus the CA), for SSL_CERT_FILE and the like.
 	Bundle string
 	// Written are the in-sandbox paths of every file written (resolved,
-	// so each is a real file of the root, not a link), for commit to
-	// leave out.
+	// so each is a real file of the root, not a link) and of every
+	// directory made for them, for commit to leave out.
 	Written []string
 }
 
@@ -88,15 +88,17 @@ func AddTrustedCA(root string, caPEM []byte) (TrustedCA, error) {
 	}
 	if t.Bundle == "" {
 		t.Bundle = CABundlePaths[0]
-		if err := writeInRoot(rootDir, t.Bundle, caPEM); err != nil {
+		made, err := writeInRootMade(rootDir, t.Bundle, caPEM)
+		if err != nil {
 			return TrustedCA{}, err
 		}
-		t.Written = append(t.Written, t.Bundle)
+		t.Written = append(append(t.Written, made...), t.Bundle)
 	}
-	if err := writeInRoot(rootDir, SandboxCAFile, caPEM); err != nil {
+	made, err := writeInRootMade(rootDir, SandboxCAFile, caPEM)
+	if err != nil {
 		return TrustedCA{}, err
 	}
-	t.Written = append(t.Written, SandboxCAFile)
+	t.Written = append(append(t.Written, made...), SandboxCAFile)
 	return t, nil
 }
 
@@ -168,6 +170,26 @@ func inRootPath(h *os.File, root string) (string, error) {
 // resolved inside the root, made if missing; the file itself never a
 // link), keeping the mode and owner of a file that is there.
 func writeInRoot(rootDir *os.File, p string, data []byte) error {
+	_, err := writeInRootMade(rootDir, p, data)
+	return err
+}
+
+// writeInRootMade is writeInRoot, returning the directories it made.
+func writeInRootMade(rootDir *os.File, p string, data []byte) ([]string, error) {
+	var made []string
+	for d := path.Dir(p); d != "/"; d = path.Dir(d) {
+		h, err := pathrs.OpenatInRoot(rootDir, d)
+		if err == nil {
+			h.Close()
+			break
+		}
+		made = append([]string{d}, made...)
+	}
+	return made, writeFileInRoot(rootDir, p, data)
+}
+
+// writeFileInRoot is writeInRoot without the account of directories.
+func writeFileInRoot(rootDir *os.File, p string, data []byte) error {
 	dir, err := pathrs.MkdirAllHandle(rootDir, path.Dir(p), 0o755)
 	if err != nil {
 		return fmt.Errorf("write %s in the sandbox: %w", p, err)

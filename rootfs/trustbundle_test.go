@@ -100,6 +100,10 @@ func TestAddTrustedCANoBundle(t *testing.T) {
 	if tc.Bundle != "/etc/ssl/certs/ca-certificates.crt" {
 		t.Errorf("bundle %q", tc.Bundle)
 	}
+	want := []string{"/etc", "/etc/ssl", "/etc/ssl/certs", "/etc/ssl/certs/ca-certificates.crt", SandboxCAFile}
+	if !slices.Equal(tc.Written, want) {
+		t.Errorf("written %q, want %q", tc.Written, want)
+	}
 }
 
 // A hostile image links its bundle out of the root: the link resolves

@@ -73,13 +73,14 @@ func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox,
 	}
 	defer resume()
 	upper := filepath.Join(h.store.RunDir(sb.ID), rootfsDir, upperDir)
-	skip := sbxOwnPath
+	skip := h.ownPaths(sb.ID)
 	err = h.inMountNS(sb.ID, func() error {
 		if _, err := os.Lstat(upper); err != nil {
 			return err
 		}
 		if stubs := mountStubs(upper, sb.Image.Layers, drop); len(stubs) > 0 {
-			skip = func(rel string) bool { return stubs[rel] || sbxOwnPath(rel) }
+			own := skip
+			skip = func(rel string) bool { return stubs[rel] || own(rel) }
 		}
 		return nil
 	})

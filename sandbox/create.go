@@ -59,7 +59,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 		return nil, err
 	}
 	miss := ""
-	if pool == "" {
+	if pool == "" && len(opts.Secrets) == 0 {
 		sb, reason, err := h.claimOrReason(ctx, &opts, img.info, t0)
 		miss = reason
 		if sb != nil || err != nil {
@@ -73,6 +73,9 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 			return sb, nil
 		}
 	}
+	// Secret values go to the host-side egress state, never the record.
+	secrets := opts.Secrets
+	opts.Secrets = sbx.WithoutSecretValues(secrets)
 	now := h.now().UTC()
 	sb := &sbx.Sandbox{
 		ID:      state.NewID(),
@@ -102,7 +105,11 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if miss != "" {
 		sb.CreateTimings.Pool = "miss, " + miss
 	}
-	if err := h.build(ctx, sb, img.lowers); err != nil {
+	err = h.writeEgressState(sb, secrets)
+	if err == nil {
+		err = h.build(ctx, sb, img.lowers)
+	}
+	if err != nil {
 		h.log.Debug("create failed, releasing", "id", sb.ID, "err", err)
 		if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
 			return nil, fmt.Errorf("create sandbox: %w (and releasing what was created failed: %v; run sbx gc)", err, rerr)
@@ -203,6 +210,9 @@ func (h *Host) plan(sb *sbx.Sandbox) []sbx.Resource {
 	plan := []sbx.Resource{{Kind: sbx.ResourceRunDir, Path: run}}
 	if sb.Options.Network == sbx.NetworkBridge {
 		plan = append(plan, sbx.Resource{Kind: sbx.ResourceNetwork, ID: sb.ID})
+		if needsEgressState(&sb.Options) {
+			plan = append(plan, sbx.Resource{Kind: sbx.ResourceEgressState, Path: h.egressStateDir(sb.ID)})
+		}
 	}
 	if sb.Options.UserNS == sbx.UserNSPrivate {
 		plan = append(plan, sbx.Resource{Kind: sbx.ResourceUserNS, Path: sandboxOwner(h.store.Root(), sb.ID)})
@@ -359,6 +369,9 @@ func (h *Host) buildWith(ctx context.Context, sb *sbx.Sandbox, lowers []string, 
 		if err := h.prepareRoot(p, h.crashPoint); err != nil {
 			return err
 		}
+		if err := h.addEgressTrust(sb, p.root.Path); err != nil {
+			return err
+		}
 		sb.RootPath = p.root.Path
 		sb.CreateTimings.NetworkS, sb.CreateTimings.FromPool, sb.CreateTimings.RootfsS = p.networkS, p.fromPool, p.rootfsS
 		return start(p)
@@ -446,6 +459,8 @@ func (h *Host) undoResource(ctx context.Context, r sbx.Resource) error {
 		return n.Detach(ctx, r.ID)
 	case sbx.ResourceUserNS:
 		return releaseUserNS(h.cfg.UserNSDir, r.Path)
+	case sbx.ResourceEgressState:
+		return removeEgressState(r.Path)
 	}
 	return fmt.Errorf("unknown resource kind %q (written by a newer sbx?)", r.Kind)
 }

@@ -58,7 +58,7 @@ func (h *Host) Diff(ctx context.Context, ref string) ([]sbx.Change, error) {
 	upper := rootfs.UpperDir(filepath.Join(h.store.RunDir(sb.ID), rootfsDir))
 	var changes []rootfs.Change
 	err = h.inMountNS(sb.ID, func() (err error) {
-		changes, err = rootfs.Changes(upper, lowers, sbxOwnPath, maxChanges)
+		changes, err = rootfs.Changes(upper, lowers, h.ownPaths(sb.ID), maxChanges)
 		return err
 	})
 	if err != nil {

@@ -101,6 +101,14 @@ func (h *Host) serveEgress(ctx context.Context, n *netns.Network, untilIdle bool
 	h.egress.mu.Lock()
 	inspector := h.egress.inspector
 	h.egress.mu.Unlock()
+	if inspector == nil {
+		ins, err := newInspector(filepath.Join(h.store.Root(), "network"))
+		if err != nil {
+			return err
+		}
+		defer ins.Close()
+		inspector = ins
+	}
 	lookup := n.EgressLookup()
 	audit := newEgressAudit(filepath.Join(h.store.Root(), "network", "egress-audit.jsonl"), h)
 	defer audit.close()

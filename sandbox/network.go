@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/egress"
 	"github.com/sbxrun/sbx/netns"
 )
 
@@ -14,6 +15,18 @@ func parseNetwork(o *sbx.Options, hostname string) (netns.AttachOptions, error) 
 	a, err := netns.ParseFlags(netns.Flags{Network: o.Network, Publish: o.Publish, Egress: o.Egress,
 		AllowHostPorts: o.AllowHostPorts, DNS: o.DNS, Hostname: hostname})
 	if err != nil {
+		return a, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+	}
+	if o.EgressPolicy != "" {
+		p, err := egress.ParseFile([]byte(o.EgressPolicy))
+		if err == nil {
+			a.Egress, err = netns.PolicyEgress(p)
+		}
+		if err != nil {
+			return a, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
+		}
+	}
+	if err := addSecretBindings(&a, o.Secrets); err != nil {
 		return a, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
 	}
 	return a, nil

@@ -30,6 +30,9 @@ func (h *Host) prepare(ctx context.Context, o sbx.PrepareOptions, policy *sbx.Po
 	if o.Base == "" || strings.TrimSpace(o.Script) == "" {
 		return nil, fmt.Errorf("%w: prepare needs a base image and a script", sbx.ErrInvalid)
 	}
+	if len(o.Sandbox.Secrets) > 0 {
+		return nil, fmt.Errorf("%w: a preparation's image must not depend on secrets; give them to the sandboxes created from it", sbx.ErrInvalid)
+	}
 	if len(o.Sandbox.Volumes) > 0 {
 		return nil, fmt.Errorf("%w: volumes would make a preparation depend on host files; copy them in within the script instead", sbx.ErrInvalid)
 	}

@@ -44,6 +44,9 @@ func (h *Host) Run(ctx context.Context, o sbx.RunOptions) (*sbx.Report, error) {
 }
 
 func (h *Host) run(ctx context.Context, o sbx.RunOptions, policy *sbx.Policy) (*sbx.Report, error) {
+	if len(o.Secrets) > 0 {
+		return nil, fmt.Errorf("%w: secrets need a long-lived sandbox (sbx create), not a one-shot run", sbx.ErrUnsupported)
+	}
 	prep, miss, err := h.runPooled(ctx, &o, policy)
 	if prep != nil || err != nil {
 		return prep, err

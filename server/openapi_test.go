@@ -25,6 +25,7 @@ var bodies = map[string]reflect.Type{
 	"Options":           reflect.TypeFor[sbx.Options](),
 	"Limits":            reflect.TypeFor[sbx.Limits](),
 	"Volume":            reflect.TypeFor[sbx.Volume](),
+	"Secret":            reflect.TypeFor[sbx.Secret](),
 	"Tmpfs":             reflect.TypeFor[sbx.Tmpfs](),
 	"Sandbox":           reflect.TypeFor[sbx.Sandbox](),
 	"SandboxList":       reflect.TypeFor[api.SandboxList](),

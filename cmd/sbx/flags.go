@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
@@ -27,6 +29,9 @@ func registerSandboxFlags(fs *pflag.FlagSet, f *dockerargs.SandboxFlags) {
 	fs.StringVar(&f.Network, "network", "none", "network: none (only lo), host, or bridge (NAT through sbx0)")
 	fs.StringArrayVarP(&f.Publish, "publish", "p", nil, "publish a port with --network bridge: [IP:]HOSTPORT:CTRPORT[/tcp|/udp]")
 	fs.StringVar(&f.Egress, "egress", "", "bridge egress: allow-list of CIDRs and host names (api.x.com, *.x.com, **.x.com, :PORT; !ENTRY denies; * all), or none (default: internet, no private ranges)")
+	fs.StringVar(&f.EgressPolicy, "egress-policy", "", "bridge egress from a policy file (YAML: allow, deny, hosts with L7 rules, secrets; docs/network.md), instead of --egress")
+	fs.StringArrayVar(&f.Secrets, "secret", nil, "bridge: [PREFIX:]NAME@HOST[,HOST...]: NAME holds a placeholder the egress proxy swaps for the value (from NAME in sbx's environment, else stdin) on requests to HOST")
+	f.SecretStdin = os.Stdin
 	fs.StringArrayVar(&f.HostPorts, "allow-host-port", nil, "let a bridged sandbox reach this host port: PORT[/tcp|/udp]")
 	fs.StringArrayVar(&f.DNS, "dns", nil, "name server for a bridged sandbox's /etc/resolv.conf")
 	fs.StringVar(&f.Rootfs, "rootfs", "", "root filesystem directory (read-only lower layer; never modified)")

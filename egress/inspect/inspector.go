@@ -14,64 +14,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sbxrun/sbx/egress"
 	"github.com/sbxrun/sbx/egress/tlsca"
 )
 
-// Host is the policy entry of an inspected host.
-type Host struct {
-	// Pattern is the host pattern as written ("api.example.com").
-	Pattern string
-	// Rules allow requests; none means every request is allowed (the host
-	// is inspected for its secrets only).
-	Rules []Rule
-	// Audit lets requests no rule allows through, recording them as
-	// "audit" instead of refusing them.
-	Audit bool
-}
-
-// DialFunc reaches the real host (the policy-matched name, resolved and
-// checked by the egress proxy) on port.
-type DialFunc func(ctx context.Context, network string, port uint16) (net.Conn, error)
-
-// Conn is one connection of a sandbox to an inspected host, handed over
-// by the egress proxy.
-type Conn struct {
-	// Sandbox is the sandbox's id; StateDir its host-side egress state
-	// (CA and secrets).
-	Sandbox, StateDir string
-	// SNI is the checked server name (lower case, no trailing dot), Port
-	// the destination port, TLS whether the sandbox speaks TLS on it.
-	SNI  string
-	Port uint16
-	TLS  bool
-	// Host is the policy entry that matched SNI.
-	Host Host
-	// Dial reaches the real host.
-	Dial DialFunc
-	// Audit records one event per request.
-	Audit func(Event)
-}
-
-// Event is the audit record of one request. It never holds a secret's
-// value, only the names of the secrets put in.
-type Event struct {
-	Time      time.Time
-	Sandbox   string
-	Host      string
-	Port      uint16
-	Method    string
-	Path      string
-	Rule      string // the rule that allowed it, or the host pattern
-	Decision  string // "allow", "deny" or "audit"
-	Reason    string // why, for a deny or an upstream failure
-	Status    int
-	Secrets   []string // names of the secrets put into the request
-	BytesUp   int64
-	BytesDown int64
-}
-
-// Inspector serves the inspected connections of every sandbox. It is safe
-// for concurrent use; Close stops it.
+// Inspector serves the inspected connections of every sandbox: it is the
+// egress.Inspector of the egress proxy. It is safe for concurrent use;
+// Close stops it.
 type Inspector struct {
 	// RootCAs verify the real hosts; nil means the host's system roots.
 	roots *x509.CertPool
@@ -101,10 +50,12 @@ func New(roots *x509.CertPool) *Inspector {
 // Close stops serving and closes every connection.
 func (i *Inspector) Close() error { return i.srv.Close() }
 
+var _ egress.Inspector = (*Inspector)(nil)
+
 // Serve takes over conn (it closes it) for c and returns when the
 // sandbox's connection is done or ctx ends.
-func (i *Inspector) Serve(ctx context.Context, conn net.Conn, c Conn) error {
-	st, err := i.state(c.StateDir)
+func (i *Inspector) Serve(ctx context.Context, conn net.Conn, c egress.Conn) error {
+	st, err := i.state(c.Sandbox.StateDir)
 	if err != nil {
 		conn.Close()
 		return err
@@ -115,7 +66,7 @@ func (i *Inspector) Serve(ctx context.Context, conn net.Conn, c Conn) error {
 	if c.TLS {
 		if st.ca == nil {
 			conn.Close()
-			return fmt.Errorf("sandbox %s has no egress CA to inspect %s with", c.Sandbox, c.SNI)
+			return fmt.Errorf("sandbox %s has no egress CA to inspect %s with", c.Sandbox.ID, c.SNI)
 		}
 		nc = tls.Server(hc, &tls.Config{
 			MinVersion: tls.VersionTLS12,
@@ -193,7 +144,7 @@ func fileStamp(p string) string {
 // handedConn is a connection handed over, with what it is for.
 type handedConn struct {
 	net.Conn
-	c     Conn
+	c     egress.Conn
 	st    *sandboxState
 	proxy http.Handler
 	once  sync.Once

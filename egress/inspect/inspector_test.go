@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sbxrun/sbx/egress"
 	"github.com/sbxrun/sbx/egress/tlsca"
 )
 
@@ -33,13 +34,13 @@ type rig struct {
 	ins       *Inspector
 	sandboxCA *x509.CertPool
 	addr      string
-	events    chan Event
-	conn      Conn
+	events    chan egress.AuditEvent
+	conn      egress.Conn
 }
 
-func newRig(t *testing.T, host Host, secrets []Secret) *rig {
+func newRig(t *testing.T, host egress.HostPolicy, secrets []Secret, bound ...string) *rig {
 	t.Helper()
-	r := &rig{t: t, events: make(chan Event, 100)}
+	r := &rig{t: t, events: make(chan egress.AuditEvent, 100)}
 	r.upstream = httptest.NewUnstartedServer(http.HandlerFunc(r.echo))
 	r.upstream.EnableHTTP2 = true
 	r.upstream.StartTLS()
@@ -64,7 +65,12 @@ func newRig(t *testing.T, host Host, secrets []Secret) *rig {
 	r.ins = New(roots)
 	t.Cleanup(func() { r.ins.Close() })
 	upAddr := r.upstream.Listener.Addr().String()
-	r.conn = Conn{Sandbox: "sandbox1", StateDir: dir, SNI: "example.com", Port: 443, TLS: true, Host: host,
+	var bindings []egress.SecretBinding
+	for _, b := range bound {
+		bindings = append(bindings, egress.SecretBinding{Name: b, Hosts: []string{"example.com"}})
+	}
+	r.conn = egress.Conn{Sandbox: egress.SandboxRef{ID: "sandbox1", StateDir: dir}, SNI: "example.com", Port: 443, TLS: true,
+		Host: host, Secrets: bindings,
 		Dial: func(ctx context.Context, network string, port uint16) (net.Conn, error) {
 			if port != 443 {
 				return nil, fmt.Errorf("dial on port %d", port)
@@ -72,7 +78,7 @@ func newRig(t *testing.T, host Host, secrets []Secret) *rig {
 			var d net.Dialer
 			return d.DialContext(ctx, network, upAddr)
 		},
-		Audit: func(e Event) { r.events <- e },
+		Audit: func(e egress.AuditEvent) { r.events <- e },
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -148,7 +154,7 @@ func (r *rig) do(c *http.Client, method, url string, hdr http.Header) (int, stri
 	return resp.StatusCode, string(b)
 }
 
-func (r *rig) event() Event {
+func (r *rig) event() egress.AuditEvent {
 	r.t.Helper()
 	select {
 	case e := <-r.events:
@@ -156,11 +162,11 @@ func (r *rig) event() Event {
 	case <-time.After(5 * time.Second):
 		r.t.Fatal("no audit event")
 	}
-	return Event{}
+	return egress.AuditEvent{}
 }
 
 func TestHTTP2ThroughInspection(t *testing.T) {
-	r := newRig(t, Host{Pattern: "example.com"}, nil)
+	r := newRig(t, egress.HostPolicy{Host: "example.com"}, nil)
 	c := r.client()
 	resp, err := c.Get("https://example.com/v1/models")
 	if err != nil {
@@ -174,13 +180,13 @@ func TestHTTP2ThroughInspection(t *testing.T) {
 	if resp.TLS.PeerCertificates[0].Issuer.CommonName == "" || !strings.HasPrefix(resp.TLS.PeerCertificates[0].Issuer.CommonName, "sbx sandbox CA") {
 		t.Fatalf("served by %q", resp.TLS.PeerCertificates[0].Issuer.CommonName)
 	}
-	if e := r.event(); e.Decision != "allow" || e.Method != "GET" || e.Path != "/v1/models" || e.Status != 200 || e.BytesDown == 0 {
+	if e := r.event(); e.Decision != "allow" || e.Kind != "request" || e.Method != "GET" || e.Path != "/v1/models" || e.BytesDown == 0 {
 		t.Fatalf("event %+v", e)
 	}
 }
 
 func TestWebSocketThroughInspection(t *testing.T) {
-	r := newRig(t, Host{Pattern: "example.com", Rules: []Rule{{Method: "GET", Path: "/ws"}}}, nil)
+	r := newRig(t, egress.HostPolicy{Host: "example.com", Rules: []egress.L7Rule{{Method: "GET", Path: "/ws"}}}, nil)
 	conn, err := tls.Dial("tcp", r.addr, &tls.Config{ServerName: "example.com", RootCAs: r.sandboxCA, NextProtos: []string{"http/1.1"}})
 	if err != nil {
 		t.Fatal(err)
@@ -203,7 +209,7 @@ func TestWebSocketThroughInspection(t *testing.T) {
 }
 
 func TestL7RuleRefusesPost(t *testing.T) {
-	r := newRig(t, Host{Pattern: "example.com", Rules: []Rule{{Method: "GET", Path: "/repos/**"}}}, nil)
+	r := newRig(t, egress.HostPolicy{Host: "example.com", Rules: []egress.L7Rule{{Method: "GET", Path: "/repos/**"}}}, nil)
 	c := r.client()
 	if code, _ := r.do(c, "GET", "https://example.com/repos/a/b", nil); code != 200 {
 		t.Fatalf("GET: %d", code)
@@ -219,7 +225,7 @@ func TestL7RuleRefusesPost(t *testing.T) {
 	if r.hits.Load() != hits {
 		t.Fatal("the refused POST reached the host")
 	}
-	if e := r.event(); e.Decision != "deny" || e.Method != "POST" || e.Status != 403 {
+	if e := r.event(); e.Decision != "deny" || e.Method != "POST" || !strings.Contains(e.Reason, "no rule") {
 		t.Fatalf("event %+v", e)
 	}
 	// Paths with dot or empty segments are refused, whatever the rules.
@@ -242,7 +248,7 @@ func TestL7RuleRefusesPost(t *testing.T) {
 }
 
 func TestAuditModeLetsMissesThrough(t *testing.T) {
-	r := newRig(t, Host{Pattern: "example.com", Rules: []Rule{{Method: "GET", Path: "/"}}, Audit: true}, nil)
+	r := newRig(t, egress.HostPolicy{Host: "example.com", Rules: []egress.L7Rule{{Method: "GET", Path: "/"}}, Audit: true}, nil)
 	if code, _ := r.do(r.client(), "DELETE", "https://example.com/x", nil); code != 200 {
 		t.Fatalf("DELETE in audit mode: %d", code)
 	}
@@ -252,7 +258,7 @@ func TestAuditModeLetsMissesThrough(t *testing.T) {
 }
 
 func TestHostMustEqualSNI(t *testing.T) {
-	r := newRig(t, Host{Pattern: "example.com"}, nil)
+	r := newRig(t, egress.HostPolicy{Host: "example.com"}, nil)
 	for _, host := range []string{"evil.test", "example.com:8443"} {
 		code, _ := r.do(r.client(), "GET", "https://example.com/", http.Header{})
 		if code != 200 {
@@ -269,7 +275,7 @@ func TestHostMustEqualSNI(t *testing.T) {
 		if resp.StatusCode != http.StatusMisdirectedRequest {
 			t.Fatalf("Host %s: %d", host, resp.StatusCode)
 		}
-		if e := r.event(); e.Decision != "deny" || e.Status != 421 {
+		if e := r.event(); e.Decision != "deny" || !strings.Contains(e.Reason, "misdirected") {
 			t.Fatalf("event %+v", e)
 		}
 	}
@@ -283,10 +289,10 @@ func TestSecretSubstitutedAndScrubbed(t *testing.T) {
 	other, _ := NewPlaceholder("")
 	const value = "real-secret-value-42"
 	secrets := []Secret{
-		{Name: "API_KEY", Hosts: []string{"example.com"}, Placeholder: ph, Value: value},
-		{Name: "OTHER", Hosts: []string{"other.test"}, Placeholder: other, Value: "other-value"},
+		{Name: "API_KEY", Placeholder: ph, Value: value},
+		{Name: "OTHER", Placeholder: other, Value: "other-value"},
 	}
-	r := newRig(t, Host{Pattern: "example.com"}, secrets)
+	r := newRig(t, egress.HostPolicy{}, secrets, "API_KEY")
 	c := r.client()
 	code, body := r.do(c, "GET", "https://example.com/x?key="+ph, http.Header{"Authorization": {"Bearer " + ph}})
 	if code != 200 {
@@ -301,7 +307,7 @@ func TestSecretSubstitutedAndScrubbed(t *testing.T) {
 	if strings.Contains(body, value) || !strings.Contains(body, "auth=Bearer "+ph) {
 		t.Fatalf("the value came back to the sandbox: %q", body)
 	}
-	if e := r.event(); len(e.Secrets) != 1 || e.Secrets[0] != "API_KEY" || strings.Contains(fmt.Sprint(e), value) {
+	if e := r.event(); e.Decision != "allow" || e.Rule != "example.com" || strings.Contains(fmt.Sprint(e), value) {
 		t.Fatalf("event %+v", e)
 	}
 	// Basic auth, as git sends it.
@@ -335,7 +341,7 @@ func TestSecretSubstitutedAndScrubbed(t *testing.T) {
 
 func TestSecretNeverSentToAnUnverifiedHost(t *testing.T) {
 	ph, _ := NewPlaceholder("")
-	r := newRig(t, Host{Pattern: "example.com"}, []Secret{{Name: "K", Hosts: []string{"example.com"}, Placeholder: ph, Value: "v"}})
+	r := newRig(t, egress.HostPolicy{}, []Secret{{Name: "K", Placeholder: ph, Value: "v"}}, "K")
 	r.ins.roots = x509.NewCertPool() // trusts nothing
 	code, _ := r.do(r.client(), "GET", "https://example.com/", http.Header{"Authorization": {ph}})
 	if code != http.StatusBadGateway || r.hits.Load() != 0 {

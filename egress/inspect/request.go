@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/sbxrun/sbx/egress"
 )
 
 type eventKey struct{}
@@ -25,16 +27,13 @@ func (i *Inspector) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c := hc.c
-	ev := &Event{Time: time.Now(), Sandbox: c.Sandbox, Host: c.SNI, Port: c.Port,
-		Method: r.Method, Path: r.URL.Path, Rule: c.Host.Pattern, Decision: "allow"}
+	ev := &egress.AuditEvent{Time: time.Now(), Sandbox: c.Sandbox.ID, Name: c.SNI, Kind: "request",
+		Method: r.Method, Path: r.URL.Path, Rule: ruleOf(c), Decision: "allow"}
 	cw := &countingWriter{ResponseWriter: w}
 	body := &countingBody{rc: r.Body}
 	r.Body = body
 	defer func() {
 		ev.BytesUp, ev.BytesDown = body.n.Load(), cw.n
-		if ev.Status == 0 {
-			ev.Status = cw.status
-		}
 		if c.Audit != nil {
 			c.Audit(*ev)
 		}
@@ -44,23 +43,21 @@ func (i *Inspector) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(reason, "misdirected") {
 			status = http.StatusMisdirectedRequest
 		}
-		ev.Decision, ev.Reason, ev.Status = "deny", reason, status
+		ev.Decision, ev.Reason = "deny", reason
 		http.Error(cw, "sbx egress policy: "+reason, status)
 		return
 	}
-	names, err := substitute(r, c.SNI, hc.st.secrets, c.TLS)
-	if err != nil {
-		ev.Decision, ev.Reason, ev.Status = "deny", err.Error(), http.StatusForbidden
+	if err := substitute(r, hc.st.secrets, c.Secrets, c.TLS); err != nil {
+		ev.Decision, ev.Reason = "deny", err.Error()
 		http.Error(cw, "sbx egress policy: "+err.Error(), http.StatusForbidden)
 		return
 	}
-	ev.Secrets = names
 	hc.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), eventKey{}, ev)))
 }
 
 // check applies the host and L7 checks to r; it returns why r is refused,
 // or "". An L7 miss in audit mode is let through, marked in ev.
-func (i *Inspector) check(r *http.Request, c Conn, ev *Event) string {
+func (i *Inspector) check(r *http.Request, c egress.Conn, ev *egress.AuditEvent) string {
 	host, port := r.Host, ""
 	if h, p, err := net.SplitHostPort(r.Host); err == nil {
 		host, port = h, p
@@ -79,16 +76,26 @@ func (i *Inspector) check(r *http.Request, c Conn, ev *Event) string {
 		return ""
 	}
 	for _, rule := range c.Host.Rules {
-		if rule.Matches(r.Method, r.URL.Path) {
+		if rule.Match(r.Method, r.URL.Path) {
 			ev.Rule = rule.String()
 			return ""
 		}
 	}
 	if c.Host.Audit {
-		ev.Decision, ev.Reason = "audit", "no rule of "+c.Host.Pattern+" allows "+r.Method+" "+r.URL.Path
+		ev.Decision, ev.Reason = "audit", "no rule of "+c.Host.Host+" allows "+r.Method+" "+r.URL.Path
 		return ""
 	}
-	return "no rule of " + c.Host.Pattern + " allows " + r.Method + " " + r.URL.Path
+	return "no rule of " + c.Host.Host + " allows " + r.Method + " " + r.URL.Path
+}
+
+// ruleOf is the policy entry a request on c is allowed by before the L7
+// rules are looked at: the host's pattern, or the server name when only
+// secrets make the host inspected.
+func ruleOf(c egress.Conn) string {
+	if c.Host.Host != "" {
+		return c.Host.Host
+	}
+	return c.SNI
 }
 
 // cleanPath reports whether p is absolute and has no ".", ".." or empty
@@ -150,8 +157,8 @@ func (i *Inspector) newProxy(hc *handedConn) http.Handler {
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if ev, ok := r.Context().Value(eventKey{}).(*Event); ok {
-				ev.Reason, ev.Status = "upstream: "+err.Error(), http.StatusBadGateway
+			if ev, ok := r.Context().Value(eventKey{}).(*egress.AuditEvent); ok {
+				ev.Reason = "upstream: " + err.Error()
 			}
 			if errors.Is(err, context.Canceled) {
 				return

@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
+	"github.com/sbxrun/sbx/egress"
 	"github.com/sbxrun/sbx/internal/privatefile"
 )
 
@@ -25,12 +27,12 @@ var placeholderRE = regexp.MustCompile(PlaceholderTag + `[a-z2-7]{32}`)
 
 // Secret is one secret of a sandbox: the sandbox holds Placeholder in
 // the environment variable Name; the proxy sends Value in its place to
-// the hosts matching Hosts, and nowhere else.
+// the hosts the policy binds Name to (egress.SecretBinding), and nowhere
+// else.
 type Secret struct {
-	Name        string   `json:"name"`
-	Hosts       []string `json:"hosts"`
-	Placeholder string   `json:"placeholder"`
-	Value       string   `json:"value"`
+	Name        string `json:"name"`
+	Placeholder string `json:"placeholder"`
+	Value       string `json:"value"`
 }
 
 // SecretsFile is the file of a sandbox's host-side egress state holding
@@ -86,16 +88,6 @@ func (s Secret) tag() string {
 	return s.Placeholder
 }
 
-// boundTo reports whether the secret may be sent to host.
-func (s Secret) boundTo(host string) bool {
-	for _, h := range s.Hosts {
-		if MatchHost(h, host) {
-			return true
-		}
-	}
-	return false
-}
-
 // errForeignPlaceholder: a request carries a placeholder that is not one
 // of a secret bound to its host.
 type errForeignPlaceholder struct{ name string }
@@ -108,11 +100,14 @@ func (e errForeignPlaceholder) Error() string {
 }
 
 // substitute replaces, in the headers (Basic credentials decoded too) and
-// the query of r, the placeholders of secrets bound to host by their
-// values. A placeholder of any other secret, or of no secret of this
-// sandbox, is refused. When send is false (plain HTTP) no value is put
-// in and every placeholder is refused. It returns the names substituted.
-func substitute(r *http.Request, host string, secrets []Secret, send bool) ([]string, error) {
+// the query of r, the placeholders of the secrets bound to r's host (the
+// bindings, from the live policy) by their values. A placeholder of any
+// other secret, or of no secret of this sandbox, is refused. When send is
+// false (plain HTTP) no value is put in and every placeholder is refused.
+func substitute(r *http.Request, secrets []Secret, bound []egress.SecretBinding, send bool) error {
+	isBound := func(name string) bool {
+		return slices.ContainsFunc(bound, func(b egress.SecretBinding) bool { return b.Name == name })
+	}
 	byPH := make(map[string]Secret, len(secrets))
 	for _, s := range secrets {
 		byPH[s.tag()] = s
@@ -124,7 +119,7 @@ func substitute(r *http.Request, host string, secrets []Secret, send bool) ([]st
 			if !ok {
 				return errForeignPlaceholder{}
 			}
-			if !send || !s.boundTo(host) {
+			if !send || !isBound(s.Name) {
 				return errForeignPlaceholder{s.Name}
 			}
 			used[s.Name] = true
@@ -143,16 +138,16 @@ func substitute(r *http.Request, host string, secrets []Secret, send bool) ([]st
 	}
 	plain := func(v string) string { return v }
 	if err := check(r.URL.RawQuery + " " + r.URL.RawPath + " " + r.URL.Path); err != nil {
-		return nil, err
+		return err
 	}
 	for k, vs := range r.Header {
 		for i, v := range vs {
 			if err := check(v); err != nil {
-				return nil, err
+				return err
 			}
 			if dec, ok := basicCredentials(k, v); ok {
 				if err := check(dec); err != nil {
-					return nil, err
+					return err
 				}
 				if strings.Contains(dec, PlaceholderTag) {
 					vs[i] = "Basic " + base64.StdEncoding.EncodeToString([]byte(replace(dec, plain)))
@@ -163,11 +158,7 @@ func substitute(r *http.Request, host string, secrets []Secret, send bool) ([]st
 		}
 	}
 	r.URL.RawQuery = replace(r.URL.RawQuery, url.QueryEscape)
-	names := make([]string, 0, len(used))
-	for n := range used {
-		names = append(names, n)
-	}
-	return names, nil
+	return nil
 }
 
 // basicCredentials decodes the user:password of a Basic Authorization

@@ -145,3 +145,16 @@ def test_a_crashed_program_leaves_nothing_running(server: Server) -> None:
             proc.stdout.close()
     with server.client() as c:
         assert _gone(c, sandbox_id, 15), "the sandbox of a killed program is still there"
+
+
+def test_secret_forms() -> None:
+    from sbx._wire import create_body
+
+    body = create_body({"image": "x", "network": "bridge", "egress_policy": "allow: [api.test]",
+                        "secrets": [{"name": "K", "hosts": ["api.test"], "prefix": "sk-", "value": "v"}]})
+    assert body["egress_policy"] == "allow: [api.test]"
+    assert body["secrets"] == [{"name": "K", "value": "v", "hosts": ["api.test"], "prefix": "sk-"}]
+    with pytest.raises(TypeError):
+        create_body({"image": "x", "secrets": [{"name": "K", "hosts": "api.test", "value": "v"}]})
+    with pytest.raises(ValueError):
+        create_body({"image": "x", "secrets": [{"name": "K", "value": "v", "host": ["api.test"]}]})

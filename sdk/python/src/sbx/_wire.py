@@ -183,6 +183,23 @@ def _tmpfs(t: Union[Tmpfs, str]) -> dict[str, Any]:
     return out
 
 
+def _secret(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A secret of a create: name, hosts, prefix and value, checked."""
+    if not isinstance(s, Mapping) or not isinstance(s.get("name"), str) or not isinstance(s.get("value"), str):
+        raise TypeError(f"secret {s!r}: want a mapping with a name and a value (strings)")
+    unknown = set(s) - {"name", "hosts", "prefix", "value"}
+    if unknown:
+        raise ValueError(f"secret {s['name']}: unknown keys {sorted(unknown)}")
+    out: dict[str, Any] = {"name": s["name"], "value": s["value"]}
+    if "hosts" in s:
+        if isinstance(s["hosts"], str):
+            raise TypeError(f"secret {s['name']}: hosts: want a list of strings, not a string")
+        out["hosts"] = list(s["hosts"])
+    if s.get("prefix"):
+        out["prefix"] = s["prefix"]
+    return out
+
+
 def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON body of ``POST /v1/sandboxes`` from the parameters of
     ``Sandboxes.create`` (its ``locals()``), checked and normalised: sizes
@@ -193,8 +210,12 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError("give exactly one of image and rootfs")
     # Passed as they are: strings, and the flag when set.
     body: dict[str, Any] = {
-        k: o[k] for k in ("image", "rootfs", "name", "workdir", "user", "hostname", "egress", "seccomp") if k in o
+        k: o[k]
+        for k in ("image", "rootfs", "name", "workdir", "user", "hostname", "egress", "egress_policy", "seccomp")
+        if k in o
     }
+    if "secrets" in o:
+        body["secrets"] = [_secret(x) for x in o["secrets"]]
     if o.get("readonly_rootfs"):
         body["readonly_rootfs"] = True
     if o.get("auto_remove"):

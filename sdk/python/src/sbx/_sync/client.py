@@ -184,6 +184,8 @@ class Sandboxes:
         network: Optional[Network] = None,
         publish: Optional[Sequence[str]] = None,
         egress: Optional[str] = None,
+        egress_policy: Optional[str] = None,
+        secrets: Optional[Sequence[Mapping[str, Any]]] = None,
         allow_host_ports: Optional[Sequence[str]] = None,
         dns: Optional[Sequence[str]] = None,
         volumes: Optional[Sequence[Union[Volume, str]]] = None,
@@ -205,7 +207,12 @@ class Sandboxes:
         allows. Limits: ``memory`` and ``disk`` (bytes or "512m"), ``cpus``
         (e.g. 1.5), ``pids``. ``network`` is "none" (default), "bridge" or
         "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
-        ``dns`` and ``allow_host_ports`` apply to bridge mode. ``ttl``
+        ``dns`` and ``allow_host_ports`` apply to bridge mode, and so do
+        ``egress_policy`` (the text of an egress policy file, instead of
+        ``egress``) and ``secrets`` (``[{"name": "API_KEY", "hosts":
+        ["api.example.com"], "prefix": "sk-", "value": ...}]``: the sandbox's
+        ``API_KEY`` holds a placeholder the egress proxy swaps for the value
+        on requests to those hosts; see docs/network.md). ``ttl``
         (seconds, a timedelta or "1h") removes the sandbox that long after
         its creation; ``idle_timeout`` (the same forms) checkpoints it to disk
         on the server once nobody has used it that long (no exec, session,
