@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from ._errors import APIError, LimitError, ProtocolError, error_class
 from ._models import Tmpfs, Volume
-from ._units import Duration, Size, duration_seconds, go_duration, parse_size
+from ._units import Duration, Size, duration_seconds, go_duration, lease_seconds, parse_size
 
 #: Where a client connects when neither the argument nor SBX_HOST names a server.
 DEFAULT_HOST = "unix:///run/sbx/sbx.sock"
@@ -251,6 +251,8 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         body["network"] = o["network"]
     for key in ("ttl", "idle_timeout", "lease"):
         if key in o:
+            if key == "lease":
+                lease_seconds(o[key])
             body[key] = go_duration(o[key], key)
     for key in ("publish", "allow_host_ports", "dns", "cap_add", "cap_drop"):
         if key in o:
@@ -355,6 +357,8 @@ def session_run_body(
     timeout: Optional[Duration] = None,
     no_output_timeout: Optional[Duration] = None,
     max_output_bytes: Optional[int] = None,
+    stop_signal: Optional[str] = None,
+    stop_grace: Optional[Duration] = None,
 ) -> tuple[dict[str, Any], float]:
     """The body of a session run and the HTTP deadline that goes with it
     (the executor's default call limit is 120 s)."""
@@ -371,6 +375,12 @@ def session_run_body(
         body["no_output_timeout_s"] = duration_seconds(no_output_timeout, "no_output_timeout")
     if max_output_bytes is not None:
         body["max_output_bytes"] = max_output_bytes
+    if stop_signal is not None:
+        body["stop_signal"] = stop_signal
+    if stop_grace is not None:
+        if stop_signal is None:
+            raise ValueError("stop_grace needs a stop_signal")
+        body["stop_grace"] = go_duration(stop_grace, "stop_grace")
     return body, limit + DEADLINE_SLACK_S
 
 
