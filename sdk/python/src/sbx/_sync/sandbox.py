@@ -346,6 +346,13 @@ class Sandbox:
         a name in use raises ConflictError."""
         return self._change("rename", {"name": name})
 
+    def set_egress(self, egress: str) -> SandboxRecord:
+        """Replace the egress policy of the running bridged sandbox, as the
+        create option ``egress``: "default", "none", or CIDRs and host names
+        ("api.openai.com", "*.example.org", "**.example.org", ":PORT",
+        "!ENTRY" to deny). The rules change at once, in one batch."""
+        return self._change("egress", {"egress": egress})
+
     def top(self) -> list[ProcessInfo]:
         """The processes of the running sandbox, as ``docker top`` lists
         them."""
