@@ -82,6 +82,10 @@ type Sandboxes interface {
 	Renew(ctx context.Context, ref string) (*Sandbox, error)
 	// Rename gives a sandbox a new unique name ("" drops its name).
 	Rename(ctx context.Context, ref, name string) (*Sandbox, error)
+	// SetEgress replaces the egress policy of a bridged sandbox while it
+	// lives: its rules change in one batch, and the egress daemon reads
+	// the new policy at the next connection or query.
+	SetEgress(ctx context.Context, ref string, u EgressUpdate) (*Sandbox, error)
 	// Prepare returns an image that is Base after Script ran in it,
 	// building it only once for the same inputs.
 	Prepare(ctx context.Context, o PrepareOptions) (*PrepareResult, error)

@@ -71,7 +71,7 @@ var OptionClasses = []OptionClass{
 	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
 	{Field: "IdleTimeout", JSON: "idle_timeout", Class: PoolUnclaimable, How: "a pool member's activity before its claim is not the sandbox's: a create with it starts cold"},
 	{Field: "Lease", JSON: "lease", Class: PoolClaim, Claimant: true, How: "the record and the expiry index, from the claim on"},
-	{Field: "EgressPolicy", JSON: "egress_policy", Class: PoolKey, How: "the member's egress policy, with the CA of its inspected hosts written into its root, is set when it starts"},
+	{Field: "EgressPolicy", JSON: "egress_policy", Class: PoolUnclaimable, How: "the CA of its inspected hosts is written into the root and named in the environment before start: a create with it starts cold"},
 	{Field: "Secrets", JSON: "secrets", Class: PoolUnclaimable, How: "placeholders, the CA and the trust bundles are written into the root before start"},
 }
 

@@ -64,11 +64,17 @@ type PoolStats struct {
 // empty); it fails at once on a 4xx reply (the server is up and refuses),
 // and when the main command ends or Timeout (default 10 minutes) passes.
 //
+// With Command set instead of Port and Path, the check is that command,
+// run in the member (as its main command's user, in its directory) until
+// it exits 0, as E2B templates' ready commands are: a start command and a
+// ready command make a template whose members are claimed warm.
+//
 // In JSON timeout is a duration string ("90s") or a number of seconds.
 type ReadyCheck struct {
-	Port    int           `json:"port"`
-	Path    string        `json:"path"`
+	Port    int           `json:"port,omitempty"`
+	Path    string        `json:"path,omitempty"`
 	Body    string        `json:"body,omitempty"`
+	Command []string      `json:"command,omitempty"`
 	Timeout time.Duration `json:"-"`
 }
 
@@ -164,8 +170,8 @@ func (p *PoolSpec) Validate() error {
 	if set := OptionsSet(o, PoolClaim, true); len(set) > 0 {
 		return fmt.Errorf("%w: a pool's options must not set %s: they belong to the sandbox a create claims from it", ErrInvalid, strings.Join(set, ", "))
 	}
-	if len(o.Secrets) > 0 {
-		return fmt.Errorf("%w: a pool's members cannot hold secrets: a create with secrets starts its own sandbox", ErrInvalid)
+	if len(o.Secrets) > 0 || o.EgressPolicy != "" {
+		return fmt.Errorf("%w: a pool's members cannot hold secrets or an egress policy file: a create with them starts its own sandbox", ErrInvalid)
 	}
 	if err := p.validateBoot(); err != nil {
 		return err
@@ -211,7 +217,14 @@ func (p *PoolSpec) validateBoot() error {
 			return fmt.Errorf("%w: key_env: %q is not a variable name", ErrInvalid, name)
 		}
 	}
-	if r := p.ReadyCheck; r != nil {
+	if r := p.ReadyCheck; r != nil && len(r.Command) > 0 {
+		if r.Port != 0 || r.Path != "" || r.Body != "" {
+			return fmt.Errorf("%w: ready: give a command or a port and path, not both", ErrInvalid)
+		}
+		if r.Command[0] == "" {
+			return fmt.Errorf("%w: ready: the command is empty", ErrInvalid)
+		}
+	} else if r != nil {
 		if r.Port <= 0 || r.Port > 65535 {
 			return fmt.Errorf("%w: ready: port %d is out of range (1-65535)", ErrInvalid, r.Port)
 		}

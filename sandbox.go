@@ -368,6 +368,14 @@ type Event struct {
 	Egress *EgressAudit `json:"egress,omitempty"`
 }
 
+// EgressUpdate is a new egress policy for a running bridged sandbox
+// (Sandboxes.SetEgress).
+type EgressUpdate struct {
+	// Egress is as Options.Egress: "default", "none", or CIDRs and host
+	// names (docs/network.md).
+	Egress string `json:"egress"`
+}
+
 // EgressAudit is one decision of the egress daemon for a sandbox whose
 // policy names hosts: a DNS query refused, a connection, or a request on
 // an inspected host. It never holds a secret's value.

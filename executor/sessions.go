@@ -154,11 +154,16 @@ func (s *Server) runSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, badRequest("timeouts must not be negative"))
 		return
 	}
+	stop, err := sessionStop(req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
 	if s.isStopping() {
 		s.fail(w, errStopping)
 		return
 	}
-	res, err := ss.Run(r.Context(), req)
+	res, err := ss.Run(r.Context(), req, stop)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -1,11 +1,39 @@
 package executor
 
 import (
+	"time"
+
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/executor/internal/proc"
+	"github.com/sbxrun/sbx/executor/internal/shell"
 	"golang.org/x/sys/unix"
 )
+
+// sessionStop is how a session's command is stopped at the timeout of a
+// run request or when its caller goes away: not at all without a
+// stop_signal, else that signal, SIGKILL stop_grace
+// (sbx.DefaultExecStopGrace) later.
+func sessionStop(req api.RunRequest) (shell.Stop, error) {
+	if req.StopSignal == "" {
+		if req.StopGrace != 0 {
+			return shell.Stop{}, badRequest("stop_grace needs a stop_signal")
+		}
+		return shell.Stop{}, nil
+	}
+	sig, err := parseSignal(req.StopSignal)
+	if err != nil {
+		return shell.Stop{}, err
+	}
+	grace := time.Duration(req.StopGrace)
+	switch {
+	case grace < 0:
+		return shell.Stop{}, badRequest("stop_grace must not be negative")
+	case grace == 0:
+		grace = sbx.DefaultExecStopGrace
+	}
+	return shell.Stop{Signal: sig, Grace: grace}, nil
+}
 
 // execLimits are the limits of an exec request: its timeout, and how its
 // process group is stopped at the timeout or when cancel closes (the caller

@@ -133,6 +133,13 @@ func (v *PolicyView) Rename(ctx context.Context, ref, name string) (*sbx.Sandbox
 	return v.h.Rename(ctx, ref, name)
 }
 
+// SetEgress is Host.SetEgress: an egress policy only narrows or widens
+// what the sandbox's own bridge traffic reaches, within the host's
+// private-range protections.
+func (v *PolicyView) SetEgress(ctx context.Context, ref string, u sbx.EgressUpdate) (*sbx.Sandbox, error) {
+	return v.h.SetEgress(ctx, ref, u)
+}
+
 // Prepare is Host.Prepare held to the view's policy.
 func (v *PolicyView) Prepare(ctx context.Context, o sbx.PrepareOptions) (*sbx.PrepareResult, error) {
 	return v.h.prepare(ctx, o, v.policy)

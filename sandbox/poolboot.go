@@ -71,8 +71,11 @@ func bootKey(o *sbx.Options) *bootFields {
 	if len(o.Cmd) == 0 {
 		return nil
 	}
-	env := slices.Clone(o.Env)
-	slices.Sort(env)
+	var env []string // nil when empty: a create's [] and a pool's none match
+	if len(o.Env) > 0 {
+		env = slices.Clone(o.Env)
+		slices.Sort(env)
+	}
 	return &bootFields{Cmd: o.Cmd, Env: env, Workdir: o.Workdir, User: o.User}
 }
 
@@ -195,13 +198,61 @@ func (h *Host) bootMember(ctx context.Context, sb *sbx.Sandbox) error {
 	if d.Spec.ReadyCheck == nil {
 		return nil
 	}
-	return h.waitMemberReady(ctx, sb, d.Spec.ReadyCheck, func(ctx context.Context) (bool, error) {
+	ended := func(ctx context.Context) (bool, error) {
 		st, err := c.MainCmd(ctx)
 		if err != nil {
 			return false, err
 		}
 		return st.State == execapi.MainCmdExited, nil
-	})
+	}
+	if check := d.Spec.ReadyCheck; len(check.Command) > 0 {
+		var kv []string
+		for k, v := range env {
+			kv = append(kv, k+"="+v)
+		}
+		return waitMemberReadyCmd(ctx, c, check, execapi.ExecRequest{Argv: check.Command, Env: kv, Cwd: sb.Options.Workdir, User: sb.Options.User}, ended)
+	}
+	return h.waitMemberReady(ctx, sb, d.Spec.ReadyCheck, ended)
+}
+
+// waitMemberReadyCmd runs the check's command in the member until it
+// exits 0, ended says the main command ended, or the timeout passes.
+func waitMemberReadyCmd(ctx context.Context, c *client.Client, check *sbx.ReadyCheck, req execapi.ExecRequest, ended func(context.Context) (bool, error)) error {
+	timeout := time.Duration(check.Timeout)
+	if timeout <= 0 {
+		timeout = defaultReadyTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req.MaxOutputBytes = 4 << 10
+	delay := 50 * time.Millisecond
+	last := "not run yet"
+	for {
+		res, err := c.Exec(ctx, req)
+		switch {
+		case err == nil && res.ExitCode == 0:
+			return nil
+		case err == nil:
+			last = fmt.Sprintf("exit code %d", res.ExitCode)
+			if out := strings.TrimSpace(res.Stderr); out != "" {
+				last += ": " + out
+			}
+		case ctx.Err() == nil:
+			last = err.Error()
+		}
+		if gone, err := ended(ctx); err == nil && gone {
+			return fmt.Errorf("the main command ended before its ready command passed (%s)", last)
+		}
+		select {
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return fmt.Errorf("the ready command %q did not pass within %s (%s)", strings.Join(check.Command, " "), timeout, last)
+			}
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
 }
 
 // waitMemberReady runs check against sb until it passes, fails for good,
@@ -380,4 +431,23 @@ func giveWorkdir(ctx context.Context, c *client.Client, wd, user string) error {
 		return fmt.Errorf("give the working directory %s to %s: exit %d: %.200s", wd, user, res.ExitCode, res.Stderr)
 	}
 	return nil
+}
+
+// TemplateSpec adds a template's start and ready commands (sbx pool create
+// --start, --ready; shell command lines, run with /bin/sh -c) to spec: the
+// start command becomes the members' main command, the ready command their
+// ready check, with its timeout (0: the default).
+func TemplateSpec(spec sbx.PoolSpec, start, ready string, timeout time.Duration) (sbx.PoolSpec, error) {
+	if start != "" {
+		if len(spec.Options.Cmd) > 0 {
+			return spec, fmt.Errorf("%w: --start and a command after the image both set the members' main command: give one", sbx.ErrInvalid)
+		}
+		spec.Options.Cmd = []string{"/bin/sh", "-c", start}
+	}
+	if ready != "" {
+		spec.ReadyCheck = &sbx.ReadyCheck{Command: []string{"/bin/sh", "-c", ready}, Timeout: timeout}
+	} else if timeout != 0 {
+		return spec, fmt.Errorf("%w: --ready-timeout needs --ready", sbx.ErrInvalid)
+	}
+	return spec, nil
 }

@@ -44,6 +44,7 @@ var bodies = map[string]reflect.Type{
 	"NetworkInfo":       reflect.TypeFor[sbx.NetworkInfo](),
 	"PortMapping":       reflect.TypeFor[sbx.PortMapping](),
 	"Egress":            reflect.TypeFor[sbx.Egress](),
+	"EgressUpdate":      reflect.TypeFor[sbx.EgressUpdate](),
 	"EgressAudit":       reflect.TypeFor[sbx.EgressAudit](),
 	"HostPort":          reflect.TypeFor[sbx.HostPort](),
 	"CreateTimings":     reflect.TypeFor[sbx.CreateTimings](),

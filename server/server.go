@@ -194,6 +194,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/sandboxes/{id}/wait", s.waitSandbox),
 		h(http.MethodPost, "/v1/sandboxes/{id}/signal", s.signalSandbox),
 		h(http.MethodPost, "/v1/sandboxes/{id}/rename", s.renameSandbox),
+		h(http.MethodPost, "/v1/sandboxes/{id}/egress", s.setEgress),
 		h(http.MethodPost, "/v1/sandboxes/{id}/renew", s.renewSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/diff", s.diffSandbox),
 		h(http.MethodGet, "/v1/sandboxes/{id}/top", s.topSandbox),

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,8 @@ func poolCmd(a *app) *cobra.Command {
 		Short: "Manage warm pools: idle sandboxes started ahead that a matching create claims (docs/pools.md)"}
 	o := &createOptions{}
 	var size int
+	var start, ready string
+	var readyTimeout time.Duration
 	create := &cobra.Command{
 		Use:   "create NAME --size N [flags] (IMAGE | --rootfs DIR)",
 		Short: "Define a warm pool of N sandboxes started with these options",
@@ -32,14 +35,21 @@ func poolCmd(a *app) *cobra.Command {
 			if err != nil {
 				return exitErr("%v", err)
 			}
+			spec, err := sandbox.TemplateSpec(sbx.PoolSpec{Name: args[0], Size: size, Options: opts}, start, ready, readyTimeout)
+			if err != nil {
+				return exitErr("%v", err)
+			}
 			return a.withPools(cfg, func(ctx context.Context, p sbx.Pools) error {
-				_, err := p.CreatePool(ctx, sbx.PoolSpec{Name: args[0], Size: size, Options: opts})
+				_, err := p.CreatePool(ctx, spec)
 				return err
 			})
 		},
 	}
 	o.registerStart(create)
 	create.Flags().IntVar(&size, "size", 1, "how many idle members the pool keeps")
+	create.Flags().StringVar(&start, "start", "", "a template's start command (sh -c), booted in each member before its claim")
+	create.Flags().StringVar(&ready, "ready", "", "a template's ready command (sh -c): a member is claimable once it exits 0")
+	create.Flags().DurationVar(&readyTimeout, "ready-timeout", 0, "how long the ready command may take to pass (default 10m)")
 	ls := &cobra.Command{Use: "ls", Short: "List warm pools with their ready members", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return a.withPools(sandbox.HostConfig{}, func(ctx context.Context, p sbx.Pools) error {

@@ -114,14 +114,22 @@ type SessionList struct {
 //
 // TimeoutS is the hard limit of this call (default 120 s);
 // NoOutputTimeoutS ends the call after that long without new output
-// (default 30 s; a pointer to 0 turns it off). Neither ever kills the
-// command. MaxOutputBytes defaults to 64 KiB.
+// (default 30 s; a pointer to 0 turns it off). Without StopSignal neither
+// ever stops the command: the call returns and the command runs on. With
+// StopSignal ("SIGTERM", "SIGINT", a number), a timeout of the call or the
+// caller going away stops the running command as an exec's is stopped:
+// StopSignal to its job (the terminal's foreground process group), SIGKILL
+// StopGrace later (default 2 s, a duration string or seconds), and, should
+// the shell still not be back at its prompt, a fresh shell. MaxOutputBytes
+// defaults to 64 KiB.
 type RunRequest struct {
-	Command          string   `json:"command"`
-	IsInput          bool     `json:"is_input,omitempty"`
-	TimeoutS         float64  `json:"timeout_s,omitempty"`
-	NoOutputTimeoutS *float64 `json:"no_output_timeout_s,omitempty"`
-	MaxOutputBytes   int      `json:"max_output_bytes,omitempty"`
+	Command          string       `json:"command"`
+	IsInput          bool         `json:"is_input,omitempty"`
+	TimeoutS         float64      `json:"timeout_s,omitempty"`
+	NoOutputTimeoutS *float64     `json:"no_output_timeout_s,omitempty"`
+	MaxOutputBytes   int          `json:"max_output_bytes,omitempty"`
+	StopSignal       string       `json:"stop_signal,omitempty"`
+	StopGrace        sbx.Duration `json:"stop_grace,omitempty"`
 }
 
 // Session run statuses.

@@ -454,8 +454,17 @@ func (s *Session) wake() {
 	}
 }
 
-// Run runs, continues or feeds input to a command, as req says.
-func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, error) {
+// Stop says how a running command is stopped when a run call's timeout
+// passes or its caller goes away; the zero Stop leaves it running.
+type Stop struct {
+	Signal unix.Signal
+	Grace  time.Duration
+}
+
+// Run runs, continues or feeds input to a command, as req says; at the
+// call's timeout or when ctx ends, stop says whether the command is
+// stopped.
+func (s *Session) Run(ctx context.Context, req api.RunRequest, stop Stop) (api.RunResult, error) {
 	select {
 	case s.call <- struct{}{}:
 		defer func() { <-s.call }()
@@ -506,7 +515,7 @@ func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, e
 			}
 		}
 		s.mu.Unlock()
-		return s.wait(ctx, timeout, noOutput)
+		return s.wait(ctx, timeout, noOutput, stop)
 	}
 	if s.state == running {
 		res := s.drain(api.StatusBusy)
@@ -537,14 +546,14 @@ func (s *Session) Run(ctx context.Context, req api.RunRequest) (api.RunResult, e
 	if err != nil {
 		return api.RunResult{}, fmt.Errorf("write to the terminal: %w", err)
 	}
-	return s.wait(ctx, timeout, noOutput)
+	return s.wait(ctx, timeout, noOutput, stop)
 }
 
 // controlKeys are the inputs sent as one control character, no newline.
 var controlKeys = map[string]byte{"C-c": 0x03, "C-d": 0x04, "C-z": 0x1a, `C-\`: 0x1c}
 
 // wait returns when the command ends, the shell dies, or a timeout passes.
-func (s *Session) wait(ctx context.Context, timeout, noOutput time.Duration) (api.RunResult, error) {
+func (s *Session) wait(ctx context.Context, timeout, noOutput time.Duration, stop Stop) (api.RunResult, error) {
 	hard := time.NewTimer(timeout)
 	defer hard.Stop()
 	var quiet *time.Timer
@@ -575,7 +584,7 @@ func (s *Session) wait(ctx context.Context, timeout, noOutput time.Duration) (ap
 		select {
 		case <-s.notify:
 		case <-hard.C:
-			return s.timedOut(api.ReasonTimeout), nil
+			return s.timedOut(api.ReasonTimeout, stop), nil
 		case <-quietC:
 			s.mu.Lock()
 			seen := s.outSeen
@@ -583,8 +592,11 @@ func (s *Session) wait(ctx context.Context, timeout, noOutput time.Duration) (ap
 			if seen {
 				continue
 			}
-			return s.timedOut(api.ReasonNoOutput), nil
+			return s.timedOut(api.ReasonNoOutput, stop), nil
 		case <-ctx.Done():
+			if stop.Signal != 0 {
+				s.stopCommand(stop) // the caller is gone: its command goes too
+			}
 			return api.RunResult{}, ctx.Err()
 		}
 	}
@@ -611,16 +623,94 @@ func (s *Session) finished() (api.RunResult, bool) {
 	return api.RunResult{}, false
 }
 
-func (s *Session) timedOut(reason string) api.RunResult {
+// timedOut is the reply at a timeout of the call: the output so far with
+// the command left running, or, with a stop, how the stopped command
+// ended.
+func (s *Session) timedOut(reason string, stop Stop) api.RunResult {
+	stopped := stop.Signal != 0 && s.stopCommand(stop)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if res, ok := s.finished(); ok {
-		// The command ended right at the deadline: report it as ended.
+		if stopped {
+			res.Reason = reason
+			res.Notice = strings.TrimSpace(res.Notice + " " + fmt.Sprintf("the command was stopped at the %s of this call (%s)", strings.ReplaceAll(reason, "_", " "), unix.SignalName(stop.Signal)))
+		}
+		// Else the command ended right at the deadline: report it as ended.
 		return res
 	}
 	res := s.drain(api.StatusRunning)
 	res.Reason = reason
 	return res
+}
+
+// stopCommand stops the running command and reports whether it was
+// running: stop.Signal to the terminal's foreground process group (the
+// command's job; SIGINT to the shell when the shell itself runs the
+// command, as C-c does, since an interactive shell ignores SIGTERM),
+// SIGKILL to that group stop.Grace later, and, should the shell still not
+// be back at its prompt a second after that, SIGKILL to the whole
+// terminal session, so that the next command starts a fresh shell.
+func (s *Session) stopCommand(stop Stop) bool {
+	s.mu.Lock()
+	sh, st := s.sh, s.state
+	s.mu.Unlock()
+	if sh == nil || sh.dead || st != running {
+		return false
+	}
+	pg := foregroundGroup(sh.ptm)
+	job := pg > 0 && pg != sh.p.Pid
+	grace := stop.Grace
+	switch {
+	case stop.Signal == unix.SIGKILL:
+		grace = 0
+	case job:
+		_ = unix.Kill(-pg, stop.Signal)
+	default:
+		_ = unix.Kill(-sh.p.Pid, unix.SIGINT)
+	}
+	if s.endsWithin(grace) {
+		return true
+	}
+	if job {
+		_ = unix.Kill(-pg, unix.SIGKILL)
+		if s.endsWithin(time.Second) {
+			return true
+		}
+	}
+	proc.SignalSession(sh.p.Pid, unix.SIGKILL)
+	_ = sh.p.Signal(unix.SIGKILL)
+	s.endsWithin(5 * time.Second)
+	return true
+}
+
+// endsWithin waits up to d for the running command to end (its prompt
+// came, or the shell died).
+func (s *Session) endsWithin(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		s.mu.Lock()
+		st := s.state
+		s.mu.Unlock()
+		if st != running {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// foregroundGroup is the foreground process group of the terminal whose
+// master is ptm (0 when it cannot be read).
+func foregroundGroup(ptm *os.File) int {
+	rc, err := ptm.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	pg := 0
+	_ = rc.Control(func(fd uintptr) { pg, _ = unix.IoctlGetInt(int(fd), unix.TIOCGPGRP) })
+	return pg
 }
 
 // drain takes the output gathered since the last reply. Called with mu

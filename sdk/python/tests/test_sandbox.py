@@ -33,7 +33,7 @@ def wait_until(cond, what: str, timeout: float = 10.0) -> None:  # type: ignore[
 def test_create_with_limits_network_ttl(server: Server, client: sbx.Client) -> None:
     with client.sandboxes.create(
         "python:3.12", memory="512m", cpus=1, pids=128, network="bridge", ttl="1h", name="sdk-limits",
-        env={"GREETING": "hi"}, labels={"test": "sdk"}, workdir="/tmp",
+        env={"GREETING": "hi"}, labels={"test": "sdk"}, workdir="/tmp", lease=None,
     ) as sb:  # fmt: skip
         server.seen.add(sb.id)
         rec = sb.record
@@ -173,6 +173,24 @@ def test_session_keeps_state(busybox: sbx.Sandbox) -> None:
             sh.read()
     assert busybox.sessions() == []
     sh.close()  # closing twice does nothing
+
+
+def test_session_run_stops_at_its_timeout(busybox: sbx.Sandbox) -> None:
+    # With stop_signal the timeout stops the command (its handler runs and
+    # its exit code is reported), and the shell's state stays.
+    with busybox.session() as sh:
+        sh.run("KEPT=k1")
+        res = sh.run(
+            """sh -c 'trap "echo cleaned; exit 3" TERM; echo started; while :; do sleep 0.05; done'""",
+            timeout=1,
+            stop_signal="SIGTERM",
+            stop_grace="2s",
+        )
+        assert res.completed and res.exit_code == 3 and res.reason == "timeout", res
+        assert "started" in res.output and "cleaned" in res.output
+        assert sh.run("echo $KEPT").output == "k1\n"
+        with pytest.raises(ValueError):
+            sh.run("true", stop_grace="1s")
 
 
 def test_create_with_cmd_runs_it_as_main_command(client: sbx.Client, server: Server) -> None:

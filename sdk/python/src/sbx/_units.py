@@ -93,6 +93,15 @@ def _parse_go_duration(s: str, what: str) -> float:
     return total
 
 
+def lease_seconds(value: Duration) -> float:
+    """Seconds of an owner lease: a duration of at least 1 s (the server's
+    shortest)."""
+    secs = duration_seconds(value, "lease")
+    if secs < 1:
+        raise ValueError(f"lease {value!r}: must be at least 1 s")
+    return secs
+
+
 def go_duration(value: Duration, what: str = "duration") -> str:
     """``value`` as a Go duration string, the form requests carry ("3600s")."""
     secs = duration_seconds(value, what)

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlsplit
 
 from ._errors import APIError, LimitError, ProtocolError, error_class
 from ._models import Tmpfs, Volume
-from ._units import Duration, Size, duration_seconds, go_duration, parse_size
+from ._units import Duration, Size, duration_seconds, go_duration, lease_seconds, parse_size
 
 #: Where a client connects when neither the argument nor SBX_HOST names a server.
 DEFAULT_HOST = "unix:///run/sbx/sbx.sock"
@@ -186,6 +186,23 @@ def _tmpfs(t: Union[Tmpfs, str]) -> dict[str, Any]:
     return out
 
 
+def _secret(s: Mapping[str, Any]) -> dict[str, Any]:
+    """A secret of a create: name, hosts, prefix and value, checked."""
+    if not isinstance(s, Mapping) or not isinstance(s.get("name"), str) or not isinstance(s.get("value"), str):
+        raise TypeError(f"secret {s!r}: want a mapping with a name and a value (strings)")
+    unknown = set(s) - {"name", "hosts", "prefix", "value"}
+    if unknown:
+        raise ValueError(f"secret {s['name']}: unknown keys {sorted(unknown)}")
+    out: dict[str, Any] = {"name": s["name"], "value": s["value"]}
+    if "hosts" in s:
+        if isinstance(s["hosts"], str):
+            raise TypeError(f"secret {s['name']}: hosts: want a list of strings, not a string")
+        out["hosts"] = list(s["hosts"])
+    if s.get("prefix"):
+        out["prefix"] = s["prefix"]
+    return out
+
+
 def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON body of ``POST /v1/sandboxes`` from the parameters of
     ``Sandboxes.create`` (its ``locals()``), checked and normalised: sizes
@@ -196,8 +213,12 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         raise ValueError("give exactly one of image and rootfs")
     # Passed as they are: strings, and the flag when set.
     body: dict[str, Any] = {
-        k: o[k] for k in ("image", "rootfs", "name", "workdir", "user", "hostname", "egress", "seccomp") if k in o
+        k: o[k]
+        for k in ("image", "rootfs", "name", "workdir", "user", "hostname", "egress", "egress_policy", "seccomp")
+        if k in o
     }
+    if "secrets" in o:
+        body["secrets"] = [_secret(x) for x in o["secrets"]]
     if o.get("readonly_rootfs"):
         body["readonly_rootfs"] = True
     if o.get("auto_remove"):
@@ -237,6 +258,8 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         body["network"] = o["network"]
     for key in ("ttl", "idle_timeout", "lease"):
         if key in o:
+            if key == "lease":
+                lease_seconds(o[key])
             body[key] = go_duration(o[key], key)
     for key in ("publish", "allow_host_ports", "dns", "cap_add", "cap_drop"):
         if key in o:
@@ -341,6 +364,8 @@ def session_run_body(
     timeout: Optional[Duration] = None,
     no_output_timeout: Optional[Duration] = None,
     max_output_bytes: Optional[int] = None,
+    stop_signal: Optional[str] = None,
+    stop_grace: Optional[Duration] = None,
 ) -> tuple[dict[str, Any], float]:
     """The body of a session run and the HTTP deadline that goes with it
     (the executor's default call limit is 120 s)."""
@@ -357,6 +382,12 @@ def session_run_body(
         body["no_output_timeout_s"] = duration_seconds(no_output_timeout, "no_output_timeout")
     if max_output_bytes is not None:
         body["max_output_bytes"] = max_output_bytes
+    if stop_signal is not None:
+        body["stop_signal"] = stop_signal
+    if stop_grace is not None:
+        if stop_signal is None:
+            raise ValueError("stop_grace needs a stop_signal")
+        body["stop_grace"] = go_duration(stop_grace, "stop_grace")
     return body, limit + DEADLINE_SLACK_S
 
 

@@ -17,6 +17,7 @@ import httpx
 
 from .. import _aio
 from .._errors import ProtocolError
+from .._lease import LeaseKeeper
 from .._transport import DEFAULT, Timeout, client_options, http_timeout, translated
 from .._wire import MAX_JSON_BYTES, MAX_LINE_BYTES, Frame, api_error, decode_frame, decode_json, endpoint
 
@@ -43,14 +44,21 @@ class AsyncClosing:
 class AsyncHTTP:
     """One connection pool to one sbx server."""
 
-    def __init__(self, host: Optional[str], token: Optional[str], timeout: Optional[float], verify: bool | str) -> None:
+    def __init__(
+        self, host: Optional[str], token: Optional[str], timeout: Optional[float], verify: bool | str, lease: Optional[float] = None
+    ) -> None:
         ep = endpoint(host)
         self.where = f"unix://{ep.uds}" if ep.uds else ep.base_url
         transport = httpx.AsyncHTTPTransport(uds=ep.uds, verify=verify, retries=0)
         self.client = httpx.AsyncClient(transport=transport, **client_options(ep, token, timeout))  # type: ignore[arg-type]
+        #: The lease of a sandbox created without one, in seconds (None: no lease).
+        self.lease = lease
+        #: Renews the leases of the sandboxes this client created.
+        self.leases = LeaseKeeper(ep, token, verify)
 
     async def aclose(self) -> None:
-        """Close every connection."""
+        """Stop renewing leases and close every connection."""
+        self.leases.close()
         await self.client.aclose()
 
     @asynccontextmanager

@@ -345,6 +345,13 @@ class AsyncSandbox:
         a name in use raises ConflictError."""
         return await self._change("rename", {"name": name})
 
+    async def set_egress(self, egress: str) -> SandboxRecord:
+        """Replace the egress policy of the running bridged sandbox, as the
+        create option ``egress``: "default", "none", or CIDRs and host names
+        ("api.openai.com", "*.example.org", "**.example.org", ":PORT",
+        "!ENTRY" to deny). The rules change at once, in one batch."""
+        return await self._change("egress", {"egress": egress})
+
     async def top(self) -> list[ProcessInfo]:
         """The processes of the running sandbox, as ``docker top`` lists
         them."""
@@ -412,6 +419,7 @@ class AsyncSandbox:
         await self._http.call(
             "DELETE", self._path(), what=f"remove {self.id}", params={"force": "true" if force else "false"}
         )
+        self._http.leases.forget(self.id)
         self.record = SandboxRecord.from_json({**self.record.raw, "status": "removed"})
 
     async def __aenter__(self) -> AsyncSandbox:
@@ -578,6 +586,8 @@ class AsyncSession(AsyncClosing):
         timeout: Optional[Duration],
         no_output_timeout: Optional[Duration],
         max_output_bytes: Optional[int],
+        stop_signal: Optional[str] = None,
+        stop_grace: Optional[Duration] = None,
     ) -> SessionResult:
         body, deadline = session_run_body(
             command,
@@ -585,6 +595,8 @@ class AsyncSession(AsyncClosing):
             timeout=timeout,
             no_output_timeout=no_output_timeout,
             max_output_bytes=max_output_bytes,
+            stop_signal=stop_signal,
+            stop_grace=stop_grace,
         )
         reply = await self.sandbox._http.call(
             "POST",
@@ -602,13 +614,22 @@ class AsyncSession(AsyncClosing):
         timeout: Optional[Duration] = None,
         no_output_timeout: Optional[Duration] = None,
         max_output_bytes: Optional[int] = None,
+        stop_signal: Optional[str] = None,
+        stop_grace: Optional[Duration] = None,
     ) -> SessionResult:
         """Run ``command`` (any shell input: pipes, heredocs, many lines) in
         the session and return what it printed. While another command runs
-        the result's status is "busy" and nothing was run."""
+        the result's status is "busy" and nothing was run.
+
+        A timeout leaves the command running (status "running") unless
+        ``stop_signal`` is given ("SIGTERM", "SIGINT", a number): then the
+        timeout, or this call ending early, stops the command as an exec's
+        is stopped: that signal to its job, SIGKILL ``stop_grace`` later
+        (default 2 s), a fresh shell if even that does not bring the prompt
+        back; the result says how it ended, with the timeout as ``reason``."""
         if not command:
             raise ValueError("command is empty; use read() to collect the output of a running command")
-        return await self._run(command, False, timeout, no_output_timeout, max_output_bytes)
+        return await self._run(command, False, timeout, no_output_timeout, max_output_bytes, stop_signal, stop_grace)
 
     async def read(
         self, *, timeout: Optional[Duration] = None, no_output_timeout: Optional[Duration] = None

@@ -39,8 +39,9 @@ from .._models import (
     Tmpfs,
     Volume,
 )
-from .._transport import translated
-from .._units import Duration, Size, go_duration
+from .._lease import DEFAULT_LEASE
+from .._transport import DEFAULT, _Default, translated
+from .._units import Duration, Size, go_duration, lease_seconds
 from .._wire import (
     Command,
     Env,
@@ -77,7 +78,16 @@ class Client(Closing):
     transfers) have their own deadlines. ``verify`` is passed to the TLS
     layer (a CA bundle path, or False).
 
-    Use it as a context manager, or call ``close`` when done."""
+    ``lease`` (default "5m"; seconds, a timedelta or a Go duration string,
+    at least 1 s) is the owner lease of the sandboxes this client creates
+    without a ``lease`` of their own: a thread of the client renews it every
+    third of the lease until the sandbox is removed or the client closed,
+    so the sandboxes of a program that crashes or exits without removing
+    them are removed by the server a lease later. ``lease=None`` creates
+    sandboxes without one (they run until removed or their ``ttl``).
+
+    Use it as a context manager, or call ``close`` when done: closing stops
+    the renewals, and the sandboxes it leased are removed a lease later."""
 
     def __init__(
         self,
@@ -86,8 +96,10 @@ class Client(Closing):
         token: Optional[str] = None,
         timeout: Optional[float] = DEFAULT_TIMEOUT_S,
         verify: Union[bool, str] = True,
+        lease: Optional[Duration] = DEFAULT_LEASE,
     ) -> None:
-        self._http = HTTP(host, token if token is not None else token_from_env(), timeout, verify)
+        lease_s = None if lease is None else lease_seconds(lease)
+        self._http = HTTP(host, token if token is not None else token_from_env(), timeout, verify, lease_s)
         self.sandboxes = Sandboxes(self._http)
         self.images = Images(self._http)
         self.pools = Pools(self._http)
@@ -174,6 +186,8 @@ class Sandboxes:
         userns: Optional[UserNS] = None,
         publish: Optional[Sequence[str]] = None,
         egress: Optional[str] = None,
+        egress_policy: Optional[str] = None,
+        secrets: Optional[Sequence[Mapping[str, Any]]] = None,
         allow_host_ports: Optional[Sequence[str]] = None,
         dns: Optional[Sequence[str]] = None,
         volumes: Optional[Sequence[Union[Volume, str]]] = None,
@@ -181,7 +195,7 @@ class Sandboxes:
         labels: Optional[Mapping[str, str]] = None,
         ttl: Optional[Duration] = None,
         idle_timeout: Optional[Duration] = None,
-        lease: Optional[Duration] = None,
+        lease: Union[Duration, None, _Default] = DEFAULT,
         readonly_rootfs: bool = False,
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
@@ -195,7 +209,12 @@ class Sandboxes:
         allows. Limits: ``memory`` and ``disk`` (bytes or "512m"), ``cpus``
         (e.g. 1.5), ``pids``. ``network`` is "none" (default), "bridge" or
         "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
-        ``dns`` and ``allow_host_ports`` apply to bridge mode. ``userns`` is
+        ``dns`` and ``allow_host_ports`` apply to bridge mode, and so do
+        ``egress_policy`` (the text of an egress policy file, instead of
+        ``egress``) and ``secrets`` (``[{"name": "API_KEY", "hosts":
+        ["api.example.com"], "prefix": "sk-", "value": ...}]``: the sandbox's
+        ``API_KEY`` holds a placeholder the egress proxy swaps for the value
+        on requests to those hosts; see docs/network.md). ``userns`` is
         "host" (the server's default: the host's ids, as
         :meth:`AsyncSandbox.checkpoint`, fork, ``stop(checkpoint=True)`` and
         ``idle_timeout`` need) or "private" (root in the sandbox is an
@@ -205,10 +224,13 @@ class Sandboxes:
         on the server once nobody has used it that long (no exec, session,
         file or port call), freeing its memory, and the next such call
         restores it first (``record.idle`` says it sleeps; the server needs
-        CRIU). ``lease`` (the same forms, at least 1 s) is an owner lease:
-        the server removes the sandbox once that long passed without
-        :meth:`AsyncSandbox.renew`, so a crashed program leaves nothing
-        running. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
+        CRIU). ``lease`` (the same forms, at least 1 s; default: the
+        client's, 5 minutes) is an owner lease: the server removes the
+        sandbox once that long passed without a renewal, which this client
+        makes every third of the lease until the sandbox is removed or the
+        client closed (:meth:`AsyncSandbox.renew` renews it too), so a
+        crashed program leaves nothing running; ``lease=None`` gives it
+        none. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
         ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is the sandbox's
         main command, exec'd once the sandbox is ready (``record.cmd_start``
         says whether it runs or already exited); with ``auto_remove`` the
@@ -223,9 +245,15 @@ class Sandboxes:
         the server's refusals are InvalidError, ForbiddenError (its policy),
         ConflictError (name in use) and LimitError (full). Used as a context
         manager, the sandbox is removed at the end of the block."""
-        body = create_body(locals())
+        options = dict(locals())
+        if lease is DEFAULT:
+            options["lease"] = self._http.lease
+        body = create_body(options)
         reply = self._http.call("POST", "/v1/sandboxes", what="create", json=body, timeout=None)
-        return Sandbox(self._http, SandboxRecord.from_json(reply))
+        sb = Sandbox(self._http, SandboxRecord.from_json(reply))
+        if "lease" in body:
+            self._http.leases.keep(sb.id, lease_seconds(body["lease"]))
+        return sb
 
     def restore(self, snapshot: str, *, name: Optional[str] = None) -> Sandbox:
         """Start a new sandbox from a snapshot (:meth:`Sandbox.checkpoint`):

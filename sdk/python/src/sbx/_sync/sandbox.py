@@ -346,6 +346,13 @@ class Sandbox:
         a name in use raises ConflictError."""
         return self._change("rename", {"name": name})
 
+    def set_egress(self, egress: str) -> SandboxRecord:
+        """Replace the egress policy of the running bridged sandbox, as the
+        create option ``egress``: "default", "none", or CIDRs and host names
+        ("api.openai.com", "*.example.org", "**.example.org", ":PORT",
+        "!ENTRY" to deny). The rules change at once, in one batch."""
+        return self._change("egress", {"egress": egress})
+
     def top(self) -> list[ProcessInfo]:
         """The processes of the running sandbox, as ``docker top`` lists
         them."""
@@ -413,6 +420,7 @@ class Sandbox:
         self._http.call(
             "DELETE", self._path(), what=f"remove {self.id}", params={"force": "true" if force else "false"}
         )
+        self._http.leases.forget(self.id)
         self.record = SandboxRecord.from_json({**self.record.raw, "status": "removed"})
 
     def __enter__(self) -> Sandbox:
@@ -579,6 +587,8 @@ class Session(Closing):
         timeout: Optional[Duration],
         no_output_timeout: Optional[Duration],
         max_output_bytes: Optional[int],
+        stop_signal: Optional[str] = None,
+        stop_grace: Optional[Duration] = None,
     ) -> SessionResult:
         body, deadline = session_run_body(
             command,
@@ -586,6 +596,8 @@ class Session(Closing):
             timeout=timeout,
             no_output_timeout=no_output_timeout,
             max_output_bytes=max_output_bytes,
+            stop_signal=stop_signal,
+            stop_grace=stop_grace,
         )
         reply = self.sandbox._http.call(
             "POST",
@@ -603,13 +615,22 @@ class Session(Closing):
         timeout: Optional[Duration] = None,
         no_output_timeout: Optional[Duration] = None,
         max_output_bytes: Optional[int] = None,
+        stop_signal: Optional[str] = None,
+        stop_grace: Optional[Duration] = None,
     ) -> SessionResult:
         """Run ``command`` (any shell input: pipes, heredocs, many lines) in
         the session and return what it printed. While another command runs
-        the result's status is "busy" and nothing was run."""
+        the result's status is "busy" and nothing was run.
+
+        A timeout leaves the command running (status "running") unless
+        ``stop_signal`` is given ("SIGTERM", "SIGINT", a number): then the
+        timeout, or this call ending early, stops the command as an exec's
+        is stopped: that signal to its job, SIGKILL ``stop_grace`` later
+        (default 2 s), a fresh shell if even that does not bring the prompt
+        back; the result says how it ended, with the timeout as ``reason``."""
         if not command:
             raise ValueError("command is empty; use read() to collect the output of a running command")
-        return self._run(command, False, timeout, no_output_timeout, max_output_bytes)
+        return self._run(command, False, timeout, no_output_timeout, max_output_bytes, stop_signal, stop_grace)
 
     def read(
         self, *, timeout: Optional[Duration] = None, no_output_timeout: Optional[Duration] = None
