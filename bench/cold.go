@@ -37,8 +37,9 @@ func ColdScenario(w Workload, c Compare) *Scenario {
 		Name:        "cold",
 		Description: "one-shot `sbx run " + what + " " + strings.Join(w.Args, " ") + "` as a fresh process, until it has exited and everything is torn down",
 		Unit:        "ms",
-		// The same run in a user namespace of its own: what --userns
-		// private costs (docs/security.md).
+		// "sbx" runs in the host's user namespace, as the anchors do; the
+		// same run in a user namespace of its own says what that costs
+		// (docs/security.md).
 		// And the same run claiming a warm pool's member.
 		Subjects: []Subject{&sbxCold{w: w}, &sbxCold{w: w, userns: true}, &sbxPooledRun{w: w}},
 		Probes:   componentProbes(w),

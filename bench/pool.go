@@ -208,7 +208,7 @@ func (s *sbxPoolClaim) Once(ctx context.Context) (Sample, error) {
 // the sandbox it printed.
 func (s *sbxPoolClaim) cliCreate(ctx context.Context) (*sbx.Sandbox, error) {
 	env := s.env.env
-	args := []string{"--root", env.root, "--run-root", env.runRoot, "create", "--pull", "never"}
+	args := []string{"--root", env.root, "--run-root", env.runRoot, "create", "--userns", "host", "--pull", "never"}
 	if o := env.options(); o.Image != "" {
 		args = append(args, o.Image)
 	} else {

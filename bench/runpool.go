@@ -71,7 +71,7 @@ func (s *sbxPooledRun) Setup(ctx context.Context) (Info, error) {
 func (s *sbxPooledRun) Once(ctx context.Context) (Sample, error) {
 	env := s.env
 	reportPath := filepath.Join(s.dir, "report.json")
-	args := []string{"--root", env.root, "--run-root", env.runRoot, "run", "--report", reportPath}
+	args := []string{"--root", env.root, "--run-root", env.runRoot, "run", "--userns", "host", "--report", reportPath}
 	if o := env.options(); o.Image != "" {
 		args = append(args, "--pull", "never", o.Image)
 	} else {

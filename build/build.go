@@ -390,6 +390,11 @@ func (b *builder) inSandboxMounts(ctx context.Context, s *stageState, key, creat
 		if o.Network == "" {
 			o.Network = sbx.NetworkNone
 		}
+		// Steps run in the host's user namespace: their layers, cache
+		// and bind mounts keep the host's ids, as the image will.
+		if o.UserNS == "" {
+			o.UserNS = sbx.UserNSHost
+		}
 		sb, err := b.eng.Create(ctx, o)
 		if err != nil {
 			return nil, fmt.Errorf("build sandbox: %w", err)

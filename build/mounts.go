@@ -281,7 +281,7 @@ func (b *builder) setUp(ctx context.Context, mounts []*runMount, o *sbx.Options)
 // readFrom writes the contents of the directory src of img as a tar
 // stream, names relative to src.
 func (b *builder) readFrom(ctx context.Context, img *sbx.Image, src string, w io.Writer) error {
-	ssb, err := b.eng.Create(ctx, sbx.Options{Image: img.Digest, Network: sbx.NetworkNone, User: "0:0", Workdir: "/", Labels: map[string]string{"sbx.build": "source"}})
+	ssb, err := b.eng.Create(ctx, sbx.Options{Image: img.Digest, Network: sbx.NetworkNone, UserNS: sbx.UserNSHost, User: "0:0", Workdir: "/", Labels: map[string]string{"sbx.build": "source"}})
 	if err != nil {
 		return fmt.Errorf("sandbox of the source: %w", err)
 	}

@@ -468,7 +468,7 @@ func (b *builder) copyFrom(ctx context.Context, s *stageState, c instructions.Co
 	}{"COPY-FROM", src.Digest, dest, user, cs.chmod, cs.srcs})
 	o := sbx.Options{User: user, Workdir: "/"}
 	return b.inSandbox(ctx, s, key, fmt.Sprintf("COPY --from=%s in %s", shortDigest(src.Digest), dest), o, func(_ *sbx.Sandbox, cl *client.Client) error {
-		ssb, err := b.eng.Create(ctx, sbx.Options{Image: src.Digest, Network: sbx.NetworkNone, User: "0:0", Workdir: "/", Labels: map[string]string{"sbx.build": "source"}})
+		ssb, err := b.eng.Create(ctx, sbx.Options{Image: src.Digest, Network: sbx.NetworkNone, UserNS: sbx.UserNSHost, User: "0:0", Workdir: "/", Labels: map[string]string{"sbx.build": "source"}})
 		if err != nil {
 			return fmt.Errorf("sandbox of --from=%s: %w", cs.from, err)
 		}

@@ -72,6 +72,25 @@ func chownTree(dir string, id uint32) error {
 	})
 }
 
+// ParentsTraversable fails, saying what to do, if other users cannot
+// traverse a directory above runRoot: the root of a user namespace reaches
+// its root file system by a path below runRoot (ReachableBy), and cannot
+// get past such a directory.
+func ParentsTraversable(runRoot string) error {
+	for d := filepath.Dir(filepath.Clean(runRoot)); ; d = filepath.Dir(d) {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err != nil {
+			return fmt.Errorf("check that user namespaces can reach the run root: %w", err)
+		}
+		if st.Mode&0o001 == 0 {
+			return fmt.Errorf("%s is not traversable by other users (mode %o), which user namespaces need: chmod o+x %s", d, st.Mode&0o7777, d)
+		}
+		if d == "/" || d == "." {
+			return nil
+		}
+	}
+}
+
 // ReachableBy lets the root of a user namespace (host id) reach path, a
 // directory inside sandboxDir: libcontainer's init, already in the
 // namespace, opens the root file system by its host path, and the

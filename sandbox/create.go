@@ -10,6 +10,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -183,6 +184,11 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	}
 	if o.Network == sbx.NetworkHost {
 		h.log.Warn("network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
+	}
+	if o.UserNS == sbx.UserNSPrivate {
+		if err := rootfs.ParentsTraversable(h.store.RunRoot()); err != nil {
+			return fmt.Errorf("%w: a private user namespace: %w; or create the sandbox with --userns host", sbx.ErrUnsupported, err)
+		}
 	}
 	d := h.cfg.DefaultLimits
 	if o.Limits.MemoryBytes == 0 {

@@ -28,6 +28,11 @@ func Example_run() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Sandboxes in private user namespaces reach their run
+	// root by path: the directories above it must be traversable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		log.Fatal(err)
+	}
 	defer os.RemoveAll(dir)
 	host, err := sandbox.Open(sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run")})
 	if err != nil {
@@ -62,6 +67,11 @@ func Example_run() {
 func Example_sandbox() {
 	dir, err := os.MkdirTemp("", "sbx-example-")
 	if err != nil {
+		log.Fatal(err)
+	}
+	// Sandboxes in private user namespaces reach their run
+	// root by path: the directories above it must be traversable.
+	if err := os.Chmod(dir, 0o711); err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
@@ -135,6 +145,11 @@ func useSandbox(ctx context.Context, s sbx.Sandboxes, id, dir string) error {
 func Example_offline() {
 	dir, err := os.MkdirTemp("", "sbx-example-")
 	if err != nil {
+		log.Fatal(err)
+	}
+	// Sandboxes in private user namespaces reach their run
+	// root by path: the directories above it must be traversable.
+	if err := os.Chmod(dir, 0o711); err != nil {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)

@@ -26,6 +26,10 @@ func newHost(t testing.TB, cfg HostConfig) *Host {
 	t.Helper()
 	requireRoot(t)
 	dir := shortTempDir(t)
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	if cfg.Root == "" {
 		cfg.Root = filepath.Join(dir, "root")
 	}

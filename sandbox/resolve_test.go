@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -108,6 +109,12 @@ func TestListFilters(t *testing.T) {
 // socket).
 func TestRunRootTooLong(t *testing.T) {
 	dir := t.TempDir()
+	// Reachable, as private user namespaces need.
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h, err := open(HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, strings.Repeat("r", 80))})
 	if err != nil {
 		t.Fatal(err)

@@ -99,6 +99,11 @@ func (h *Host) restoreNew(ctx context.Context, snap *sbx.Snapshot, ri *restoreIn
 	if snap.Image != nil {
 		opts.Image = digestRef(snap.Image.Ref, snap.Image.Digest)
 	}
+	// Only sandboxes in the host's user namespace are checkpointed; a
+	// snapshot whose record names none was made in it.
+	if opts.UserNS == "" {
+		opts.UserNS = sbx.UserNSHost
+	}
 	if err := h.checkOptions(&opts, true, h.cfg.Policy); err != nil {
 		return nil, err
 	}

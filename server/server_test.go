@@ -49,6 +49,10 @@ func newTestServerHost(t *testing.T, mutate func(*Config, *sandbox.HostConfig), 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	hcfg := sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"), Executor: "/nonexistent",
 		WatchInterval: 50 * time.Millisecond, Policy: &sbx.Policy{}}
 	cfg := Config{Token: testToken}

@@ -204,6 +204,9 @@ func newOwned(r Range) (f *os.File, err error, restored bool) {
 		// executor runs commands as users): setgroups stays allowed.
 		GidMappingsEnableSetgroups: true,
 		Ptrace:                     true, // stops at exec: nothing of it runs
+		// Killed with this thread if sbx dies before it kills the child
+		// (a stopped tracee would otherwise outlive it, orphaned).
+		Pdeathsig: syscall.SIGKILL,
 	}})
 	restored = restore()
 	if err != nil {

@@ -136,6 +136,9 @@ type TaskConfig struct {
 	User string `codec:"user"`
 	// Network is none (default), host or bridge.
 	Network string `codec:"network"`
+	// UserNS is host (the default: the host's ids) or private (the
+	// task's root is an unprivileged host id range).
+	UserNS string `codec:"userns"`
 	// Ports are port labels of the group's network block published to the
 	// sandbox (bridge mode): the host port Nomad allocated forwards to the
 	// label's `to` port, or to the same port.
@@ -184,6 +187,7 @@ var taskConfigSpec = hclspec.NewObject(map[string]*hclspec.Spec{
 	"workdir":        hclspec.NewAttr("workdir", "string", false),
 	"user":           hclspec.NewAttr("user", "string", false),
 	"network":        hclspec.NewDefault(hclspec.NewAttr("network", "string", false), hclspec.NewLiteral(`"none"`)),
+	"userns":         hclspec.NewAttr("userns", "string", false),
 	"ports":          hclspec.NewAttr("ports", "list(string)", false),
 	"egress":         hclspec.NewAttr("egress", "string", false),
 	"seccomp":        hclspec.NewAttr("seccomp", "string", false),
@@ -229,6 +233,11 @@ func (tc *TaskConfig) validate() error {
 	case "", "none", "host", "bridge":
 	default:
 		bad("network %q: use none, host or bridge", tc.Network)
+	}
+	switch tc.UserNS {
+	case "", sbx.UserNSPrivate, sbx.UserNSHost:
+	default:
+		bad("userns %q: use private or host", tc.UserNS)
 	}
 	if len(tc.Ports) > 0 && tc.Network != "bridge" && tc.Pool == "" {
 		bad("ports need network = \"bridge\" (with %q the sandbox has no ports of its own)", tc.networkOrNone())

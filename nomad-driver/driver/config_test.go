@@ -21,6 +21,7 @@ func TestTaskConfigDecodesEveryField(t *testing.T) {
   "workdir": "/work",
   "user": "1000:1000",
   "network": "bridge",
+  "userns": "host",
   "ports": ["http", "metrics"],
   "egress": "none",
   "seccomp": "unconfined",
@@ -36,7 +37,7 @@ func TestTaskConfigDecodesEveryField(t *testing.T) {
 }}`, &tc)
 	if tc.Image != "busybox:1" || tc.ImagePath != "/srv/images/busybox.tar" || tc.Command != "/bin/sh" ||
 		strings.Join(tc.Args, " ") != "-c echo hi" || strings.Join(tc.Entrypoint, " ") != "/bin/tini --" ||
-		tc.Env["B"] != "two" || tc.Workdir != "/work" || tc.User != "1000:1000" || tc.Network != "bridge" ||
+		tc.Env["B"] != "two" || tc.Workdir != "/work" || tc.User != "1000:1000" || tc.Network != "bridge" || tc.UserNS != "host" ||
 		strings.Join(tc.Ports, ",") != "http,metrics" || tc.Egress != "none" || tc.Seccomp != "unconfined" ||
 		tc.CapAdd[0] != "NET_ADMIN" || tc.CapDrop[0] != "ALL" || !tc.ReadOnly || tc.Disk != "256m" ||
 		tc.Labels["team"] != "a" || tc.PidsLimit != 64 || tc.CPUHardLimit == nil || *tc.CPUHardLimit {
@@ -93,6 +94,7 @@ func TestTaskConfigRejectsBadInput(t *testing.T) {
 		{TaskConfig{Image: "x", ImagePath: "rel/path"}, "image_path"},
 		{TaskConfig{Image: "x", Workdir: "work"}, "workdir"},
 		{TaskConfig{Image: "x", Network: "overlay"}, "network \"overlay\""},
+		{TaskConfig{Image: "x", UserNS: "shared"}, "userns \"shared\""},
 		{TaskConfig{Image: "x", Ports: []string{"http"}}, "ports need network = \"bridge\""},
 		{TaskConfig{Image: "x", Network: "host", Egress: "none"}, "egress applies"},
 		{TaskConfig{Image: "x", Disk: "lots"}, "disk \"lots\""},

@@ -45,6 +45,7 @@ func (d *Driver) sandboxOptions(cfg *drivers.TaskConfig, tc *TaskConfig, img *sb
 		Workdir:        tc.Workdir,
 		User:           tc.User,
 		Network:        tc.networkOrNone(),
+		UserNS:         tc.UserNS,
 		Egress:         tc.Egress,
 		Seccomp:        tc.Seccomp,
 		CapAdd:         tc.CapAdd,

@@ -317,7 +317,7 @@ func TestTaskFromWarmPool(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := e.task(t, "pooled", TaskConfig{Pool: "unit", Env: map[string]string{"GREETING": "from-the-claim"},
-		Command: "/bin/sh", Args: []string{"-c", "echo $GREETING; cat /local/from-nomad && echo written >/alloc/by-task && exit 3; exit 1"}}, 32)
+		Command: "/bin/sh", Args: []string{"-c", "echo $GREETING; cat /local/from-nomad && echo written >/alloc/data/by-task && exit 3; exit 1"}}, 32)
 	if err := os.WriteFile(filepath.Join(cfg.TaskDir().LocalDir, "from-nomad"), []byte("task dir\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -336,8 +336,10 @@ func TestTaskFromWarmPool(t *testing.T) {
 		t.Errorf("exit %+v; want 3 (Nomad's task directories mounted in the claimed sandbox)", res)
 	}
 	waitLog(t, cfg, "stdout", "from-the-claim\ntask dir\n")
-	if data, err := os.ReadFile(filepath.Join(cfg.TaskDir().SharedAllocDir, "by-task")); err != nil || string(data) != "written\n" {
-		t.Errorf("the task's write to /alloc: %q, %v", data, err)
+	// Into /alloc/data, which Nomad makes writable by every user (the
+	// sandbox's root is an unprivileged host id in its user namespace).
+	if data, err := os.ReadFile(filepath.Join(cfg.TaskDir().SharedAllocDir, "data", "by-task")); err != nil || string(data) != "written\n" {
+		t.Errorf("the task's write to /alloc/data: %q, %v", data, err)
 	}
 	if err := e.h.DestroyTask(cfg.ID, false); err != nil {
 		t.Fatal(err)

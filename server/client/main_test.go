@@ -43,6 +43,12 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
+	// Sandboxes in private user namespaces need the run
+	// root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	// The server's sandboxes live under this test binary's own parent
 	// cgroup, removed at the end, never under the host's default one.
 	releaseParent := cgroup.PrivateParent("sbx-test-client")

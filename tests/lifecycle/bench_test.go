@@ -30,6 +30,10 @@ func BenchmarkLifecycleCreateRemove(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		b.Fatal(err)
+	}
 	defer os.RemoveAll(dir)
 	sbx := func(args ...string) (time.Duration, string) {
 		cmd := exec.Command(harness.SbxBin, append([]string{"--root", filepath.Join(dir, "root"), "--run-root", filepath.Join(dir, "run")}, args...)...)

@@ -18,7 +18,7 @@ import (
 func TestRunBridgePoolAndSubnet(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	ns := harness.HostNS(t)
-	state := t.TempDir()
+	state := harness.ReachableTempDir(t)
 	cli := func(args ...string) (string, error) {
 		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, harness.SbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run")}, args...)...)
 		cmd.Env = append(os.Environ(), "SBX_SUBNET=10.77.0.0/16")

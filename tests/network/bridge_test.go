@@ -13,7 +13,7 @@ import (
 func TestRunBridgeNetwork(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	ns := harness.HostNS(t)
-	state := t.TempDir()
+	state := harness.ReachableTempDir(t)
 	sbx := func(args ...string) (string, error) {
 		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, harness.SbxBin, "--root", filepath.Join(state, "lib"), "--run-root", filepath.Join(state, "run")}, args...)...)
 		out, err := cmd.CombinedOutput()

@@ -97,7 +97,7 @@ func TestEgressByNameCLI(t *testing.T) {
 	root := fixture.BusyboxRootfs(t)
 	ns := harness.HostNS(t)
 	asked := egressInternet(t, ns)
-	state := t.TempDir()
+	state := harness.ReachableTempDir(t)
 	lib := filepath.Join(state, "lib")
 	sbx := func(args ...string) (string, error) {
 		cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + ns, harness.SbxBin, "--root", lib, "--run-root", filepath.Join(state, "run")}, args...)...)

@@ -78,6 +78,10 @@ func newOHEnv(t testing.TB, script []fixture.LLMStep, extra ...string) *ohEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	e := &ohEnv{trees: trees, dir: dir, key: "test-api-key-0123456789", image: ohAskedImage}
 	hostNS, inetNS := ohNamespace(t, "h"), ohNamespace(t, "i")
 	ohUplink(t, hostNS, inetNS)

@@ -65,8 +65,9 @@ func BenchmarkOpenHandsRestore(b *testing.B) {
 	})
 	// As root: CRIU reads every process's limits (prlimit), which for a
 	// process of another user needs CAP_SYS_RESOURCE, and hosts like these
-	// lack it (docs/snapshots.md).
-	opts := sbx.Options{Rootfs: trees.Rootfs, Workdir: "/workspace/project",
+	// lack it (docs/snapshots.md); so in the host's user namespace, as
+	// checkpoints need.
+	opts := sbx.Options{Rootfs: trees.Rootfs, Workdir: "/workspace/project", UserNS: sbx.UserNSHost,
 		Cmd:    []string{"/usr/local/bin/openhands-agent-server", "--port", "60000"},
 		Env:    []string{"OH_ENABLE_VNC=0", "LOG_JSON=true", "LITELLM_LOCAL_MODEL_COST_MAP=True", "SESSION_API_KEY=" + restoreBenchKey},
 		Limits: sbx.Limits{MemoryBytes: 2 << 30, Pids: 2048}}

@@ -80,6 +80,10 @@ func TestOpenHandsWarmFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	defer os.RemoveAll(dir)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if os.Getenv("SBX_TEST_LOG") != "" {

@@ -203,7 +203,7 @@ func TestUserNSLongLived(t *testing.T) {
 		}
 	}
 	h.Must(t, "commit", id, "userns/committed:1")
-	other := strings.TrimSpace(h.Must(t, "create", "--pull", "never", "userns/committed:1"))
+	other := strings.TrimSpace(h.Must(t, "create", "--userns", "host", "--pull", "never", "userns/committed:1"))
 	h.Saw(other)
 	if got := h.Must(t, "exec", other, "--", "stat", "-c", "%u:%g", "/root/kept"); got != "0:0\n" {
 		t.Errorf("the committed file's owner in a sandbox without a user namespace: %q", got)

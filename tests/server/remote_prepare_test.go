@@ -28,6 +28,10 @@ func TestServerRemotePrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(local) })
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(local, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	localArgs := []string{"--root", local + "/root", "--run-root", local + "/run"}
 	cli := func(args ...string) harness.Result {
 		return harness.RunSbx(t, "", append(append(append([]string{}, localArgs...), "--host", "unix://"+p.Sock), args...)...)

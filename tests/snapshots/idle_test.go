@@ -83,7 +83,7 @@ func TestIdleCheckpointAndResume(t *testing.T) {
 	id := createCounter(t, h, "--idle-timeout", "3s")
 	before := queryCounter(t, h, id, "set kept")
 	pid := h.Inspect(t, id).Pid
-	busy := h.Create(t, "--idle-timeout", "3s")
+	busy := h.Create(t, "--userns", "host", "--idle-timeout", "3s")
 	call := h.Command("exec", busy, "--", "sleep", "9")
 	call.Env = append(os.Environ(), h.Env...)
 	if err := call.Start(); err != nil {
@@ -161,7 +161,7 @@ func TestIdleCheckpointOverREST(t *testing.T) {
 	e := harness.NewServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx := harness.Context(t)
 	c := e.C
-	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: 2 * time.Second})
+	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: 2 * time.Second, UserNS: sbx.UserNSHost})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,9 +204,10 @@ func TestIdleCheckpointOverREST(t *testing.T) {
 	}
 
 	for _, bad := range []sbx.Options{
-		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, Network: sbx.NetworkHost},
-		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, Network: sbx.NetworkBridge, Publish: []string{"18080:80"}},
-		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: -time.Second},
+		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, Network: sbx.NetworkHost, UserNS: sbx.UserNSHost},
+		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, Network: sbx.NetworkBridge, Publish: []string{"18080:80"}, UserNS: sbx.UserNSHost},
+		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: -time.Second, UserNS: sbx.UserNSHost},
+		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, UserNS: sbx.UserNSPrivate},
 	} {
 		if made, err := c.Create(ctx, bad); !errors.Is(err, sbx.ErrInvalid) && !errors.Is(err, sbx.ErrUnsupported) && !errors.Is(err, sbx.ErrForbidden) {
 			if made != nil {

@@ -89,7 +89,7 @@ func queryCounter(t *testing.T, h *harness.Host, id, req string) counterState {
 // and waits until it answers.
 func createCounter(t *testing.T, h *harness.Host, args ...string) string {
 	t.Helper()
-	args = append(append([]string{"create", "--rootfs", fixture.DebianRootfs(t)}, args...), "--", "python3", "-c", counterProg)
+	args = append(append([]string{"create", "--userns", "host", "--rootfs", fixture.DebianRootfs(t)}, args...), "--", "python3", "-c", counterProg)
 	id := strings.TrimSpace(h.Must(t, args...))
 	h.Saw(id)
 	h.Must(t, "exec", id, "--", "python3", "-c", `
@@ -199,7 +199,7 @@ func TestSnapshotForkIndependence(t *testing.T) {
 // a snapshot of a newer format are refused, leaving nothing behind.
 func TestSnapshotExportImport(t *testing.T) {
 	h := harness.NewHost(t)
-	id := h.Create(t)
+	id := h.Create(t, "--userns", "host")
 	h.Must(t, "exec", id, "--", "sh", "-c", "echo state > /root/f; (i=0; while true; do i=$((i+1)); echo $i > /tmp/loop; sleep 0.1; done) </dev/null >/dev/null 2>&1 &")
 	h.Must(t, "checkpoint", "--leave-running", id, "s1")
 	if st := h.Inspect(t, id).Status; st != "running" {
@@ -293,7 +293,7 @@ func TestSnapshotExportImport(t *testing.T) {
 // meanwhile starts anew.
 func TestSnapshotStartAfterCheckpointRemoved(t *testing.T) {
 	h := harness.NewHost(t)
-	id := h.Create(t)
+	id := h.Create(t, "--userns", "host")
 	h.Must(t, "exec", id, "--", "sh", "-c", "echo kept > /root/f")
 	h.Must(t, "stop", "--checkpoint", id)
 	sb := h.Inspect(t, id)
@@ -314,7 +314,7 @@ func TestSnapshotStartAfterCheckpointRemoved(t *testing.T) {
 func TestSnapshotRestoreMissingRoot(t *testing.T) {
 	h := harness.NewHost(t)
 	root := fixture.NewBusyboxRootfs(t, filepath.Join(t.TempDir(), "root"))
-	id := strings.TrimSpace(h.Must(t, "create", "--rootfs", root))
+	id := strings.TrimSpace(h.Must(t, "create", "--userns", "host", "--rootfs", root))
 	h.Saw(id)
 	h.Must(t, "checkpoint", id, "s")
 	h.Must(t, "rm", "-f", id)
@@ -345,7 +345,7 @@ func TestSnapshotRestoredIsolation(t *testing.T) {
 	}
 	sh := strings.Join(script, "; ")
 	h := harness.NewHost(t)
-	src := strings.TrimSpace(h.Must(t, "create", "--rootfs", root, "--memory", "256m"))
+	src := strings.TrimSpace(h.Must(t, "create", "--userns", "host", "--rootfs", root, "--memory", "256m"))
 	h.Saw(src)
 	h.Must(t, "checkpoint", "--leave-running", src, "iso")
 	id := strings.TrimSpace(h.Must(t, "restore", "iso"))
@@ -382,7 +382,7 @@ func TestSnapshotOverREST(t *testing.T) {
 	e := harness.NewServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx := harness.Context(t)
 	c := e.C
-	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.BusyboxRootfs(t)})
+	sb, err := c.Create(ctx, sbx.Options{Rootfs: fixture.BusyboxRootfs(t), UserNS: sbx.UserNSHost})
 	if err != nil {
 		t.Fatal(err)
 	}

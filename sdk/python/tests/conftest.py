@@ -159,6 +159,9 @@ def start_server(base: Path, *extra: str) -> Server:
     wait until it listens on both. It allows the busybox root and
     base/host as host directories."""
     busybox, debian = fixture_roots()
+    # Sandboxes in private user namespaces need their run
+    # root reachable by other users (traversable, not readable).
+    base.chmod(0o711)
     root, run_root, sock = base / "root", base / "run", base / "sbx.sock"
     token_file, log = base / "token", base / "serve.log"
     token_file.write_text(TOKEN)

@@ -8,11 +8,40 @@ import io
 import tarfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 import sbx
 from conftest import TOKEN, Server
+
+
+@pytest.fixture
+def busybox(server: Server, client: sbx.Client) -> Iterator[sbx.Sandbox]:
+    """A fresh busybox sandbox in the host's user namespace (checkpoints
+    need it), removed after the test."""
+    with client.sandboxes.create("busybox", userns="host", labels={"test": "sdk"}) as sb:
+        server.seen.add(sb.id)
+        yield sb
+
+
+def test_private_userns_refuses_checkpoints(client: sbx.Client, server: Server) -> None:
+    with client.sandboxes.create("busybox", userns="private") as sb:
+        server.seen.add(sb.id)
+        assert sb.record.spec.get("userns") == "private"
+        for call in (
+            lambda: sb.checkpoint("sdk-private", leave_running=True),
+            lambda: sb.fork(1),
+            lambda: sb.stop(checkpoint=True),
+        ):
+            with pytest.raises(sbx.SbxError, match="--userns host"):
+                call()
+            assert sb.refresh().status == "running"
+        with pytest.raises(sbx.SbxError, match="--userns host"):
+            client.sandboxes.create("busybox", userns="private", idle_timeout="1m")
+    assert "sdk-private" not in _names(client)
+    with pytest.raises(ValueError):
+        client.sandboxes.create("busybox", userns="shared")
 
 
 def test_checkpoint_restore_fork(client: sbx.Client, server: Server, busybox: sbx.Sandbox) -> None:
@@ -113,7 +142,7 @@ async def test_snapshot_store_async(server: Server, busybox: sbx.Sandbox) -> Non
 
 
 def test_idle_timeout(client: sbx.Client, server: Server) -> None:
-    with client.sandboxes.create("busybox", idle_timeout="2s") as sb:
+    with client.sandboxes.create("busybox", userns="host", idle_timeout="2s") as sb:
         server.seen.add(sb.id)
         assert sb.record.spec.get("idle_timeout") == "2s" and not sb.record.idle
         sb.exec(["sh", "-c", "echo before > /root/f"])
@@ -126,6 +155,6 @@ def test_idle_timeout(client: sbx.Client, server: Server) -> None:
         assert sb.exec(["cat", "/root/f"]).stdout == "before\n"
         assert sb.refresh().status == "running" and not sb.record.idle
     with pytest.raises(sbx.InvalidError):
-        client.sandboxes.create("busybox", idle_timeout="1m", network="bridge", publish=["18081:80"])
+        client.sandboxes.create("busybox", userns="host", idle_timeout="1m", network="bridge", publish=["18081:80"])
     with pytest.raises(ValueError):
         client.sandboxes.create("busybox", idle_timeout="a while")

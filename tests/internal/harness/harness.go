@@ -52,6 +52,12 @@ func Main(m *testing.M, name string) {
 	// other sbx processes on the machine.
 	runRoot := fmt.Sprintf("/run/sbx-test-%d", os.Getpid())
 	os.Setenv("SBX_RUN_ROOT", runRoot)
+	// Traversable (not readable): tests put run roots below it, and
+	// private user namespaces reach theirs by path.
+	if err := os.MkdirAll(runRoot, 0o711); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		os.Exit(1)
+	}
 	if HelpersDir, err = os.MkdirTemp("", "sbx-test-helpers-"); err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)

@@ -35,6 +35,10 @@ func NewHost(t *testing.T) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	h := &Host{Root: filepath.Join(dir, "root"), Run: filepath.Join(dir, "run"), ids: map[string]bool{}}
 	// Bridged sandboxes get their bridge, veths and rules in a namespace
 	// that stands in for the host, never on the machine's own interfaces.
@@ -174,4 +178,17 @@ func (h *Host) ImportBusybox(t *testing.T, name string) string {
 	}
 	h.Must(t, "import", "-q", tarball, name)
 	return name
+}
+
+// ReachableTempDir is a t.TempDir that other users may traverse (not
+// read), as the run root of sandboxes in private user namespaces needs.
+func ReachableTempDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

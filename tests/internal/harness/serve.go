@@ -31,6 +31,10 @@ func NewServeDirs(t *testing.T) *ServeProc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	p := &ServeProc{Dir: dir, Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
 		Sock: filepath.Join(dir, "sbx.sock"), tokenFile: filepath.Join(dir, "token")}
 	if err := os.WriteFile(p.tokenFile, []byte(ServerTestToken+"\n"), 0o600); err != nil {

@@ -63,6 +63,10 @@ func NewServerEnv(t testing.TB, hcfg sandbox.HostConfig, mutate func(*server.Con
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Private user namespaces need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	e := &ServerEnv{Dir: dir, Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"), ids: map[string]bool{}}
 	hcfg.Root, hcfg.RunRoot, hcfg.Executor = e.Root, e.RunRoot, ServerExecutorBin()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))

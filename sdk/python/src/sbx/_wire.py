@@ -25,6 +25,9 @@ DEFAULT_HOST = "unix:///run/sbx/sbx.sock"
 Frame = dict[str, Any]
 #: Network modes of a sandbox.
 Network = Literal["none", "bridge", "host"]
+#: User namespace modes of a sandbox: "host" (the server's default, as
+#: checkpoints need) or "private".
+UserNS = Literal["private", "host"]
 #: When the server pulls a create's image.
 Pull = Literal["missing", "always", "never"]
 #: A command: an argv list, or a string run with ``/bin/sh -c``.
@@ -245,6 +248,10 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         limits["pids"] = pids
     if limits:
         body["limits"] = limits
+    if "userns" in o:
+        if o["userns"] not in ("private", "host"):
+            raise ValueError(f"userns {o['userns']!r}: want 'private' or 'host'")
+        body["userns"] = o["userns"]
     if "network" in o:
         if o["network"] not in ("none", "bridge", "host"):
             raise ValueError(f"network {o['network']!r}: want 'none', 'bridge' or 'host'")

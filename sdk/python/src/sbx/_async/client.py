@@ -46,6 +46,7 @@ from .._wire import (
     Env,
     Network,
     Pull,
+    UserNS,
     build_params,
     create_body,
     decode_json,
@@ -181,6 +182,7 @@ class AsyncSandboxes:
         pids: Optional[int] = None,
         disk: Optional[Size] = None,
         network: Optional[Network] = None,
+        userns: Optional[UserNS] = None,
         publish: Optional[Sequence[str]] = None,
         egress: Optional[str] = None,
         egress_policy: Optional[str] = None,
@@ -211,7 +213,11 @@ class AsyncSandboxes:
         ``egress``) and ``secrets`` (``[{"name": "API_KEY", "hosts":
         ["api.example.com"], "prefix": "sk-", "value": ...}]``: the sandbox's
         ``API_KEY`` holds a placeholder the egress proxy swaps for the value
-        on requests to those hosts; see docs/network.md). ``ttl``
+        on requests to those hosts; see docs/network.md). ``userns`` is
+        "host" (the server's default: the host's ids, as
+        :meth:`AsyncSandbox.checkpoint`, fork, ``stop(checkpoint=True)`` and
+        ``idle_timeout`` need) or "private" (root in the sandbox is an
+        unprivileged host id range). ``ttl``
         (seconds, a timedelta or "1h") removes the sandbox that long after
         its creation; ``idle_timeout`` (the same forms) checkpoints it to disk
         on the server once nobody has used it that long (no exec, session,
@@ -472,6 +478,7 @@ class AsyncPools:
         pids: Optional[int] = None,
         disk: Optional[Size] = None,
         network: Optional[Network] = None,
+        userns: Optional[UserNS] = None,
         egress: Optional[str] = None,
         allow_host_ports: Optional[Sequence[str]] = None,
         dns: Optional[Sequence[str]] = None,
