@@ -495,10 +495,20 @@ func testDrain(t *testing.T, e *env) {
 		return nil
 	})
 	c.eventually(time.Minute, "the drained client to be left with nothing", func() error {
-		// Asked again on every try: a collection asked for before the
-		// client has finished the allocation's runner does nothing, and
-		// one after it was collected is refused ("no such allocation").
+		// Every stopped allocation of the node is collected (earlier
+		// steps' too: their directories hold Nomad's own secrets and
+		// private mounts until then), asked again on every try: a
+		// collection asked for before the client has finished an
+		// allocation's runner does nothing, and one after it was
+		// collected is refused ("no such allocation").
 		_ = c.api.Nodes().GcAlloc(allocs[0].ID, nil)
+		if onNode, _, err := c.api.Nodes().Allocations(from.nodeID, nil); err == nil {
+			for _, a := range onNode {
+				if a.ClientTerminalStatus() {
+					_ = c.api.Nodes().GcAlloc(a.ID, nil)
+				}
+			}
+		}
 		if left := c.leftovers(from, []sandboxRecord{old}); len(left) > 0 {
 			return errorf("%s still has: %v", from.name, left)
 		}
