@@ -3,6 +3,8 @@ package netns
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"reflect"
@@ -214,6 +216,52 @@ func (n *Network) EgressListen() (netip.Addr, error) {
 // EgressLockPath is the lock file held by the bridge's egress daemon: one
 // per bridge and host namespace, whichever sbx root started it.
 func (n *Network) EgressLockPath() string { return n.shared + "/egressd.lock" }
+
+// ErrEgressLocked is LockEgress's answer while another process holds the
+// bridge's egress lock.
+var ErrEgressLocked = errors.New("netns: the bridge's egress lock is held")
+
+// LockEgress takes the bridge's egress lock without waiting. The lock
+// taken is the file at EgressLockPath after locking: the last sandbox's
+// teardown removes the file (with the bridge's state directory), so a lock
+// on a file removed meanwhile is dropped and taken again.
+func (n *Network) LockEgress() (unlock func(), err error) {
+	path := n.EgressLockPath()
+	for tries := 0; ; tries++ {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open the egress lock %s: %w", path, err)
+		}
+		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, ErrEgressLocked
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		var held, cur unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &held) == nil && unix.Stat(path, &cur) == nil && held.Ino == cur.Ino && held.Dev == cur.Dev {
+			return func() { _ = f.Close() }, nil
+		}
+		f.Close()
+		if tries >= 100 {
+			return nil, fmt.Errorf("lock %s: the lock file keeps being replaced", path)
+		}
+	}
+}
+
+// removeEgressLock removes the egress lock file unless a daemon holds it:
+// the bridge's state directory can go once its last lease has.
+func (n *Network) removeEgressLock() {
+	f, err := os.OpenFile(n.EgressLockPath(), os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) == nil {
+		_ = os.Remove(n.EgressLockPath())
+	}
+}
 
 // ProxiedSandboxes counts the attached sandboxes of the bridge whose
 // policy needs the egress daemon.

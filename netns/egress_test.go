@@ -16,6 +16,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -593,8 +595,16 @@ func (e *egressEnv) reconfigure(id string, o AttachOptions) {
 func TestEgressDetachLeavesNothing(t *testing.T) {
 	e := newEgressEnv(t)
 	e.attachEgress("eg3", "allowed.test,!10.9.0.0/16")
+	// A daemon came and went: its lock file must not keep the bridge's
+	// state directory once the last lease is gone.
+	unlock, err := e.net.LockEgress()
+	must(t, err)
+	unlock()
 	must(t, e.net.Detach(context.Background(), "eg3"))
 	if left := e.leftovers(); len(left) > 0 {
 		t.Errorf("left after detach: %v", left)
+	}
+	if _, err := os.Stat(filepath.Dir(e.net.EgressLockPath())); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the bridge's state directory is left after its last sandbox: %v", err)
 	}
 }

@@ -134,6 +134,7 @@ func (n *Network) lock() (*stateLock, error) {
 // first (the leases directory only if empty: rmdir is the check).
 func (l *stateLock) unlock() {
 	if os.Remove(l.n.leaseDir()) == nil {
+		l.n.removeEgressLock()
 		_ = os.Remove(l.n.lockPath())
 		_ = os.Remove(l.n.shared)
 	}

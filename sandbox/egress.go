@@ -16,7 +16,6 @@ import (
 	"github.com/sbxrun/sbx/egress"
 	"github.com/sbxrun/sbx/egress/egressd"
 	"github.com/sbxrun/sbx/netns"
-	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // egressReadyTimeout bounds the wait for the bridge's egress daemon to
@@ -63,8 +62,8 @@ func (h *Host) RunEgress(ctx context.Context, untilIdle bool) (bool, error) {
 	}
 	ran := false
 	for {
-		unlock, err := state.TryLockFile(n.EgressLockPath())
-		if errors.Is(err, state.ErrLocked) {
+		unlock, err := n.LockEgress()
+		if errors.Is(err, netns.ErrEgressLocked) {
 			if untilIdle {
 				return ran, nil
 			}
@@ -192,7 +191,7 @@ func (h *Host) ensureEgress(ctx context.Context) error {
 
 // egressLocked reports whether a process holds the bridge's egress lock.
 func egressLocked(n *netns.Network) bool {
-	unlock, err := state.TryLockFile(n.EgressLockPath())
+	unlock, err := n.LockEgress()
 	if err != nil {
 		return true
 	}
