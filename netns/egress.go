@@ -250,6 +250,19 @@ func (n *Network) LockEgress() (unlock func(), err error) {
 	}
 }
 
+// TidyEgress removes the bridge's state directory, egress lock file
+// included, if no sandbox of the bridge is left and no daemon holds the
+// lock. An egress daemon calls it after giving up its lock: the last
+// sandbox's teardown leaves a lock file the daemon held at the time.
+func (n *Network) TidyEgress() error {
+	lk, err := n.lock()
+	if err != nil {
+		return err
+	}
+	lk.unlock()
+	return nil
+}
+
 // removeEgressLock removes the egress lock file unless a daemon holds it:
 // the bridge's state directory can go once its last lease has.
 func (n *Network) removeEgressLock() {

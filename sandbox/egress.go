@@ -81,13 +81,23 @@ func (h *Host) RunEgress(ctx context.Context, untilIdle bool) (bool, error) {
 		err = h.serveEgress(ctx, n, untilIdle)
 		unlock()
 		if err != nil || ctx.Err() != nil {
+			h.tidyEgress(n)
 			return ran, err
 		}
 		// A create may have attached a sandbox that needs the daemon after
 		// the last look, and seen the lock held: look again.
 		if n.ProxiedSandboxes() == 0 {
+			h.tidyEgress(n)
 			return ran, nil
 		}
+	}
+}
+
+// tidyEgress removes what is left of the bridge's state once the daemon
+// has stopped, if no sandbox of the bridge is left.
+func (h *Host) tidyEgress(n *netns.Network) {
+	if err := n.TidyEgress(); err != nil {
+		h.log.Warn("egress daemon: tidy the bridge's state", "err", err)
 	}
 }
 
