@@ -106,7 +106,7 @@ func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
 // it is sbx.ErrInvalid or sbx.ErrPortInUse. On error (of either) the
 // network is as it was.
 func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Options, func() error, error) {
-	newHost := hostname(sb) != hostname(m)
+	newHost := hostname(sb) != hostname(m) || !slices.Equal(sb.Options.ExtraHosts, m.Options.ExtraHosts)
 	changed := len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress ||
 		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
 	if !newHost && !changed {
@@ -121,7 +121,7 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Opt
 			return rootfs.Options{}, nil, nil
 		}
 		a := netns.LocalAttachment(sb.ID, na.Mode, hostname(sb), "")
-		return rootfs.Options{Hosts: a.Hosts}, nil, nil
+		return rootfs.Options{Hosts: a.Hosts + sbx.ExtraHostsLines(sb.Options.ExtraHosts)}, nil, nil
 	}
 	n, err := h.network()
 	if err != nil {
@@ -142,7 +142,7 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Opt
 			return h.ensureEgress(ctx)
 		}
 	}
-	etc := rootfs.Options{Hosts: a.Hosts}
+	etc := rootfs.Options{Hosts: a.Hosts + sbx.ExtraHostsLines(sb.Options.ExtraHosts)}
 	if changed {
 		etc.ResolvConf = a.ResolvConf
 	}
