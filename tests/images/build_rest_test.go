@@ -28,20 +28,7 @@ const restSecret = "rest-s3cr3t-7f1c"
 // without being quoted. sbx build prune --host empties the server's build
 // cache, so the next build does its steps again.
 func TestBuildSecretsOverREST(t *testing.T) {
-	fixture.BusyboxRootfs(t)
-	p := harness.NewServeDirs(t)
-	p.Extra = []string{"--log-level", "debug"}
-	p.Start(t)
-	defer p.Stop(t)
-	t.Setenv("SBX_TOKEN", harness.ServerTestToken)
-	cli := func(args ...string) harness.Result {
-		return harness.RunSbx(t, "", append([]string{"--host", "unix://" + p.Sock}, args...)...)
-	}
-	reg := fixture.StartRegistry(t)
-	ref := reg.Push(t, "remote/secretbase:1", fixture.BusyboxImage(t))
-	if r := cli("pull", ref); r.Code != 0 {
-		t.Fatalf("remote pull: %d %s", r.Code, r.Stderr)
-	}
+	p, cli, ref := remoteBuildServer(t, "remote/secretbase:1", "--log-level", "debug")
 	ctx := buildContextDir(t, map[string]string{"Dockerfile": "FROM " + ref + "\n" +
 		"RUN --mount=type=secret,id=tok,required grep -qx 'rest-s3.r3t-7f1c' /run/secrets/tok && echo used > /used\n" +
 		"RUN --mount=type=secret,id=tok,env=TOK case \"$TOK\" in rest-s3?r3t-7f1c) echo env > /env ;; *) exit 1 ;; esac\n"})
@@ -110,4 +97,26 @@ func TestBuildSecretsOverREST(t *testing.T) {
 	if list, err := p.Client(t).List(context.Background(), sbx.Filter{}); err != nil || len(list) != 0 {
 		t.Fatalf("sandboxes left on the server after the builds: %v %+v", err, list)
 	}
+}
+
+// remoteBuildServer starts sbx serve (with extra flags) for the test and
+// pulls the busybox image into it from a registry on loopback as base;
+// cli runs sbx --host against it.
+func remoteBuildServer(t *testing.T, base string, extra ...string) (*harness.ServeProc, func(...string) harness.Result, string) {
+	t.Helper()
+	fixture.BusyboxRootfs(t)
+	p := harness.NewServeDirs(t)
+	p.Extra = extra
+	p.Start(t)
+	t.Cleanup(func() { p.Stop(t) })
+	t.Setenv("SBX_TOKEN", harness.ServerTestToken)
+	cli := func(args ...string) harness.Result {
+		return harness.RunSbx(t, "", append([]string{"--host", "unix://" + p.Sock}, args...)...)
+	}
+	reg := fixture.StartRegistry(t)
+	ref := reg.Push(t, base, fixture.BusyboxImage(t))
+	if r := cli("pull", ref); r.Code != 0 {
+		t.Fatalf("remote pull: %d %s", r.Code, r.Stderr)
+	}
+	return p, cli, ref
 }
