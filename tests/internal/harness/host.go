@@ -134,7 +134,8 @@ func (h *Host) AssertNoLeaksOf(t testing.TB, id string) {
 }
 
 // AssertNoLeaks fails if anything of this host's sandboxes is left: mounts,
-// cgroups, runtime and state directories, names, processes.
+// cgroups, runtime and state directories, names, leases, veths, nftables
+// chains, processes.
 func (h *Host) AssertNoLeaks(t testing.TB) {
 	t.Helper()
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
@@ -143,10 +144,15 @@ func (h *Host) AssertNoLeaks(t testing.TB) {
 			t.Errorf("leaked mount: %s", line)
 		}
 	}
-	for _, d := range []string{filepath.Join(h.Run, "sandboxes"), filepath.Join(h.Root, "sandboxes"), filepath.Join(h.Root, "names"), filepath.Join(h.Root, "expiry"), filepath.Join(h.Root, "network", "leases"), filepath.Join(h.Run, "netns"), filepath.Join(h.Run, "mntns")} {
+	for _, d := range []string{filepath.Join(h.Run, "sandboxes"), filepath.Join(h.Root, "sandboxes"), filepath.Join(h.Root, "names"), filepath.Join(h.Root, "expiry"), filepath.Join(h.Run, "mntns")} {
 		if entries, _ := os.ReadDir(d); len(entries) > 0 {
 			t.Errorf("leaked entries in %s: %d", d, len(entries))
 		}
+	}
+	// The stand-in host namespace is this host's alone: any lease, veth or
+	// per-sandbox chain left in it is a leak.
+	for _, l := range BridgeLeftovers(t, h.Root, h.Run, h.Netns) {
+		t.Errorf("leaked network state: %s", l)
 	}
 	h.mu.Lock()
 	ids := h.ids
