@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
@@ -153,8 +154,15 @@ func (h *Host) AssertNoLeaks(t testing.TB) {
 		}
 	}
 	// The stand-in host namespace is this host's alone: any lease, veth or
-	// per-sandbox chain left in it is a leak.
-	for _, l := range BridgeLeftovers(t, h.Root, h.Run, h.Netns) {
+	// per-sandbox chain left in it is a leak. An egress daemon started on
+	// demand lingers a few idle checks (15 s) before it exits and removes
+	// the bridge's state directory, so the check waits for it.
+	left := BridgeLeftovers(t, h.Root, h.Run, h.Netns)
+	for deadline := time.Now().Add(30 * time.Second); len(left) > 0 && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		left = BridgeLeftovers(t, h.Root, h.Run, h.Netns)
+	}
+	for _, l := range left {
 		t.Errorf("leaked network state: %s", l)
 	}
 	h.mu.Lock()
