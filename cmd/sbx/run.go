@@ -69,6 +69,7 @@ when it is not found; 125 when sbx itself failed.`,
 	cmd.Flags().StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
 	cmd.Flags().DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (with -d)")
 	cmd.Flags().DurationVar(&o.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long (with -d)")
+	cmd.Flags().StringVar(&o.Restart, "restart", "", "restart the command when it exits: no, on-failure[:N], always or unless-stopped (with -d)")
 	return cmd
 }
 

@@ -78,6 +78,7 @@ sbx exec --timeout.`,
 	f.DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
 	f.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long; the next exec restores it (e.g. 10m)")
 	f.BoolVar(&rm, "rm", false, "remove the sandbox once its main command (CMD) ended or it was stopped")
+	f.StringVar(&o.Restart, "restart", "", "restart the main command when it exits: no, on-failure[:N], always or unless-stopped")
 	return cmd
 }
 
