@@ -185,6 +185,8 @@ type CreateFlags struct {
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 	IdleTimeout    time.Duration
+	// Restart is --restart: no, on-failure[:N], always or unless-stopped.
+	Restart string
 }
 
 // Options turns the flags and args (the image, or none with Rootfs) into
@@ -211,6 +213,9 @@ func (o *CreateFlags) Options(args []string, local bool) (sbx.Options, error) {
 		return opts, fmt.Errorf("invalid --ttl %v or --idle-timeout %v: must be positive", o.TTL, o.IdleTimeout)
 	}
 	opts.Name, opts.TTL, opts.IdleTimeout = o.Name, o.TTL, o.IdleTimeout
+	if opts.Restart, err = sbx.ParseRestartPolicy(o.Restart); err != nil {
+		return opts, err
+	}
 	if err := AddMounts(&opts, o.Volumes, o.Tmpfs, local); err != nil {
 		return opts, err
 	}
@@ -240,6 +245,8 @@ type RunFlags struct {
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 	IdleTimeout    time.Duration
+	// Restart is --restart, as for create (with -d).
+	Restart string
 }
 
 // Options turns the flags and args (IMAGE [CMD...], CMD... with Rootfs, or
@@ -263,8 +270,8 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 	if opts.Image, cmd, err = SplitRunArgs(args, f.Rootfs != "", dashAt); err != nil {
 		return opts, nil, err
 	}
-	if !f.Detach && (f.TTL != 0 || f.IdleTimeout != 0) {
-		return opts, nil, errors.New("--ttl and --idle-timeout are for a sandbox that outlives its command: add -d (sbx run -d --ttl 1h IMAGE CMD), or use sbx create")
+	if !f.Detach && (f.TTL != 0 || f.IdleTimeout != 0 || f.Restart != "") {
+		return opts, nil, errors.New("--ttl, --idle-timeout and --restart are for a sandbox that outlives its command: add -d (sbx run -d --ttl 1h IMAGE CMD), or use sbx create")
 	}
 	if !f.Named() {
 		return opts, cmd, nil
@@ -287,6 +294,9 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 		return opts, nil, err
 	}
 	opts.Name, opts.TTL, opts.IdleTimeout, opts.AutoRemove = f.Name, f.TTL, f.IdleTimeout, f.Rm
+	if opts.Restart, err = sbx.ParseRestartPolicy(f.Restart); err != nil {
+		return opts, nil, err
+	}
 	return opts, cmd, nil
 }
 
