@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/sandbox"
@@ -23,11 +24,26 @@ func TestPoolClaimContainerOptions(t *testing.T) {
 	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "plain", Size: 1, Options: base}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.Host.FillPool(ctx, "plain")
-	if err != nil || len(rep.Started) != 1 {
-		t.Fatalf("fill: %+v, %v", rep, err)
+	// The server fills the pool in the background; FillPool starts what
+	// it has not yet.
+	if _, err := e.Host.FillPool(ctx, "plain"); err != nil {
+		t.Fatal(err)
 	}
-	e.See(rep.Started[0])
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := e.C.GetPool(ctx, "plain")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range p.Ready {
+			e.See(id)
+		}
+		if len(p.Ready) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the pool's member was not ready within 60 s")
+		}
+	}
 
 	c := base
 	c.Hostname, c.ExtraHosts = "claimer", []string{"db:10.1.2.3", "cache:10.1.2.4"}
