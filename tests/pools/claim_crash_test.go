@@ -92,14 +92,15 @@ func TestPoolClaimKilled(t *testing.T) {
 
 // TestPoolClaimPortTaken: a claim whose published port another sandbox
 // publishes fails with the port error and puts the member back in its
-// pool untouched: the next claim gets it.
+// pool untouched, as does one whose name is taken: the next claim gets
+// it.
 func TestPoolClaimPortTaken(t *testing.T) {
 	h := harness.NewHost(t)
 	rootfs := fixture.BusyboxRootfs(t)
 	h.Must(t, "pool", "create", "ports", "--size", "2", "--network", "bridge", "--rootfs", rootfs)
 	t.Cleanup(func() { h.Sbx(t, "", "pool", "rm", "ports") })
 	h.Must(t, "pool", "fill", "ports")
-	first := h.Create(t, "--network", "bridge", "-p", "127.0.0.1:18089:80")
+	first := h.Create(t, "--network", "bridge", "--name", "first", "-p", "127.0.0.1:18089:80")
 	if sb := h.Inspect(t, first); sb.FromPool != "ports" {
 		t.Fatalf("the first create did not claim: %+v", sb.CreateTimings)
 	}
@@ -125,6 +126,20 @@ func TestPoolClaimPortTaken(t *testing.T) {
 	}
 	if r := h.Sbx(t, "", "inspect", "second"); r.Code == 0 {
 		t.Fatal("the refused claim's name resolves")
+	}
+	// A claim refused for its name, after its ports were chosen, leaves
+	// the members as they were too.
+	r = h.Sbx(t, "", "create", "--rootfs", rootfs, "--network", "bridge", "--name", "first", "-p", "127.0.0.1:18091:80")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "first") {
+		t.Fatalf("a create with a name in use: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if now := idle(h, t); strings.Join(now, " ") != strings.Join(left, " ") {
+		t.Fatalf("after the claim refused for its name the idle members are %v, want %v", now, left)
+	}
+	for _, id := range left {
+		if sb := h.Inspect(t, id); sb.Status != sbx.StatusPooled || sb.Name != "" || sb.Network == nil || len(sb.Network.Ports) != 0 {
+			t.Fatalf("member %s after the claim refused for its name: %s %q %+v", id, sb.Status, sb.Name, sb.Network)
+		}
 	}
 	second := h.Create(t, "--network", "bridge", "-p", "127.0.0.1:18090:80")
 	if sb := h.Inspect(t, second); sb.FromPool != "ports" || !slices.Contains(left, second) {
