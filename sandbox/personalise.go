@@ -146,7 +146,7 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (*claimedNe
 // policy, allowed host ports, name servers).
 func networkChanges(m, sb *sbx.Sandbox) (newHost, changed bool) {
 	newHost = hostname(sb) != hostname(m)
-	changed = len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress ||
+	changed = len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress || sb.Options.EgressPolicy != "" || len(sb.Options.Secrets) > 0 ||
 		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
 	return newHost, changed
 }
