@@ -164,17 +164,10 @@ func holderRuns(h holder) bool {
 // port free again (the holder that took it stopped); detach then leaves
 // nothing.
 func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
-	e := newTestEnv(t)
-	e.attach("sb-other", AttachOptions{})
-	before := e.leftovers()
+	e, before := newStandbyMember(t)
 	ctx := context.Background()
-	_, err := e.net.Attach(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Standby: true})
-	must(t, err)
 	l, err := e.net.findLease("sb-member", false)
 	must(t, err)
-	if l.Holder == nil {
-		t.Fatal("a standby attach recorded no holder")
-	}
 	standby := *l.Holder
 	// The forward chain goes (its map element first, which jumps to it):
 	// the batch that inserts the new rules into it fails.
@@ -206,20 +199,8 @@ func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
 	if holderRuns(standby) {
 		t.Fatalf("the holder %d that took the port runs after the failed change", standby.PID)
 	}
-	err = InNamespacePath(e.hostNS, func() error {
-		ln, err := net.Listen("tcp4", "127.0.0.1:19081")
-		if err == nil {
-			ln.Close()
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("the port after the failed change: %v, want it free", err)
-	}
-	must(t, e.net.Detach(ctx, "sb-member"))
-	if after := e.leftovers(); strings.Join(after, ",") != strings.Join(before, ",") {
-		t.Fatalf("left behind:\nbefore %v\nafter  %v", before, after)
-	}
+	e.expectPortFree("127.0.0.1:19081")
+	e.detachLeavingNothing("sb-member", before)
 }
 
 // TestReconfigureAbort: a Reconfigure given up before Apply changes
@@ -227,12 +208,8 @@ func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
 // the network's lock is released (the next Reconfigure of the sandbox
 // goes through).
 func TestReconfigureAbort(t *testing.T) {
-	e := newTestEnv(t)
-	e.attach("sb-other", AttachOptions{})
-	before := e.leftovers()
+	e, before := newStandbyMember(t)
 	ctx := context.Background()
-	_, err := e.net.Attach(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Standby: true})
-	must(t, err)
 	m, _ := ParsePublish("127.0.0.1:19082:8080")
 	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m},
 		Egress: mustEgress(t, "192.168.77.0/24")})
@@ -243,24 +220,52 @@ func TestReconfigureAbort(t *testing.T) {
 	if l.Egress.Kind != EgressDefault || len(l.Ports) != 0 || l.Holder == nil {
 		t.Fatalf("lease after an aborted change: egress %v, ports %v, holder %+v; want the old one with its standby holder", l.Egress.Kind, l.Ports, l.Holder)
 	}
-	err = InNamespacePath(e.hostNS, func() error {
-		ln, err := net.Listen("tcp4", "127.0.0.1:19082")
-		if err == nil {
-			ln.Close()
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("the port after an aborted change: %v, want it free", err)
-	}
+	e.expectPortFree("127.0.0.1:19082")
 	r, err = e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
 	must(t, err)
 	must(t, r.Wait())
 	if l, err = e.net.findLease("sb-member", false); err != nil || len(l.Ports) != 1 {
 		t.Fatalf("lease after the next change: %+v, %v", l, err)
 	}
-	must(t, e.net.Detach(ctx, "sb-member"))
+	e.detachLeavingNothing("sb-member", before)
+}
+
+// newStandbyMember attaches sb-member with a standby port holder (a warm
+// pool's member) beside another sandbox, and returns the environment and
+// its leftovers before the member.
+func newStandbyMember(t *testing.T) (*testEnv, []string) {
+	e := newTestEnv(t)
+	e.attach("sb-other", AttachOptions{})
+	before := e.leftovers()
+	_, err := e.net.Attach(context.Background(), "sb-member", AttachOptions{Mode: ModeBridge, Standby: true})
+	must(t, err)
+	if l, err := e.net.findLease("sb-member", false); err != nil || l.Holder == nil {
+		t.Fatalf("a standby attach recorded no holder: %+v, %v", l, err)
+	}
+	return e, before
+}
+
+// expectPortFree fails unless a host process can bind addr (TCP).
+func (e *testEnv) expectPortFree(addr string) {
+	e.t.Helper()
+	err := InNamespacePath(e.hostNS, func() error {
+		ln, err := net.Listen("tcp4", addr)
+		if err == nil {
+			ln.Close()
+		}
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("host port %s: %v, want it free", addr, err)
+	}
+}
+
+// detachLeavingNothing detaches id and fails unless what is left is
+// before.
+func (e *testEnv) detachLeavingNothing(id string, before []string) {
+	e.t.Helper()
+	must(e.t, e.net.Detach(context.Background(), id))
 	if after := e.leftovers(); strings.Join(after, ",") != strings.Join(before, ",") {
-		t.Fatalf("left behind:\nbefore %v\nafter  %v", before, after)
+		e.t.Fatalf("left behind:\nbefore %v\nafter  %v", before, after)
 	}
 }
