@@ -64,6 +64,7 @@ type bootFields struct {
 	Env     []string `json:"env"` // sorted
 	Workdir string   `json:"workdir"`
 	User    string   `json:"user,omitempty"`
+	Restart string   `json:"restart,omitempty"`
 }
 
 // bootKey is the boot part of o's pool key: nil without a main command.
@@ -76,7 +77,11 @@ func bootKey(o *sbx.Options) *bootFields {
 		env = slices.Clone(o.Env)
 		slices.Sort(env)
 	}
-	return &bootFields{Cmd: o.Cmd, Env: env, Workdir: o.Workdir, User: o.User}
+	b := &bootFields{Cmd: o.Cmd, Env: env, Workdir: o.Workdir, User: o.User}
+	if o.Restart.Restarts() {
+		b.Restart = o.Restart.String()
+	}
+	return b
 }
 
 // Claim claims an idle member of a warm pool that matches opts, as Create
@@ -187,6 +192,7 @@ func (h *Host) bootMember(ctx context.Context, sb *sbx.Sandbox) error {
 		return err
 	}
 	spec := execapi.MainCmdSpec{Argv: sb.Options.Cmd, Env: env, Cwd: sb.Options.Workdir, CreateCwd: sb.Options.Workdir != "", User: sb.Options.User}
+	restartSpec(&spec, sb.Options.Restart)
 	st, err := c.StartMainCmd(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("start it: %w", err)
@@ -431,23 +437,4 @@ func giveWorkdir(ctx context.Context, c *client.Client, wd, user string) error {
 		return fmt.Errorf("give the working directory %s to %s: exit %d: %.200s", wd, user, res.ExitCode, res.Stderr)
 	}
 	return nil
-}
-
-// TemplateSpec adds a template's start and ready commands (sbx pool create
-// --start, --ready; shell command lines, run with /bin/sh -c) to spec: the
-// start command becomes the members' main command, the ready command their
-// ready check, with its timeout (0: the default).
-func TemplateSpec(spec sbx.PoolSpec, start, ready string, timeout time.Duration) (sbx.PoolSpec, error) {
-	if start != "" {
-		if len(spec.Options.Cmd) > 0 {
-			return spec, fmt.Errorf("%w: --start and a command after the image both set the members' main command: give one", sbx.ErrInvalid)
-		}
-		spec.Options.Cmd = []string{"/bin/sh", "-c", start}
-	}
-	if ready != "" {
-		spec.ReadyCheck = &sbx.ReadyCheck{Command: []string{"/bin/sh", "-c", ready}, Timeout: timeout}
-	} else if timeout != 0 {
-		return spec, fmt.Errorf("%w: --ready-timeout needs --ready", sbx.ErrInvalid)
-	}
-	return spec, nil
 }
