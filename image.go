@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path"
+	"slices"
 	"strings"
 	"time"
 )
@@ -140,6 +141,28 @@ func (c ImageConfig) Process(entrypoint, cmd, env []string, workdir, user string
 		p.User = user
 	}
 	return p, nil
+}
+
+// HealthCommand is the argv of the image's health check: the command of
+// a ["CMD", argv...] test, or a ["CMD-SHELL", command] test run by the
+// image's Shell (default /bin/sh -c) as docker runs it; nil when the image
+// has none or turns it off (["NONE"]).
+func (c ImageConfig) HealthCommand() []string {
+	h := c.Healthcheck
+	if h == nil || len(h.Test) < 2 {
+		return nil
+	}
+	switch h.Test[0] {
+	case "CMD":
+		return slices.Clone(h.Test[1:])
+	case "CMD-SHELL":
+		shell := c.Shell
+		if len(shell) == 0 {
+			shell = []string{"/bin/sh", "-c"}
+		}
+		return append(slices.Clone(shell), strings.Join(h.Test[1:], " "))
+	}
+	return nil
 }
 
 // MergeEnv returns base with each KEY=VALUE of over replacing the entry of

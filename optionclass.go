@@ -71,8 +71,8 @@ var OptionClasses = []OptionClass{
 	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
 	{Field: "IdleTimeout", JSON: "idle_timeout", Class: PoolUnclaimable, How: "a pool member's activity before its claim is not the sandbox's: a create with it starts cold"},
 	{Field: "Lease", JSON: "lease", Class: PoolClaim, Claimant: true, How: "the record and the expiry index, from the claim on"},
-	{Field: "EgressPolicy", JSON: "egress_policy", Class: PoolUnclaimable, How: "the CA of its inspected hosts is written into the root and named in the environment before start: a create with it starts cold"},
-	{Field: "Secrets", JSON: "secrets", Class: PoolUnclaimable, How: "placeholders, the CA and the trust bundles are written into the root before start"},
+	{Field: "EgressPolicy", JSON: "egress_policy", Class: PoolClaim, Claimant: true, How: "in the lease with the egress rules (same write, same batch), which the egress daemon reads; with inspected hosts, the claimant's CA is made host-side, appended to the member's trust bundles in its writable layer, and named in the executor's defaults (SSL_CERT_FILE, REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS...); a member that booted a main command is skipped"},
+	{Field: "Secrets", JSON: "secrets", Class: PoolClaim, Claimant: true, How: "the bindings in the lease with the egress policy; values and fresh placeholders in the claimant's host-side egress state, the placeholders in the executor's defaults, the CA as for egress_policy"},
 }
 
 // PoolKeyValues returns the key fields of o by JSON name, each with its

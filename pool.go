@@ -170,9 +170,6 @@ func (p *PoolSpec) Validate() error {
 	if set := OptionsSet(o, PoolClaim, true); len(set) > 0 {
 		return fmt.Errorf("%w: a pool's options must not set %s: they belong to the sandbox a create claims from it", ErrInvalid, strings.Join(set, ", "))
 	}
-	if len(o.Secrets) > 0 || o.EgressPolicy != "" {
-		return fmt.Errorf("%w: a pool's members cannot hold secrets or an egress policy file: a create with them starts its own sandbox", ErrInvalid)
-	}
 	if err := p.validateBoot(); err != nil {
 		return err
 	}

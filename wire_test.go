@@ -170,6 +170,25 @@ func TestImageProcess(t *testing.T) {
 	}
 }
 
+func TestImageHealthCommand(t *testing.T) {
+	for _, c := range []struct {
+		cfg  ImageConfig
+		want []string
+	}{
+		{ImageConfig{}, nil},
+		{ImageConfig{Healthcheck: &Healthcheck{Test: []string{"NONE"}}}, nil},
+		{ImageConfig{Healthcheck: &Healthcheck{Test: []string{"CMD"}}}, nil},
+		{ImageConfig{Healthcheck: &Healthcheck{Test: []string{"CMD", "test", "-f", "/up"}}}, []string{"test", "-f", "/up"}},
+		{ImageConfig{Healthcheck: &Healthcheck{Test: []string{"CMD-SHELL", "test -f /up"}}}, []string{"/bin/sh", "-c", "test -f /up"}},
+		{ImageConfig{Shell: []string{"/bin/bash", "-ec"}, Healthcheck: &Healthcheck{Test: []string{"CMD-SHELL", "true"}}}, []string{"/bin/bash", "-ec", "true"}},
+		{ImageConfig{Healthcheck: &Healthcheck{Test: []string{"BOGUS", "x"}}}, nil},
+	} {
+		if got := c.cfg.HealthCommand(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%+v: %q, want %q", c.cfg.Healthcheck, got, c.want)
+		}
+	}
+}
+
 // requestTypes are the contract's types a caller fills in.
 var requestTypes = []reflect.Type{
 	reflect.TypeFor[Options](), reflect.TypeFor[Limits](), reflect.TypeFor[Volume](), reflect.TypeFor[Tmpfs](),

@@ -336,12 +336,14 @@ func withPrefix(names []string, prefix string) []string {
 	return kept
 }
 
-// PsFlags are docker ps's selection flags: -a, -n N, -l, --filter, and
-// sbx's --pooled.
+// PsFlags are docker ps's flags: the selection (-a, -n N, -l, --filter,
+// and sbx's --pooled) and the output (-q, --no-trunc, --format).
 type PsFlags struct {
 	All, Latest, Pooled bool
 	Last                int
 	Filters             []string
+	Quiet, NoTrunc      bool
+	Format              string // table, json or a Go template
 }
 
 // Filter is what the flags ask List for; keep is how many of the newest

@@ -189,6 +189,11 @@ func (o *CreateFlags) Options(args []string, local bool) (sbx.Options, error) {
 // does.
 type RunFlags struct {
 	SandboxFlags
+	Entrypoint     string // given: replaces the image's (Entrypoint)
+	Interactive    bool   // -i: stdin connected to the command
+	Tty            bool   // -t: a terminal for the command
+	Report         string // a file for the JSON resource report
+	Stats          bool   // a resource report on stderr
 	Detach, Rm     bool
 	Name           string
 	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw][,idmap=host]; CONTAINER[:size=SIZE]

@@ -160,6 +160,10 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	}
 	sb := m
 	sb.Options = *o
+	inspects := h.planClaimEgress(&sb)
+	if inspects && len(m.Options.Cmd) > 0 {
+		return nil, nil // its main command runs without the CA and placeholders
+	}
 	sb.Name = o.Name
 	sb.Cmd = nil
 	if len(m.Options.Cmd) > 0 {
@@ -205,6 +209,11 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	}
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
+	if inspects {
+		if err := h.claimEgress(&m, &sb, o.Secrets); err != nil {
+			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
+		}
+	}
 	if err := h.applyClaim(ctx, &m, &sb, etc, rules); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}

@@ -60,7 +60,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 		return nil, err
 	}
 	miss := ""
-	if pool == "" && len(opts.Secrets) == 0 && opts.EgressPolicy == "" {
+	if pool == "" {
 		sb, reason, err := h.claimOrReason(ctx, &opts, img.info, t0)
 		miss = reason
 		if sb != nil || err != nil {

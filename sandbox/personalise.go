@@ -107,7 +107,7 @@ func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
 // network is as it was.
 func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Options, func() error, error) {
 	newHost := hostname(sb) != hostname(m)
-	changed := len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress ||
+	changed := len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress || sb.Options.EgressPolicy != "" || len(sb.Options.Secrets) > 0 ||
 		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
 	if !newHost && !changed {
 		return rootfs.Options{}, nil, nil

@@ -432,22 +432,3 @@ func giveWorkdir(ctx context.Context, c *client.Client, wd, user string) error {
 	}
 	return nil
 }
-
-// TemplateSpec adds a template's start and ready commands (sbx pool create
-// --start, --ready; shell command lines, run with /bin/sh -c) to spec: the
-// start command becomes the members' main command, the ready command their
-// ready check, with its timeout (0: the default).
-func TemplateSpec(spec sbx.PoolSpec, start, ready string, timeout time.Duration) (sbx.PoolSpec, error) {
-	if start != "" {
-		if len(spec.Options.Cmd) > 0 {
-			return spec, fmt.Errorf("%w: --start and a command after the image both set the members' main command: give one", sbx.ErrInvalid)
-		}
-		spec.Options.Cmd = []string{"/bin/sh", "-c", start}
-	}
-	if ready != "" {
-		spec.ReadyCheck = &sbx.ReadyCheck{Command: []string{"/bin/sh", "-c", ready}, Timeout: timeout}
-	} else if timeout != 0 {
-		return spec, fmt.Errorf("%w: --ready-timeout needs --ready", sbx.ErrInvalid)
-	}
-	return spec, nil
-}

@@ -108,8 +108,9 @@ func (h *Host) poolNames() ([]string, error) {
 
 // CreatePool defines a pool. Its options are checked against the host's
 // policy and the image is pulled now if it is missing (as the options'
-// pull policy says); no member starts yet (FillPool, or a server's
-// background refill).
+// pull policy says); a pool that boots nothing of an image with a health
+// check becomes the image's template (imageTemplate). No member starts
+// yet (FillPool, or a server's background refill).
 func (h *Host) CreatePool(ctx context.Context, spec sbx.PoolSpec) (*sbx.Pool, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
@@ -122,6 +123,9 @@ func (h *Host) CreatePool(ctx context.Context, spec sbx.PoolSpec) (*sbx.Pool, er
 		return nil, err
 	}
 	release()
+	if err := imageTemplate(&spec, img.config); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(filepath.Join(h.store.Root(), poolsDir), 0o700); err != nil {
 		return nil, fmt.Errorf("create pool directory: %w", err)
 	}

@@ -42,15 +42,8 @@ until it ends, --timeout passes or the sandbox stops.`,
 			return runExec(a, cmd, o, args[0], argv)
 		},
 	}
-	f := cmd.Flags()
-	f.SetInterspersed(false)
-	f.BoolVarP(&o.Detach, "detach", "d", false, "start the command in the background and return at once")
-	f.BoolVarP(&o.Interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
-	f.BoolVarP(&o.Tty, "tty", "t", false, "allocate a terminal for the command")
-	f.StringArrayVarP(&o.Env, "env", "e", nil, "set an environment variable: KEY=VALUE")
-	f.StringVarP(&o.Workdir, "workdir", "w", "", "working directory inside the sandbox")
-	f.StringVarP(&o.User, "user", "u", "", "user to run as: name, UID or UID:GID")
-	f.DurationVar(&o.Timeout, "timeout", 0, "kill the command after this long (e.g. 30s)")
+	cmd.Flags().SetInterspersed(false)
+	o.Register(cmd.Flags())
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sbxrun/sbx/cmd/sbx/internal/snapshotcmd"
 	"github.com/sbxrun/sbx/console"
+	"github.com/sbxrun/sbx/internal/completion"
 	"github.com/sbxrun/sbx/runc"
 	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/client"
@@ -171,7 +172,7 @@ func newRootCmd(a *app) *cobra.Command {
 		return &exitError{code: sbx.ExitSbxFailed, msg: fmt.Sprintf("%v\nSee '%s --help'.", err, c.CommandPath())}
 	})
 	root.AddCommand(commands(a)...)
-	addCompletion(a, root)
+	completion.Add(root, func() (completion.Backend, error) { return a.open(sandbox.HostConfig{}) })
 	return root
 }
 

@@ -45,7 +45,8 @@ func poolCmd(a *app) *cobra.Command {
 			})
 		},
 	}
-	o.registerStart(create)
+	o.RegisterStart(create.Flags())
+	o.images.register(create)
 	create.Flags().IntVar(&size, "size", 1, "how many idle members the pool keeps")
 	create.Flags().StringVar(&start, "start", "", "a template's start command (sh -c), booted in each member before its claim")
 	create.Flags().StringVar(&ready, "ready", "", "a template's ready command (sh -c): a member is claimable once it exits 0")

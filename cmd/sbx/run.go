@@ -16,12 +16,7 @@ import (
 
 type runOptions struct {
 	dockerargs.RunFlags
-	images      imageFlags
-	entrypoint  string
-	interactive bool
-	tty         bool
-	report      string
-	stats       bool
+	images imageFlags
 }
 
 func runCmd(a *app) *cobra.Command {
@@ -53,22 +48,8 @@ when it is not found; 125 when sbx itself failed.`,
 		},
 	}
 	cmd.Flags().SetInterspersed(false)
-	registerSandboxFlags(cmd.Flags(), &o.SandboxFlags)
+	o.Register(cmd.Flags())
 	o.images.register(cmd)
-	cmd.Flags().StringVar(&o.Pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
-	cmd.Flags().StringVar(&o.entrypoint, "entrypoint", "", "replace the image's entrypoint (and drop its Cmd)")
-	cmd.Flags().BoolVarP(&o.interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
-	cmd.Flags().BoolVarP(&o.tty, "tty", "t", false, "allocate a terminal for the command")
-	cmd.Flags().StringVar(&o.report, "report", "", "write a JSON resource report to this file")
-	cmd.Flags().BoolVar(&o.stats, "stats", false, "print a resource report on stderr")
-	cmd.Flags().BoolVarP(&o.Detach, "detach", "d", false, "start the command in a long-lived sandbox, print its ID and return")
-	cmd.Flags().BoolVar(&o.Rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d; with -d a background process does it)")
-	cmd.Flags().StringVar(&o.Name, "name", "", "a unique name for the sandbox (with -d)")
-	cmd.Flags().StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:OPTIONS], OPTIONS comma-separated: ro or rw, idmap=host")
-	cmd.Flags().StringArrayVar(&o.Tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
-	cmd.Flags().StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
-	cmd.Flags().DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (with -d)")
-	cmd.Flags().DurationVar(&o.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long (with -d)")
 	return cmd
 }
 
@@ -89,19 +70,19 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return exitErr("%v", err)
 	}
-	ro := sbx.RunOptions{Options: opts, Timeout: o.Timeout, Tty: o.tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
+	ro := sbx.RunOptions{Options: opts, Timeout: o.Timeout, Tty: o.Tty, Stdout: cmd.OutOrStdout(), Stderr: cmd.ErrOrStderr()}
 	ro.Cmd = cmdArgs
 	if image {
-		ro.Entrypoint = dockerargs.Entrypoint(cmd.Flags().Changed("entrypoint"), o.entrypoint)
+		ro.Entrypoint = dockerargs.Entrypoint(cmd.Flags().Changed("entrypoint"), o.Entrypoint)
 		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !console.IsTerminal(os.Stderr))
 		defer prog.Finish()
 		ro.PullProgress = prog.Update
 	}
-	if o.interactive {
+	if o.Interactive {
 		ro.Stdin = cmd.InOrStdin()
 	}
-	if o.tty {
-		restore, size, resize := console.Setup(o.interactive)
+	if o.Tty {
+		restore, size, resize := console.Setup(o.Interactive)
 		defer restore()
 		ro.ConsoleSize, ro.Resize = size, resize
 	}
@@ -112,12 +93,12 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 	if err != nil {
 		return exitErr("%v", dockerargs.WithImageHint(err, opts.Image))
 	}
-	if o.report != "" {
-		if err := render.WriteReportFile(o.report, rep); err != nil {
+	if o.Report != "" {
+		if err := render.WriteReportFile(o.Report, rep); err != nil {
 			return exitErr("%v", err)
 		}
 	}
-	if o.stats {
+	if o.Stats {
 		render.Report(cmd.ErrOrStderr(), rep)
 	}
 	if rep.Status == sbx.RunError && rep.Error != "" {
@@ -136,7 +117,7 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 	}
 	ctx, cancel := console.SignalContext()
 	defer cancel()
-	entrypoint := dockerargs.Entrypoint(cmd.Flags().Changed("entrypoint"), o.entrypoint)
+	entrypoint := dockerargs.Entrypoint(cmd.Flags().Changed("entrypoint"), o.Entrypoint)
 	opts.Cmd = cmdArgs
 	if opts.Image != "" {
 		prog := render.NewProgress(cmd.ErrOrStderr(), o.images.quiet || !console.IsTerminal(os.Stderr))

@@ -70,33 +70,16 @@ sbx exec --timeout.`,
 			return createSandbox(ctx, a, cmd, b, opts)
 		},
 	}
-	o.registerStart(cmd)
+	o.Register(cmd.Flags())
+	o.images.register(cmd)
 	f := cmd.Flags()
 	f.SetInterspersed(false)
-	f.StringVar(&o.Name, "name", "", "a unique name for the sandbox")
-	f.StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE")
-	f.DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
-	f.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long; the next exec restores it (e.g. 10m)")
 	f.BoolVar(&rm, "rm", false, "remove the sandbox once its main command (CMD) ended or it was stopped")
 	return cmd
 }
 
-// registerStart adds the flags of what a sandbox starts with: those of
-// sbx run, volumes, tmpfs mounts, the image options and the pull policy
-// (sbx create and sbx pool create).
-func (o *createOptions) registerStart(cmd *cobra.Command) {
-	f := cmd.Flags()
-	registerSandboxFlags(f, &o.SandboxFlags)
-	f.StringArrayVarP(&o.Volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:OPTIONS], OPTIONS comma-separated: ro or rw, idmap=host")
-	f.StringArrayVar(&o.Tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
-	o.images.register(cmd)
-	f.StringVar(&o.Pull, "pull", "", "pull the image: missing, always or never (default SBX_PULL, else missing)")
-}
-
 func listCmd(a *app, name string) *cobra.Command {
 	var ps dockerargs.PsFlags
-	var quiet, noTrunc bool
-	var format string
 	cmd := &cobra.Command{
 		Use:   name + " [-a] [-q] [-n N | -l] [--no-trunc] [--pooled] [--format table|json|TEMPLATE] [--filter label=K=V|status=S|name=N]",
 		Short: "List sandboxes (running ones; -a for all)",
@@ -111,7 +94,7 @@ a field as JSON).`,
 			if err != nil {
 				return exitErr("%v", err)
 			}
-			tmpl, err := render.ParseFormat(format)
+			tmpl, err := render.ParseFormat(ps.Format)
 			if err != nil {
 				return exitErr("%v", err)
 			}
@@ -123,17 +106,10 @@ a field as JSON).`,
 			if err != nil {
 				return sbxError(err)
 			}
-			return render.Sandboxes(cmd.OutOrStdout(), dockerargs.Newest(list, keep), render.ListOptions{Quiet: quiet, NoTrunc: noTrunc, Format: format, Template: tmpl})
+			return render.Sandboxes(cmd.OutOrStdout(), dockerargs.Newest(list, keep), render.ListOptions{Quiet: ps.Quiet, NoTrunc: ps.NoTrunc, Format: ps.Format, Template: tmpl})
 		},
 	}
-	cmd.Flags().BoolVarP(&ps.All, "all", "a", false, "show all sandboxes, also stopped ones")
-	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only IDs")
-	cmd.Flags().BoolVar(&noTrunc, "no-trunc", false, "print full IDs")
-	cmd.Flags().IntVarP(&ps.Last, "last", "n", 0, "show the N sandboxes created last (of all)")
-	cmd.Flags().BoolVarP(&ps.Latest, "latest", "l", false, "show the sandbox created last (of all)")
-	cmd.Flags().BoolVar(&ps.Pooled, "pooled", false, "also show the idle members of warm pools (sbx pool)")
-	cmd.Flags().StringVar(&format, "format", "table", "output format: table, json, or a Go template per sandbox")
-	cmd.Flags().StringArrayVarP(&ps.Filters, "filter", "f", nil, "filter: label=KEY[=VALUE], status=STATUS, name=NAME")
+	ps.Register(cmd.Flags())
 	return cmd
 }
 
@@ -347,7 +323,7 @@ lets the script download packages).`,
 		},
 	}
 	f := cmd.Flags()
-	registerSandboxFlags(f, &o.SandboxFlags)
+	o.SandboxFlags.Register(f)
 	f.StringVarP(&script, "command", "c", "", "the setup script, run with /bin/sh -c")
 	f.StringVar(&scriptFile, "script", "", "a file holding the setup script")
 	f.BoolVarP(&quiet, "quiet", "q", false, "do not show the script's output")

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
 // BenchmarkEgressLatency measures, from inside bridged sandboxes, the
@@ -14,7 +16,7 @@ import (
 // by name), and decrypted by it (a secret bound to the host). Each
 // iteration runs 50 GETs of each kind inside one sandbox.
 func BenchmarkEgressLatency(b *testing.B) {
-	e := newEgressCLI(b)
+	e := harness.NewEgressCLI(b)
 	for _, c := range []struct {
 		name string
 		args []string
@@ -24,16 +26,16 @@ func BenchmarkEgressLatency(b *testing.B) {
 		{"decrypted", []string{"--egress", "api.test", "--secret", "K@api.test"}},
 	} {
 		b.Run(c.name, func(b *testing.B) {
-			args := append([]string{"create", "--network", "bridge", "--dns", "203.0.113.53", "--rootfs", e.root}, c.args...)
-			out, err := e.sbx([]string{"K=v"}, args...)
+			args := append([]string{"create", "--network", "bridge", "--dns", "203.0.113.53", "--rootfs", e.Root}, c.args...)
+			out, err := e.Sbx([]string{"K=v"}, args...)
 			if err != nil {
 				b.Fatalf("create: %v\n%s", err, out)
 			}
 			id := strings.TrimSpace(out)
-			defer e.sbx(nil, "rm", "-f", id)
+			defer e.Sbx(nil, "rm", "-f", id)
 			var conn, req float64
 			for range b.N {
-				out, err := e.sbx(nil, "exec", id, "/egressprobe", "bench", "50", "https://api.test/", "/fake-ca.pem")
+				out, err := e.Sbx(nil, "exec", id, "/egressprobe", "bench", "50", "https://api.test/", "/fake-ca.pem")
 				m := regexp.MustCompile(`conn_ms=([0-9.]+) req_ms=([0-9.]+)`).FindStringSubmatch(out)
 				if err != nil || m == nil {
 					b.Fatalf("bench probe: %v\n%s", err, out)

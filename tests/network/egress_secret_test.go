@@ -17,20 +17,20 @@ import (
 // inspected host, and a secret that reaches its host but never the
 // sandbox (environment, files, process memory) nor another host.
 func TestEgressInspectionAndSecrets(t *testing.T) {
-	e := newEgressCLI(t)
-	inet, lib, sbx := e.inet, e.lib, e.sbx
+	e := harness.NewEgressCLI(t)
+	inet, lib, sbx := e.Inet, e.Lib, e.Sbx
 	const value = "s3cr3t-value-that-must-never-enter-the-sandbox"
 	var out string
 	var err error
 	// other.test is inspected too (a secret of its own is bound to it),
 	// so the proxy sees what the sandbox sends there.
 	// api.test allows only GETs (an L7 rule of the policy file).
-	policy := filepath.Join(e.state, "policy.yaml")
+	policy := filepath.Join(e.State, "policy.yaml")
 	if err := os.WriteFile(policy, []byte("allow: [api.test, other.test]\nhosts:\n  api.test:\n    rules: [\"GET /**\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	out, err = sbx([]string{"API_KEY=" + value, "OTHER_KEY=other-value"}, "create", "--network", "bridge", "--dns", "203.0.113.53",
-		"--egress-policy", policy, "--secret", "API_KEY@api.test", "--secret", "OTHER_KEY@other.test", "--rootfs", e.root)
+		"--egress-policy", policy, "--secret", "API_KEY@api.test", "--secret", "OTHER_KEY@other.test", "--rootfs", e.Root)
 	if err != nil {
 		t.Fatalf("create: %v\n%s", err, out)
 	}
@@ -77,7 +77,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if got := probe("post", "https://api.test/v1/messages"); !strings.Contains(got, "status=403") || !strings.Contains(got, "no rule") {
 		t.Errorf("POST on a GET-only host: %s", got)
 	}
-	for _, r := range inet.requests("api.test") {
+	for _, r := range inet.Requests("api.test") {
 		if strings.HasPrefix(r, "POST") {
 			t.Errorf("api.test received %q", r)
 		}
@@ -88,7 +88,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if !strings.Contains(got, "status=200") || strings.Contains(got, value) || !strings.Contains(got, "auth=Bearer "+placeholder) {
 		t.Errorf("secret request, sandbox side: %s", got)
 	}
-	if reqs := inet.requests("api.test"); len(reqs) == 0 || reqs[len(reqs)-1] != "GET /echo Bearer "+value {
+	if reqs := inet.Requests("api.test"); len(reqs) == 0 || reqs[len(reqs)-1] != "GET /echo Bearer "+value {
 		t.Errorf("api.test received %q", reqs)
 	}
 	// The placeholder towards another allowed host is refused there.
@@ -96,7 +96,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if !strings.Contains(got, "status=403") {
 		t.Errorf("placeholder to other.test: %s", got)
 	}
-	for _, r := range inet.requests("other.test") {
+	for _, r := range inet.Requests("other.test") {
 		if strings.Contains(r, value) || strings.Contains(r, placeholder) {
 			t.Errorf("other.test received %q", r)
 		}
@@ -130,7 +130,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 
 	// Nothing in the sandbox holds the value: its processes' memory (a
 	// holder keeps the environment alive), its files, its record.
-	hold := e.command(nil, "exec", id, "/egressprobe", "hold")
+	hold := e.Command(nil, "exec", id, "/egressprobe", "hold")
 	stdout := &bytes.Buffer{}
 	hold.Stdout = stdout
 	if err := hold.Start(); err != nil {
@@ -148,7 +148,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if found := scanMemory(t, pids, []byte(placeholder)); len(found) == 0 {
 		t.Error("the memory scan finds not even the placeholder: it scans nothing")
 	}
-	tarball := filepath.Join(e.state, "export.tar")
+	tarball := filepath.Join(e.State, "export.tar")
 	if out, err := sbx(nil, "export", "-o", tarball, id); err != nil {
 		t.Fatalf("export: %v\n%s", err, out)
 	}
@@ -167,7 +167,7 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 		t.Errorf("inspect: %v, holds the value: %v", err, strings.Contains(insp, value))
 	}
 	// On the host, only the 0600 secrets file of the egress state has it.
-	_ = filepath.WalkDir(e.state, func(p string, d os.DirEntry, err error) error {
+	_ = filepath.WalkDir(e.State, func(p string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Type()&os.ModeType != 0 || strings.HasSuffix(p, "/secrets.json") || p == tarball {
 			return nil
 		}

@@ -14,10 +14,11 @@ import (
 )
 
 // TestPoolClaimKilled kills a personalised claim (name, hostname, env, a
-// volume, a tmpfs, an egress allow-list, a published port) at each of its
-// steps: the member it was claiming is never handed out again (the next
-// create claims the other member, or starts cold), sbx gc removes it with
-// its rules, port holder and name, and nothing is left after.
+// volume, a tmpfs, an egress allow-list with a name, a secret bound to
+// it, a published port) at each of its steps: the member it was claiming
+// is never handed out again (the next create claims the other member, or
+// starts cold), sbx gc removes it with its rules, port holder, name and
+// egress state, and nothing is left after.
 func TestPoolClaimKilled(t *testing.T) {
 	h := harness.NewHost(t)
 	rootfs := fixture.BusyboxRootfs(t)
@@ -28,7 +29,7 @@ func TestPoolClaimKilled(t *testing.T) {
 	h.Must(t, "pool", "create", "crashy", "--size", "2", "--network", "bridge", "--rootfs", rootfs)
 	t.Cleanup(func() { h.Sbx(t, "", "pool", "rm", "crashy") })
 	claim := []string{"create", "--rootfs", rootfs, "--network", "bridge", "--name", "killed", "--hostname", "killed",
-		"-e", "TASK=1", "-v", vol + ":/data:ro", "--tmpfs", "/scratch", "--egress", "192.0.2.0/24", "-p", "127.0.0.1:0:8080"}
+		"-e", "TASK=1", "-v", vol + ":/data:ro", "--tmpfs", "/scratch", "--egress", "192.0.2.0/24,api.test", "--secret", "TOKEN@api.test", "-p", "127.0.0.1:0:8080"}
 	for _, step := range sandbox.ClaimSteps {
 		t.Run(step, func(t *testing.T) {
 			h.Must(t, "pool", "fill", "crashy")
@@ -39,7 +40,7 @@ func TestPoolClaimKilled(t *testing.T) {
 			for _, id := range members {
 				h.Saw(id)
 			}
-			r := h.SbxEnv(t, []string{"SBX_TEST_CRASH_AT=" + step}, "", claim...)
+			r := h.SbxEnv(t, []string{"SBX_TEST_CRASH_AT=" + step, "TOKEN=v"}, "", claim...)
 			if r.Code != -1 {
 				t.Fatalf("sbx was not killed at %s: code %d\n%s", step, r.Code, r.Stderr)
 			}

@@ -77,3 +77,71 @@ func TestPoolTemplate(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolImageTemplate: an image built with a HEALTHCHECK is a template
+// of its own: a pool of it defined without --start and --ready boots the
+// image's CMD in each member, a fill waits for the health check's command
+// to pass, and sbx run -d IMAGE (docker's habit) claims a member whose
+// server is already up. An image that turns its check off (HEALTHCHECK
+// NONE) makes a plain pool, and one with a check and nothing to start is
+// refused, saying to give --start.
+func TestPoolImageTemplate(t *testing.T) {
+	h := harness.NewHost(t)
+	h.Env = []string{"SBX_PULL=never"}
+	base := h.ImportBusybox(t, "tpl-base:1")
+	build := func(tag, dockerfile string) {
+		t.Helper()
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte(dockerfile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h.Must(t, "build", "-q", "-t", tag, dir)
+	}
+	build("served:1", "FROM "+base+"\nCOPY <<'EOF' /srv/start\nsleep 1\necho up > /tmp/up\nexec sleep 1000\nEOF\n"+
+		"CMD [\"sh\", \"/srv/start\"]\nHEALTHCHECK --interval=30s CMD test -f /tmp/up && echo healthy\n")
+	h.Must(t, "pool", "create", "served", "--size", "1", "served:1")
+	t.Cleanup(func() { h.Sbx(t, "", "pool", "rm", "served") })
+	t0 := time.Now()
+	h.Must(t, "pool", "fill", "served")
+	if d := time.Since(t0); d < time.Second {
+		t.Fatalf("the fill returned after %s, before the image's health check could pass", d)
+	}
+	members := idle(h, t)
+	if len(members) != 1 {
+		t.Fatalf("idle members after the fill: %v", members)
+	}
+	h.Saw(members[0])
+	id := strings.TrimSpace(h.Must(t, "run", "-d", "served:1"))
+	h.Saw(id)
+	if sb := h.Inspect(t, id); sb.FromPool != "served" || id != members[0] {
+		t.Fatalf("sbx run -d did not claim the template's member: %s from %q", id, sb.FromPool)
+	}
+	if out := h.Must(t, "exec", id, "cat", "/tmp/up"); out != "up\n" {
+		t.Fatalf("the claimed member's start command had not run: %q", out)
+	}
+	h.Must(t, "rm", "-f", id)
+
+	// HEALTHCHECK NONE: a plain pool, claimed by a create without a command.
+	build("quiet:1", "FROM served:1\nHEALTHCHECK NONE\n")
+	h.Must(t, "pool", "create", "quiet", "--size", "1", "quiet:1")
+	t.Cleanup(func() { h.Sbx(t, "", "pool", "rm", "quiet") })
+	h.Must(t, "pool", "fill", "quiet")
+	id = strings.TrimSpace(h.Must(t, "create", "quiet:1"))
+	h.Saw(id)
+	if sb := h.Inspect(t, id); sb.FromPool != "quiet" || len(sb.Options.Cmd) != 0 {
+		t.Fatalf("a pool of an image without a health check: %s from %q cmd %q", id, sb.FromPool, sb.Options.Cmd)
+	}
+	if r := h.Sbx(t, "", "exec", id, "test", "-e", "/tmp/up"); r.Code == 0 {
+		t.Fatal("a plain pool's member ran the image's start command")
+	}
+	h.Must(t, "rm", "-f", id)
+
+	// A check with nothing to start: refused, no pool defined.
+	build("bare:1", "FROM "+base+"\nHEALTHCHECK CMD true\n")
+	if r := h.Sbx(t, "", "pool", "create", "bare", "--size", "1", "bare:1"); r.Code == 0 || !strings.Contains(r.Stderr, "--start") {
+		t.Fatalf("pool of an image with a health check and no command: %d %s", r.Code, r.Stderr)
+	}
+	if out := h.Must(t, "pool", "ls"); strings.Contains(out, "bare") {
+		t.Fatalf("a refused pool was defined:\n%s", out)
+	}
+}

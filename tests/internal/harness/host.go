@@ -114,8 +114,8 @@ func (h *Host) Inspect(t testing.TB, ref string) sbx.Sandbox {
 	return out[0]
 }
 
-// AssertNoLeaksOf fails if a removed sandbox left mounts, cgroups or its
-// runtime directory.
+// AssertNoLeaksOf fails if a removed sandbox left mounts, cgroups, its
+// runtime directory or its egress state.
 func (h *Host) AssertNoLeaksOf(t testing.TB, id string) {
 	t.Helper()
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
@@ -127,6 +127,9 @@ func (h *Host) AssertNoLeaksOf(t testing.TB, id string) {
 	}
 	if _, err := os.Lstat(filepath.Join(h.Run, "mntns", id)); !os.IsNotExist(err) {
 		t.Errorf("leaked mount namespace pin of %s", id)
+	}
+	if _, err := os.Lstat(filepath.Join(h.Root, "network", "egress", id)); !os.IsNotExist(err) {
+		t.Errorf("leaked egress state of %s", id)
 	}
 	if paths := cgroup.Leftovers()[id]; len(paths) > 0 {
 		t.Errorf("leaked cgroups of %s: %v", id, paths)
@@ -143,7 +146,7 @@ func (h *Host) AssertNoLeaks(t testing.TB) {
 			t.Errorf("leaked mount: %s", line)
 		}
 	}
-	for _, d := range []string{filepath.Join(h.Run, "sandboxes"), filepath.Join(h.Root, "sandboxes"), filepath.Join(h.Root, "names"), filepath.Join(h.Root, "expiry"), filepath.Join(h.Root, "network", "leases"), filepath.Join(h.Run, "netns"), filepath.Join(h.Run, "mntns")} {
+	for _, d := range []string{filepath.Join(h.Run, "sandboxes"), filepath.Join(h.Root, "sandboxes"), filepath.Join(h.Root, "names"), filepath.Join(h.Root, "expiry"), filepath.Join(h.Root, "network", "leases"), filepath.Join(h.Root, "network", "egress"), filepath.Join(h.Run, "netns"), filepath.Join(h.Run, "mntns")} {
 		if entries, _ := os.ReadDir(d); len(entries) > 0 {
 			t.Errorf("leaked entries in %s: %d", d, len(entries))
 		}

@@ -1,4 +1,8 @@
-package main
+// Package completion completes the sandbox and image arguments of a cobra
+// command tree (sbx completion bash|zsh|fish|powershell is cobra's):
+// sandbox names and IDs, and image names, where a command takes them,
+// asked of the backend the command would use.
+package completion
 
 import (
 	"context"
@@ -7,13 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/dockerargs"
-	"github.com/sbxrun/sbx/sandbox"
 )
-
-// Shell completion (sbx completion bash|zsh|fish|powershell, cobra's)
-// completes sandbox names and IDs, and image names, where a command takes
-// them.
 
 // argKind says what a command's arguments name.
 type argKind int
@@ -25,7 +25,8 @@ const (
 	firstImageArg                  // the first argument is an image
 )
 
-// completedArgs maps command paths (without "sbx ") to their arguments.
+// completedArgs maps command paths (without the root's name) to their
+// arguments.
 var completedArgs = map[string]argKind{
 	"inspect": sandboxArgs, "stats": firstSandboxArg, "pause": sandboxArgs, "resume": sandboxArgs,
 	"start": sandboxArgs, "stop": sandboxArgs, "rm": sandboxArgs, "restart": sandboxArgs,
@@ -37,14 +38,20 @@ var completedArgs = map[string]argKind{
 	"image save": imageArgs, "run": firstImageArg, "create": firstImageArg,
 }
 
-// addCompletion sets the completion of every command of root that takes
-// sandboxes or images.
-func addCompletion(a *app, root *cobra.Command) {
+// Backend is what completion asks for names.
+type Backend interface {
+	sbx.Sandboxes
+	sbx.Images
+}
+
+// Add sets the completion of every command of root that takes sandboxes
+// or images; open returns the backend to ask (an error: no completion).
+func Add(root *cobra.Command, open func() (Backend, error)) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		path := strings.TrimPrefix(c.CommandPath(), root.Name()+" ")
 		if kind, ok := completedArgs[path]; ok {
-			c.ValidArgsFunction = completer(a, kind)
+			c.ValidArgsFunction = completer(open, kind)
 		}
 		for _, sub := range c.Commands() {
 			walk(sub)
@@ -53,12 +60,12 @@ func addCompletion(a *app, root *cobra.Command) {
 	walk(root)
 }
 
-func completer(a *app, kind argKind) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+func completer(open func() (Backend, error), kind argKind) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		if (kind == firstSandboxArg || kind == firstImageArg) && len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveDefault
 		}
-		b, err := a.open(sandbox.HostConfig{})
+		b, err := open()
 		if err != nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

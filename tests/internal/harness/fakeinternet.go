@@ -1,8 +1,7 @@
-package network
+package harness
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -18,7 +17,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,16 +27,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx/tests/fixture"
-	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
-// fakeInternet is a network namespace on TEST-NET-3 joined to a test
+// FakeInternet is a network namespace on TEST-NET-3 joined to a test
 // host namespace by a veth: a name server at 203.0.113.53 for the zone
 // test., and HTTPS sites (h2, WebSocket) signed by a CA of the test.
-type fakeInternet struct {
+type FakeInternet struct {
 	t     testing.TB
 	ns    string
-	caPEM []byte
+	CAPEM []byte // the CA of its sites
 	mu    sync.Mutex
 	// seen are the requests each site received: host -> "METHOD PATH
 	// Authorization".
@@ -51,9 +48,11 @@ var vethCount atomic.Int64
 // sites are the names the fake internet serves, with their addresses.
 var sites = map[string]string{"api.test": "203.0.113.10", "other.test": "203.0.113.11"}
 
-func newFakeInternet(t testing.TB, hostNS string) *fakeInternet {
+// NewFakeInternet joins a new fake internet to the host namespace
+// hostNS (HostNS); it goes with the test.
+func NewFakeInternet(t testing.TB, hostNS string) *FakeInternet {
 	t.Helper()
-	f := &fakeInternet{t: t, ns: harness.HostNS(t), seen: map[string][]string{}}
+	f := &FakeInternet{t: t, ns: HostNS(t), seen: map[string][]string{}}
 	veth := fmt.Sprintf("sbxfi%d", vethCount.Add(1))
 	steps := [][]string{
 		{"-n", hostNS, "link", "add", veth + "h", "type", "veth", "peer", "name", veth + "i", "netns", f.ns},
@@ -70,7 +69,7 @@ func newFakeInternet(t testing.TB, hostNS string) *fakeInternet {
 		}
 	}
 	cert, caPEM := siteCert(t)
-	f.caPEM = caPEM
+	f.CAPEM = caPEM
 	f.serveDNS()
 	for name, ip := range sites {
 		f.serveSite(name, ip, cert)
@@ -127,7 +126,7 @@ func inNS(t testing.TB, ns string, fn func() error) {
 }
 
 // serveDNS answers A queries for the sites; everything else NXDOMAIN.
-func (f *fakeInternet) serveDNS() {
+func (f *FakeInternet) serveDNS() {
 	var pc net.PacketConn
 	inNS(f.t, f.ns, func() (err error) {
 		pc, err = net.ListenPacket("udp4", "203.0.113.53:53")
@@ -176,7 +175,7 @@ func (f *fakeInternet) serveDNS() {
 // serveSite serves name over HTTPS (h2 and http/1.1) at ip:443: every
 // request is recorded and answered with what it carried; /ws upgrades and
 // echoes one line.
-func (f *fakeInternet) serveSite(name, ip string, cert tls.Certificate) {
+func (f *FakeInternet) serveSite(name, ip string, cert tls.Certificate) {
 	var ln net.Listener
 	inNS(f.t, f.ns, func() (err error) {
 		ln, err = net.Listen("tcp4", ip+":443")
@@ -207,15 +206,16 @@ func (f *fakeInternet) serveSite(name, ip string, cert tls.Certificate) {
 	f.t.Cleanup(func() { srv.Close() })
 }
 
-// requests are what site name received.
-func (f *fakeInternet) requests(name string) []string {
+// Requests are what site name received: "METHOD PATH Authorization".
+func (f *FakeInternet) Requests(name string) []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]string(nil), f.seen[name]...)
 }
 
-// probeRoot is a busybox root with the egress probe at /egressprobe.
-func probeRoot(t testing.TB) string {
+// ProbeRoot is a busybox root with the egress probe (tests/egressprobe,
+// built from the test package's directory) at /egressprobe.
+func ProbeRoot(t testing.TB) string {
 	t.Helper()
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
@@ -234,117 +234,52 @@ func probeRoot(t testing.TB) string {
 	return root
 }
 
-// scanMemory reports which processes of pids hold needle in a readable
-// mapping of their memory, read from the host through /proc/PID/mem.
-func scanMemory(t *testing.T, pids []int, needle []byte) []string {
-	t.Helper()
-	var found []string
-	for _, pid := range pids {
-		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-		if err != nil {
-			t.Fatalf("read maps of %d: %v", pid, err)
-		}
-		mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-		if err != nil {
-			t.Fatalf("open mem of %d: %v", pid, err)
-		}
-		scanned := 0
-		for _, line := range strings.Split(string(maps), "\n") {
-			fields := strings.Fields(line)
-			if len(fields) < 2 || fields[1][0] != 'r' || strings.Contains(line, "[vvar") || strings.Contains(line, "[vsyscall]") {
-				continue
-			}
-			lo, hi, _ := strings.Cut(fields[0], "-")
-			start, _ := strconv.ParseUint(lo, 16, 64)
-			end, _ := strconv.ParseUint(hi, 16, 64)
-			if end-start > 1<<30 {
-				continue
-			}
-			buf := make([]byte, end-start)
-			n, _ := mem.ReadAt(buf, int64(start))
-			scanned += n
-			if bytes.Contains(buf[:n], needle) {
-				found = append(found, fmt.Sprintf("pid %d at %s %s", pid, fields[0], strings.Join(fields[5:], " ")))
-			}
-		}
-		mem.Close()
-		if scanned == 0 {
-			t.Fatalf("read nothing of pid %d's memory", pid)
-		}
-	}
-	return found
-}
-
-// sandboxPIDs are the processes in the PID namespace of the process whose
-// environment holds marker.
-func sandboxPIDs(t *testing.T, marker string) []int {
-	t.Helper()
-	entries, _ := os.ReadDir("/proc")
-	pidNS := ""
-	nsOf := func(pid string) string { l, _ := os.Readlink("/proc/" + pid + "/ns/pid"); return l }
-	for _, e := range entries {
-		if env, err := os.ReadFile("/proc/" + e.Name() + "/environ"); err == nil && bytes.Contains(env, []byte(marker)) {
-			if ns := nsOf(e.Name()); ns != nsOf("self") {
-				pidNS = ns
-				break
-			}
-		}
-	}
-	if pidNS == "" {
-		t.Fatalf("no sandbox process has %s in its environment", marker)
-	}
-	var pids []int
-	for _, e := range entries {
-		if pid, err := strconv.Atoi(e.Name()); err == nil && nsOf(e.Name()) == pidNS {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
-}
-
-// egressCLI runs sbx in a test host namespace joined to a fake internet,
+// EgressCLI runs sbx in a test host namespace joined to a fake internet,
 // with a state of its own whose proxy trusts the fake internet's CA, and
 // a busybox root with the egress probe.
-type egressCLI struct {
-	inet                     *fakeInternet
-	hostNS, state, lib, root string
+type EgressCLI struct {
+	Inet *FakeInternet
+	// HostNS is the test host namespace, State the state directory (its
+	// --root is Lib), Root the probe's root directory.
+	HostNS, State, Lib, Root string
 }
 
-func newEgressCLI(t testing.TB) *egressCLI {
+// NewEgressCLI makes an EgressCLI with a fake internet of its own.
+func NewEgressCLI(t testing.TB) *EgressCLI {
 	t.Helper()
-	e := &egressCLI{hostNS: harness.HostNS(t)}
-	e.inet = newFakeInternet(t, e.hostNS)
-	e.root = probeRoot(t)
+	e := &EgressCLI{HostNS: HostNS(t)}
+	e.Inet = NewFakeInternet(t, e.HostNS)
+	e.Root = ProbeRoot(t)
 	// A short state path: the executor's socket path has a length cap.
 	var err error
-	if e.state, err = os.MkdirTemp("", "sbxe"); err != nil {
+	if e.State, err = os.MkdirTemp("", "sbxe"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(e.state) })
-	e.lib = filepath.Join(e.state, "lib")
+	t.Cleanup(func() { os.RemoveAll(e.State) })
+	e.Lib = filepath.Join(e.State, "lib")
 	// The fake internet's CA verifies its sites for the proxy.
-	if err := os.MkdirAll(filepath.Join(e.lib, "network"), 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(e.Lib, "network"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(e.lib, "network", "egress-roots.pem"), e.inet.caPEM, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(e.Lib, "network", "egress-roots.pem"), e.Inet.CAPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	// Direct and passthrough connections verify the sites with it too.
-	if err := os.WriteFile(filepath.Join(e.root, "fake-ca.pem"), e.inet.caPEM, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(e.Root, "fake-ca.pem"), e.Inet.CAPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return e
 }
 
-// command is sbx with args in the test host namespace, env added.
-func (e *egressCLI) command(env []string, args ...string) *exec.Cmd {
-	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.hostNS, harness.SbxBin, "--root", e.lib, "--run-root", filepath.Join(e.state, "run")}, args...)...)
+// Command is sbx with args in the test host namespace, env added.
+func (e *EgressCLI) Command(env []string, args ...string) *exec.Cmd {
+	cmd := exec.Command("nsenter", append([]string{"--net=/run/netns/" + e.HostNS, SbxBin, "--root", e.Lib, "--run-root", filepath.Join(e.State, "run")}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	return cmd
 }
 
-// sbx runs sbx with args, env added, and returns its combined output.
-func (e *egressCLI) sbx(env []string, args ...string) (string, error) {
-	out, err := e.command(env, args...).CombinedOutput()
+// Sbx runs sbx with args, env added, and returns its combined output.
+func (e *EgressCLI) Sbx(env []string, args ...string) (string, error) {
+	out, err := e.Command(env, args...).CombinedOutput()
 	return string(out), err
 }
