@@ -78,6 +78,7 @@ var bodies = map[string]reflect.Type{
 	"PullFrame":         reflect.TypeFor[api.PullFrame](),
 	"BuildFrame":        reflect.TypeFor[api.BuildFrame](),
 	"BuildResult":       reflect.TypeFor[sbx.BuildResult](),
+	"BuildPruneReport":  reflect.TypeFor[sbx.BuildPruneReport](),
 	"PrepareRequest":    reflect.TypeFor[api.PrepareRequest](),
 	"PrepareReply":      reflect.TypeFor[api.PrepareReply](),
 	"Event":             reflect.TypeFor[sbx.Event](),

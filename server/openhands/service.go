@@ -556,6 +556,9 @@ func (s *Service) bringUp(ctx context.Context, rt *runtime, req StartRequest) {
 		return
 	}
 	opts, spec, err := s.sandboxOptions(rt, req, img, tree)
+	if e := s.warm.egressOf(s, req); e != "" {
+		opts.Egress = e
+	}
 	if err != nil {
 		s.update(rt, func() { rt.fail(PodFailed, "CreateContainerConfigError: "+err.Error(), "") })
 		return

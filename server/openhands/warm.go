@@ -60,6 +60,11 @@ const MaxWarmSize = 16
 type WarmShape struct {
 	Name string `json:"name"`
 	Size int    `json:"size,omitempty"`
+	// Egress is the egress policy of the shape's runtimes, warm or cold,
+	// in --egress's syntax (CIDRs and host names, "!" denies, "none"):
+	// "api.openai.com" lets its Agent Servers reach their LLM and nothing
+	// else. Empty: Config.Egress. Its dormant members idle under it too.
+	Egress string `json:"egress,omitempty"`
 	StartRequest
 }
 
@@ -93,6 +98,7 @@ type WarmRuntimeConfig struct {
 type WarmStatus struct {
 	Pool         string `json:"pool"`
 	Size         int    `json:"size"`
+	Egress       string `json:"egress,omitempty"` // the shape's own egress policy
 	Ready        int    `json:"ready"`
 	Deferred     bool   `json:"deferred_init"`
 	Learned      bool   `json:"learned"`
@@ -158,6 +164,7 @@ type shape struct {
 	req      StartRequest // as asked, for warm-runtime-configs
 	spec     sbx.PoolSpec // the pool; its Options are what a claim asks for
 	bootEnv  map[string]string
+	egress   string // the shape's own egress policy (WarmShape.Egress)
 	size     int
 	deferred bool
 	learned  bool
@@ -210,7 +217,7 @@ func (s *Service) newWarm() (*warm, error) {
 		if size == 0 {
 			continue
 		}
-		if _, err := w.add(s, sh.Name, sh.StartRequest, size, true, false); err != nil {
+		if _, err := w.add(s, sh.Name, sh.StartRequest, sh.Egress, size, true, false); err != nil {
 			return nil, fmt.Errorf("openhands: warm shape %q: %w", sh.Name, err)
 		}
 	}
@@ -225,9 +232,11 @@ func (s *Service) newWarm() (*warm, error) {
 	return w, nil
 }
 
-// add makes the shape of req (deferred init or not) known, returning it;
-// an existing one is returned as it is. Called without w.mu.
-func (w *warm) add(s *Service, name string, req StartRequest, size int, deferred, learned bool) (*shape, error) {
+// add makes the shape of req (deferred init or not) known, with its own
+// egress policy (none: the service's), returning it; an existing one is
+// returned as it is, but two configured shapes of the same start must
+// not differ in their policy. Called without w.mu.
+func (w *warm) add(s *Service, name string, req StartRequest, egress string, size int, deferred, learned bool) (*shape, error) {
 	sh, err := w.shapeOf(s, req, deferred)
 	if err != nil {
 		return nil, err
@@ -235,7 +244,13 @@ func (w *warm) add(s *Service, name string, req StartRequest, size int, deferred
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if cur := w.shapes[sh.spec.Name]; cur != nil {
+		if !learned && cur.egress != egress {
+			return nil, fmt.Errorf("shape %q is the start of shape %q with another egress policy (%q, %q): give the same one", name, cur.name, egress, cur.egress)
+		}
 		return cur, nil
+	}
+	if egress != "" {
+		sh.egress, sh.spec.Options.Egress = egress, egress
 	}
 	if name == "" {
 		name = "learned-" + strings.TrimPrefix(sh.spec.Name, w.prefix)
@@ -381,6 +396,19 @@ func (w *warm) match(s *Service, req StartRequest) (*shape, map[string]string, e
 	return nil, nil, errors.New("no warm shape matches")
 }
 
+// egressOf is the egress policy of req's shape, when req has a shape of
+// its own policy: a cold start of it gets the policy a warm one gets.
+func (w *warm) egressOf(s *Service, req StartRequest) string {
+	if w == nil {
+		return ""
+	}
+	sh, _, err := w.match(s, req)
+	if err != nil {
+		return ""
+	}
+	return sh.egress
+}
+
 // initKey is what /api/init wants in X-Init-API-Key: the Agent Server's
 // secret key, which is the member's key K unless the shape sets
 // OH_SECRET_KEY.
@@ -411,7 +439,7 @@ func (w *warm) learn(s *Service, req StartRequest) {
 		return
 	}
 	req.SessionID, req.ImagePullPolicy = "", ""
-	if _, err := w.add(s, "", req, s.cfg.Warm.Size, true, true); err != nil {
+	if _, err := w.add(s, "", req, "", s.cfg.Warm.Size, true, true); err != nil {
 		s.log.Debug("openhands: not keeping this start's shape warm", "err", err)
 		return
 	}
@@ -518,7 +546,7 @@ func (w *warm) sync(ctx context.Context, s *Service) {
 	w.mu.Unlock()
 	for _, sh := range old {
 		s.log.Info("openhands: this Agent Server has no deferred init; keeping it warm by exact environment", "image", sh.req.Image)
-		if _, err := w.add(s, sh.name, sh.req, sh.size, false, sh.learned); err != nil {
+		if _, err := w.add(s, sh.name, sh.req, sh.egress, sh.size, false, sh.learned); err != nil {
 			s.log.Warn("openhands: warm shape", "name", sh.name, "err", err)
 		}
 	}
@@ -587,7 +615,7 @@ func (s *Service) WarmConfigs(ctx context.Context) WarmConfigs {
 		}
 		st := stats[name]
 		out.Configs = append(out.Configs, WarmRuntimeConfig{Name: sh.name, Image: sh.req.Image, Command: cmd, Environment: env, WorkingDir: sh.req.WorkingDir,
-			Warm: WarmStatus{Pool: name, Size: sh.size, Ready: ready[name], Deferred: sh.deferred, Learned: sh.learned,
+			Warm: WarmStatus{Pool: name, Size: sh.size, Egress: sh.egress, Ready: ready[name], Deferred: sh.deferred, Learned: sh.learned,
 				Hits: sh.hits, Misses: sh.misses, InitFailures: sh.initFailures, LastBootS: st.LastBootS, LastError: st.LastError}})
 	}
 	sort.Slice(out.Configs, func(i, j int) bool { return out.Configs[i].Name < out.Configs[j].Name })

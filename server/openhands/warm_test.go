@@ -96,3 +96,44 @@ func TestWarmNeedsPools(t *testing.T) {
 		}
 	}
 }
+
+// TestShapeEgress: a configured shape's egress policy is its pool's (so
+// a claim applies it and the members idle under it) and what a cold start
+// of the shape gets, without changing the shape; another start gets
+// none of its own; two configured shapes of one start must agree.
+func TestShapeEgress(t *testing.T) {
+	s := &Service{cfg: Config{Network: "bridge", Egress: "10.0.0.0/8"}}
+	w := &warm{prefix: warmPrefix, shapes: map[string]*shape{}}
+	s.warm = w
+	req := StartRequest{Image: "agent:local", Command: Command{"/usr/local/bin/openhands-agent-server", "--port", "60000"}, ResourceFactor: 1}
+	plain, err := w.shapeOf(s, req, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := w.add(s, "llm", req, "api.test", 1, true, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sh.spec.Name != plain.spec.Name || sh.spec.Options.Egress != "api.test" || plain.spec.Options.Egress != "10.0.0.0/8" {
+		t.Errorf("the shape's pool: %s %q, without the policy %s %q", sh.spec.Name, sh.spec.Options.Egress, plain.spec.Name, plain.spec.Options.Egress)
+	}
+	start := req
+	start.SessionID, start.Environment = "s1", map[string]string{"LLM_API_KEY": "k"}
+	if got := w.egressOf(s, start); got != "api.test" {
+		t.Errorf("a start of the shape gets egress %q", got)
+	}
+	other := req
+	other.WorkingDir = "/elsewhere"
+	if got := w.egressOf(s, other); got != "" {
+		t.Errorf("a start of another shape gets egress %q", got)
+	}
+	if got := (*warm)(nil).egressOf(s, start); got != "" {
+		t.Errorf("without warm shapes: %q", got)
+	}
+	if _, err := w.add(s, "llm-2", req, "other.test", 1, true, false); err == nil || !strings.Contains(err.Error(), "egress") {
+		t.Errorf("a second shape of the same start with another policy: %v", err)
+	}
+	if cur, err := w.add(s, "", req, "", 1, true, true); err != nil || cur != sh {
+		t.Errorf("learning the configured shape's start: %v", err)
+	}
+}

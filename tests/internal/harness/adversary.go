@@ -84,7 +84,7 @@ func ExpectAdversary(t *testing.T, what, out string, want map[string]string) {
 // root and runRoot and in the stand-in host namespace ns: leases (shared by
 // the roots on the bridge), namespace mounts, veths beside the bridge, and
 // sbx's per-sandbox nftables chains.
-func BridgeLeftovers(t *testing.T, root, runRoot, ns string) []string {
+func BridgeLeftovers(t testing.TB, root, runRoot, ns string) []string {
 	t.Helper()
 	out := SharedLeases(t, ns)
 	for _, d := range []string{filepath.Join(root, "network", "leases"), filepath.Join(runRoot, "netns")} {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
@@ -137,7 +138,8 @@ func (h *Host) AssertNoLeaksOf(t testing.TB, id string) {
 }
 
 // AssertNoLeaks fails if anything of this host's sandboxes is left: mounts,
-// cgroups, runtime and state directories, names, processes.
+// cgroups, runtime and state directories, names, leases, veths, nftables
+// chains, processes.
 func (h *Host) AssertNoLeaks(t testing.TB) {
 	t.Helper()
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
@@ -146,10 +148,22 @@ func (h *Host) AssertNoLeaks(t testing.TB) {
 			t.Errorf("leaked mount: %s", line)
 		}
 	}
-	for _, d := range []string{filepath.Join(h.Run, "sandboxes"), filepath.Join(h.Root, "sandboxes"), filepath.Join(h.Root, "names"), filepath.Join(h.Root, "expiry"), filepath.Join(h.Root, "network", "leases"), filepath.Join(h.Root, "network", "egress"), filepath.Join(h.Run, "netns"), filepath.Join(h.Run, "mntns")} {
+	for _, d := range []string{filepath.Join(h.Run, "sandboxes"), filepath.Join(h.Root, "sandboxes"), filepath.Join(h.Root, "names"), filepath.Join(h.Root, "expiry"), filepath.Join(h.Root, "network", "egress"), filepath.Join(h.Run, "mntns")} {
 		if entries, _ := os.ReadDir(d); len(entries) > 0 {
 			t.Errorf("leaked entries in %s: %d", d, len(entries))
 		}
+	}
+	// The stand-in host namespace is this host's alone: any lease, veth or
+	// per-sandbox chain left in it is a leak. An egress daemon started on
+	// demand lingers a few idle checks (15 s) before it exits and removes
+	// the bridge's state directory, so the check waits for it.
+	left := BridgeLeftovers(t, h.Root, h.Run, h.Netns)
+	for deadline := time.Now().Add(30 * time.Second); len(left) > 0 && time.Now().Before(deadline); {
+		time.Sleep(500 * time.Millisecond)
+		left = BridgeLeftovers(t, h.Root, h.Run, h.Netns)
+	}
+	for _, l := range left {
+		t.Errorf("leaked network state: %s", l)
 	}
 	h.mu.Lock()
 	ids := h.ids

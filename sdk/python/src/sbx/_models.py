@@ -43,6 +43,7 @@ __all__ = [
     "LogOutput",
     "Exit",
     "PreparedImage",
+    "BuildPruneReport",
     "BuildResult",
     "PullProgress",
     "Event",
@@ -605,6 +606,18 @@ class BuildResult(_Decoded):
     image: Image
     steps: int
     cached: int
+
+
+@dataclass(frozen=True)
+class BuildPruneReport(_Decoded):
+    """What :meth:`Images.prune_build_cache` removed: the step images, the
+    cache mounts and the bytes they held, and the layer collection that
+    followed."""
+
+    images: int
+    cache_mounts: int
+    cache_mount_bytes: int
+    layers: ImageGCReport
 
 
 @dataclass(frozen=True)

@@ -7,11 +7,13 @@ exception. Keeping it free of I/O keeps the two clients the same.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets as _random
 import shlex
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, urlsplit
 
 from ._errors import APIError, LimitError, ProtocolError, error_class
@@ -304,6 +306,44 @@ def build_params(options: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str
             raise ValueError(f"build_args {key!r}: want string names without '=' and string values")
         params.append(("build_arg", f"{key}={value}"))
     return params, clean
+
+
+#: The largest build secret the server takes (sbx.MaxBuildSecretBytes).
+MAX_BUILD_SECRET = 1 << 20
+
+
+def build_body(secrets: Optional[Mapping[str, Union[str, bytes]]], context: Iterator[bytes]) -> tuple[str, Iterator[bytes]]:
+    """The content type and body of ``POST /v1/images/build``: the
+    context's tar stream alone, or with ``secrets`` (id -> value) a
+    multipart body whose "secrets" part, a JSON object of base64 values by
+    id, comes before the "context" part. The secrets are checked here and
+    never leave the body."""
+    if not secrets:
+        return "application/x-tar", context
+    values: dict[str, str] = {}
+    for key, value in secrets.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"secrets: {key!r} is not a secret id")
+        raw = value.encode() if isinstance(value, str) else value
+        if not isinstance(raw, (bytes, bytearray)):
+            raise TypeError(f"secret {key!r}: want str or bytes")
+        if len(raw) > MAX_BUILD_SECRET:
+            raise ValueError(f"secret {key!r} is {len(raw)} bytes, more than {MAX_BUILD_SECRET}")
+        values[key] = base64.b64encode(bytes(raw)).decode()
+    boundary = "sbx-build-" + _random.token_hex(16)
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="secrets"\r\nContent-Type: application/json\r\n\r\n'
+        + json.dumps(values)
+        + f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="context"; filename="context.tar"\r\n'
+        + "Content-Type: application/x-tar\r\n\r\n"
+    ).encode()
+
+    def parts() -> Iterator[bytes]:
+        yield head
+        yield from context
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    return f"multipart/form-data; boundary={boundary}", parts()
 
 
 @dataclass(frozen=True)

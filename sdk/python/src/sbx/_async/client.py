@@ -18,6 +18,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _aio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    BuildPruneReport,
     BuildResult,
     DiskUsage,
     Event,
@@ -47,6 +48,7 @@ from .._wire import (
     Network,
     Pull,
     UserNS,
+    build_body,
     build_params,
     create_body,
     decode_json,
@@ -341,6 +343,7 @@ class AsyncImages:
         no_cache: bool = False,
         network: Optional[str] = None,
         pull: Optional[Pull] = None,
+        secrets: Optional[Mapping[str, Union[str, bytes]]] = None,
         on_output: Optional[Callable[[str], Any]] = None,
     ) -> BuildResult:
         """Build an image on the server from a Dockerfile, as ``sbx build``
@@ -355,13 +358,17 @@ class AsyncImages:
         those it needs; ``no_cache`` builds every step again; ``network``
         is the network of ``RUN`` steps ("none", the default, or
         "bridge"); ``pull`` the pull policy of ``FROM`` images.
+        ``secrets`` (id -> str or bytes, each at most 1 MiB) are what
+        ``RUN --mount=type=secret,id=ID`` reads, as ``sbx build --secret``
+        gives them: sent in the request's body, they reach only the steps
+        that mount them (no layer, history line, cache key or server log).
         ``on_output`` is called with the build's output text as it arrives.
 
         A Dockerfile that does not parse or a failing step raises the
         server's error (InvalidError for a bad Dockerfile, naming its
         line); a context over the server's upload limit TooLargeError."""
         params, dockerfile_path = build_params(locals())
-        content = _tar.context_chunks(context_dir, dockerfile_path)
+        content_type, content = build_body(secrets, _tar.context_chunks(context_dir, dockerfile_path))
         what = f"build {os.fspath(context_dir)}"
         async with self._http.stream(
             "POST",
@@ -369,7 +376,7 @@ class AsyncImages:
             what=what,
             params=params,
             content=_aio.iterate(content),
-            headers={"Content-Type": "application/x-tar"},
+            headers={"Content-Type": content_type},
             timeout=None,
         ) as resp:
             async for frame in ndjson(resp, what):
@@ -430,6 +437,14 @@ class AsyncImages:
     async def gc(self) -> ImageGCReport:
         """Remove the layers no cached image and no sandbox on record uses."""
         return ImageGCReport.from_json(await self._http.call("POST", "/v1/images/gc", what="image gc", timeout=None))
+
+    async def prune_build_cache(self) -> BuildPruneReport:
+        """Remove the server's build cache, as ``sbx build prune`` does: the
+        step images (``sbx-build:*``), the ``RUN --mount=type=cache``
+        directories no running step holds, then the layers no image uses."""
+        return BuildPruneReport.from_json(
+            await self._http.call("POST", "/v1/images/build/prune", what="build prune", timeout=None)
+        )
 
     async def prepare(
         self,

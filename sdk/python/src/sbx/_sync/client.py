@@ -19,6 +19,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _sio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    BuildPruneReport,
     BuildResult,
     DiskUsage,
     Event,
@@ -48,6 +49,7 @@ from .._wire import (
     Network,
     Pull,
     UserNS,
+    build_body,
     build_params,
     create_body,
     decode_json,
@@ -342,6 +344,7 @@ class Images:
         no_cache: bool = False,
         network: Optional[str] = None,
         pull: Optional[Pull] = None,
+        secrets: Optional[Mapping[str, Union[str, bytes]]] = None,
         on_output: Optional[Callable[[str], Any]] = None,
     ) -> BuildResult:
         """Build an image on the server from a Dockerfile, as ``sbx build``
@@ -356,13 +359,17 @@ class Images:
         those it needs; ``no_cache`` builds every step again; ``network``
         is the network of ``RUN`` steps ("none", the default, or
         "bridge"); ``pull`` the pull policy of ``FROM`` images.
+        ``secrets`` (id -> str or bytes, each at most 1 MiB) are what
+        ``RUN --mount=type=secret,id=ID`` reads, as ``sbx build --secret``
+        gives them: sent in the request's body, they reach only the steps
+        that mount them (no layer, history line, cache key or server log).
         ``on_output`` is called with the build's output text as it arrives.
 
         A Dockerfile that does not parse or a failing step raises the
         server's error (InvalidError for a bad Dockerfile, naming its
         line); a context over the server's upload limit TooLargeError."""
         params, dockerfile_path = build_params(locals())
-        content = _tar.context_chunks(context_dir, dockerfile_path)
+        content_type, content = build_body(secrets, _tar.context_chunks(context_dir, dockerfile_path))
         what = f"build {os.fspath(context_dir)}"
         with self._http.stream(
             "POST",
@@ -370,7 +377,7 @@ class Images:
             what=what,
             params=params,
             content=_sio.iterate(content),
-            headers={"Content-Type": "application/x-tar"},
+            headers={"Content-Type": content_type},
             timeout=None,
         ) as resp:
             for frame in ndjson(resp, what):
@@ -431,6 +438,14 @@ class Images:
     def gc(self) -> ImageGCReport:
         """Remove the layers no cached image and no sandbox on record uses."""
         return ImageGCReport.from_json(self._http.call("POST", "/v1/images/gc", what="image gc", timeout=None))
+
+    def prune_build_cache(self) -> BuildPruneReport:
+        """Remove the server's build cache, as ``sbx build prune`` does: the
+        step images (``sbx-build:*``), the ``RUN --mount=type=cache``
+        directories no running step holds, then the layers no image uses."""
+        return BuildPruneReport.from_json(
+            self._http.call("POST", "/v1/images/build/prune", what="build prune", timeout=None)
+        )
 
     def prepare(
         self,
