@@ -205,6 +205,26 @@ def _secret(s: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _restart(policy: Any, has_cmd: bool, auto_remove: bool) -> dict[str, Any]:
+    """A create's restart policy, docker's form ("on-failure:3"), as the
+    server's object."""
+    if not isinstance(policy, str):
+        raise TypeError(f"restart {policy!r}: want a string like 'on-failure:3'")
+    name, _, count = policy.partition(":")
+    if name not in ("no", "on-failure", "always", "unless-stopped"):
+        raise ValueError(f"restart {policy!r}: want 'no', 'on-failure[:N]', 'always' or 'unless-stopped'")
+    out: dict[str, Any] = {"name": name}
+    if count:
+        if name != "on-failure" or not count.isdigit():
+            raise ValueError(f"restart {policy!r}: only on-failure takes a count, e.g. 'on-failure:3'")
+        out["max_retries"] = int(count)
+    if name != "no" and not has_cmd:
+        raise ValueError("restart needs a cmd: it is that command the policy runs again")
+    if name != "no" and auto_remove:
+        raise ValueError("restart does not go with auto_remove (as docker's --restart and --rm)")
+    return out
+
+
 def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON body of ``POST /v1/sandboxes`` from the parameters of
     ``Sandboxes.create`` (its ``locals()``), checked and normalised: sizes
@@ -227,6 +247,8 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         if "cmd" not in o:
             raise ValueError("auto_remove needs a cmd: the sandbox is removed when that command ends")
         body["auto_remove"] = True
+    if "restart" in o:
+        body["restart"] = _restart(o["restart"], "cmd" in o, bool(o.get("auto_remove")))
     if "cmd" in o:
         cmd = o["cmd"]
         body["cmd"] = _argv(["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd, "cmd")

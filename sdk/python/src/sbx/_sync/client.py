@@ -176,6 +176,7 @@ class Sandboxes:
         name: Optional[str] = None,
         cmd: Optional[Union[Sequence[str], str]] = None,
         auto_remove: bool = False,
+        restart: Optional[str] = None,
         env: Optional[Env] = None,
         workdir: Optional[str] = None,
         user: Optional[str] = None,
@@ -237,7 +238,10 @@ class Sandboxes:
         main command, exec'd once the sandbox is ready (``record.cmd_start``
         says whether it runs or already exited); with ``auto_remove`` the
         server removes the sandbox once that command has ended or the
-        sandbox was stopped (``docker run --rm``); a string ``cmd`` runs
+        sandbox was stopped (``docker run --rm``); ``restart`` is docker's
+        restart policy for it ("no", "on-failure", "on-failure:3", "always",
+        "unless-stopped": the sandbox's executor runs it again after a
+        back-off, ``record.restart_count`` counts; a stop ends it); a string ``cmd`` runs
         with ``/bin/sh -c``, a list is exec'd as it is. ``env`` is a mapping
         or "KEY=VALUE" strings. ``pull`` says when the server pulls
         ``image``: "missing" (the default), "always" or "never" (an offline
@@ -281,8 +285,9 @@ class Sandboxes:
         running: Optional[bool] = None,
     ) -> list[Sandbox]:
         """The sandboxes, oldest first: all, or those with every label in
-        ``labels``, in ``status``, or (``running=True``) running, paused or
-        creating."""
+        ``labels``, in ``status`` (a status, or the state "exited" or
+        "restarting": ``record.state``), or (``running=True``) running,
+        paused or creating and not exited (as ``docker ps``)."""
         params: list[tuple[str, str]] = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
         if status is not None:
             params.append(("status", status))
