@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,10 @@ func TestDockerRunFlags(t *testing.T) {
 	script := `hostname; grep -w db /etc/hosts; ulimit -n; ulimit -Hn; grep ' /dev/shm ' /proc/mounts | grep -o 'size=[0-9]*k'; ` +
 		`cat /data/in; touch /data/x 2>/dev/null || echo read-only; grep ' /t tmpfs ' /proc/mounts | grep -o 'size=[0-9]*k'`
 	want := "box1\n10.1.2.3\tdb\n512\n1024\nsize=8192k\nbound\nread-only\nsize=1024k\n"
-	flags := []string{"-h", "box1", "--add-host", "db:10.1.2.3", "--ulimit", "nofile=512:1024", "--shm-size", "8m",
+	// --ulimit in a private user namespace (the default) needs
+	// CAP_SYS_RESOURCE, which the development hosts lack: the shared
+	// flags run in the host's, and the private case is checked below.
+	flags := []string{"--userns", "host", "-h", "box1", "--add-host", "db:10.1.2.3", "--ulimit", "nofile=512:1024", "--shm-size", "8m",
 		"--mount", "type=bind,source=" + dir + ",target=/data,readonly", "--mount", "type=tmpfs,target=/t,tmpfs-size=1m"}
 	if out := h.Must(t, append(append([]string{"run"}, flags...), "busybox", "sh", "-c", script)...); out != want {
 		t.Fatalf("one-shot run with docker's flags printed %q, want %q", out, want)
@@ -41,6 +45,14 @@ func TestDockerRunFlags(t *testing.T) {
 	}
 	h.Must(t, "rm", "-f", id)
 
+	private := h.Sbx(t, "", "run", "--ulimit", "nofile=512:1024", "busybox", "sh", "-c", "ulimit -n")
+	if hasCapSysResource(t) {
+		if private.Code != 0 || private.Stdout != "512\n" {
+			t.Errorf("--ulimit in a private user namespace, with CAP_SYS_RESOURCE: %d %q %q", private.Code, private.Stdout, private.Stderr)
+		}
+	} else if private.Code != 125 || !strings.Contains(private.Stderr, "CAP_SYS_RESOURCE") || !strings.Contains(private.Stderr, "--userns host") {
+		t.Errorf("--ulimit in a private user namespace, without CAP_SYS_RESOURCE: %d %q, want a refusal saying to add --userns host", private.Code, private.Stderr)
+	}
 	if r := h.Sbx(t, "", "run", "--help"); r.Code != 0 || !strings.Contains(r.Stdout, "-h, --hostname") {
 		t.Fatalf("run --help: %d %q", r.Code, r.Stdout)
 	}
@@ -137,4 +149,25 @@ func create(t *testing.T, h *harness.Host, args ...string) string {
 	id := strings.TrimSpace(h.Must(t, append([]string{"create"}, args...)...))
 	h.Saw(id)
 	return id
+}
+
+// hasCapSysResource reports whether this process (root, as sbx runs) has
+// CAP_SYS_RESOURCE in its effective set.
+func hasCapSysResource(t *testing.T) bool {
+	t.Helper()
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return caps&(1<<24) != 0 // CAP_SYS_RESOURCE
+		}
+	}
+	t.Fatal("no CapEff in /proc/self/status")
+	return false
 }

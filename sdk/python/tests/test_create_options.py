@@ -185,8 +185,10 @@ def test_docker_run_flags_go_by_their_wire_names() -> None:
 
 
 def test_docker_run_flags_reach_the_sandbox(client: sbx.Client, server: Server) -> None:
+    # ulimits in a private user namespace need CAP_SYS_RESOURCE, which the
+    # development hosts lack: the host's user namespace, explicitly.
     with client.sandboxes.create(
-        "busybox", extra_hosts=["db:10.1.2.3"], ulimits=["nofile=512:1024"], shm_size="8m"
+        "busybox", userns="host", extra_hosts=["db:10.1.2.3"], ulimits=["nofile=512:1024"], shm_size="8m"
     ) as sb:
         server.seen.add(sb.id)
         res = sb.exec(["sh", "-c", "grep -w db /etc/hosts; ulimit -n; ulimit -Hn; grep -o 'shm tmpfs.*size=[0-9]*k' /proc/mounts | grep -o 'size=[0-9]*k'"])
