@@ -17,7 +17,7 @@ var ScenarioHelp = map[string]string{
 	"lib":     "the same run in-process through sandbox.Host.Run",
 	"ready":   "create a long-lived sandbox until its executor answers",
 	"pool":    `a create that claims a warm pool's member: in-process ("sbx"), through sbx serve ("sbx server"), as a fresh sbx create process ("sbx cli"); a create with no pool ("sbx cold")`,
-	"claim":   `a claim from a bridged pool personalised with env, a volume, a hostname, an egress allow-list, limits and a published port ("sbx personalised"), beside a claim with a name only ("sbx plain claim")`,
+	"claim":   `a claim from a bridged pool personalised with env, a volume, a hostname, an egress allow-list, limits and a published port ("sbx personalised"), beside a claim with a name only ("sbx plain claim"), in the host's user namespace; the personalised claim of a member with a private one ("sbx personalised, private userns")`,
 	"exec":    `one /v1/exec round trip of "true" in a running sandbox`,
 	"session": "one shell-session command round trip",
 	"churn":   "sandboxes created and removed per second at concurrency 1-16",
