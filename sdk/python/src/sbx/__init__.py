@@ -57,6 +57,7 @@ from ._models import (
     Change,
     CmdStart,
     DiskUsage,
+    EgressAudit,
     Event,
     ExecResult,
     ExecutorInfo,
