@@ -32,7 +32,8 @@ type BuildOptions struct {
 	// Secrets are the values RUN --mount=type=secret reads, by id
 	// (--secret id=ID,src=FILE|env=VAR). They reach the RUN steps that
 	// mount them and nothing else: no layer, no history, no cache key.
-	// A remote build does not send them.
+	// A remote build sends them in its request's body (never in its URL
+	// or headers); each is at most MaxBuildSecretBytes.
 	Secrets map[string]string `json:"-"`
 	// Output receives the progress as docker prints it: each step, CACHED
 	// or the output of its RUN, and its duration.
@@ -46,6 +47,9 @@ type BuildResult struct {
 	Steps  int `json:"steps"`
 	Cached int `json:"cached"`
 }
+
+// MaxBuildSecretBytes caps one build secret's value.
+const MaxBuildSecretBytes = 1 << 20
 
 // BuildPrefix names the images a build keeps for its step cache
 // ("sbx-build:<key>").
@@ -64,7 +68,8 @@ type BuildPruneReport struct {
 }
 
 // BuildCachePruner removes what builds keep between them: the step cache
-// and the cache mounts. The local host implements it.
+// and the cache mounts. The local host and the server's client implement
+// it.
 type BuildCachePruner interface {
 	PruneBuildCache(ctx context.Context) (*BuildPruneReport, error)
 }

@@ -50,6 +50,7 @@ var OptionClasses = []OptionClass{
 	{Field: "Pull", JSON: "pull", Class: PoolClaim, How: "the image is resolved (and pulled) before the claim; the key holds its digest"},
 	{Field: "Cmd", JSON: "cmd", Class: PoolClaim, How: "started after the claim, as after a cold create; a pool whose members boot a main command keys on it, with env, workdir and user"},
 	{Field: "AutoRemove", JSON: "auto_remove", Class: PoolClaim, Claimant: true, How: "the record: the sandbox is removed when its cmd ends"},
+	{Field: "Restart", JSON: "restart", Class: PoolClaim, How: "handed to the executor with the main command started after the claim; a pool whose members boot a main command keys on it"},
 	{Field: "Env", JSON: "env", Class: PoolClaim, How: "the executor's default environment for later commands"},
 	{Field: "Workdir", JSON: "workdir", Class: PoolClaim, How: "the executor's default working directory (created in the root)"},
 	{Field: "User", JSON: "user", Class: PoolClaim, How: "the executor's default user for later commands, looked up in the member's /etc/passwd and /etc/group at the claim; a pool whose members boot a main command keys on it"},

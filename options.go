@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,6 +46,9 @@ type Options struct {
 	// does it, or the CLI's background `sbx auto-remove` process; sbx gc
 	// removes those it finds stopped. It needs Cmd.
 	AutoRemove bool `json:"auto_remove,omitempty"`
+	// Restart is the main command's restart policy, as docker run
+	// --restart: see RestartPolicy. It needs Cmd.
+	Restart RestartPolicy `json:"restart,omitzero"`
 	// Env is KEY=VALUE pairs added to the image's environment for every
 	// command run in the sandbox.
 	Env []string `json:"env,omitempty"`
@@ -117,6 +121,76 @@ type Options struct {
 	// egress proxy on requests to the secrets' hosts (bridge mode; see
 	// Secret). The record keeps them without their values.
 	Secrets []Secret `json:"secrets,omitempty"`
+}
+
+// RestartPolicy says when the sandbox's executor runs the main command
+// again after it exited, as docker's restart policies do: Name is "no"
+// (or empty: never), "on-failure" (after a non-zero exit or a signal, at
+// most MaxRetries times when that is above 0), "always" or
+// "unless-stopped" (after any exit). The restart waits a back-off that
+// starts at 100 ms and doubles up to 10 s, back to 100 ms after a run of
+// 10 s or more. Stop ends the command for good (no restart); Start runs
+// it again with a fresh count. The sandbox is what docker's container is
+// to its daemon, and no sbx process stops it when it restarts, so always
+// and unless-stopped act the same.
+type RestartPolicy struct {
+	Name       string `json:"name,omitempty"`
+	MaxRetries int    `json:"max_retries,omitempty"`
+}
+
+// The restart policies of RestartPolicy.Name.
+const (
+	RestartNo            = "no"
+	RestartOnFailure     = "on-failure"
+	RestartAlways        = "always"
+	RestartUnlessStopped = "unless-stopped"
+)
+
+// Restarts reports whether the policy restarts the command at all.
+func (p RestartPolicy) Restarts() bool {
+	return p.Name != "" && p.Name != RestartNo
+}
+
+// String is the policy as docker's --restart writes it
+// ("on-failure:3").
+func (p RestartPolicy) String() string {
+	switch {
+	case p.Name == "":
+		return RestartNo
+	case p.MaxRetries > 0:
+		return fmt.Sprintf("%s:%d", p.Name, p.MaxRetries)
+	}
+	return p.Name
+}
+
+// ParseRestartPolicy reads docker's --restart value: no, on-failure[:N],
+// always or unless-stopped. The error wraps ErrInvalid.
+func ParseRestartPolicy(s string) (RestartPolicy, error) {
+	name, max, hasMax := strings.Cut(s, ":")
+	p := RestartPolicy{Name: name}
+	if hasMax {
+		n, err := strconv.Atoi(max)
+		if err != nil || n < 0 || name != RestartOnFailure {
+			return p, fmt.Errorf("%w: restart policy %q: only on-failure takes a count (on-failure:3)", ErrInvalid, s)
+		}
+		p.MaxRetries = n
+	}
+	if err := p.validate(); err != nil {
+		return p, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return p, nil
+}
+
+func (p RestartPolicy) validate() error {
+	switch p.Name {
+	case "", RestartNo, RestartOnFailure, RestartAlways, RestartUnlessStopped:
+	default:
+		return fmt.Errorf("restart policy %q: use no, on-failure[:N], always or unless-stopped", p.Name)
+	}
+	if p.MaxRetries < 0 || (p.MaxRetries > 0 && p.Name != RestartOnFailure) {
+		return fmt.Errorf("restart policy %s: a maximum retry count goes only with on-failure, and is not negative", p.Name)
+	}
+	return nil
 }
 
 // MinLease is the shortest Options.Lease: a renewal must have time to
@@ -361,6 +435,14 @@ func (o *Options) Validate() error {
 	}
 	if o.IdleTimeout > 0 && len(o.Publish) > 0 {
 		bad("idle_timeout does not go with publish: traffic to a published port is not watched, and would reach a sandbox checkpointed to disk; reach its ports through the server's port connection (GET /v1/sandboxes/{id}/ports/{port}/connect), which wakes it")
+	}
+	if err := o.Restart.validate(); err != nil {
+		errs = append(errs, err)
+	} else if o.Restart.Restarts() && len(o.Cmd) == 0 {
+		bad("restart policy %s needs a main command (cmd)", o.Restart)
+	}
+	if o.AutoRemove && o.Restart.Restarts() {
+		bad("auto_remove does not go with restart policy %s (as docker's --rm and --restart): the sandbox is removed when its command ends", o.Restart)
 	}
 	if o.AutoRemove && len(o.Cmd) == 0 {
 		bad("auto_remove needs a main command (cmd): the sandbox is removed when it ends")

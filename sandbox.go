@@ -1,6 +1,7 @@
 package sbx
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -33,6 +34,19 @@ const (
 	// and answering, that no user code has run in; a Create claims it.
 	// No operation but Remove acts on it.
 	StatusPooled Status = "pooled"
+)
+
+// The states a sandbox shows beside its status (Sandbox.State), in
+// docker's words; a record's Status is never one of them.
+const (
+	// StatusExited is the state of a stopped sandbox, and of a running one
+	// whose main command ended for good (CmdExit): docker calls both
+	// exited. Filter.Status "exited" selects them.
+	StatusExited Status = "exited"
+	// StatusRestarting is the state of a running sandbox whose main
+	// command exited and waits out its restart policy's back-off
+	// (CmdRestarting). Filter.Status "restarting" selects them.
+	StatusRestarting Status = "restarting"
 )
 
 // Sandbox is the record of one sandbox: as stored on disk, returned by
@@ -68,6 +82,15 @@ type Sandbox struct {
 	// running after its main command ends, until stopped or removed; Start
 	// clears CmdExit as it runs the command again.
 	CmdExit *Exit `json:"cmd_exit,omitempty"`
+	// RestartCount is how many times the main command's restart policy
+	// (Options.Restart) restarted it since the sandbox last started, as
+	// its executor says (List and Inspect ask it; the record keeps the
+	// count once the command ended for good).
+	RestartCount int `json:"restart_count,omitempty"`
+	// CmdRestarting is how the main command's latest run ended while it
+	// waits to be restarted (state restarting), as List and Inspect saw
+	// it; nil otherwise.
+	CmdRestarting *Exit `json:"cmd_restarting,omitempty"`
 	// Problem says what is wrong with a sandbox whose status is
 	// unreadable, and what to do.
 	Problem string `json:"problem,omitempty"`
@@ -98,6 +121,54 @@ type Sandbox struct {
 	// creation order. Each is recorded before it is created, so removal
 	// (and GC after a crash) can release exactly these.
 	Resources []Resource `json:"resources,omitempty"`
+}
+
+// State is the sandbox's state as docker users know it: exited for a
+// stopped sandbox and for a running one whose main command ended for good,
+// restarting while its main command waits to be restarted, otherwise its
+// Status. JSON carries it as "state".
+func (s Sandbox) State() Status {
+	switch {
+	case s.Status == StatusStopped:
+		return StatusExited
+	case s.Status != StatusRunning || len(s.Options.Cmd) == 0:
+		return s.Status
+	case s.CmdExit != nil:
+		return StatusExited
+	case s.CmdRestarting != nil:
+		return StatusRestarting
+	}
+	return s.Status
+}
+
+// LastExit is how the sandbox's main command last ended (CmdExit, or the
+// run before a restart), or for a stopped sandbox without one its PID 1;
+// nil when nothing ended.
+func (s Sandbox) LastExit() *Exit {
+	switch {
+	case s.CmdExit != nil:
+		return s.CmdExit
+	case s.CmdRestarting != nil:
+		return s.CmdRestarting
+	case s.Status == StatusStopped && s.ExitCode != nil:
+		e := &Exit{ExitCode: *s.ExitCode}
+		if s.Stopped != nil {
+			e.FinishedAt = *s.Stopped
+		}
+		return e
+	}
+	return nil
+}
+
+// sandboxJSON is Sandbox without its methods, for the JSON codec.
+type sandboxJSON Sandbox
+
+// MarshalJSON adds the sandbox's State as "state".
+func (s Sandbox) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		sandboxJSON
+		State Status `json:"state"`
+	}{sandboxJSON(s), s.State()})
 }
 
 // ShortID is the first 12 digits of the id, as listings show it.
@@ -236,12 +307,15 @@ type Resource struct {
 type Filter struct {
 	// Labels must all be present; an empty value matches any value.
 	Labels map[string]string
-	// Status, if set, must match.
+	// Status, if set, must match: a record's status, or the state exited
+	// or restarting (Sandbox.State); running then leaves out the sandboxes
+	// whose main command ended.
 	Status Status
 	// Name, if set, must match exactly.
 	Name string
 	// Running selects only running and paused sandboxes (and those being
-	// created, and idle pool members when Pooled).
+	// created, and idle pool members when Pooled), as docker ps without
+	// -a: not a running sandbox whose main command ended for good.
 	Running bool
 	// Pooled also selects the idle members of warm pools (and those being
 	// created for them), which are hidden otherwise; a Status of
@@ -268,13 +342,13 @@ func (f Filter) Match(sb *Sandbox) bool {
 	if sb.Pool != "" && !f.Pooled && f.Status != StatusPooled {
 		return false
 	}
-	if f.Status != "" && sb.Status != f.Status {
+	if f.Status != "" && !f.matchStatus(sb) {
 		return false
 	}
 	if f.Name != "" && sb.Name != f.Name {
 		return false
 	}
-	if f.Running && sb.Status != StatusRunning && sb.Status != StatusPaused && sb.Status != StatusCreating && sb.Status != StatusPooled {
+	if f.Running && (sb.State() == StatusExited || sb.Status == StatusRemoving || sb.Status == StatusUnreadable) {
 		return false
 	}
 	for k, v := range f.Labels {
@@ -284,6 +358,17 @@ func (f Filter) Match(sb *Sandbox) bool {
 		}
 	}
 	return true
+}
+
+// matchStatus reports whether sb is in f.Status: a record's status, or
+// one of the states exited and restarting (Sandbox.State). A running
+// sandbox whose main command ended is exited, not running.
+func (f Filter) matchStatus(sb *Sandbox) bool {
+	switch st := sb.State(); f.Status {
+	case StatusExited, StatusRestarting, StatusRunning:
+		return st == f.Status
+	}
+	return sb.Status == f.Status
 }
 
 // StopOptions say how Stop ends a sandbox's PID 1.

@@ -61,7 +61,7 @@ func ParseBuildArgs(args []string) (map[string]string, error) {
 }
 
 // maxSecret caps one build secret.
-const maxSecret = 1 << 20
+const maxSecret = sbx.MaxBuildSecretBytes
 
 // ParseSecrets parses build's --secret entries as docker build does:
 // id=ID,src=FILE (the file's content), id=ID,env=VAR (the variable's

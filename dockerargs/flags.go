@@ -149,6 +149,8 @@ type CreateFlags struct {
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 	IdleTimeout    time.Duration
+	// Restart is --restart: no, on-failure[:N], always or unless-stopped.
+	Restart string
 }
 
 // Options turns the flags and args (the image, or none with Rootfs) into
@@ -175,6 +177,9 @@ func (o *CreateFlags) Options(args []string, local bool) (sbx.Options, error) {
 		return opts, fmt.Errorf("invalid --ttl %v or --idle-timeout %v: must be positive", o.TTL, o.IdleTimeout)
 	}
 	opts.Name, opts.TTL, opts.IdleTimeout = o.Name, o.TTL, o.IdleTimeout
+	if opts.Restart, err = sbx.ParseRestartPolicy(o.Restart); err != nil {
+		return opts, err
+	}
 	if err := AddMounts(&opts, o.Volumes, o.Tmpfs, local); err != nil {
 		return opts, err
 	}
@@ -200,6 +205,8 @@ type RunFlags struct {
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 	IdleTimeout    time.Duration
+	// Restart is --restart, as for create (with -d).
+	Restart string
 }
 
 // Options turns the flags and args (IMAGE [CMD...], CMD... with Rootfs, or
@@ -221,8 +228,8 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 		return opts, nil, err
 	}
 	if !f.Detach {
-		if f.Name != "" || len(f.Labels) > 0 || f.TTL != 0 || f.IdleTimeout != 0 {
-			return opts, nil, errors.New("--name, --label, --ttl and --idle-timeout are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
+		if f.Name != "" || len(f.Labels) > 0 || f.TTL != 0 || f.IdleTimeout != 0 || f.Restart != "" {
+			return opts, nil, errors.New("--name, --label, --ttl, --idle-timeout and --restart are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
 		}
 		return opts, cmd, nil
 	}
@@ -241,6 +248,9 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 		return opts, nil, err
 	}
 	opts.Name, opts.TTL, opts.IdleTimeout, opts.AutoRemove = f.Name, f.TTL, f.IdleTimeout, f.Rm
+	if opts.Restart, err = sbx.ParseRestartPolicy(f.Restart); err != nil {
+		return opts, nil, err
+	}
 	return opts, cmd, nil
 }
 

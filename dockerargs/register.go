@@ -66,6 +66,7 @@ func (o *CreateFlags) Register(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&o.Labels, "label", "l", nil, "set a label: KEY=VALUE")
 	fs.DurationVar(&o.TTL, "ttl", 0, "remove the sandbox this long after its creation (e.g. 30m)")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long; the next exec restores it (e.g. 10m)")
+	fs.StringVar(&o.Restart, "restart", "", "restart the main command when it exits: no, on-failure[:N], always or unless-stopped")
 }
 
 // Register adds the flags of docker run: those of every sandbox, mounts,
@@ -86,6 +87,7 @@ func (f *RunFlags) Register(fs *pflag.FlagSet) {
 	fs.StringArrayVarP(&f.Labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
 	fs.DurationVar(&f.TTL, "ttl", 0, "remove the sandbox this long after its creation (with -d)")
 	fs.DurationVar(&f.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long (with -d)")
+	fs.StringVar(&f.Restart, "restart", "", "restart the command when it exits: no, on-failure[:N], always or unless-stopped (with -d)")
 }
 
 // Register adds the flags of docker exec.

@@ -47,7 +47,7 @@ func TestHumanForms(t *testing.T) {
 
 func testSandboxes() []*sbx.Sandbox {
 	return []*sbx.Sandbox{
-		{ID: "0123456789abcdef0123", Name: "web", Status: sbx.StatusRunning, Created: time.Now().Add(-time.Hour),
+		{ID: "0123456789abcdef0123", Name: "web", Status: sbx.StatusRunning, Created: time.Now().Add(-time.Hour), Started: ptr(time.Now().Add(-time.Minute)),
 			Options: sbx.Options{Image: "busybox:1", Cmd: []string{"sh", "-c", "while true; do sleep 1; done"}, Labels: map[string]string{"k": "v"}},
 			Network: &sbx.NetworkInfo{Mode: "bridge", IP: netip.MustParseAddr("10.88.0.2")}},
 		{ID: "fedcba9876543210fedc", Status: sbx.StatusStopped, Options: sbx.Options{Rootfs: "/srv/root"}},
@@ -63,7 +63,7 @@ func TestSandboxesTable(t *testing.T) {
 	if len(lines) != 3 || !strings.HasPrefix(lines[0], "SANDBOX ID     IMAGE       COMMAND") {
 		t.Fatalf("table: %q", b.String())
 	}
-	for _, want := range []string{"0123456789ab", "busybox:1", `"sh -c while true; d…"`, "running", "About an hour ago", "web", "k=v"} {
+	for _, want := range []string{"0123456789ab", "busybox:1", `"sh -c while true; d…"`, "Up About a minute", "About an hour ago", "web", "k=v"} {
 		if !strings.Contains(lines[1], want) {
 			t.Errorf("row %q lacks %q", lines[1], want)
 		}
@@ -71,12 +71,22 @@ func TestSandboxesTable(t *testing.T) {
 	if !strings.Contains(lines[2], "/srv/root") || !strings.Contains(lines[2], " - ") {
 		t.Errorf("row of a rootfs sandbox never started: %q", lines[2])
 	}
+	if !strings.Contains(lines[2], "Exited ") {
+		t.Errorf("row of a stopped sandbox: %q", lines[2])
+	}
 	ended := testSandboxes()
-	ended[0].CmdExit = &sbx.Exit{ExitCode: 3}
+	ended[0].CmdExit = &sbx.Exit{ExitCode: 3, FinishedAt: time.Now().Add(-3 * time.Second)}
 	b.Reset()
 	_ = Sandboxes(&b, ended, ListOptions{Format: "table"})
-	if !strings.Contains(b.String(), "running, cmd exited (3)") {
+	if !strings.Contains(b.String(), "Exited (3) 3 seconds ago") {
 		t.Errorf("row of a sandbox whose command ended: %q", b.String())
+	}
+	restarting := testSandboxes()
+	restarting[0].CmdRestarting = &sbx.Exit{ExitCode: 1, FinishedAt: time.Now().Add(-2 * time.Second)}
+	b.Reset()
+	_ = Sandboxes(&b, restarting, ListOptions{Format: "table"})
+	if !strings.Contains(b.String(), "Restarting (1) 2 seconds ago") {
+		t.Errorf("row of a sandbox whose command waits to restart: %q", b.String())
 	}
 	b.Reset()
 	_ = Sandboxes(&b, testSandboxes(), ListOptions{Format: "table", NoTrunc: true})
@@ -251,3 +261,5 @@ func TestProgressLines(t *testing.T) {
 		t.Errorf("bar of a negative size: %q", bar)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

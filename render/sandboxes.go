@@ -67,16 +67,44 @@ func Sandboxes(w io.Writer, list []*sbx.Sandbox, o ListOptions) error {
 	return tw.Flush()
 }
 
-// StatusOf is a sandbox's status as sbx ps shows it: with how its main
-// command ended, once it did ("running, cmd exited (3)").
+// StatusOf is a sandbox's status as sbx ps shows it, in docker's words:
+// "Up 3 minutes" (with " (Paused)"), "Exited (5) 3 seconds ago" for a
+// stopped sandbox and for a running one whose main command ended for good,
+// "Restarting (1) 2 seconds ago" while its main command waits to be
+// restarted; sbx's own statuses (creating, pooled, ...) as they are.
 func StatusOf(sb *sbx.Sandbox) string {
 	if sb.Idle {
 		return string(sb.Status) + " (idle, checkpointed)"
 	}
-	if sb.CmdExit == nil || sb.Status != sbx.StatusRunning {
-		return string(sb.Status)
+	switch st := sb.State(); st {
+	case sbx.StatusExited, sbx.StatusRestarting:
+		word := "Exited"
+		if st == sbx.StatusRestarting {
+			word = "Restarting"
+		}
+		e := sb.LastExit()
+		if e == nil {
+			if sb.Stopped == nil {
+				return word
+			}
+			return word + " " + Age(*sb.Stopped)
+		}
+		at := e.FinishedAt
+		if at.IsZero() && sb.Stopped != nil {
+			at = *sb.Stopped
+		}
+		return fmt.Sprintf("%s (%d) %s", word, e.ExitCode, Age(at))
+	case sbx.StatusRunning, sbx.StatusPaused:
+		up := "Up"
+		if sb.Started != nil {
+			up += " " + units.HumanDuration(time.Since(*sb.Started))
+		}
+		if st == sbx.StatusPaused {
+			up += " (Paused)"
+		}
+		return up
 	}
-	return fmt.Sprintf("%s, cmd exited (%d)", sb.Status, sb.CmdExit.ExitCode)
+	return string(sb.Status)
 }
 
 // Stats writes one line of sbx stats' table, after its header when header

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
@@ -41,12 +42,20 @@ func (h *Host) Get(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 // whose main command's end is not on record are asked (briefly) whether
 // it ended, as Inspect does.
 func (h *Host) List(ctx context.Context, f sbx.Filter) ([]*sbx.Sandbox, error) {
-	list, err := h.list(ctx, f, false)
+	// Whether a running sandbox is exited or restarting (Sandbox.State)
+	// is known once its executor was asked: select by state after that.
+	wide := f
+	wide.Running = false
+	switch f.Status {
+	case sbx.StatusRunning, sbx.StatusExited, sbx.StatusRestarting:
+		wide.Status = ""
+	}
+	list, err := h.list(ctx, wide, false)
 	if err != nil {
 		return nil, err
 	}
 	h.probeCmdEnds(ctx, list)
-	return list, nil
+	return slices.DeleteFunc(list, func(sb *sbx.Sandbox) bool { return !f.Match(sb) }), nil
 }
 
 // Inspect returns the record of the sandbox ref with its current

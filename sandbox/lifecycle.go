@@ -166,6 +166,7 @@ func (h *Host) Start(ctx context.Context, ref string) (*sbx.Sandbox, error) {
 	}
 	now := h.now().UTC()
 	sb.Status, sb.Started, sb.Stopped, sb.CmdExit = sbx.StatusRunning, &now, nil, nil
+	sb.RestartCount, sb.CmdRestarting = 0, nil
 	if err := l.Write(sb); err != nil {
 		return nil, err
 	}

@@ -29,6 +29,8 @@ import (
 // is gone and from any process that opens the same root.
 type mainCmdRecord struct {
 	Exit sbx.Exit `json:"exit"`
+	// Restarts is how many times the restart policy restarted it.
+	Restarts int `json:"restarts,omitempty"`
 	// Tail is the latest output, at most mainCmdTailBytes, in order;
 	// TailFrom is the offset of its first byte and LogEnd the offset
 	// after the last.
@@ -60,11 +62,15 @@ func (h *Host) startMainCmd(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart
 	if err := os.Remove(h.mainCmdRecordPath(sb)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("remove the previous end of the sandbox's command: %w", err)
 	}
-	st, err := c.StartMainCmd(ctx, execapi.MainCmdSpec{Argv: sb.Options.Cmd, Cwd: sb.Options.Workdir, User: sb.Options.User})
+	spec := execapi.MainCmdSpec{Argv: sb.Options.Cmd, Cwd: sb.Options.Workdir, User: sb.Options.User}
+	restartSpec(&spec, sb.Options.Restart)
+	st, err := c.StartMainCmd(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("start the sandbox's command: %w", err)
 	}
-	if st.Exit != nil && st.Exit.Error != "" && st.Restarts == 0 {
+	// A command that cannot start fails at once, restart policy or not
+	// (the caller removes or stops the sandbox, which ends the restarts).
+	if st.Exit != nil && st.Exit.Error != "" && st.Restarts <= 1 {
 		return nil, invalid("cmd %q cannot start in the sandbox: %s", sb.Options.Cmd[0], st.Exit.Error)
 	}
 	cs := &sbx.CmdStart{Status: st.State}
@@ -73,6 +79,23 @@ func (h *Host) startMainCmd(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart
 		cs.ExitCode = &code
 	}
 	return cs, nil
+}
+
+// restartSpec sets the executor's restart policy of the main command from
+// p: always and unless-stopped both restart after any exit (no sbx process
+// stops a sandbox when it restarts).
+func restartSpec(spec *execapi.MainCmdSpec, p sbx.RestartPolicy) {
+	switch p.Name {
+	case sbx.RestartOnFailure:
+		spec.Restart, spec.MaxRestarts = execapi.RestartOnFailure, p.MaxRetries
+	case sbx.RestartAlways, sbx.RestartUnlessStopped:
+		spec.Restart = execapi.RestartAlways
+	}
+}
+
+// cmdExit is the contract's form of one run's end.
+func cmdExit(e *execapi.MainCmdExit) sbx.Exit {
+	return sbx.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Error: capString(e.Error, 4096), StartedAt: e.StartedAt, FinishedAt: e.FinishedAt}
 }
 
 // Logs calls fn with the main command's output as o selects, ending with a
@@ -109,7 +132,7 @@ func (h *Host) Logs(ctx context.Context, ref string, o sbx.LogOptions, fn func(s
 		if err == nil {
 			if end.MainCmd != nil && end.MainCmd.State == execapi.MainCmdExited {
 				rec := h.saveMainCmd(ctx, sb, c, end.MainCmd)
-				h.noteCmdEnd(sb, rec.Exit)
+				h.noteCmdEnd(sb, rec)
 			}
 			return fn(sbx.LogFrame{Type: sbx.LogEnd, Offset: end.Offset, Time: end.Time})
 		}
@@ -160,7 +183,7 @@ func (h *Host) Wait(ctx context.Context, ref string) (*sbx.Exit, error) {
 		if err == nil && st.Exit != nil && st.State == execapi.MainCmdExited {
 			rec := h.saveMainCmd(ctx, sb, c, &st)
 			c.Close()
-			h.noteCmdEnd(sb, rec.Exit)
+			h.noteCmdEnd(sb, rec)
 			return &rec.Exit, nil
 		}
 		c.Close()
@@ -245,7 +268,7 @@ func (h *Host) stopMainCmd(ctx context.Context, sb *sbx.Sandbox, sig string, tim
 		rec := h.saveMainCmd(ctx, sb, c, &st)
 		if sb.CmdExit == nil {
 			exit := rec.Exit
-			sb.CmdExit = &exit
+			sb.CmdExit, sb.CmdRestarting, sb.RestartCount = &exit, nil, rec.Restarts
 			h.emit(changeCmdEnd, sb)
 		}
 	}
@@ -262,9 +285,10 @@ func cmdEndUnknown(sb *sbx.Sandbox) bool {
 }
 
 // recordCmdEnd writes into sb's record, under its lock l, that its main
-// command ended for good as exit says, and reports it (sbx.EventDied).
-func (h *Host) recordCmdEnd(l *state.Lock, sb *sbx.Sandbox, exit sbx.Exit) error {
-	sb.CmdExit = &exit
+// command ended for good as rec says, and reports it (sbx.EventDied).
+func (h *Host) recordCmdEnd(l *state.Lock, sb *sbx.Sandbox, rec mainCmdRecord) error {
+	exit := rec.Exit
+	sb.CmdExit, sb.CmdRestarting, sb.RestartCount = &exit, nil, rec.Restarts
 	if err := l.Write(sb); err != nil {
 		sb.CmdExit = nil
 		return err
@@ -277,7 +301,7 @@ func (h *Host) recordCmdEnd(l *state.Lock, sb *sbx.Sandbox, exit sbx.Exit) error
 // sandbox's lock (Wait, Logs): only when the lock is free at once and the
 // record is still of the same run; otherwise the next look (List,
 // Inspect, the watcher) records it.
-func (h *Host) noteCmdEnd(sb *sbx.Sandbox, exit sbx.Exit) {
+func (h *Host) noteCmdEnd(sb *sbx.Sandbox, rec mainCmdRecord) {
 	l, err := h.store.TryLock(sb.ID)
 	if err != nil {
 		return
@@ -287,14 +311,15 @@ func (h *Host) noteCmdEnd(sb *sbx.Sandbox, exit sbx.Exit) {
 	if l.Read(&cur) != nil || !cmdEndUnknown(&cur) || cur.Pid != sb.Pid || cur.PidStart != sb.PidStart {
 		return
 	}
-	if err := h.recordCmdEnd(l, &cur, exit); err != nil {
+	if err := h.recordCmdEnd(l, &cur, rec); err != nil {
 		h.log.Warn("record the end of a sandbox's command", "id", sb.ID, "err", err)
 	}
 }
 
 // probeCmdEnd asks the executor of sb, when its main command's end is not
 // on record, whether the command has ended for good, and records it (sb
-// is updated). It takes the sandbox's lock only when it is free at once
+// is updated; while the command runs or waits to be restarted, sb gets
+// its restart count and latest end, not written). It takes the sandbox's lock only when it is free at once
 // (a busy sandbox is looked at next time) and asks for at most
 // cmdEndProbe; what the executor says is reported, never acted on.
 func (h *Host) probeCmdEnd(ctx context.Context, sb *sbx.Sandbox) {
@@ -315,11 +340,20 @@ func (h *Host) probeCmdEnd(ctx context.Context, sb *sbx.Sandbox) {
 	pctx, cancel := context.WithTimeout(ctx, cmdEndProbe)
 	st, err := c.MainCmd(pctx)
 	cancel()
-	if err != nil || st.State != execapi.MainCmdExited || st.Exit == nil {
+	if err != nil {
+		return
+	}
+	if st.State != execapi.MainCmdExited || st.Exit == nil {
+		// Running, or waiting to be restarted: shown, not recorded.
+		sb.RestartCount, sb.CmdRestarting = max(st.Restarts, 0), nil
+		if st.State == execapi.MainCmdRestarting && st.Exit != nil {
+			exit := cmdExit(st.Exit)
+			sb.CmdRestarting = &exit
+		}
 		return
 	}
 	rec := h.saveMainCmd(ctx, &cur, c, &st)
-	if err := h.recordCmdEnd(l, &cur, rec.Exit); err != nil {
+	if err := h.recordCmdEnd(l, &cur, rec); err != nil {
 		h.log.Warn("record the end of a sandbox's command", "id", sb.ID, "err", err)
 		return
 	}
@@ -366,16 +400,16 @@ func noCmd(sb *sbx.Sandbox) error {
 // on OOM kills and the tail of its output, and returns the record. A
 // failure to save is logged: the caller still gets the exit.
 func (h *Host) saveMainCmd(ctx context.Context, sb *sbx.Sandbox, c *client.Client, st *execapi.MainCmdStatus) mainCmdRecord {
-	rec := mainCmdRecord{LogEnd: max(st.LogEnd, 0)}
+	rec := mainCmdRecord{LogEnd: max(st.LogEnd, 0), Restarts: max(st.Restarts, 0)}
 	if e := st.Exit; e != nil {
-		rec.Exit = sbx.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Error: capString(e.Error, 4096), StartedAt: e.StartedAt, FinishedAt: e.FinishedAt}
+		rec.Exit = cmdExit(e)
 	}
 	if ctr, err := h.container(sb); err == nil {
 		if u, err := ctr.Usage(); err == nil && u.OOMKills > 0 && rec.Exit.Signal == "SIGKILL" {
 			rec.Exit.OOMKilled = true
 		}
 	}
-	if old, err := h.mainCmdRecord(sb); err == nil && old.LogEnd == rec.LogEnd && old.Exit == rec.Exit {
+	if old, err := h.mainCmdRecord(sb); err == nil && old.LogEnd == rec.LogEnd && old.Exit == rec.Exit && old.Restarts == rec.Restarts {
 		return *old
 	}
 	tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), mainCmdSaveTimeout)

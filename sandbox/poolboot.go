@@ -64,6 +64,7 @@ type bootFields struct {
 	Env     []string `json:"env"` // sorted
 	Workdir string   `json:"workdir"`
 	User    string   `json:"user,omitempty"`
+	Restart string   `json:"restart,omitempty"`
 }
 
 // bootKey is the boot part of o's pool key: nil without a main command.
@@ -76,7 +77,11 @@ func bootKey(o *sbx.Options) *bootFields {
 		env = slices.Clone(o.Env)
 		slices.Sort(env)
 	}
-	return &bootFields{Cmd: o.Cmd, Env: env, Workdir: o.Workdir, User: o.User}
+	b := &bootFields{Cmd: o.Cmd, Env: env, Workdir: o.Workdir, User: o.User}
+	if o.Restart.Restarts() {
+		b.Restart = o.Restart.String()
+	}
+	return b
 }
 
 // Claim claims an idle member of a warm pool that matches opts, as Create
@@ -187,6 +192,7 @@ func (h *Host) bootMember(ctx context.Context, sb *sbx.Sandbox) error {
 		return err
 	}
 	spec := execapi.MainCmdSpec{Argv: sb.Options.Cmd, Env: env, Cwd: sb.Options.Workdir, CreateCwd: sb.Options.Workdir != "", User: sb.Options.User}
+	restartSpec(&spec, sb.Options.Restart)
 	st, err := c.StartMainCmd(ctx, spec)
 	if err != nil {
 		return fmt.Errorf("start it: %w", err)

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,10 +20,11 @@ import (
 )
 
 // buildImage is POST /v1/images/build: the body is the build context as a
-// tar stream (capped by the upload limit), the options are query
-// parameters (tag, dockerfile, target, no_cache, network, pull and
-// build_arg=K=V, repeated); the reply streams the build's output as NDJSON
-// frames and ends with its result or error.
+// tar stream (capped by the upload limit), or multipart with the build's
+// secrets first (buildBody); the options are query parameters (tag,
+// dockerfile, target, no_cache, network, pull and build_arg=K=V,
+// repeated); the reply streams the build's output as NDJSON frames and
+// ends with its result or error.
 func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 	builder, ok := s.b.(sbx.Builder)
 	if !ok {
@@ -67,7 +71,14 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer os.RemoveAll(dir)
-	if err := contexttar.Extract(http.MaxBytesReader(w, r.Body, limit), dir); err != nil {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	body, secrets, err := buildBody(r)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	o.Secrets = secrets
+	if err := contexttar.Extract(body, dir); err != nil {
 		if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
 			s.fail(w, &StatusError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
 				Message: fmt.Sprintf("build context exceeds the server's upload limit of %d bytes (--max-upload-size)", limit)})
@@ -97,6 +108,84 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	write(api.BuildFrame{Type: api.FrameResult, Build: res})
+}
+
+// buildBody returns the context's tar stream and the secrets of a build
+// request: the body itself (application/x-tar), or the parts of a
+// multipart/form-data body, api.BuildSecretsPart (optional, first) then
+// api.BuildContextPart. The secrets are kept in memory only, and no error
+// quotes them.
+func buildBody(r *http.Request) (io.Reader, map[string]string, error) {
+	mt, params, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/form-data" {
+		return r.Body, nil, nil
+	}
+	mr := multipart.NewReader(r.Body, params["boundary"])
+	part, err := mr.NextPart()
+	if err != nil {
+		return nil, nil, unprocessable(api.CodeInvalid, "build request: read its first part: %v", err)
+	}
+	var secrets map[string]string
+	if part.FormName() == api.BuildSecretsPart {
+		if secrets, err = readSecretsPart(part); err != nil {
+			return nil, nil, err
+		}
+		if part, err = mr.NextPart(); err != nil {
+			return nil, nil, unprocessable(api.CodeInvalid, "build request: a %q part must follow the secrets: %v", api.BuildContextPart, err)
+		}
+	}
+	if part.FormName() != api.BuildContextPart {
+		return nil, nil, unprocessable(api.CodeInvalid, "build request: part %q: want %q (optional, first) and %q", part.FormName(), api.BuildSecretsPart, api.BuildContextPart)
+	}
+	return part, secrets, nil
+}
+
+// readSecretsPart reads the secrets part: a JSON object of base64 values
+// by id, each at most sbx.MaxBuildSecretBytes.
+func readSecretsPart(part io.Reader) (map[string]string, error) {
+	data, err := io.ReadAll(io.LimitReader(part, api.MaxBuildSecretsPartBytes+1))
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) {
+		return nil, &StatusError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge, Message: "build request exceeds the server's upload limit (--max-upload-size)"}
+	}
+	if err != nil {
+		return nil, unprocessable(api.CodeInvalid, "build request: read its secrets: %v", err)
+	}
+	if len(data) > api.MaxBuildSecretsPartBytes {
+		return nil, &StatusError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
+			Message: fmt.Sprintf("build request: the secrets part exceeds %d bytes", api.MaxBuildSecretsPartBytes)}
+	}
+	var raw map[string][]byte
+	if json.Unmarshal(data, &raw) != nil {
+		// The decoder's message may quote the value: say only what is wrong.
+		return nil, unprocessable(api.CodeInvalid, "build request: the secrets part must be a JSON object of base64 values by id")
+	}
+	out := make(map[string]string, len(raw))
+	for id, v := range raw {
+		if id == "" {
+			return nil, unprocessable(api.CodeInvalid, "build request: a secret has an empty id")
+		}
+		if len(v) > sbx.MaxBuildSecretBytes {
+			return nil, unprocessable(api.CodeInvalid, "build request: secret %q is %d bytes, more than %d", id, len(v), sbx.MaxBuildSecretBytes)
+		}
+		out[id] = string(v)
+	}
+	return out, nil
+}
+
+// pruneBuildCache is POST /v1/images/build/prune: sbx build prune on the
+// server's host.
+func (s *Server) pruneBuildCache(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.b.(sbx.BuildCachePruner)
+	if !ok {
+		s.fail(w, &StatusError{Status: http.StatusNotImplemented, Code: api.CodeInvalid, Message: "this server's backend has no build cache"})
+		return
+	}
+	rep, err := p.PruneBuildCache(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // frameWriter sends each write as a frame.

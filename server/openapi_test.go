@@ -78,6 +78,7 @@ var bodies = map[string]reflect.Type{
 	"PullFrame":         reflect.TypeFor[api.PullFrame](),
 	"BuildFrame":        reflect.TypeFor[api.BuildFrame](),
 	"BuildResult":       reflect.TypeFor[sbx.BuildResult](),
+	"BuildPruneReport":  reflect.TypeFor[sbx.BuildPruneReport](),
 	"PrepareRequest":    reflect.TypeFor[api.PrepareRequest](),
 	"PrepareReply":      reflect.TypeFor[api.PrepareReply](),
 	"Event":             reflect.TypeFor[sbx.Event](),
@@ -96,19 +97,21 @@ var bodies = map[string]reflect.Type{
 	"SignalRequest":     reflect.TypeFor[api.SignalRequest](),
 	"LogFrame":          reflect.TypeFor[sbx.LogFrame](),
 	"Exit":              reflect.TypeFor[sbx.Exit](),
+	"RestartPolicy":     reflect.TypeFor[sbx.RestartPolicy](),
 }
 
 // customFields are the JSON fields a type writes through its own
 // MarshalJSON rather than a struct tag.
 var customFields = map[reflect.Type][]string{
 	reflect.TypeFor[sbx.Options]():     {"ttl", "idle_timeout", "lease"},
+	reflect.TypeFor[sbx.Sandbox]():     {"state"},
 	reflect.TypeFor[sbx.ExecRequest](): {"env", "timeout_s", "stop_grace"},
 	reflect.TypeFor[sbx.ReadyCheck]():  {"timeout"},
 	reflect.TypeFor[sbx.Healthcheck](): {"interval_s", "timeout_s", "start_period_s"},
 }
 
 // scalarSchemas are the named schemas that are not objects.
-var scalarSchemas = map[string]bool{"Size": true, "Duration": true, "Status": true}
+var scalarSchemas = map[string]bool{"Size": true, "Duration": true, "Status": true, "State": true}
 
 func loadOpenAPI(t *testing.T) *openapi3.T {
 	t.Helper()

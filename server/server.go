@@ -224,6 +224,7 @@ func (s *Server) routes() []Route {
 		h(http.MethodPost, "/v1/images/import", s.importImage),
 		h(http.MethodPost, "/v1/images/prepare", s.prepareImage),
 		h(http.MethodPost, "/v1/images/build", s.buildImage),
+		h(http.MethodPost, "/v1/images/build/prune", s.pruneBuildCache),
 		h(http.MethodPost, "/v1/images/tag", s.tagImage),
 		h(http.MethodPost, "/v1/images/save", s.saveImages),
 		h(http.MethodGet, "/v1/images/history", s.imageHistory),

@@ -178,6 +178,20 @@ type BuildFrame struct {
 // FrameOutput is the type of a build's output frames.
 const FrameOutput = "output"
 
+// A POST /v1/images/build that sends secrets (RUN --mount=type=secret) is
+// multipart/form-data: a part named BuildSecretsPart, a JSON object of
+// each secret's value in base64 by its id, then a part named
+// BuildContextPart, the context's tar stream. Without secrets the body is
+// the tar stream alone (application/x-tar).
+const (
+	BuildSecretsPart = "secrets"
+	BuildContextPart = "context"
+)
+
+// MaxBuildSecretsPartBytes caps the secrets part of a build request (its
+// JSON, base64 included); each secret is capped by sbx.MaxBuildSecretBytes.
+const MaxBuildSecretsPartBytes = 8 << 20
+
 // Event is one server-sent event (the contract's; its types are the
 // sbx.Event* constants). A server numbers its events from a boot epoch
 // (unix microseconds at its start), so the ids of a restarted server are

@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"path/filepath"
 	"strconv"
@@ -22,17 +24,15 @@ var _ sbx.Builder = (*Client)(nil)
 
 // Build builds an image on the server (POST /v1/images/build): the context
 // directory goes as a tar stream, minus what its .dockerignore excludes,
-// as docker build sends it; the build's output is written to o.Output as
-// it arrives. The context alone bounds the call.
+// as docker build sends it, after the secrets when there are some (a
+// multipart body: api.BuildSecretsPart); the build's output is written to
+// o.Output as it arrives. The context alone bounds the call.
 func (c *Client) Build(ctx context.Context, o sbx.BuildOptions) (*sbx.BuildResult, error) {
 	if o.ContextDir == "" {
 		return nil, fmt.Errorf("%w: a build needs a context directory", sbx.ErrInvalid)
 	}
 	if o.DockerfileText != "" {
 		return nil, fmt.Errorf("%w: a remote build reads its Dockerfile from the context (give its path)", sbx.ErrInvalid)
-	}
-	if len(o.Secrets) > 0 {
-		return nil, fmt.Errorf("%w: a remote build does not send secrets (--secret); build on the server's host, or mount the secret there", sbx.ErrUnsupported)
 	}
 	df := o.Dockerfile
 	if df == "" {
@@ -55,8 +55,15 @@ func (c *Client) Build(ctx context.Context, o sbx.BuildOptions) (*sbx.BuildResul
 		q.Add("build_arg", k+"="+v)
 	}
 	pr, pw := io.Pipe()
-	go func() { pw.CloseWithError(contexttar.Write(pw, o.ContextDir, df)) }()
-	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/build?"+q.Encode(), pr, "application/x-tar")
+	contentType := "application/x-tar"
+	if len(o.Secrets) > 0 {
+		mw := multipart.NewWriter(pw)
+		contentType = mw.FormDataContentType()
+		go func() { pw.CloseWithError(writeBuildParts(mw, o.Secrets, o.ContextDir, df)) }()
+	} else {
+		go func() { pw.CloseWithError(contexttar.Write(pw, o.ContextDir, df)) }()
+	}
+	resp, err := c.Do(ctx, http.MethodPost, "/v1/images/build?"+q.Encode(), pr, contentType)
 	pr.CloseWithError(errors.New("build request ended"))
 	if err != nil {
 		return nil, err
@@ -95,4 +102,45 @@ func (c *Client) Build(ctx context.Context, o sbx.BuildOptions) (*sbx.BuildResul
 		return nil, errors.New("sbx server: the build's stream ended without a result")
 	}
 	return res, nil
+}
+
+// writeBuildParts writes a build request with secrets: the secrets part (a
+// JSON object of base64 values by id), then the context's tar stream.
+func writeBuildParts(mw *multipart.Writer, secrets map[string]string, dir, dockerfile string) error {
+	raw := make(map[string][]byte, len(secrets))
+	for id, v := range secrets {
+		raw[id] = []byte(v)
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="`+api.BuildSecretsPart+`"`)
+	h.Set("Content-Type", "application/json")
+	part, err := mw.CreatePart(h)
+	if err != nil {
+		return err
+	}
+	if err := json.NewEncoder(part).Encode(raw); err != nil {
+		return err
+	}
+	h = textproto.MIMEHeader{}
+	h.Set("Content-Disposition", `form-data; name="`+api.BuildContextPart+`"; filename="context.tar"`)
+	h.Set("Content-Type", "application/x-tar")
+	if part, err = mw.CreatePart(h); err != nil {
+		return err
+	}
+	if err := contexttar.Write(part, dir, dockerfile); err != nil {
+		return err
+	}
+	return mw.Close()
+}
+
+var _ sbx.BuildCachePruner = (*Client)(nil)
+
+// PruneBuildCache removes the server's build cache (POST
+// /v1/images/build/prune), as sbx build prune does on its host.
+func (c *Client) PruneBuildCache(ctx context.Context) (*sbx.BuildPruneReport, error) {
+	var rep sbx.BuildPruneReport
+	if err := c.Call(ctx, http.MethodPost, "/v1/images/build/prune", nil, &rep); err != nil {
+		return nil, err
+	}
+	return &rep, nil
 }

@@ -37,7 +37,7 @@ func TestDockerFirstTenCommands(t *testing.T) {
 	}
 
 	// 3. ps: listed, running, with its command.
-	if out := h.Must(t, "ps"); !strings.Contains(out, id[:12]) || !strings.Contains(out, "web") || !strings.Contains(out, "running") || !strings.Contains(out, "sh -c") {
+	if out := h.Must(t, "ps"); !strings.Contains(out, id[:12]) || !strings.Contains(out, "web") || !strings.Contains(out, "Up ") || !strings.Contains(out, "sh -c") {
 		t.Fatalf("ps:\n%s", out)
 	}
 

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/tests/fixture"
 	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
@@ -197,19 +196,7 @@ func TestBuildRefusesBadInput(t *testing.T) {
 // streams the output; the image runs there, and a hostile context is
 // refused.
 func TestBuildOverREST(t *testing.T) {
-	fixture.BusyboxRootfs(t)
-	p := harness.NewServeDirs(t)
-	p.Start(t)
-	defer p.Stop(t)
-	t.Setenv("SBX_TOKEN", harness.ServerTestToken)
-	cli := func(args ...string) harness.Result {
-		return harness.RunSbx(t, "", append([]string{"--host", "unix://" + p.Sock}, args...)...)
-	}
-	reg := fixture.StartRegistry(t)
-	ref := reg.Push(t, "remote/buildbase:1", fixture.BusyboxImage(t))
-	if r := cli("pull", ref); r.Code != 0 {
-		t.Fatalf("remote pull: %d %s", r.Code, r.Stderr)
-	}
+	p, cli, ref := remoteBuildServer(t, "remote/buildbase:1")
 	ctx := buildContextDir(t, map[string]string{
 		"Dockerfile":    "FROM " + ref + "\nARG WHO\nCOPY app/ /app/\nRUN echo \"built for $WHO\" && cat /app/* > /all\nCMD [\"cat\", \"/all\"]\n",
 		"app/a":         "a\n",

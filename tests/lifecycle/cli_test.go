@@ -24,7 +24,7 @@ func TestLifecycleCLI(t *testing.T) {
 		"-e", "GREETING=hello", "-w", "/work", "--memory", "64m", "--pids-limit", "64")
 
 	// Listing: table, quiet, json, label filters.
-	if out := h.Must(t, "ps"); !strings.Contains(out, id[:12]) || !strings.Contains(out, "web") || !strings.Contains(out, "running") {
+	if out := h.Must(t, "ps"); !strings.Contains(out, id[:12]) || !strings.Contains(out, "web") || !strings.Contains(out, "Up ") {
 		t.Fatalf("sbx ps:\n%s", out)
 	}
 	if out := strings.TrimSpace(h.Must(t, "ls", "-q", "--filter", "label=team=a")); out != id {

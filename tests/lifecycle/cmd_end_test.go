@@ -16,8 +16,10 @@ import (
 
 // TestMainCmdEndIsRecorded: when a sandbox's main command ends (and the
 // sandbox runs on), its record says so, with the exit code and the time,
-// and a sandbox.died event carries the exit code, as docker's die: in the
-// CLI (sbx ps, sbx inspect, sbx events, without a server) and over REST
+// its state is exited (sbx ps says "Exited (6) ... ago", leaves it out
+// without -a and selects it with --filter status=exited), and a
+// sandbox.died event carries the exit code, as docker's die: in the CLI
+// (sbx ps, sbx inspect, sbx events, without a server) and over REST
 // (list, inspect, the event stream).
 func TestMainCmdEndIsRecorded(t *testing.T) {
 	t.Run("cli", func(t *testing.T) {
@@ -48,11 +50,26 @@ func TestMainCmdEndIsRecorded(t *testing.T) {
 		id := h.Create(t, "--", "sh", "-c", "exit 6")
 		harness.WaitFor(t, func() bool {
 			time.Sleep(200 * time.Millisecond)
-			return strings.Contains(h.Must(t, "ps", "--no-trunc"), "running, cmd exited (6)")
+			return strings.Contains(h.Must(t, "ps", "-a", "--no-trunc"), "Exited (6) ")
 		})
 		sb := h.Inspect(t, id)
-		if sb.Status != sbx.StatusRunning || sb.CmdExit == nil || sb.CmdExit.ExitCode != 6 || sb.CmdExit.FinishedAt.IsZero() {
-			t.Fatalf("inspect after the command ended: status %s, cmd_exit %+v", sb.Status, sb.CmdExit)
+		if sb.Status != sbx.StatusRunning || sb.State() != sbx.StatusExited || sb.CmdExit == nil || sb.CmdExit.ExitCode != 6 || sb.CmdExit.FinishedAt.IsZero() {
+			t.Fatalf("inspect after the command ended: status %s, state %s, cmd_exit %+v", sb.Status, sb.State(), sb.CmdExit)
+		}
+		if out := h.Must(t, "inspect", "-f", "{{.State}} {{.CmdExit.ExitCode}}", id); out != "exited 6\n" {
+			t.Fatalf("inspect -f state and exit code: %q", out)
+		}
+		for _, c := range []struct {
+			args []string
+			want bool
+		}{
+			{[]string{"ps", "-q", "--no-trunc"}, false},
+			{[]string{"ps", "-a", "-q", "--no-trunc", "--filter", "status=exited"}, true},
+			{[]string{"ps", "-a", "-q", "--no-trunc", "--filter", "status=running"}, false},
+		} {
+			if got := strings.Contains(h.Must(t, c.args...), id); got != c.want {
+				t.Errorf("%v lists the sandbox whose command exited: %v, want %v", c.args, got, c.want)
+			}
 		}
 		select {
 		case e := <-died:
@@ -107,9 +124,12 @@ func TestMainCmdEndIsRecorded(t *testing.T) {
 		if err != nil || got.Status != sbx.StatusRunning || got.CmdExit == nil || got.CmdExit.ExitCode != 5 || got.CmdExit.FinishedAt.IsZero() {
 			t.Fatalf("inspect: %+v %v", got, err)
 		}
-		list, err := e.C.List(ctx, sbx.Filter{})
-		if err != nil || len(list) != 1 || list[0].CmdExit == nil || list[0].CmdExit.ExitCode != 5 {
+		list, err := e.C.List(ctx, sbx.Filter{Status: sbx.StatusExited})
+		if err != nil || len(list) != 1 || list[0].CmdExit == nil || list[0].CmdExit.ExitCode != 5 || list[0].State() != sbx.StatusExited {
 			t.Fatalf("list: %v %v", list, err)
+		}
+		if list, err := e.C.List(ctx, sbx.Filter{Running: true}); err != nil || len(list) != 0 {
+			t.Fatalf("list of running sandboxes holds one whose command exited: %v %v", list, err)
 		}
 		// Started again, the record no longer says the command ended.
 		if _, err := e.C.Stop(ctx, sb.ID, sbx.StopOptions{Timeout: time.Second}); err != nil {

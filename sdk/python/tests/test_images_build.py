@@ -92,3 +92,40 @@ async def test_build_async(server: Server, tmp_path: Path) -> None:
             server.seen.add(sb.id)
             assert (await sb.exec(["cat", "/all"])).stdout == "async\n"
         await c.images.remove("sdk-built-async:1")
+
+
+SECRET = "sdk-s3cr3t-9a2e"
+
+
+def test_secrets_reach_only_their_steps_and_prune_empties_the_cache(
+    server: Server, client: sbx.Client, tmp_path: Path
+) -> None:
+    ctx = context(
+        tmp_path,
+        {
+            "Dockerfile": "FROM busybox\n"
+            "RUN --mount=type=secret,id=tok,required grep -qx 'sdk-s3.r3t-9a2e' /run/secrets/tok && echo used > /used\n"
+            "RUN --mount=type=secret,id=bin,env=BIN test \"$BIN\" = 'x y' && echo env > /env\n"
+        },
+    )
+    first = client.images.build(ctx, tag="sdk-secret:1", pull="never", secrets={"tok": SECRET, "bin": b"x y"})
+    assert first.cached == 0, first
+    with client.sandboxes.create("sdk-secret:1") as sb:
+        server.seen.add(sb.id)
+        res = sb.exec("cat /used /env; test ! -e /run/secrets/tok && echo absent")
+        assert res.stdout == "used\nenv\nabsent\n", res
+    history = client.images.history("sdk-secret:1")
+    assert all(SECRET not in (step.created_by or "") for step in history), history
+    # Another value: nothing built again (the value is in no cache key).
+    again = client.images.build(ctx, tag="sdk-secret:1", pull="never", secrets={"tok": "sdk-s3Xr3t-9a2e", "bin": "x y"})
+    assert again.cached == again.steps - 1, again
+    with pytest.raises(sbx.APIError, match="--secret id=tok"):
+        client.images.build(ctx, pull="never", no_cache=True)
+    with pytest.raises(ValueError, match="more than"):
+        client.images.build(ctx, pull="never", secrets={"tok": b"x" * ((1 << 20) + 1)})
+    report = client.images.prune_build_cache()
+    assert report.images >= 2 and report.layers is not None, report  # the server is shared: other builds too
+    rebuilt = client.images.build(ctx, tag="sdk-secret:2", pull="never", secrets={"tok": SECRET, "bin": "x y"})
+    assert rebuilt.cached == 0, rebuilt
+    client.images.remove("sdk-secret:1")
+    client.images.remove("sdk-secret:2")

@@ -78,3 +78,24 @@ def test_auto_remove(client: sbx.Client, server: Server) -> None:
     time.sleep(0.5)  # five of the server's watch intervals
     assert kept.refresh().status == "running"
     kept.remove()
+
+
+def test_exited_state_and_restart(client: sbx.Client, server: Server) -> None:
+    """A sandbox whose main command ended is exited (``state``), listed by
+    ``status="exited"`` and not by ``running=True``; ``restart`` is docker's
+    restart policy, its count in ``restart_count``."""
+    with client.sandboxes.create("busybox", cmd=["sh", "-c", "echo run; exit 3"], restart="on-failure:2") as sb:
+        server.seen.add(sb.id)
+        assert sb.record.spec.get("restart") == {"name": "on-failure", "max_retries": 2}
+        exit = sb.wait()
+        assert exit.exit_code == 3
+        rec = sb.refresh()
+        assert rec.state == "exited" and rec.restart_count == 2 and rec.cmd_exit is not None
+        assert sb.logs().stdout == "run\n" * 3
+        assert sb.id in [s.id for s in client.sandboxes.list(status="exited")]
+        assert sb.id not in [s.id for s in client.sandboxes.list(running=True)]
+    for bad in ("sometimes", "always:2"):
+        with pytest.raises(ValueError):
+            client.sandboxes.create("busybox", cmd=["true"], restart=bad)
+    with pytest.raises(ValueError):
+        client.sandboxes.create("busybox", restart="always")

@@ -53,6 +53,7 @@ from ._errors import (
 )
 from ._models import (
     ArchiveResult,
+    BuildPruneReport,
     BuildResult,
     Change,
     CmdStart,

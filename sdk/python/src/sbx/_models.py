@@ -43,6 +43,7 @@ __all__ = [
     "LogOutput",
     "Exit",
     "PreparedImage",
+    "BuildPruneReport",
     "BuildResult",
     "PullProgress",
     "Event",
@@ -340,7 +341,11 @@ class SandboxRecord(_Decoded):
     ``spec``,
     ``image`` and ``network`` are the server's objects as sent; ``raw`` is
     the whole record. ``cmd_exit`` is how the main command (``cmd``) ended,
-    once the server saw it end (the sandbox runs on after it)."""
+    once the server saw it end (the sandbox runs on after it). ``state`` is
+    the state in docker's words: "exited" for a stopped sandbox and for one
+    whose main command ended, "restarting" while its restart policy waits
+    to run it again (``cmd_restarting`` is how its latest run ended), else
+    the status; ``restart_count`` counts the restarts since it started."""
 
     id: str = json_names("id", required=True)
     name: Optional[str] = None
@@ -357,6 +362,9 @@ class SandboxRecord(_Decoded):
     network: dict[str, Any] = field(default_factory=dict)
     cmd_start: Optional[CmdStart] = None
     cmd_exit: Optional[Exit] = None
+    state: str = ""
+    restart_count: int = 0
+    cmd_restarting: Optional[Exit] = None
     checkpoint: str = ""
     idle: bool = False
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -606,6 +614,18 @@ class BuildResult(_Decoded):
     image: Image
     steps: int
     cached: int
+
+
+@dataclass(frozen=True)
+class BuildPruneReport(_Decoded):
+    """What :meth:`Images.prune_build_cache` removed: the step images, the
+    cache mounts and the bytes they held, and the layer collection that
+    followed."""
+
+    images: int
+    cache_mounts: int
+    cache_mount_bytes: int
+    layers: ImageGCReport
 
 
 @dataclass(frozen=True)

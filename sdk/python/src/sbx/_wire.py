@@ -7,11 +7,13 @@ exception. Keeping it free of I/O keeps the two clients the same.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import secrets as _random
 import shlex
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, urlsplit
 
 from ._errors import APIError, LimitError, ProtocolError, error_class
@@ -203,6 +205,26 @@ def _secret(s: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _restart(policy: Any, has_cmd: bool, auto_remove: bool) -> dict[str, Any]:
+    """A create's restart policy, docker's form ("on-failure:3"), as the
+    server's object."""
+    if not isinstance(policy, str):
+        raise TypeError(f"restart {policy!r}: want a string like 'on-failure:3'")
+    name, _, count = policy.partition(":")
+    if name not in ("no", "on-failure", "always", "unless-stopped"):
+        raise ValueError(f"restart {policy!r}: want 'no', 'on-failure[:N]', 'always' or 'unless-stopped'")
+    out: dict[str, Any] = {"name": name}
+    if count:
+        if name != "on-failure" or not count.isdigit():
+            raise ValueError(f"restart {policy!r}: only on-failure takes a count, e.g. 'on-failure:3'")
+        out["max_retries"] = int(count)
+    if name != "no" and not has_cmd:
+        raise ValueError("restart needs a cmd: it is that command the policy runs again")
+    if name != "no" and auto_remove:
+        raise ValueError("restart does not go with auto_remove (as docker's --restart and --rm)")
+    return out
+
+
 def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
     """The JSON body of ``POST /v1/sandboxes`` from the parameters of
     ``Sandboxes.create`` (its ``locals()``), checked and normalised: sizes
@@ -225,6 +247,8 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         if "cmd" not in o:
             raise ValueError("auto_remove needs a cmd: the sandbox is removed when that command ends")
         body["auto_remove"] = True
+    if "restart" in o:
+        body["restart"] = _restart(o["restart"], "cmd" in o, bool(o.get("auto_remove")))
     if "cmd" in o:
         cmd = o["cmd"]
         body["cmd"] = _argv(["/bin/sh", "-c", cmd] if isinstance(cmd, str) else cmd, "cmd")
@@ -304,6 +328,44 @@ def build_params(options: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str
             raise ValueError(f"build_args {key!r}: want string names without '=' and string values")
         params.append(("build_arg", f"{key}={value}"))
     return params, clean
+
+
+#: The largest build secret the server takes (sbx.MaxBuildSecretBytes).
+MAX_BUILD_SECRET = 1 << 20
+
+
+def build_body(secrets: Optional[Mapping[str, Union[str, bytes]]], context: Iterator[bytes]) -> tuple[str, Iterator[bytes]]:
+    """The content type and body of ``POST /v1/images/build``: the
+    context's tar stream alone, or with ``secrets`` (id -> value) a
+    multipart body whose "secrets" part, a JSON object of base64 values by
+    id, comes before the "context" part. The secrets are checked here and
+    never leave the body."""
+    if not secrets:
+        return "application/x-tar", context
+    values: dict[str, str] = {}
+    for key, value in secrets.items():
+        if not isinstance(key, str) or not key:
+            raise ValueError(f"secrets: {key!r} is not a secret id")
+        raw = value.encode() if isinstance(value, str) else value
+        if not isinstance(raw, (bytes, bytearray)):
+            raise TypeError(f"secret {key!r}: want str or bytes")
+        if len(raw) > MAX_BUILD_SECRET:
+            raise ValueError(f"secret {key!r} is {len(raw)} bytes, more than {MAX_BUILD_SECRET}")
+        values[key] = base64.b64encode(bytes(raw)).decode()
+    boundary = "sbx-build-" + _random.token_hex(16)
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="secrets"\r\nContent-Type: application/json\r\n\r\n'
+        + json.dumps(values)
+        + f'\r\n--{boundary}\r\nContent-Disposition: form-data; name="context"; filename="context.tar"\r\n'
+        + "Content-Type: application/x-tar\r\n\r\n"
+    ).encode()
+
+    def parts() -> Iterator[bytes]:
+        yield head
+        yield from context
+        yield f"\r\n--{boundary}--\r\n".encode()
+
+    return f"multipart/form-data; boundary={boundary}", parts()
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from httpx_sse import EventSource, ServerSentEvent
 from .. import _aio, _tar
 from .._errors import ConnectError, ProtocolError
 from .._models import (
+    BuildPruneReport,
     BuildResult,
     DiskUsage,
     Event,
@@ -47,6 +48,7 @@ from .._wire import (
     Network,
     Pull,
     UserNS,
+    build_body,
     build_params,
     create_body,
     decode_json,
@@ -173,6 +175,7 @@ class AsyncSandboxes:
         name: Optional[str] = None,
         cmd: Optional[Union[Sequence[str], str]] = None,
         auto_remove: bool = False,
+        restart: Optional[str] = None,
         env: Optional[Env] = None,
         workdir: Optional[str] = None,
         user: Optional[str] = None,
@@ -234,7 +237,10 @@ class AsyncSandboxes:
         main command, exec'd once the sandbox is ready (``record.cmd_start``
         says whether it runs or already exited); with ``auto_remove`` the
         server removes the sandbox once that command has ended or the
-        sandbox was stopped (``docker run --rm``); a string ``cmd`` runs
+        sandbox was stopped (``docker run --rm``); ``restart`` is docker's
+        restart policy for it ("no", "on-failure", "on-failure:3", "always",
+        "unless-stopped": the sandbox's executor runs it again after a
+        back-off, ``record.restart_count`` counts; a stop ends it); a string ``cmd`` runs
         with ``/bin/sh -c``, a list is exec'd as it is. ``env`` is a mapping
         or "KEY=VALUE" strings. ``pull`` says when the server pulls
         ``image``: "missing" (the default), "always" or "never" (an offline
@@ -278,8 +284,9 @@ class AsyncSandboxes:
         running: Optional[bool] = None,
     ) -> list[AsyncSandbox]:
         """The sandboxes, oldest first: all, or those with every label in
-        ``labels``, in ``status``, or (``running=True``) running, paused or
-        creating."""
+        ``labels``, in ``status`` (a status, or the state "exited" or
+        "restarting": ``record.state``), or (``running=True``) running,
+        paused or creating and not exited (as ``docker ps``)."""
         params: list[tuple[str, str]] = [("label", f"{k}={v}") for k, v in (labels or {}).items()]
         if status is not None:
             params.append(("status", status))
@@ -341,6 +348,7 @@ class AsyncImages:
         no_cache: bool = False,
         network: Optional[str] = None,
         pull: Optional[Pull] = None,
+        secrets: Optional[Mapping[str, Union[str, bytes]]] = None,
         on_output: Optional[Callable[[str], Any]] = None,
     ) -> BuildResult:
         """Build an image on the server from a Dockerfile, as ``sbx build``
@@ -355,13 +363,17 @@ class AsyncImages:
         those it needs; ``no_cache`` builds every step again; ``network``
         is the network of ``RUN`` steps ("none", the default, or
         "bridge"); ``pull`` the pull policy of ``FROM`` images.
+        ``secrets`` (id -> str or bytes, each at most 1 MiB) are what
+        ``RUN --mount=type=secret,id=ID`` reads, as ``sbx build --secret``
+        gives them: sent in the request's body, they reach only the steps
+        that mount them (no layer, history line, cache key or server log).
         ``on_output`` is called with the build's output text as it arrives.
 
         A Dockerfile that does not parse or a failing step raises the
         server's error (InvalidError for a bad Dockerfile, naming its
         line); a context over the server's upload limit TooLargeError."""
         params, dockerfile_path = build_params(locals())
-        content = _tar.context_chunks(context_dir, dockerfile_path)
+        content_type, content = build_body(secrets, _tar.context_chunks(context_dir, dockerfile_path))
         what = f"build {os.fspath(context_dir)}"
         async with self._http.stream(
             "POST",
@@ -369,7 +381,7 @@ class AsyncImages:
             what=what,
             params=params,
             content=_aio.iterate(content),
-            headers={"Content-Type": "application/x-tar"},
+            headers={"Content-Type": content_type},
             timeout=None,
         ) as resp:
             async for frame in ndjson(resp, what):
@@ -430,6 +442,14 @@ class AsyncImages:
     async def gc(self) -> ImageGCReport:
         """Remove the layers no cached image and no sandbox on record uses."""
         return ImageGCReport.from_json(await self._http.call("POST", "/v1/images/gc", what="image gc", timeout=None))
+
+    async def prune_build_cache(self) -> BuildPruneReport:
+        """Remove the server's build cache, as ``sbx build prune`` does: the
+        step images (``sbx-build:*``), the ``RUN --mount=type=cache``
+        directories no running step holds, then the layers no image uses."""
+        return BuildPruneReport.from_json(
+            await self._http.call("POST", "/v1/images/build/prune", what="build prune", timeout=None)
+        )
 
     async def prepare(
         self,
