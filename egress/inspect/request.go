@@ -247,9 +247,9 @@ const placeholderLen = len(PlaceholderTag) + 32
 func (b *countingBody) scan(p []byte) string {
 	const keep = placeholderLen - 1
 	joint := append(b.tail, p[:min(len(p), keep)]...)
-	ph := placeholderRE.Find(joint)
+	ph := placeholderRE().Find(joint)
 	if ph == nil {
-		ph = placeholderRE.Find(p)
+		ph = placeholderRE().Find(p)
 	}
 	if ph != nil {
 		for _, s := range b.secrets {
