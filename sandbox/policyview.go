@@ -255,8 +255,5 @@ func (v *PolicyView) RemovePool(ctx context.Context, name string) (*sbx.PoolRepo
 	return v.h.RemovePool(ctx, name)
 }
 
-// EgressCounts is Host.EgressCounts: the egress daemon is the host's.
-func (v *PolicyView) EgressCounts() []sbx.EgressCount { return v.h.EgressCounts() }
-
 // PoolStats is Host.PoolStats: pools are the host's.
 func (v *PolicyView) PoolStats() map[string]sbx.PoolStats { return v.h.PoolStats() }
