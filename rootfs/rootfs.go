@@ -92,9 +92,12 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 		return nil, err
 	}
 	if o.UserNS != nil {
-		if lowers, err = idmapLowers(dir, lowers, o.UserNS); err != nil {
+		mapped, err := idmapLowers(lowers, o.UserNS)
+		if err != nil {
 			return nil, err
 		}
+		defer mapped.close()
+		lowers = mapped.paths
 		// The writable layer is not id-mapped: what the sandbox writes is
 		// stored with its host ids (commit maps them back).
 		if err := chownTree(upper, o.UserNS.HostID); err != nil {
