@@ -26,7 +26,7 @@ type BuildOptions struct {
 	Pull string `json:"pull,omitempty"`
 	// NoCache builds every step again instead of reusing earlier results.
 	NoCache bool `json:"no_cache,omitempty"`
-	// Network is the network of RUN steps: NetworkNone or
+	// Network is the network of RUN steps: NetworkNone (the default) or
 	// NetworkBridge.
 	Network string `json:"network,omitempty"`
 	// Secrets are the values RUN --mount=type=secret reads, by id

@@ -88,8 +88,9 @@ type Options struct {
 	Seccomp string `json:"seccomp,omitempty"`
 	// UserNS is "private" (a user namespace of its own: root in the
 	// sandbox is an unprivileged host id range leased to it, for files and
-	// for every per-user kernel limit) or "host" (the host's, the
-	// default; docs/security.md has the trade-off). Not with host mode.
+	// for every per-user kernel limit; the default with an image or a root
+	// directory) or "host" (the host's; the default and the only mode of
+	// host mode). docs/security.md says what each gives.
 	UserNS string `json:"userns,omitempty"`
 	// Labels are free key=value metadata; Filter selects by them.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -343,6 +344,16 @@ const (
 	UserNSHost    = "host"
 	UserNSPrivate = "private"
 )
+
+// DefaultUserNS is the user namespace mode of o when it names none:
+// private for a sandbox with an image or a root directory, host for host
+// mode (which shares the host's files).
+func DefaultUserNS(o *Options) string {
+	if o.Image == "" && o.Rootfs == "" {
+		return UserNSHost
+	}
+	return UserNSPrivate
+}
 
 // Validate checks what needs no host: paths, names, limits, the form of
 // the environment and labels. It does not check that an image exists, a

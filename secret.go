@@ -7,6 +7,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Secret is a value a sandbox uses without ever holding it: the sandbox's
@@ -30,15 +31,17 @@ type Secret struct {
 	Value string `json:"value,omitempty"`
 }
 
-// secretNameRE is an environment variable name.
-var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+// secretNameRE is an environment variable name. It and the other
+// patterns of the package are compiled on first use, not at the start of
+// every program that links the package (the executor, the CLI).
+var secretNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // secretPrefixRE is an allowed placeholder prefix.
-var secretPrefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]{0,32}$`)
+var secretPrefixRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_-]{0,32}$`) })
 
 // validate checks a secret of a create.
 func (s Secret) validate() error {
-	if !secretNameRE.MatchString(s.Name) {
+	if !secretNameRE().MatchString(s.Name) {
 		return fmt.Errorf("secret %q: the name must be an environment variable name", s.Name)
 	}
 	if s.Value == "" {
@@ -47,7 +50,7 @@ func (s Secret) validate() error {
 	if strings.ContainsAny(s.Value, "\x00\r\n") {
 		return fmt.Errorf("secret %s: the value must not contain NUL or line breaks", s.Name)
 	}
-	if !secretPrefixRE.MatchString(s.Prefix) {
+	if !secretPrefixRE().MatchString(s.Prefix) {
 		return fmt.Errorf("secret %s: prefix %q: use at most 32 letters, digits, '-' or '_'", s.Name, s.Prefix)
 	}
 	for _, h := range s.Hosts {

@@ -12,22 +12,26 @@ import (
 	"github.com/sbxrun/sbx/sandbox"
 )
 
-// claimPool is the claim scenario's warm pool.
-const claimPool = "bench-claim"
+// claimPools are the claim scenario's warm pools, by user-namespace
+// mode (the mode is part of a pool's key).
+var claimPools = map[string]string{sbx.UserNSHost: "bench-claim", sbx.UserNSPrivate: "bench-claim-private"}
 
 // ClaimScenario measures, in-process, a create that claims a member of a
 // bridged warm pool and personalises it (environment, a volume, a
 // hostname, an egress allow-list, limits and a published port, all
 // applied to the running member), against a plain claim (a name only)
-// from the same pool in the same rounds. The bridge lives in a network
-// namespace of the bench's own, never on the host's interfaces.
+// from the same pool in the same rounds, in the host's user namespace;
+// and the personalised claim from a pool of members with private user
+// namespaces. The bridge lives in a network namespace of the bench's own,
+// never on the host's interfaces.
 func ClaimScenario(w Workload) *Scenario {
 	shared := &claimEnv{w: w}
 	return &Scenario{
 		Name:        "claim",
-		Description: "create that claims a member of a bridged warm pool (pool of " + fmt.Sprint(poolSize) + ", refilled between samples, untimed), in-process; personalised = env, a volume, a hostname, an egress allow-list, limits and a published port applied at the claim",
+		Description: "create that claims a member of a bridged warm pool (pool of " + fmt.Sprint(poolSize) + ", refilled between samples, untimed), in-process; personalised = env, a volume, a hostname, an egress allow-list, limits and a published port applied at the claim; members in the host's user namespace unless the subject says private",
 		Unit:        "ms",
-		Subjects:    []Subject{&sbxClaim{env: shared, personal: true}, &sbxClaim{env: shared}},
+		Subjects: []Subject{&sbxClaim{env: shared, personal: true, userns: sbx.UserNSHost}, &sbxClaim{env: shared, userns: sbx.UserNSHost},
+			&sbxClaim{env: shared, personal: true, userns: sbx.UserNSPrivate}},
 	}
 }
 
@@ -61,13 +65,15 @@ func (c *claimEnv) open(ctx context.Context) error {
 	if c.volume, err = os.MkdirTemp("", "sbx-bench-volume-"); err != nil {
 		return err
 	}
-	opts := env.options()
-	opts.Pull, opts.Network = "", sbx.NetworkBridge
-	if _, err := env.h.CreatePool(ctx, sbx.PoolSpec{Name: claimPool, Size: poolSize, Options: opts}); err != nil {
-		return fmt.Errorf("define the warm pool: %w", err)
-	}
-	if _, err := env.h.FillPool(ctx, claimPool); err != nil {
-		return fmt.Errorf("fill the warm pool: %w", err)
+	for mode, pool := range claimPools {
+		opts := env.options()
+		opts.Pull, opts.Network, opts.UserNS = "", sbx.NetworkBridge, mode
+		if _, err := env.h.CreatePool(ctx, sbx.PoolSpec{Name: pool, Size: poolSize, Options: opts}); err != nil {
+			return fmt.Errorf("define the warm pool: %w", err)
+		}
+		if _, err := env.h.FillPool(ctx, pool); err != nil {
+			return fmt.Errorf("fill the warm pool: %w", err)
+		}
 	}
 	return nil
 }
@@ -77,8 +83,12 @@ func (c *claimEnv) close() error {
 	if c.refs > 0 || c.env == nil {
 		return nil
 	}
-	_, err := c.env.h.RemovePool(context.Background(), claimPool)
-	errs := []error{err, c.env.close(), os.RemoveAll(c.volume)}
+	var errs []error
+	for _, pool := range claimPools {
+		_, err := c.env.h.RemovePool(context.Background(), pool)
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.env.close(), os.RemoveAll(c.volume))
 	if out, err := exec.Command("ip", "netns", "delete", c.netns).CombinedOutput(); err != nil {
 		errs = append(errs, fmt.Errorf("ip netns delete %s: %w: %s", c.netns, err, out))
 	}
@@ -86,10 +96,11 @@ func (c *claimEnv) close() error {
 	return errors.Join(errs...)
 }
 
-// options are a claim's options: personalised, or with a name only.
-func (c *claimEnv) options(personal bool, n int) sbx.Options {
+// options are a claim's options in user-namespace mode userns:
+// personalised, or with a name only.
+func (c *claimEnv) options(personal bool, userns string, n int) sbx.Options {
 	o := c.env.options()
-	o.Network = sbx.NetworkBridge
+	o.Network, o.UserNS = sbx.NetworkBridge, userns
 	o.Name = fmt.Sprintf("claim-%d", n)
 	if personal {
 		o.Env = []string{"TASK=" + fmt.Sprint(n), "MODE=bench"}
@@ -102,24 +113,30 @@ func (c *claimEnv) options(personal bool, n int) sbx.Options {
 	return o
 }
 
-// sbxClaim claims from the shared bridged pool, personalised or not.
+// sbxClaim claims from the shared bridged pool of its user-namespace
+// mode, personalised or not.
 type sbxClaim struct {
 	env      *claimEnv
 	personal bool
+	userns   string
 	n        int
 }
 
 func (s *sbxClaim) Name() string {
+	name := "sbx plain claim"
 	if s.personal {
-		return "sbx personalised"
+		name = "sbx personalised"
 	}
-	return "sbx plain claim"
+	if s.userns == sbx.UserNSPrivate {
+		name += ", private userns"
+	}
+	return name
 }
 
 func (s *sbxClaim) Setup(ctx context.Context) (Info, error) {
-	info := Info{Version: SbxVersion(), Command: "sandbox.Host.Create claiming from a bridged pool (in-process), with a name only"}
+	info := Info{Version: SbxVersion(), Command: "sandbox.Host.Create claiming from a bridged pool (in-process, --userns " + s.userns + "), with a name only"}
 	if s.personal {
-		info.Command = "sandbox.Host.Create claiming from a bridged pool (in-process) with -e x2, -v DIR:/data:ro, --hostname, --egress CIDR, --memory/--cpus/--pids-limit, -p 127.0.0.1:0:8080"
+		info.Command = "sandbox.Host.Create claiming from a bridged pool (in-process, --userns " + s.userns + ") with -e x2, -v DIR:/data:ro, --hostname, --egress CIDR, --memory/--cpus/--pids-limit, -p 127.0.0.1:0:8080"
 	}
 	return info, s.env.open(ctx)
 }
@@ -128,17 +145,18 @@ func (s *sbxClaim) Once(ctx context.Context) (Sample, error) {
 	env := s.env.env
 	s.n++
 	t0 := time.Now()
-	sb, err := env.h.Create(ctx, s.env.options(s.personal, s.n))
+	sb, err := env.h.Create(ctx, s.env.options(s.personal, s.userns, s.n))
 	d := time.Since(t0)
 	if err != nil {
 		return Sample{}, err
 	}
 	var errs []error
-	if sb.FromPool != claimPool || sb.CreateTimings == nil {
+	pool := claimPools[s.userns]
+	if sb.FromPool != pool || sb.CreateTimings == nil {
 		errs = append(errs, fmt.Errorf("the create did not claim a member of the pool (%v): a cold start", sb.CreateTimings))
 	}
 	errs = append(errs, env.h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}))
-	if _, err := env.h.FillPool(ctx, claimPool); err != nil {
+	if _, err := env.h.FillPool(ctx, pool); err != nil {
 		errs = append(errs, fmt.Errorf("refill the pool: %w", err))
 	}
 	if err := errors.Join(errs...); err != nil {

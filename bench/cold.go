@@ -38,8 +38,8 @@ func ColdScenario(w Workload, c Compare) *Scenario {
 		Description: "one-shot `sbx run " + what + " " + strings.Join(w.Args, " ") + "` as a fresh process, until it has exited and everything is torn down",
 		Unit:        "ms",
 		// "sbx" runs in the host's user namespace, as the anchors do; the
-		// same run in a user namespace of its own says what that costs
-		// (docs/security.md).
+		// same run in a user namespace of its own (sbx's default) says
+		// what that costs (docs/security.md).
 		// And the same run claiming a warm pool's member.
 		Subjects: []Subject{&sbxCold{w: w}, &sbxCold{w: w, userns: true}, &sbxPooledRun{w: w}},
 		Probes:   componentProbes(w),

@@ -66,7 +66,7 @@ func newHostEnvWith(w Workload, config func(*sandbox.HostConfig)) (*hostEnv, err
 // options are the create options of the workload: its image, or its root.
 func (e *hostEnv) options() sbx.Options {
 	// In the host's user namespace, as the anchors run; the cold scenario
-	// measures a private one beside it.
+	// measures sbx's default (a private one) beside it.
 	if e.w.Image != "" && e.w.imageStore != nil {
 		return sbx.Options{Image: e.w.Image, UserNS: sbx.UserNSHost}
 	}

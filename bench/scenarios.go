@@ -13,11 +13,11 @@ var ScenarioNames = []string{"cold", "lib", "ready", "pool", "claim", "exec", "s
 // each scenario of ScenarioNames is, naming every way of sbx's it
 // measures beside plain "sbx" (a test checks that it does).
 var ScenarioHelp = map[string]string{
-	"cold":    `one-shot "sbx run IMAGE true" as its own process in the host's user namespace, as the other runtimes run ("sbx": --userns host), in a private one ("sbx --userns private"), and claiming a warm pool's member ("sbx run, pooled")`,
+	"cold":    `one-shot "sbx run IMAGE true" as its own process in the host's user namespace, as the other runtimes run ("sbx": --userns host), in a private one, sbx's default ("sbx --userns private"), and claiming a warm pool's member ("sbx run, pooled")`,
 	"lib":     "the same run in-process through sandbox.Host.Run",
 	"ready":   "create a long-lived sandbox until its executor answers",
 	"pool":    `a create that claims a warm pool's member: in-process ("sbx"), through sbx serve ("sbx server"), as a fresh sbx create process ("sbx cli"); a create with no pool ("sbx cold")`,
-	"claim":   `a claim from a bridged pool personalised with env, a volume, a hostname, an egress allow-list, limits and a published port ("sbx personalised"), beside a claim with a name only ("sbx plain claim")`,
+	"claim":   `a claim from a bridged pool personalised with env, a volume, a hostname, an egress allow-list, limits and a published port ("sbx personalised"), beside a claim with a name only ("sbx plain claim"), in the host's user namespace; the personalised claim of a member with a private one ("sbx personalised, private userns")`,
 	"exec":    `one /v1/exec round trip of "true" in a running sandbox`,
 	"session": "one shell-session command round trip",
 	"churn":   "sandboxes created and removed per second at concurrency 1-16",

@@ -30,6 +30,8 @@ var Targets = []Target{
 	{Scenario: "pool", What: "p99", Subject: "sbx server", Limit: 5},
 	{Scenario: "pool", What: "p50", Subject: "sbx cli", Limit: 2},
 	{Scenario: "pool", What: "figure", Figure: FigureCLIClaimP50, Subject: "sbx cli", Limit: 2},
+	{Scenario: "claim", What: "p50", Subject: "sbx personalised", Limit: 2},
+	{Scenario: "claim", What: "p99", Subject: "sbx personalised", Limit: 5},
 	{Scenario: "exec", What: "p50", Limit: 0.5},
 	{Scenario: "session", What: "p50", Limit: 0.3},
 	{Scenario: "churn", What: "p50", Subject: "sbx c=4", Limit: 150, AtLeast: true},

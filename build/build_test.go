@@ -16,18 +16,19 @@ import (
 
 func TestParseRefusesWithTheLine(t *testing.T) {
 	cases := map[string]string{
-		"FROM a\nFROBNICATE x\n":                        "line 2",
-		"FROM a\nRUN --mount=type=ssh x\n":              "line 2: RUN: --mount=type=ssh",
-		"FROM a\nRUN --security=insecure x\n":           "line 2: RUN: --security",
-		"FROM a\nRUN --network=host x\n":                "line 2: RUN: --network=host",
-		"FROM a\nADD git@github.com:o/r.git /x\n":       "line 2: ADD",
-		"FROM a\nADD --checksum=sha256:00 f /x\n":       "line 2: ADD: --checksum",
-		"FROM a\nONBUILD ONBUILD RUN x\n":               "line 2",
-		"RUN x\n":                                       "",
-		"FROM a\nCOPY <<EOF\n":                          "",
-		"FROM a AS b\nFROM b\nCOPY --parents x /y\n":    "line 3: COPY",
-		"# only a comment\n":                            "",
-		"FROM a\nHEALTHCHECK --interval=bad CMD true\n": "line 2",
+		"FROM a\nFROBNICATE x\n":                              "line 2",
+		"FROM a\nRUN --mount=type=ssh x\n":                    "line 2: RUN: --mount=type=ssh",
+		"FROM a\nRUN --security=insecure x\n":                 "line 2: RUN: --security",
+		"FROM a\nRUN --network=host x\n":                      "line 2: RUN: --network=host",
+		"FROM a\nADD git@github.com:o/r.git /x\n":             "line 2: ADD",
+		"FROM a\nADD --checksum=sha256:00 f /x\n":             "line 2: ADD: --checksum",
+		"FROM a\nONBUILD ONBUILD RUN x\n":                     "line 2",
+		"RUN x\n":                                             "",
+		"FROM a\nCOPY <<EOF\n":                                "",
+		"FROM a AS b\nFROM b\nCOPY --parents --from=b x /y\n": "line 3: COPY: --parents",
+		"FROM a\nADD --keep-git-dir https://h/r.git /y\n":     "line 2: ADD: --keep-git-dir",
+		"# only a comment\n":                                  "",
+		"FROM a\nHEALTHCHECK --interval=bad CMD true\n":       "line 2",
 	}
 	for text, want := range cases {
 		_, err := parse("Dockerfile", []byte(text))

@@ -93,11 +93,15 @@ func (bc *buildContext) sources(srcs []string) (out []entry, single bool, err er
 		}
 		var matches []string
 		if strings.ContainsAny(rel, "*?[") {
-			err := fs.WalkDir(bc.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+			match, err := sourceMatcher(rel)
+			if err != nil {
+				return nil, false, fmt.Errorf("%q: %w", src, err)
+			}
+			err = fs.WalkDir(bc.root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 				if err != nil {
 					return err
 				}
-				if ok, _ := path.Match(rel, p); ok && !bc.ignored(p) {
+				if match(p) && !bc.ignored(p) {
 					matches = append(matches, p)
 					if d.IsDir() {
 						return fs.SkipDir
@@ -135,6 +139,78 @@ func (bc *buildContext) sources(srcs []string) (out []entry, single bool, err er
 		}
 	}
 	single = len(srcs) == 1 && files == 1 && len(out) == 1 && !strings.ContainsAny(srcs[0], "*?[")
+	return out, single, nil
+}
+
+// sourceMatcher matches context paths against a COPY source with
+// wildcards: path.Match's rules, and ** for any number of directories
+// (none included), as docker's --parents examples use it.
+func sourceMatcher(pattern string) (func(string) bool, error) {
+	if !strings.Contains(pattern, "**") {
+		if _, err := path.Match(pattern, ""); err != nil {
+			return nil, err
+		}
+		return func(p string) bool { ok, _ := path.Match(pattern, p); return ok }, nil
+	}
+	pm, err := patternmatcher.New([]string{pattern})
+	if err != nil {
+		return nil, err
+	}
+	return func(p string) bool { ok, _ := pm.MatchesOrParentMatches(p); return ok }, nil
+}
+
+// copySources is sources with COPY's --parents and --exclude. With parents
+// every entry keeps its path from the context's root under the
+// destination, or from a "/./" in its source when there is one (rsync's
+// --relative); an --exclude pattern (a .dockerignore pattern) drops the
+// entries whose path under their source (a file's name, a directory's
+// entries below it) matches, or lies below a match.
+func (bc *buildContext) copySources(srcs []string, parents bool, excludes []string) ([]entry, bool, error) {
+	if !parents && len(excludes) == 0 {
+		return bc.sources(srcs)
+	}
+	var pm *patternmatcher.PatternMatcher
+	if len(excludes) > 0 {
+		var err error
+		if pm, err = patternmatcher.New(excludes); err != nil {
+			return nil, false, fmt.Errorf("--exclude: %w", err)
+		}
+	}
+	var out []entry
+	single := false
+	for _, src := range srcs {
+		keep := "." // with parents, the entries' names start below keep
+		if parents {
+			s := strings.TrimPrefix(filepath.ToSlash(src), "./")
+			if i := strings.Index(s, "/./"); i >= 0 {
+				k, err := relPath(s[:i])
+				if err != nil {
+					return nil, false, err
+				}
+				keep = k
+			}
+		}
+		entries, one, err := bc.sources([]string{src})
+		if err != nil {
+			return nil, false, err
+		}
+		for _, e := range entries {
+			if pm != nil {
+				if m, _ := pm.MatchesOrParentMatches(e.name); m {
+					continue
+				}
+			}
+			if parents {
+				if keep != "." {
+					e.name = strings.TrimPrefix(e.rel, keep+"/")
+				} else {
+					e.name = e.rel
+				}
+			}
+			out = append(out, e)
+		}
+		single = len(srcs) == 1 && one && !parents && len(out) == 1
+	}
 	return out, single, nil
 }
 

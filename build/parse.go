@@ -102,15 +102,15 @@ func (f *file) supported(c instructions.Command) error {
 			}
 		}
 	case *instructions.CopyCommand:
-		if c.Parents || len(c.ExcludePatterns) > 0 {
-			return f.errorAt(c, "--parents and --exclude are not supported by sbx build yet")
+		if (c.Parents || len(c.ExcludePatterns) > 0) && c.From != "" {
+			return f.errorAt(c, "--parents and --exclude apply to the build context: with --from they are not supported by sbx build")
 		}
 		if c.From != "" && len(c.SourceContents) > 0 {
 			return f.errorAt(c, "a here-document cannot be copied --from another stage")
 		}
 	case *instructions.AddCommand:
-		if len(c.ExcludePatterns) > 0 || c.KeepGitDir != nil {
-			return f.errorAt(c, "--exclude and --keep-git-dir are not supported by sbx build yet")
+		if c.KeepGitDir != nil {
+			return f.errorAt(c, "--keep-git-dir is not supported by sbx build: ADD of a git repository is not")
 		}
 		if c.Checksum != "" && !slices.ContainsFunc(c.SourcePaths, isRemote) {
 			return f.errorAt(c, "--checksum checks a download: it applies to the URLs of ADD only")

@@ -48,9 +48,11 @@ func (b *builder) step(ctx context.Context, s *stageState, c instructions.Comman
 	case *instructions.RunCommand:
 		cached, err = b.run(ctx, s, c)
 	case *instructions.CopyCommand:
-		cached, err = b.copy(ctx, s, c, copySpec{srcs: c.SourcePaths, contents: c.SourceContents, dest: c.DestPath, chown: c.Chown, chmod: c.Chmod, from: c.From})
+		cached, err = b.copy(ctx, s, c, copySpec{srcs: c.SourcePaths, contents: c.SourceContents, dest: c.DestPath, chown: c.Chown, chmod: c.Chmod, from: c.From,
+			parents: c.Parents, excludes: c.ExcludePatterns})
 	case *instructions.AddCommand:
-		cached, err = b.copy(ctx, s, c, copySpec{srcs: c.SourcePaths, contents: c.SourceContents, dest: c.DestPath, chown: c.Chown, chmod: c.Chmod, add: true, checksum: c.Checksum})
+		cached, err = b.copy(ctx, s, c, copySpec{srcs: c.SourcePaths, contents: c.SourceContents, dest: c.DestPath, chown: c.Chown, chmod: c.Chmod, add: true, checksum: c.Checksum,
+			excludes: c.ExcludePatterns})
 	case *instructions.WorkdirCommand:
 		cached, err = b.workdir(ctx, s, c)
 	default:
@@ -318,7 +320,9 @@ type copySpec struct {
 	chown, chmod string
 	from         string
 	add          bool
-	checksum     string // ADD --checksum of a URL
+	checksum     string   // ADD --checksum of a URL
+	parents      bool     // COPY --parents
+	excludes     []string // --exclude patterns
 }
 
 // copy runs COPY or ADD: the files are written into a build sandbox by its
@@ -346,9 +350,12 @@ func (b *builder) copy(ctx context.Context, s *stageState, c instructions.Comman
 	if cs.add && slices.ContainsFunc(cs.srcs, isRemote) {
 		return b.addURLs(ctx, s, cs, dest, user, chmod)
 	}
-	entries, single, err := b.ctx.sources(cs.srcs)
+	entries, single, err := b.ctx.copySources(cs.srcs, cs.parents, cs.excludes)
 	if err != nil {
 		return false, err
+	}
+	if cs.parents && !strings.HasSuffix(dest, "/") {
+		dest += "/" // the parents go below it
 	}
 	sum, err := b.ctx.hash(entries)
 	if err != nil {
@@ -357,7 +364,9 @@ func (b *builder) copy(ctx context.Context, s *stageState, c instructions.Comman
 	key := chain(s.key, struct {
 		Op, Dest, User, Chmod, Files string
 		Srcs                         []string
-	}{strings.ToUpper(c.Name()), dest, user, cs.chmod, sum, cs.srcs})
+		Parents                      bool     `json:",omitempty"`
+		Excludes                     []string `json:",omitempty"`
+	}{strings.ToUpper(c.Name()), dest, user, cs.chmod, sum, cs.srcs, cs.parents, cs.excludes})
 	o := sbx.Options{User: user, Workdir: "/"}
 	return b.inSandbox(ctx, s, key, fmt.Sprintf("%s %s in %s", strings.ToUpper(c.Name()), sum[:16], dest), o, func(_ *sbx.Sandbox, cl *client.Client) error {
 		dir, err := b.destDir(ctx, cl, dest, single, entries)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -177,7 +178,7 @@ func ParseFile(data []byte) (Policy, error) {
 	return p, nil
 }
 
-var methodRE = regexp.MustCompile(`^(\*|[A-Z]+)$`)
+var methodRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^(\*|[A-Z]+)$`) })
 
 func parseHostPolicy(host string, f fileHost) (HostPolicy, error) {
 	h, err := parseHostPattern(host)
@@ -209,16 +210,16 @@ func parseHostPolicy(host string, f fileHost) (HostPolicy, error) {
 func ParseL7Rule(s string) (L7Rule, error) {
 	method, path, ok := strings.Cut(strings.TrimSpace(s), " ")
 	path = strings.TrimSpace(path)
-	if !ok || !methodRE.MatchString(method) || !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " ?#") {
+	if !ok || !methodRE().MatchString(method) || !strings.HasPrefix(path, "/") || strings.ContainsAny(path, " ?#") {
 		return L7Rule{}, fmt.Errorf("rule %q: write \"METHOD /path/glob\" (method in upper case or *, path from /, * one segment, ** any depth)", s)
 	}
 	return L7Rule{Method: method, Path: path}, nil
 }
 
-var envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 func parseSecret(s fileSecret) (SecretBinding, error) {
-	if !envNameRE.MatchString(s.Name) {
+	if !envNameRE().MatchString(s.Name) {
 		return SecretBinding{}, fmt.Errorf("name %q is not an environment variable name", s.Name)
 	}
 	if len(s.Hosts) == 0 {

@@ -69,7 +69,9 @@ func FindCRIU(configured string) CRIU {
 	return CRIU{Err: ErrNoCRIU}
 }
 
-var versionLine = regexp.MustCompile(`(?m)^Version:\s*(\d+)\.(\d+)(?:\.(\d+))?`)
+var versionLine = sync.OnceValue(func() *regexp.Regexp {
+	return regexp.MustCompile(`(?m)^Version:\s*(\d+)\.(\d+)(?:\.(\d+))?`)
+})
 
 // probeCRIU runs path --version.
 func probeCRIU(path string) CRIU {
@@ -81,7 +83,7 @@ func probeCRIU(path string) CRIU {
 		c.Err = fmt.Errorf("%w: %s --version: %w", ErrNoCRIU, path, err)
 		return c
 	}
-	m := versionLine.FindSubmatch(out)
+	m := versionLine().FindSubmatch(out)
 	if m == nil {
 		c.Err = fmt.Errorf("%w: %s --version printed no version: %.100q", ErrNoCRIU, path, out)
 		return c

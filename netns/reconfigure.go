@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 
 	"github.com/google/nftables"
 )
@@ -23,13 +24,15 @@ import (
 // one batch, so the sandbox is under either its old rules or its new
 // ones, never none.
 //
-// Reconfigure returns once the lease records the new settings: what the
-// request may be refused for (a port in use) is decided, and the returned
-// Reconfiguring has the resolv.conf and hosts files of the new settings.
-// The batch of rules is sent meanwhile, still under the network's lock;
-// Reconfiguring.Wait says when it is done, so that a caller does other
-// work of the same change in between. On error (of Reconfigure or of
-// Wait) the network is as it was.
+// Reconfigure returns once what the request may be refused for (a port in
+// use) is decided, before anything changed: the returned Reconfiguring has
+// the resolv.conf and hosts files of the new settings and holds the
+// network's lock and the ports' sockets. Its Apply makes the change in
+// the background (the ports handed to their holder, the lease written,
+// then the batch of rules), so that a caller does other work of the same
+// change in between, and Wait says when it is done; Abort gives the
+// change up instead. On error (of Reconfigure or of Wait) and after Abort
+// the network is as it was.
 func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts AttachOptions) (*Reconfiguring, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -41,7 +44,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err != nil {
 		return nil, err
 	}
-	unlock := true // until the goroutine replacing the rules takes the lock over
+	unlock := true // until the goroutine applying the change takes the lock over
 	defer func() {
 		if unlock {
 			lk.unlock()
@@ -70,28 +73,6 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err != nil {
 		return nil, err
 	}
-	defer closeHeld(socks)
-	// The member's standby holder takes the ports' sockets; without one
-	// (or if it cannot be reached), a holder is started for them and the
-	// standby one, if any, stopped once the lease records the new one.
-	hold, standby := l.Holder, false
-	var ready *os.File
-	if len(socks) > 0 && hold != nil {
-		if err := n.handToHolder(l, socks); err != nil {
-			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", sandboxID, "err", err)
-		} else {
-			standby = true
-		}
-	}
-	var stale *holder
-	staleStopped := false
-	if len(socks) > 0 && !standby {
-		stale = l.Holder
-		if hold, ready, err = n.startHolder(socks); err != nil {
-			return nil, err
-		}
-		defer ready.Close()
-	}
 	old := *l
 	egress := opts.Egress
 	if egress.Kind == "" {
@@ -103,10 +84,59 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		l.Hostname = opts.Hostname
 	}
 	if len(ports) > 0 {
-		l.Ports, l.Holder = ports, hold
+		l.Ports = ports
+	}
+	r := &Reconfiguring{Attachment: n.attachment(l), done: make(chan error, 1)}
+	r.apply = func() {
+		go func() {
+			defer lk.unlock()
+			defer closeHeld(socks)
+			r.done <- n.applyReconfigure(&old, l, socks, filters)
+		}()
+	}
+	r.abort = func() {
+		closeHeld(socks)
+		lk.unlock()
+	}
+	unlock = false
+	return r, nil
+}
+
+// applyReconfigure makes the network of lease l (old before Reconfigure
+// changed it in memory) what l says: the ports' sockets socks handed to
+// a holder (the standby one, or one started for them), the lease written,
+// then, if the filters or the ports change, the rules replaced. On error
+// the lease and the holders are as in old.
+func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, filters bool) error {
+	// The member's standby holder takes the ports' sockets; without one
+	// (or if it cannot be reached), a holder is started for them and the
+	// standby one, if any, stopped once the lease records the new one.
+	hold, standby := old.Holder, false
+	var ready *os.File
+	if len(socks) > 0 && hold != nil {
+		if err := n.handToHolder(old, socks); err != nil {
+			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)
+		} else {
+			standby = true
+		}
+	}
+	var stale *holder
+	staleStopped := false
+	if len(socks) > 0 && !standby {
+		stale = old.Holder
+		var err error
+		if hold, ready, err = n.startHolder(socks); err != nil {
+			*l = *old
+			return err
+		}
+		defer ready.Close()
+	}
+	if len(socks) > 0 {
+		l.Holder = hold
 	}
 	handed := len(socks) > 0
 	undo := func(err error) error {
+		restored := *old
 		if handed {
 			// The holder that took the ports goes; the lease keeps the
 			// standby one only if it still runs without them.
@@ -114,56 +144,63 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 				err = errors.Join(err, serr)
 			}
 			if standby || staleStopped {
-				old.Holder = nil
+				restored.Holder = nil
 			}
 		}
-		*l = old
+		*l = restored
 		if werr := n.writeLease(l); werr != nil {
 			err = errors.Join(err, werr)
 		}
 		return err
 	}
 	if err := n.writeLease(l); err != nil {
-		return nil, undo(err)
+		return undo(err)
 	}
 	if err := releaseHolder(ready); err != nil {
-		return nil, undo(err)
+		return undo(err)
 	}
 	if stale != nil {
 		staleStopped = true
 		if err := stopHolder(stale); err != nil {
-			n.log.Warn("stop the standby port holder", "sandbox", sandboxID, "err", err)
+			n.log.Warn("stop the standby port holder", "sandbox", l.Owner, "err", err)
 		}
 	}
-	r := &Reconfiguring{Attachment: n.attachment(l), done: make(chan error, 1)}
-	if !filters && len(ports) == 0 {
-		r.done <- nil
-		return r, nil
+	if !filters && len(socks) == 0 {
+		return nil
 	}
-	unlock = false
-	go func() {
-		defer lk.unlock()
-		if err := n.replaceRules(&old, l, filters); err != nil {
-			r.done <- undo(err)
-			return
-		}
-		r.done <- nil
-	}()
-	return r, nil
+	if err := n.replaceRules(old, l, filters); err != nil {
+		return undo(err)
+	}
+	return nil
 }
 
-// Reconfiguring is a Reconfigure whose lease is written and whose rules
-// are being replaced.
+// Reconfiguring is a Reconfigure whose ports are chosen: Apply or Abort
+// it, once.
 type Reconfiguring struct {
 	// Attachment is the network with its new settings: the resolv.conf
 	// and hosts files to write into the sandbox.
 	*Attachment
-	done chan error
+	done         chan error
+	once         sync.Once
+	apply, abort func()
 }
 
-// Wait waits until the sandbox's rules are the new ones, or, on error,
-// the network is as it was before Reconfigure. Call it once.
-func (r *Reconfiguring) Wait() error { return <-r.done }
+// Apply starts the change: the ports handed to their holder, the lease
+// written, the rules replaced. Wait says when it is done.
+func (r *Reconfiguring) Apply() { r.once.Do(r.apply) }
+
+// Abort gives up a change not applied: the ports are let go and the
+// network's lock released, nothing having changed. After Apply it does
+// nothing.
+func (r *Reconfiguring) Abort() { r.once.Do(r.abort) }
+
+// Wait applies the change if Apply was not called, and waits until the
+// sandbox's rules are the new ones, or, on error, the network is as it
+// was before Reconfigure. Call it once, and not after Abort.
+func (r *Reconfiguring) Wait() error {
+	r.Apply()
+	return <-r.done
+}
 
 // replaceRules puts the filter rules of l (if filters) and the DNAT rules
 // of its ports in front of its old ones, in one batch; the egress redirect

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/nftables"
 	"golang.org/x/sys/unix"
 )
 
@@ -154,4 +155,117 @@ func holderRuns(h holder) bool {
 	start, err := procStart(h.PID)
 	i := strings.LastIndexByte(string(data), ')')
 	return err == nil && start == h.Start && i > 0 && i+2 < len(data) && data[i+2] != 'Z'
+}
+
+// TestReconfigureFailureRestoresTheNetwork: Reconfigure returns before
+// anything changes; when the change then fails (here the batch of rules,
+// because the member's forward chain is gone), Wait says so and the
+// network is as it was: the lease without the new policy or ports, the
+// port free again (the holder that took it stopped); detach then leaves
+// nothing.
+func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
+	e, before := newStandbyMember(t)
+	ctx := context.Background()
+	l, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	standby := *l.Holder
+	// The forward chain goes (its map element first, which jumps to it):
+	// the batch that inserts the new rules into it fails.
+	c, err := e.net.nft()
+	must(t, err)
+	inet, _, _ := e.net.tables()
+	k := l.IP.As4()
+	must(t, c.SetDeleteElements(fwdMap(inet), []nftables.SetElement{{Key: k[:]}}))
+	fw := &nftables.Chain{Name: prefixForward + l.Key, Table: inet}
+	c.FlushChain(fw)
+	c.DelChain(fw)
+	must(t, c.Flush())
+
+	m, _ := ParsePublish("127.0.0.1:19081:8080")
+	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m},
+		Egress: mustEgress(t, "192.168.77.0/24")})
+	must(t, err)
+	if r.Egress.Kind != EgressAllowList || len(r.Ports) != 1 || r.Ports[0].HostPort != 19081 {
+		t.Fatalf("the attachment Reconfigure returned: %+v", r.Attachment)
+	}
+	if err := r.Wait(); err == nil {
+		t.Fatal("Wait succeeded though the rules could not be inserted")
+	}
+	got, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	if got.Egress.Kind != EgressDefault || len(got.Ports) != 0 || got.Holder != nil {
+		t.Fatalf("lease after the failed change: egress %v, ports %v, holder %+v; want the old one without the stopped holder", got.Egress.Kind, got.Ports, got.Holder)
+	}
+	if holderRuns(standby) {
+		t.Fatalf("the holder %d that took the port runs after the failed change", standby.PID)
+	}
+	e.expectPortFree("127.0.0.1:19081")
+	e.detachLeavingNothing("sb-member", before)
+}
+
+// TestReconfigureAbort: a Reconfigure given up before Apply changes
+// nothing: the port it chose is free again, the lease is as it was, and
+// the network's lock is released (the next Reconfigure of the sandbox
+// goes through).
+func TestReconfigureAbort(t *testing.T) {
+	e, before := newStandbyMember(t)
+	ctx := context.Background()
+	m, _ := ParsePublish("127.0.0.1:19082:8080")
+	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m},
+		Egress: mustEgress(t, "192.168.77.0/24")})
+	must(t, err)
+	r.Abort()
+	l, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	if l.Egress.Kind != EgressDefault || len(l.Ports) != 0 || l.Holder == nil {
+		t.Fatalf("lease after an aborted change: egress %v, ports %v, holder %+v; want the old one with its standby holder", l.Egress.Kind, l.Ports, l.Holder)
+	}
+	e.expectPortFree("127.0.0.1:19082")
+	r, err = e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	must(t, err)
+	must(t, r.Wait())
+	if l, err = e.net.findLease("sb-member", false); err != nil || len(l.Ports) != 1 {
+		t.Fatalf("lease after the next change: %+v, %v", l, err)
+	}
+	e.detachLeavingNothing("sb-member", before)
+}
+
+// newStandbyMember attaches sb-member with a standby port holder (a warm
+// pool's member) beside another sandbox, and returns the environment and
+// its leftovers before the member.
+func newStandbyMember(t *testing.T) (*testEnv, []string) {
+	e := newTestEnv(t)
+	e.attach("sb-other", AttachOptions{})
+	before := e.leftovers()
+	_, err := e.net.Attach(context.Background(), "sb-member", AttachOptions{Mode: ModeBridge, Standby: true})
+	must(t, err)
+	if l, err := e.net.findLease("sb-member", false); err != nil || l.Holder == nil {
+		t.Fatalf("a standby attach recorded no holder: %+v, %v", l, err)
+	}
+	return e, before
+}
+
+// expectPortFree fails unless a host process can bind addr (TCP).
+func (e *testEnv) expectPortFree(addr string) {
+	e.t.Helper()
+	err := InNamespacePath(e.hostNS, func() error {
+		ln, err := net.Listen("tcp4", addr)
+		if err == nil {
+			ln.Close()
+		}
+		return err
+	})
+	if err != nil {
+		e.t.Fatalf("host port %s: %v, want it free", addr, err)
+	}
+}
+
+// detachLeavingNothing detaches id and fails unless what is left is
+// before.
+func (e *testEnv) detachLeavingNothing(id string, before []string) {
+	e.t.Helper()
+	must(e.t, e.net.Detach(context.Background(), id))
+	if after := e.leftovers(); strings.Join(after, ",") != strings.Join(before, ",") {
+		e.t.Fatalf("left behind:\nbefore %v\nafter  %v", before, after)
+	}
 }

@@ -82,7 +82,7 @@ func PrepareHost(dir string, o Options) (_ *Root, retErr error) {
 	if err := hideEtcSecrets("/etc", etcUpper); err != nil {
 		return nil, err
 	}
-	if err := r.writeEtc(etcUpper, o); err != nil {
+	if err := writeEtc(rw, "etc-upper", o); err != nil {
 		return nil, err
 	}
 	// The host's machine-id identifies the host: each sandbox gets its own.

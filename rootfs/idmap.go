@@ -19,45 +19,58 @@ type UserNS struct {
 	HostID uint32
 }
 
-// idmapLowers gives each lower layer as an id-mapped, read-only clone
-// mount under dir/layers, so that the files the host owns as uid 0 show as
-// the sandbox's root (host id HostID) and no layer is copied or chowned.
-// The overlay itself cannot be id-mapped (the kernel refuses), its layers
-// can. It returns the mounts' paths, lowest first.
-func idmapLowers(dir string, lowers []string, u *UserNS) ([]string, error) {
-	base := filepath.Join(dir, "layers")
-	if err := os.Mkdir(base, 0o700); err != nil {
-		return nil, fmt.Errorf("create %s: %w", base, err)
+// idmappedLowers are the lower layers as id-mapped, read-only clones that
+// are mounted nowhere (detached trees, open_tree): the overlay takes them by
+// their descriptors' paths and keeps its own clones, so there is nothing to
+// unmount or remove at teardown.
+type idmappedLowers struct {
+	paths []string // /proc/self/fd/N of each clone, lowest first
+	fds   []int
+}
+
+// close lets go of the clones (the overlay made from them keeps its own).
+func (l *idmappedLowers) close() {
+	for _, fd := range l.fds {
+		unix.Close(fd)
 	}
-	out := make([]string, len(lowers))
-	for i, l := range lowers {
-		out[i] = filepath.Join(base, strconv.Itoa(i))
-		if err := os.Mkdir(out[i], 0o700); err != nil {
-			return nil, fmt.Errorf("create %s: %w", out[i], err)
+	l.fds = nil
+}
+
+// idmapLowers gives each lower layer as an id-mapped, read-only detached
+// clone, so that the files the host owns as uid 0 show as the sandbox's
+// root (host id HostID) and no layer is copied or chowned. The overlay
+// itself cannot be id-mapped (the kernel refuses), its layers can.
+func idmapLowers(lowers []string, u *UserNS) (_ *idmappedLowers, retErr error) {
+	out := &idmappedLowers{}
+	defer func() {
+		if retErr != nil {
+			out.close()
 		}
-		if err := idmapClone(l, out[i], u.NS); err != nil {
+	}()
+	for _, l := range lowers {
+		fd, err := idmapClone(l, u.NS)
+		if err != nil {
 			return nil, err
 		}
+		out.fds = append(out.fds, fd)
+		out.paths = append(out.paths, "/proc/self/fd/"+strconv.Itoa(fd))
 	}
 	return out, nil
 }
 
-// idmapClone mounts a read-only clone of src at dst, id-mapped through the
-// user namespace ns.
-func idmapClone(src, dst string, ns *os.File) error {
+// idmapClone returns a detached read-only clone of the mount of src,
+// id-mapped through the user namespace ns.
+func idmapClone(src string, ns *os.File) (int, error) {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
 	if err != nil {
-		return fmt.Errorf("clone a mount of %s: %w", src, err)
+		return -1, fmt.Errorf("clone a mount of %s: %w", src, err)
 	}
-	defer unix.Close(tree)
 	attr := unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP | unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NODEV, Userns_fd: uint64(ns.Fd())}
 	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &attr); err != nil {
-		return fmt.Errorf("id-map %s for the sandbox's user namespace: %w (its file system must support id-mapped mounts, Linux 5.12+)", src, err)
+		unix.Close(tree)
+		return -1, fmt.Errorf("id-map %s for the sandbox's user namespace: %w (its file system must support id-mapped mounts, Linux 5.12+)", src, err)
 	}
-	if err := unix.MoveMount(tree, "", unix.AT_FDCWD, dst, unix.MOVE_MOUNT_F_EMPTY_PATH); err != nil {
-		return fmt.Errorf("mount the id-mapped %s: %w", src, err)
-	}
-	return nil
+	return tree, nil
 }
 
 // chownTree gives everything under dir (not following symlinks) to the

@@ -88,13 +88,16 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 			return nil, err
 		}
 	}
-	if err := r.writeEtc(filepath.Join(upper, "etc"), o); err != nil {
+	if err := writeEtc(upper, "etc", o); err != nil {
 		return nil, err
 	}
 	if o.UserNS != nil {
-		if lowers, err = idmapLowers(dir, lowers, o.UserNS); err != nil {
+		mapped, err := idmapLowers(lowers, o.UserNS)
+		if err != nil {
 			return nil, err
 		}
+		defer mapped.close()
+		lowers = mapped.paths
 		// The writable layer is not id-mapped: what the sandbox writes is
 		// stored with its host ids (commit maps them back).
 		if err := chownTree(upper, o.UserNS.HostID); err != nil {
@@ -188,28 +191,65 @@ func mkdirIn(upper, p string) error {
 	return nil
 }
 
-// writeEtc writes hostname, hosts and resolv.conf into an etc directory of
-// a writable layer.
-func (r *Root) writeEtc(etc string, o Options) error {
-	files := map[string]string{}
+// writeEtc writes hostname, hosts and resolv.conf into the directory name
+// of upper (the writable layer and its /etc; in host mode, rw and the
+// upper layer of the /etc overlay), before the overlay is mounted, so the
+// sandbox sees them in place of the image's (a file in the writable layer
+// hides whatever a lower layer has at its path: a FIFO, a directory, a
+// symlink).
+//
+// The layer is not always fresh: a restore seeds it with what a sandbox
+// left in its own, so nothing in it is followed. /etc must be a directory
+// of the layer (made when missing); an entry at one of the three names is
+// removed and a new regular file made in its place, and one that is a
+// directory is refused.
+func writeEtc(upper, name string, o Options) error {
+	hostname := ""
 	if o.Hostname != "" {
-		files["hostname"] = o.Hostname + "\n"
+		hostname = o.Hostname + "\n"
 	}
-	if o.Hosts != "" {
-		files["hosts"] = o.Hosts
+	files := []struct{ name, content string }{
+		{"hostname", hostname}, {"hosts", o.Hosts}, {"resolv.conf", o.ResolvConf},
 	}
-	if o.ResolvConf != "" {
-		files["resolv.conf"] = o.ResolvConf
-	}
-	if len(files) == 0 {
+	if hostname == "" && o.Hosts == "" && o.ResolvConf == "" {
 		return nil
 	}
-	if err := os.MkdirAll(etc, 0o755); err != nil {
+	up, err := unix.Open(upper, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the writable layer: %w", err)
+	}
+	defer unix.Close(up)
+	if err := unix.Mkdirat(up, name, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
 		return fmt.Errorf("create /etc in the writable layer: %w", err)
 	}
-	for name, content := range files {
-		if err := os.WriteFile(filepath.Join(etc, name), []byte(content), 0o644); err != nil {
-			return fmt.Errorf("write /etc/%s: %w", name, err)
+	etc, err := unix.Openat(up, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return errors.New("/etc in the writable layer is not a directory (a restored sandbox replaced it); sbx writes /etc/hostname, /etc/hosts and /etc/resolv.conf there")
+	}
+	if err != nil {
+		return fmt.Errorf("open /etc in the writable layer: %w", err)
+	}
+	defer unix.Close(etc)
+	for _, f := range files {
+		if f.content == "" {
+			continue
+		}
+		if err := unix.Unlinkat(etc, f.name, 0); err != nil && !errors.Is(err, unix.ENOENT) {
+			if errors.Is(err, unix.EISDIR) {
+				return fmt.Errorf("/etc/%s in the writable layer is a directory (a restored sandbox made it); sbx writes a file there", f.name)
+			}
+			return fmt.Errorf("replace /etc/%s in the writable layer: %w", f.name, err)
+		}
+		fd, err := unix.Openat(etc, f.name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			return fmt.Errorf("write /etc/%s: %w", f.name, err)
+		}
+		_, werr := unix.Write(fd, []byte(f.content))
+		if cerr := unix.Close(fd); werr == nil {
+			werr = cerr
+		}
+		if werr != nil {
+			return fmt.Errorf("write /etc/%s: %w", f.name, werr)
 		}
 	}
 	return nil

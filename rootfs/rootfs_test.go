@@ -1,6 +1,7 @@
 package rootfs
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -191,5 +192,72 @@ func TestPrepareKeepsTheImagesWorkdir(t *testing.T) {
 	}
 	if got := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}); strings.Join(got, " ") != "/data /nope" {
 		t.Errorf("missingDirs: %q", got)
+	}
+}
+
+// TestPrepareEtcInASeededLayer: a restore seeds the writable layer with
+// what a sandbox left in its own. /etc/hostname, hosts and resolv.conf are
+// written into it without following anything there: a FIFO, a symlink out
+// of the root and a whiteout are replaced by regular files (the host file
+// the symlink names is untouched, the FIFO does not block), and an /etc
+// that is a symlink out of the root or a file there that is a directory is
+// refused, with nothing written outside.
+func TestPrepareEtcInASeededLayer(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
+	lower := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(lower, "etc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir() // stands for the host's /etc
+	hostFile := filepath.Join(host, "resolv.conf")
+	if err := os.WriteFile(hostFile, []byte("host's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{DiskBytes: 8 << 20, Hostname: "h", Hosts: "127.0.0.1 h\n", ResolvConf: "nameserver 10.0.0.1\n"}
+	seeded := func(seed func(etc string) error) Options {
+		o := o
+		o.Seed = func(upper string) error { return seed(filepath.Join(upper, "etc")) }
+		return o
+	}
+	good := seeded(func(etc string) error {
+		return errors.Join(os.Mkdir(etc, 0o755),
+			unix.Mkfifo(filepath.Join(etc, "hostname"), 0o644),
+			os.Symlink(hostFile, filepath.Join(etc, "resolv.conf")),
+			unix.Mknod(filepath.Join(etc, "hosts"), unix.S_IFCHR|0o600, 0)) // a whiteout
+	})
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), []string{lower}, good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"hostname": "h\n", "hosts": o.Hosts, "resolv.conf": o.ResolvConf} {
+		p := filepath.Join(r.Path, "etc", name)
+		fi, err := os.Lstat(p)
+		got, _ := os.ReadFile(p)
+		if err != nil || !fi.Mode().IsRegular() || string(got) != want {
+			t.Errorf("/etc/%s: %v %v %q, want a regular file with %q", name, fi.Mode(), err, got, want)
+		}
+	}
+	if err := r.Release(); err != nil {
+		t.Fatal(err)
+	}
+	for what, o := range map[string]Options{
+		"/etc a symlink out of the root": seeded(func(etc string) error { return os.Symlink(host, etc) }),
+		"/etc/hosts a directory": seeded(func(etc string) error {
+			return os.MkdirAll(filepath.Join(etc, "hosts", "x"), 0o755)
+		}),
+	} {
+		dir := filepath.Join(t.TempDir(), "sb")
+		if _, err := Prepare(dir, []string{lower}, o); err == nil {
+			t.Errorf("%s: Prepare succeeded", what)
+		} else if !strings.Contains(err.Error(), "writable layer") {
+			t.Errorf("%s: error %q does not say where", what, err)
+		}
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("%s: a failed Prepare left %s", what, dir)
+		}
+	}
+	entries, _ := os.ReadDir(host)
+	if got, _ := os.ReadFile(hostFile); len(entries) != 1 || string(got) != "host's\n" {
+		t.Errorf("the host directory was written through the layer: %d entries, resolv.conf %q", len(entries), got)
 	}
 }

@@ -66,7 +66,7 @@ func checkpointable(sb *sbx.Sandbox) error {
 	case sb.Image == nil && sb.Options.Rootfs == "":
 		return fmt.Errorf("%w: sandbox %s runs on the host's root (host mode), which a checkpoint cannot hold", sbx.ErrUnsupported, sb.ShortID())
 	case sb.Options.UserNS == sbx.UserNSPrivate:
-		return fmt.Errorf("%w: sandbox %s runs in a private user namespace, which checkpoints do not support: create it with --userns host (\"userns\": \"host\") to checkpoint, fork, stop --checkpoint or idle-checkpoint it", sbx.ErrUnsupported, sb.ShortID())
+		return fmt.Errorf("%w: sandbox %s runs in a private user namespace (the default), which checkpoints do not support: create it with --userns host (\"userns\": \"host\") to checkpoint, fork, stop --checkpoint or idle-checkpoint it", sbx.ErrUnsupported, sb.ShortID())
 	case len(sb.Options.Volumes) > 0:
 		return fmt.Errorf("%w: sandbox %s has volumes: host directories are not part of a checkpoint", sbx.ErrUnsupported, sb.ShortID())
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	execapi "github.com/sbxrun/sbx/executor/api"
-	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -185,28 +184,46 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	// The claim is recorded before anything of the member changes: a
 	// claim killed midway leaves a record being created, which gc removes
 	// with the member, never a pooled one with another claimant's name,
-	// rules or mounts.
+	// rules or mounts. Meanwhile the network is decided (its ports chosen),
+	// which changes nothing either.
 	sb.Status = sbx.StatusCreating
-	err = l.Write(&sb)
+	var cn *claimedNetwork
+	var nerr error
+	if newHost, changed := networkChanges(&m, &sb); o.Network == sbx.NetworkBridge && (newHost || changed) {
+		rec := sb
+		wrote := make(chan error, 1)
+		go func() { wrote <- l.Write(&rec) }()
+		cn, nerr = h.claimNetwork(ctx, &m, &sb)
+		err = <-wrote
+	} else {
+		// Nothing to wait for on the network's side: no goroutine to wake.
+		if err = l.Write(&sb); err == nil {
+			cn, nerr = h.claimNetwork(ctx, &m, &sb)
+		}
+	}
 	release()
 	if err != nil {
+		if cn != nil {
+			cn.abort()
+		}
 		return nil, h.dropMember(ctx, l, &m, "", err)
 	}
+	// What the request may be refused for (its ports in use, its name
+	// taken) leaves the member as it was: it goes back to its pool.
+	if nerr != nil {
+		if errors.Is(nerr, sbx.ErrInvalid) || errors.Is(nerr, sbx.ErrPortInUse) {
+			return nil, h.unclaim(ctx, l, &m, "", nerr)
+		}
+		return nil, h.dropMember(ctx, l, &m, "", nerr)
+	}
 	h.crashPoint(stepClaimRecorded)
-	// What the request may be refused for (its name taken, its ports in
-	// use) leaves the member as it was: it goes back to its pool.
 	if sb.Name != "" {
 		if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
+			cn.abort()
 			return nil, h.unclaim(ctx, l, &m, "", err)
 		}
 	}
-	etc, rules, err := h.claimNetwork(ctx, &m, &sb)
-	if err != nil {
-		if errors.Is(err, sbx.ErrInvalid) || errors.Is(err, sbx.ErrPortInUse) {
-			return nil, h.unclaim(ctx, l, &m, sb.Name, err)
-		}
-		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
-	}
+	cn.apply()
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
 	if inspects {
@@ -214,7 +231,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	if err := h.applyClaim(ctx, &m, &sb, etc, rules); err != nil {
+	if err := h.applyClaim(ctx, &m, &sb, cn); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
@@ -239,7 +256,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 // create: SBX_TEST_CRASH_AT=<step> kills the process there.
 const (
 	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating), the member untouched
-	stepClaimNetwork  = "claim-network"  // name claimed, the lease records the new network and ports, its rules being replaced
+	stepClaimNetwork  = "claim-network"  // name claimed, ports chosen; the ports' holder, the lease and the rules being replaced
 	stepClaimApplied  = "claim-applied"  // limits, hostname, mounts, defaults applied; about to mark running
 )
 
@@ -297,14 +314,14 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 }
 
 // applyClaim applies to the running member m what sb asks for beyond its
-// key and its network (claimNetwork, whose /etc files are etc and whose
-// rules are being replaced until rules, if not nil, returns): cgroup limits, the
-// writable layer's size, the hostname, /etc files and mounts
-// (personalise), and the environment and working directory of later
-// commands. All of it happens at the same time as the network's batch of
-// rules: they touch different things, and the executor's reply and the
+// key and its network (claimNetwork's cn, whose /etc files it writes and
+// whose change of lease and rules, applied by then, it waits for):
+// cgroup limits, the writable layer's size, the hostname, /etc files and
+// mounts (personalise), and the environment and working directory of
+// later commands. All of it happens at the same time as the network's
+// change: they touch different things, and the executor's reply and the
 // kernel's commit of the rules are waits on others.
-func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Options, rules func() error) error {
+func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, cn *claimedNetwork) error {
 	var side []func() error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
@@ -331,10 +348,8 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, etc rootfs.Op
 	for i, fn := range side {
 		wg.Go(func() { sideErrs[i] = fn() })
 	}
-	err := h.personalise(m, sb, etc)
-	if rules != nil {
-		err = errors.Join(err, rules())
-	}
+	err := h.personalise(m, sb, cn.etc)
+	err = errors.Join(err, cn.wait())
 	wg.Wait()
 	return errors.Join(append(sideErrs, err)...)
 }

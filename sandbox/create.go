@@ -173,6 +173,9 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	if o.Network == "" {
 		o.Network = sbx.NetworkNone
 	}
+	if o.UserNS == "" {
+		o.UserNS = sbx.DefaultUserNS(o)
+	}
 	if _, err := parseNetwork(o, ""); err != nil {
 		return err
 	}
@@ -190,7 +193,7 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	}
 	if o.UserNS == sbx.UserNSPrivate {
 		if err := rootfs.ParentsTraversable(h.store.RunRoot()); err != nil {
-			return fmt.Errorf("%w: a private user namespace: %w; or create the sandbox with --userns host", sbx.ErrUnsupported, err)
+			return fmt.Errorf("%w: a private user namespace (the default): %w; or create the sandbox with --userns host", sbx.ErrUnsupported, err)
 		}
 	}
 	d := h.cfg.DefaultLimits

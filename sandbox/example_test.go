@@ -28,7 +28,7 @@ func Example_run() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Sandboxes in private user namespaces reach their run
+	// Sandboxes in private user namespaces (the default) reach their run
 	// root by path: the directories above it must be traversable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		log.Fatal(err)
@@ -69,7 +69,7 @@ func Example_sandbox() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Sandboxes in private user namespaces reach their run
+	// Sandboxes in private user namespaces (the default) reach their run
 	// root by path: the directories above it must be traversable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		log.Fatal(err)
@@ -147,7 +147,7 @@ func Example_offline() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Sandboxes in private user namespaces reach their run
+	// Sandboxes in private user namespaces (the default) reach their run
 	// root by path: the directories above it must be traversable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		log.Fatal(err)

@@ -26,7 +26,7 @@ func newHost(t testing.TB, cfg HostConfig) *Host {
 	t.Helper()
 	requireRoot(t)
 	dir := shortTempDir(t)
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

@@ -97,56 +97,96 @@ func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
 	return work()
 }
 
-// claimNetwork gives the claimed sandbox sb (m as a member) its published
-// ports, egress policy, allowed host ports, name servers and hostname (of
-// /etc/hosts): on a bridged network, in one netns.Reconfigure (recorded in
-// the lease first, one batch of rules). It returns the /etc files to
-// write and, once the lease is written, a function that waits for the
-// rules (sent meanwhile; nil if there are none to wait for); an error of claimNetwork is the request's when
-// it is sbx.ErrInvalid or sbx.ErrPortInUse. On error (of either) the
-// network is as it was.
-func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (rootfs.Options, func() error, error) {
-	newHost := hostname(sb) != hostname(m)
-	changed := len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress || sb.Options.EgressPolicy != "" || len(sb.Options.Secrets) > 0 ||
-		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
+// claimNetwork decides the network of the claimed sandbox sb (m as a
+// member): its published ports, egress policy, allowed host ports, name
+// servers and hostname (of /etc/hosts). On a bridged network that is one
+// netns.Reconfigure, which chooses the ports and changes nothing until
+// the returned claimedNetwork is applied (then the lease records it first,
+// and the rules change in one batch); sb.Network says what it will be.
+// An error of claimNetwork is the request's when it is sbx.ErrInvalid or
+// sbx.ErrPortInUse; on any error the network is as it was.
+func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (*claimedNetwork, error) {
+	newHost, changed := networkChanges(m, sb)
 	if !newHost && !changed {
-		return rootfs.Options{}, nil, nil
+		return &claimedNetwork{}, nil
 	}
 	na, err := parseNetwork(&sb.Options, hostname(sb))
 	if err != nil {
-		return rootfs.Options{}, nil, err
+		return nil, err
 	}
 	if na.Mode != netns.ModeBridge {
 		if !newHost {
-			return rootfs.Options{}, nil, nil
+			return &claimedNetwork{}, nil
 		}
 		a := netns.LocalAttachment(sb.ID, na.Mode, hostname(sb), "")
-		return rootfs.Options{Hosts: a.Hosts}, nil, nil
+		return &claimedNetwork{etc: rootfs.Options{Hosts: a.Hosts}}, nil
 	}
 	n, err := h.network()
 	if err != nil {
-		return rootfs.Options{}, nil, err
+		return nil, err
 	}
-	a, err := n.Reconfigure(ctx, sb.ID, na)
+	r, err := n.Reconfigure(ctx, sb.ID, na)
 	if err != nil {
-		return rootfs.Options{}, nil, err
+		return nil, err
 	}
-	sb.Network = networkInfo(a.Attachment)
-	wait := a.Wait
+	sb.Network = networkInfo(r.Attachment)
+	cn := &claimedNetwork{etc: rootfs.Options{Hosts: r.Hosts}, r: r}
+	if changed {
+		cn.etc.ResolvConf = r.ResolvConf
+	}
 	if na.Egress.Names.HasNames() {
 		// The egress daemon listens before the claimant's first command.
-		wait = func() error {
-			if err := a.Wait(); err != nil {
-				return err
-			}
-			return h.ensureEgress(ctx)
-		}
+		cn.after = func() error { return h.ensureEgress(ctx) }
 	}
-	etc := rootfs.Options{Hosts: a.Hosts}
-	if changed {
-		etc.ResolvConf = a.ResolvConf
+	return cn, nil
+}
+
+// networkChanges says whether the claim sb of member m changes the
+// hostname, and whether it changes the rest of the network (ports, egress
+// policy, allowed host ports, name servers).
+func networkChanges(m, sb *sbx.Sandbox) (newHost, changed bool) {
+	newHost = hostname(sb) != hostname(m)
+	changed = len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress || sb.Options.EgressPolicy != "" || len(sb.Options.Secrets) > 0 ||
+		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
+	return newHost, changed
+}
+
+// claimedNetwork is the network of a claim, decided by claimNetwork: the
+// /etc files to write into the sandbox and, on a bridged network, the
+// change of its lease and rules, to apply or to abort.
+type claimedNetwork struct {
+	etc   rootfs.Options
+	r     *netns.Reconfiguring
+	after func() error // once the rules are in, if not nil
+}
+
+// apply starts the change of the lease and rules; wait waits for it.
+func (c *claimedNetwork) apply() {
+	if c.r != nil {
+		c.r.Apply()
 	}
-	return etc, wait, nil
+}
+
+// abort gives up a change not applied: the network stays as it was.
+func (c *claimedNetwork) abort() {
+	if c.r != nil {
+		c.r.Abort()
+	}
+}
+
+// wait applies the change if apply was not called and waits until the
+// sandbox's lease and rules are the new ones (on error, as they were).
+func (c *claimedNetwork) wait() error {
+	if c.r == nil {
+		return nil
+	}
+	if err := c.r.Wait(); err != nil {
+		return err
+	}
+	if c.after != nil {
+		return c.after()
+	}
+	return nil
 }
 
 // liveMounts are the volumes and tmpfs mounts of o as mounts made in a

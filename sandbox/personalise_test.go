@@ -43,6 +43,11 @@ func TestClaimPersonalisesHostnameAndMounts(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ro, "hello"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The member's root is its own host range (a private user namespace,
+	// the default): the volume it writes lets any user write, as /tmp.
+	if err := os.Chmod(rw, 0o1777); err != nil {
+		t.Fatal(err)
+	}
 	base := busybox(t)
 	base.Hostname = "idle-member"
 	c := busybox(t)
@@ -202,6 +207,9 @@ func TestClaimantsSeeNothingOfEachOther(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	ctx := context.Background()
 	vol := t.TempDir()
+	if err := os.Chmod(vol, 0o1777); err != nil { // written by the member's own host range
+		t.Fatal(err)
+	}
 	a := busybox(t)
 	a.Env, a.Hostname = []string{"SECRET=first-claimant"}, "first"
 	a.Volumes = []sbx.Volume{{HostPath: vol, Path: "/private"}}

@@ -109,7 +109,7 @@ func TestListFilters(t *testing.T) {
 // socket).
 func TestRunRootTooLong(t *testing.T) {
 	dir := t.TempDir()
-	// Reachable, as private user namespaces need.
+	// Reachable, as private user namespaces (the default) need.
 	for _, d := range []string{filepath.Dir(dir), dir} {
 		if err := os.Chmod(d, 0o711); err != nil {
 			t.Fatal(err)

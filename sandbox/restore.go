@@ -100,7 +100,7 @@ func (h *Host) restoreNew(ctx context.Context, snap *sbx.Snapshot, ri *restoreIn
 		opts.Image = digestRef(snap.Image.Ref, snap.Image.Digest)
 	}
 	// Only sandboxes in the host's user namespace are checkpointed; a
-	// snapshot whose record names none was made in it.
+	// snapshot recorded before private became the default names none.
 	if opts.UserNS == "" {
 		opts.UserNS = sbx.UserNSHost
 	}

@@ -49,7 +49,7 @@ func newTestServerHost(t *testing.T, mutate func(*Config, *sandbox.HostConfig), 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

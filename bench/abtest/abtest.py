@@ -33,7 +33,7 @@ bins = dict(b.split("=", 1) for b in a.binaries)
 names = list(bins)
 tmp = tempfile.mkdtemp(prefix="sbx-abtest-")
 runroot = tempfile.mkdtemp(prefix="sbx-abtest-", dir="/run")
-os.chmod(runroot, 0o711)  # private user namespaces reach the run roots below
+os.chmod(runroot, 0o711)  # private user namespaces (the default) reach the run roots below
 
 
 def sbx(v, *args):

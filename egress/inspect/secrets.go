@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sbxrun/sbx/egress"
 	"github.com/sbxrun/sbx/internal/privatefile"
@@ -23,7 +24,7 @@ import (
 const PlaceholderTag = "sbx-ph-"
 
 // placeholderRE finds placeholders of any sandbox in a request.
-var placeholderRE = regexp.MustCompile(PlaceholderTag + `[a-z2-7]{32}`)
+var placeholderRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(PlaceholderTag + `[a-z2-7]{32}`) })
 
 // Secret is one secret of a sandbox: the sandbox holds Placeholder in
 // the environment variable Name; the proxy sends Value in its place to
@@ -114,7 +115,7 @@ func substitute(r *http.Request, secrets []Secret, bound []egress.SecretBinding,
 	}
 	used := map[string]bool{}
 	check := func(text string) error {
-		for _, ph := range placeholderRE.FindAllString(text, -1) {
+		for _, ph := range placeholderRE().FindAllString(text, -1) {
 			s, ok := byPH[ph]
 			if !ok {
 				return errForeignPlaceholder{}

@@ -136,8 +136,8 @@ type TaskConfig struct {
 	User string `codec:"user"`
 	// Network is none (default), host or bridge.
 	Network string `codec:"network"`
-	// UserNS is host (the default: the host's ids) or private (the
-	// task's root is an unprivileged host id range).
+	// UserNS is private (sbx's default: the task's root is an
+	// unprivileged host id range) or host (the host's ids).
 	UserNS string `codec:"userns"`
 	// Ports are port labels of the group's network block published to the
 	// sandbox (bridge mode): the host port Nomad allocated forwards to the

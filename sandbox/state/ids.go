@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
+	"sync"
 )
 
 // IDLength is the length of a sandbox id: 32 lowercase hex digits (128
@@ -16,7 +17,7 @@ const (
 	maxNameLength = 128
 )
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+var nameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`) })
 
 // NewID returns a fresh random sandbox id.
 func NewID() string {
@@ -51,7 +52,7 @@ func isHex(s string) bool {
 // ValidName reports whether name can name a sandbox: 1 to 128 characters
 // of letters, digits, '_', '.' and '-', starting with a letter or digit.
 func ValidName(name string) error {
-	if len(name) == 0 || len(name) > maxNameLength || !nameRE.MatchString(name) {
+	if len(name) == 0 || len(name) > maxNameLength || !nameRE().MatchString(name) {
 		return fmt.Errorf("invalid sandbox name %q: use 1 to %d letters, digits, '_', '.' or '-', starting with a letter or digit", name, maxNameLength)
 	}
 	return nil

@@ -43,7 +43,7 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	// Sandboxes in private user namespaces need the run
+	// Sandboxes in private user namespaces (the default) need the run
 	// root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		fmt.Fprintln(os.Stderr, err)

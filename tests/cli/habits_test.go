@@ -54,6 +54,11 @@ func TestDockerHabitsRun(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "in"), []byte("from the host\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The sandbox's root is its own host range: the volume lets any user
+	// write, as /tmp does.
+	if err := os.Chmod(dir, 0o1777); err != nil {
+		t.Fatal(err)
+	}
 	out := h.Must(t, "run", "-v", dir+":/data", "--tmpfs", "/scratch:size=1m", "busybox", "sh", "-c",
 		"cat /data/in; echo back > /data/out; grep -c ' /scratch tmpfs ' /proc/mounts")
 	if out != "from the host\n1\n" {

@@ -518,6 +518,31 @@ RUN cat /a /b > /both
 			}
 			wantOut(t, "rebuilt", f.run(t, tag, "cat", "/both"), "13")
 		}},
+		{name: "30 COPY --parents keeps the source's directories", dockerfile: `FROM BASE
+COPY --parents ./x/a.txt ./y/a.txt /parents/
+COPY --parents ./x/./y/*.txt /rel/
+COPY --parents src/**/*.txt /deep
+RUN test "$(cat /parents/x/a.txt /parents/y/a.txt)" = "xaya" && test "$(cat /rel/y/b.txt)" = b && test ! -e /rel/x
+RUN test -f /deep/src/a.txt && test -f /deep/src/x/b.txt && test -f /deep/src/x/y/c.txt && test ! -e /deep/src/x/d.go
+`, files: map[string]string{"x/a.txt": "xa", "y/a.txt": "ya", "x/y/b.txt": "b", "x/y/c.md": "c",
+			"src/a.txt": "a", "src/x/b.txt": "b", "src/x/y/c.txt": "c", "src/x/d.go": "d"}},
+		{name: "31 COPY and ADD --exclude", dockerfile: `FROM BASE
+COPY --exclude=*.txt hom* /mydir/
+COPY --exclude=*.txt --exclude=*.md hom* /two/
+ADD --exclude=x/y src /added/
+RUN test ! -e /mydir/home.txt && test -f /mydir/notes.md && test -f /mydir/keep
+RUN test ! -e /two/notes.md && test -f /two/keep && test ! -e /added/x/y && test -f /added/x/b.txt
+`, files: map[string]string{"home.txt": "h", "homes/notes.md": "n", "homes/keep": "k", "src/x/b.txt": "b", "src/x/y/c.txt": "c"},
+			check: func(t *testing.T, f *featureRun, tag string) {
+				// An excluded file is no input: changing it rebuilds nothing.
+				if err := os.WriteFile(filepath.Join(f.dir, "home.txt"), []byte("changed"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				r := f.h.Sbx(t, "", "build", "-t", tag, f.dir)
+				if m := builtSteps.FindStringSubmatch(r.Stderr); r.Code != 0 || m == nil || m[2] != "5" {
+					t.Fatalf("a changed excluded file rebuilt steps: %d\n%s", r.Code, r.Stderr)
+				}
+			}},
 	}
 	for i, c := range features {
 		t.Run(c.name, func(t *testing.T) {

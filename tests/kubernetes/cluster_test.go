@@ -250,7 +250,7 @@ handler: sbx
 }
 
 // startContainerd starts Debian's containerd with the CRI plugin, the
-// runtimes runc and sbx (runc's shim with sbx-runc), and no
+// runtimes runc (the default) and sbx (runc's shim with sbx-runc), and no
 // CNI configuration: the test pods use the host's network.
 func (c *cluster) startContainerd(sbx string) {
 	t := c.t

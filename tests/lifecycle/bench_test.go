@@ -30,7 +30,7 @@ func BenchmarkLifecycleCreateRemove(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		b.Fatal(err)
 	}

@@ -304,7 +304,8 @@ func TestLifecycleDiskCap(t *testing.T) {
 	h.Must(t, "exec", id, "--", "sh", "-c", "dd if=/dev/zero of=/small bs=1M count=4 2>/dev/null")
 }
 
-// Volumes: read-only and read-write, with ownership as seen on the host.
+// Volumes: read-only and read-write, with ownership as seen on the host
+// (idmap=host: the sandbox's uid 1000 is the host's).
 func TestLifecycleVolumes(t *testing.T) {
 	h := harness.NewHost(t)
 	ro, rw := t.TempDir(), t.TempDir()
@@ -314,7 +315,10 @@ func TestLifecycleVolumes(t *testing.T) {
 	if err := os.Chown(rw, 1000, 1000); err != nil {
 		t.Fatal(err)
 	}
-	id := h.Create(t, "-v", ro+":/in:ro", "-v", rw+":/out", "--tmpfs", "/scratch:size=1m")
+	if err := os.Chmod(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := h.Create(t, "-v", ro+":/in:ro", "-v", rw+":/out:idmap=host", "--tmpfs", "/scratch:size=1m")
 	if out := h.Must(t, "exec", id, "--", "cat", "/in/input"); out != "data" {
 		t.Fatalf("read-only volume reads %q", out)
 	}

@@ -78,7 +78,7 @@ func newOHEnv(t testing.TB, script []fixture.LLMStep, extra ...string) *ohEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

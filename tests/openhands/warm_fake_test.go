@@ -80,7 +80,7 @@ func TestOpenHandsWarmFake(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

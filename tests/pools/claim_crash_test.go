@@ -93,14 +93,15 @@ func TestPoolClaimKilled(t *testing.T) {
 
 // TestPoolClaimPortTaken: a claim whose published port another sandbox
 // publishes fails with the port error and puts the member back in its
-// pool untouched: the next claim gets it.
+// pool untouched, as does one whose name is taken: the next claim gets
+// it.
 func TestPoolClaimPortTaken(t *testing.T) {
 	h := harness.NewHost(t)
 	rootfs := fixture.BusyboxRootfs(t)
 	h.Must(t, "pool", "create", "ports", "--size", "2", "--network", "bridge", "--rootfs", rootfs)
 	t.Cleanup(func() { h.Sbx(t, "", "pool", "rm", "ports") })
 	h.Must(t, "pool", "fill", "ports")
-	first := h.Create(t, "--network", "bridge", "-p", "127.0.0.1:18089:80")
+	first := h.Create(t, "--network", "bridge", "--name", "first", "-p", "127.0.0.1:18089:80")
 	if sb := h.Inspect(t, first); sb.FromPool != "ports" {
 		t.Fatalf("the first create did not claim: %+v", sb.CreateTimings)
 	}
@@ -112,16 +113,22 @@ func TestPoolClaimPortTaken(t *testing.T) {
 	for _, id := range left {
 		h.Saw(id)
 	}
-	r := h.Sbx(t, "", "create", "--rootfs", rootfs, "--network", "bridge", "--name", "second", "-p", "127.0.0.1:18089:80")
-	if r.Code == 0 || !strings.Contains(r.Stderr, "18089") {
-		t.Fatalf("a create publishing a taken port: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
-	}
-	if now := idle(h, t); strings.Join(now, " ") != strings.Join(left, " ") {
-		t.Fatalf("after the refused claim the idle members are %v, want %v", now, left)
-	}
-	for _, id := range left {
-		if sb := h.Inspect(t, id); sb.Status != sbx.StatusPooled || sb.Name != "" || sb.Network == nil || len(sb.Network.Ports) != 0 {
-			t.Fatalf("member %s after the refused claim: %s %q %+v", id, sb.Status, sb.Name, sb.Network)
+	// A claim refused for its port, or for its name after its ports were
+	// chosen, leaves the members as they were.
+	for _, refused := range []struct{ name, port, says string }{
+		{"second", "18089", "18089"}, {"first", "18091", "first"},
+	} {
+		r := h.Sbx(t, "", "create", "--rootfs", rootfs, "--network", "bridge", "--name", refused.name, "-p", "127.0.0.1:"+refused.port+":80")
+		if r.Code == 0 || !strings.Contains(r.Stderr, refused.says) {
+			t.Fatalf("a create that must be refused (%s): exit %d\n%s%s", refused.says, r.Code, r.Stdout, r.Stderr)
+		}
+		if now := idle(h, t); strings.Join(now, " ") != strings.Join(left, " ") {
+			t.Fatalf("after the refused claim (%s) the idle members are %v, want %v", refused.says, now, left)
+		}
+		for _, id := range left {
+			if sb := h.Inspect(t, id); sb.Status != sbx.StatusPooled || sb.Name != "" || sb.Network == nil || len(sb.Network.Ports) != 0 {
+				t.Fatalf("member %s after the refused claim (%s): %s %q %+v", id, refused.says, sb.Status, sb.Name, sb.Network)
+			}
 		}
 	}
 	if r := h.Sbx(t, "", "inspect", "second"); r.Code == 0 {

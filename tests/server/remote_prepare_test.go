@@ -28,7 +28,7 @@ func TestServerRemotePrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(local) })
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(local, 0o711); err != nil {
 		t.Fatal(err)
 	}

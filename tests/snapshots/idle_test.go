@@ -207,7 +207,7 @@ func TestIdleCheckpointOverREST(t *testing.T) {
 		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, Network: sbx.NetworkHost, UserNS: sbx.UserNSHost},
 		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, Network: sbx.NetworkBridge, Publish: []string{"18080:80"}, UserNS: sbx.UserNSHost},
 		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: -time.Second, UserNS: sbx.UserNSHost},
-		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute, UserNS: sbx.UserNSPrivate},
+		{Rootfs: fixture.BusyboxRootfs(t), IdleTimeout: time.Minute}, // a private user namespace, the default
 	} {
 		if made, err := c.Create(ctx, bad); !errors.Is(err, sbx.ErrInvalid) && !errors.Is(err, sbx.ErrUnsupported) && !errors.Is(err, sbx.ErrForbidden) {
 			if made != nil {

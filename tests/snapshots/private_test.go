@@ -9,13 +9,16 @@ import (
 	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
-// A sandbox in a private user namespace cannot be checkpointed (CRIU
-// needs what these hosts lack): checkpoint, fork, stop --checkpoint
+// A sandbox created without --userns runs in a private user namespace,
+// which checkpoints do not support: checkpoint, fork, stop --checkpoint
 // and create --idle-timeout fail at once saying to use --userns host, the
 // sandbox runs on untouched and no snapshot is left.
 func TestSnapshotRefusesPrivateUserNS(t *testing.T) {
 	h := harness.NewHost(t)
-	id := h.Create(t, "--userns", "private")
+	id := h.Create(t)
+	if sb := h.Inspect(t, id); sb.Options.UserNS != sbx.UserNSPrivate {
+		t.Fatalf("a sandbox created without --userns has userns %q, want %q", sb.Options.UserNS, sbx.UserNSPrivate)
+	}
 	h.Must(t, "exec", id, "--", "sh", "-c", "echo kept > /root/f")
 	for _, args := range [][]string{
 		{"checkpoint", id, "p1"},
@@ -35,7 +38,7 @@ func TestSnapshotRefusesPrivateUserNS(t *testing.T) {
 		t.Errorf("after the refusals the sandbox's file reads %q", out)
 	}
 	assertNoSnapshots(t, h.Root)
-	r := h.Sbx(t, "", "create", "--userns", "private", "--rootfs", fixture.BusyboxRootfs(t), "--idle-timeout", "1m")
+	r := h.Sbx(t, "", "create", "--rootfs", fixture.BusyboxRootfs(t), "--idle-timeout", "1m")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "--userns host") {
 		t.Errorf("create --idle-timeout in a private user namespace: exit %d, stderr %q", r.Code, r.Stderr)
 		if r.Code == 0 {

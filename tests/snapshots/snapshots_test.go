@@ -329,6 +329,46 @@ func TestSnapshotRestoreMissingRoot(t *testing.T) {
 	}
 }
 
+// A sandbox's /etc files are hostile input to its restore, which writes
+// /etc/hostname, hosts and resolv.conf into the restored writable layer on
+// the host: a FIFO there does not hang the restore, a symlink is replaced,
+// not followed; an /etc that is a symlink to a host directory is refused
+// and nothing is written to that directory.
+func TestSnapshotRestoreHostileEtc(t *testing.T) {
+	h := harness.NewHost(t)
+	root := fixture.NewBusyboxRootfs(t, filepath.Join(t.TempDir(), "root"))
+	hostDir := t.TempDir() // stands for the host's /etc
+	hostFile := filepath.Join(hostDir, "hosts")
+	if err := os.WriteFile(hostFile, []byte("host's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	create := func(script string) string {
+		id := strings.TrimSpace(h.Must(t, "create", "--userns", "host", "--rootfs", root))
+		h.Saw(id)
+		h.Must(t, "exec", id, "--", "sh", "-c", script)
+		return id
+	}
+	id := create("rm -f /etc/hostname /etc/hosts && mkfifo /etc/hostname && ln -s " + hostFile + " /etc/hosts")
+	h.Must(t, "checkpoint", id, "files")
+	h.Must(t, "rm", "-f", id)
+	restored := strings.TrimSpace(h.Must(t, "restore", "files"))
+	h.Saw(restored)
+	out := h.Must(t, "exec", restored, "--", "sh", "-c", "test -f /etc/hostname && test ! -L /etc/hosts && cat /etc/hosts")
+	if !strings.Contains(out, "localhost") {
+		t.Errorf("restored /etc/hosts: %q", out)
+	}
+	id = create("mv /etc /etc.old && ln -s " + hostDir + " /etc")
+	h.Must(t, "checkpoint", id, "dir")
+	h.Must(t, "rm", "-f", id)
+	if r := h.Sbx(t, "", "restore", "dir"); r.Code == 0 || !strings.Contains(r.Stderr, "/etc in the writable layer is not a directory") {
+		t.Errorf("restore of a sandbox whose /etc is a symlink to a host directory: exit %d, %s", r.Code, r.Stderr)
+	}
+	entries, _ := os.ReadDir(hostDir)
+	if got, _ := os.ReadFile(hostFile); len(entries) != 1 || string(got) != "host's\n" {
+		t.Errorf("a restore wrote to the host directory: %d entries, hosts %q", len(entries), got)
+	}
+}
+
 // A restored sandbox passes the escape checks of a created one: seccomp,
 // capabilities, no_new_privs, namespaces, read-only cgroup limits.
 func TestSnapshotRestoredIsolation(t *testing.T) {

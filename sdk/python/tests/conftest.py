@@ -159,7 +159,7 @@ def start_server(base: Path, *extra: str) -> Server:
     wait until it listens on both. It allows the busybox root and
     base/host as host directories."""
     busybox, debian = fixture_roots()
-    # Sandboxes in private user namespaces need their run
+    # Sandboxes in private user namespaces (the default) need their run
     # root reachable by other users (traversable, not readable).
     base.chmod(0o711)
     root, run_root, sock = base / "root", base / "run", base / "sbx.sock"

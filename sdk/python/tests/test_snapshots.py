@@ -26,7 +26,7 @@ def busybox(server: Server, client: sbx.Client) -> Iterator[sbx.Sandbox]:
 
 
 def test_private_userns_refuses_checkpoints(client: sbx.Client, server: Server) -> None:
-    with client.sandboxes.create("busybox", userns="private") as sb:
+    with client.sandboxes.create("busybox") as sb:
         server.seen.add(sb.id)
         assert sb.record.spec.get("userns") == "private"
         for call in (
@@ -38,7 +38,7 @@ def test_private_userns_refuses_checkpoints(client: sbx.Client, server: Server) 
                 call()
             assert sb.refresh().status == "running"
         with pytest.raises(sbx.SbxError, match="--userns host"):
-            client.sandboxes.create("busybox", userns="private", idle_timeout="1m")
+            client.sandboxes.create("busybox", idle_timeout="1m")
     assert "sdk-private" not in _names(client)
     with pytest.raises(ValueError):
         client.sandboxes.create("busybox", userns="shared")

@@ -256,6 +256,11 @@ func NewEgressCLI(t testing.TB) *EgressCLI {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(e.State) })
+	// Traversable (not readable): the run root below it serves private
+	// user namespaces, sbx's default.
+	if err := os.Chmod(e.State, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	e.Lib = filepath.Join(e.State, "lib")
 	// The fake internet's CA verifies its sites for the proxy.
 	if err := os.MkdirAll(filepath.Join(e.Lib, "network"), 0o700); err != nil {

@@ -53,7 +53,7 @@ func Main(m *testing.M, name string) {
 	runRoot := fmt.Sprintf("/run/sbx-test-%d", os.Getpid())
 	os.Setenv("SBX_RUN_ROOT", runRoot)
 	// Traversable (not readable): tests put run roots below it, and
-	// private user namespaces reach theirs by path.
+	// private user namespaces (the default) reach theirs by path.
 	if err := os.MkdirAll(runRoot, 0o711); err != nil {
 		fmt.Fprintln(os.Stderr, name+":", err)
 		os.Exit(1)

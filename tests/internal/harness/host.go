@@ -36,7 +36,7 @@ func NewHost(t *testing.T) *Host {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

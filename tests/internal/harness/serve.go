@@ -31,7 +31,7 @@ func NewServeDirs(t *testing.T) *ServeProc {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

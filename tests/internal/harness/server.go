@@ -63,7 +63,7 @@ func NewServerEnv(t testing.TB, hcfg sandbox.HostConfig, mutate func(*server.Con
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Private user namespaces need the run root reachable.
+	// Private user namespaces (the default) need the run root reachable.
 	if err := os.Chmod(dir, 0o711); err != nil {
 		t.Fatal(err)
 	}

@@ -28,8 +28,8 @@ DEFAULT_HOST = "unix:///run/sbx/sbx.sock"
 Frame = dict[str, Any]
 #: Network modes of a sandbox.
 Network = Literal["none", "bridge", "host"]
-#: User namespace modes of a sandbox: "host" (the server's default, as
-#: checkpoints need) or "private".
+#: User namespace modes of a sandbox: "private" (the server's default with
+#: an image or rootfs) or "host" (as checkpoints need).
 UserNS = Literal["private", "host"]
 #: When the server pulls a create's image.
 Pull = Literal["missing", "always", "never"]

@@ -222,10 +222,10 @@ class AsyncSandboxes:
         ["api.example.com"], "prefix": "sk-", "value": ...}]``: the sandbox's
         ``API_KEY`` holds a placeholder the egress proxy swaps for the value
         on requests to those hosts; see docs/network.md). ``userns`` is
-        "host" (the server's default: the host's ids, as
+        "private" (the server's default: root in the sandbox is an
+        unprivileged host id range) or "host" (the host's ids, as
         :meth:`AsyncSandbox.checkpoint`, fork, ``stop(checkpoint=True)`` and
-        ``idle_timeout`` need) or "private" (root in the sandbox is an
-        unprivileged host id range). ``ttl``
+        ``idle_timeout`` need). ``ttl``
         (seconds, a timedelta or "1h") removes the sandbox that long after
         its creation; ``idle_timeout`` (the same forms) checkpoints it to disk
         on the server once nobody has used it that long (no exec, session,
