@@ -1,14 +1,19 @@
 package lifecycle
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox"
+	"github.com/sbxrun/sbx/tests/fixture"
 	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
@@ -90,5 +95,49 @@ func TestNamedVolumes(t *testing.T) {
 	}
 	for _, id := range []string{a, b, ro} {
 		h.AssertNoLeaksOf(t, id)
+	}
+}
+
+// TestNamedVolumesOverREST: /v1/volumes through the Go client, and a create
+// that names a volume: the server says where it lives, whatever host path
+// the request sent beside the name (a server with a strict policy allows
+// no host directory at all).
+func TestNamedVolumesOverREST(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	e := harness.NewServerEnv(t, sandbox.HostConfig{}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := e.C.CreateVolume(ctx, sbx.VolumeSpec{Name: "restvol", Labels: map[string]string{"k": "v"}}); err != nil {
+		t.Fatal(err)
+	}
+	o := harness.BusyboxCreate("")
+	o.Volumes = []sbx.Volume{{Name: "restvol", HostPath: "/etc", Path: "/d"}}
+	sb, err := e.C.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.See(sb.ID)
+	v := sb.Options.Volumes[0]
+	if !strings.HasPrefix(v.HostPath, e.Root+"/volumes/restvol/") || v.IDMap != sbx.VolumeIDMapHost {
+		t.Fatalf("the record's volume: %+v", v)
+	}
+	res, err := e.C.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: []string{"ls", "-A", "/d"}}, nil)
+	if err != nil || res.ExitCode != 0 || res.Stdout != "" {
+		t.Fatalf("the new volume as the sandbox sees it: %+v %v", res, err)
+	}
+	if list, err := e.C.ListVolumes(ctx); err != nil || len(list) != 1 || list[0].Labels["k"] != "v" || len(list[0].UsedBy) != 1 || list[0].UsedBy[0] != sb.ID {
+		t.Fatalf("list: %+v %v", list, err)
+	}
+	if err := e.C.RemoveVolume(ctx, "restvol"); !errors.Is(err, sbx.ErrState) {
+		t.Fatalf("remove of a volume in use: %v", err)
+	}
+	if err := e.C.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := e.C.PruneVolumes(ctx); err != nil || len(rep.Removed) != 1 {
+		t.Fatalf("prune: %+v %v", rep, err)
+	}
+	if _, err := e.C.InspectVolume(ctx, "restvol"); !errors.Is(err, sbx.ErrNotFound) {
+		t.Fatalf("inspect after prune: %v", err)
 	}
 }
