@@ -35,6 +35,11 @@ type BuildOptions struct {
 	// A remote build sends them in its request's body (never in its URL
 	// or headers); each is at most MaxBuildSecretBytes.
 	Secrets map[string]string `json:"-"`
+	// SSH are the ssh agents RUN --mount=type=ssh forwards, by id ("default"
+	// unless the mount names one): the path of each agent's unix socket on
+	// this host (--ssh default=$SSH_AUTH_SOCK), bound into the steps that
+	// mount it and into no layer. Local builds only.
+	SSH map[string]string `json:"-"`
 	// Output receives the progress as docker prints it: each step, CACHED
 	// or the output of its RUN, and its duration.
 	Output io.Writer `json:"-"`

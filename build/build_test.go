@@ -17,7 +17,7 @@ import (
 func TestParseRefusesWithTheLine(t *testing.T) {
 	cases := map[string]string{
 		"FROM a\nFROBNICATE x\n":                              "line 2",
-		"FROM a\nRUN --mount=type=ssh x\n":                    "line 2: RUN: --mount=type=ssh",
+		"FROM a\nRUN --mount=type=ssh,mode=0666 x\n":          "line 2: RUN: --mount=type=ssh",
 		"FROM a\nRUN --security=insecure x\n":                 "line 2: RUN: --security",
 		"FROM a\nRUN --network=host x\n":                      "line 2: RUN: --network=host",
 		"FROM a\nADD git@github.com:o/r.git /x\n":             "line 2: ADD",

@@ -39,11 +39,14 @@ type runMount struct {
 	entries []entry
 	// secret is the value of a secret mount, nil when optional and not given.
 	secret []byte
+	// agent is the host socket of an ssh mount, "" when optional and not given.
+	agent string
 }
 
 // runMounts checks and resolves the mounts of c in the stage s.
 func (b *builder) runMounts(ctx context.Context, s *stageState, c *instructions.RunCommand) ([]*runMount, error) {
 	var out []*runMount
+	agents := 0 // ssh mounts so far: the default target's number
 	for _, m := range instructions.GetMounts(c) {
 		rm := &runMount{m: m}
 		target := m.Target
@@ -100,6 +103,21 @@ func (b *builder) runMounts(ctx context.Context, s *stageState, c *instructions.
 				env = *m.Env
 			}
 			rm.key = fmt.Sprintf("secret id=%q target=%q env=%q", id, target, env)
+		case instructions.MountTypeSSH:
+			id := m.CacheID
+			if id == "" {
+				id = "default"
+			}
+			if target == "" {
+				target = fmt.Sprintf("/run/buildkit/ssh_agent.%d", agents)
+				rm.target = target
+			}
+			agents++
+			rm.agent = b.o.SSH[id]
+			if rm.agent == "" && m.Required {
+				return nil, fmt.Errorf("ssh agent %q is required: give it with sbx build --ssh %s=SOCKET (e.g. $SSH_AUTH_SOCK)", id, id)
+			}
+			rm.key = fmt.Sprintf("ssh id=%q target=%q", id, target)
 		case instructions.MountTypeBind:
 			if target == "" {
 				return nil, fmt.Errorf("--mount=type=bind needs a target")
@@ -251,6 +269,16 @@ func (b *builder) setUp(ctx context.Context, mounts []*runMount, o *sbx.Options)
 				}
 			}
 			o.Volumes = append(o.Volumes, sbx.Volume{HostPath: f, Path: rm.target, ReadOnly: true, IDMap: sbx.VolumeIDMapHost})
+		case instructions.MountTypeSSH:
+			if rm.agent == "" {
+				drop = slices.DeleteFunc(drop, func(p string) bool { return p == rm.target })
+				continue
+			}
+			// The first agent is the step's SSH_AUTH_SOCK, as BuildKit sets it.
+			if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") }) {
+				env = append(env, "SSH_AUTH_SOCK="+rm.target)
+			}
+			o.Volumes = append(o.Volumes, sbx.Volume{HostPath: rm.agent, Path: rm.target, IDMap: sbx.VolumeIDMapHost})
 		case instructions.MountTypeBind:
 			dir, err := tmp(false)
 			if err != nil {

@@ -87,8 +87,8 @@ func (f *file) supported(c instructions.Command) error {
 					return f.errorAt(c, "%v", err)
 				}
 				for _, m := range instructions.GetMounts(c) {
-					if m.Type == instructions.MountTypeSSH {
-						return f.errorAt(c, "--mount=type=ssh is not supported by sbx build")
+					if m.Type == instructions.MountTypeSSH && (m.UID != nil || m.GID != nil || m.Mode != nil) {
+						return f.errorAt(c, "--mount=type=ssh: uid, gid and mode are not supported by sbx build (the agent's socket is bound as it is)")
 					}
 				}
 			case "network":

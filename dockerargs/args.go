@@ -60,6 +60,37 @@ func ParseBuildArgs(args []string) (map[string]string, error) {
 	return out, nil
 }
 
+// ParseSSH parses build's --ssh entries as docker build does, for ssh
+// agents: "default" or "ID" (the agent of $SSH_AUTH_SOCK) or ID=SOCKET.
+// Each socket must be a unix socket: key files are not forwarded.
+func ParseSSH(entries []string) (map[string]string, error) {
+	var out map[string]string
+	for _, e := range entries {
+		id, sock, ok := strings.Cut(e, "=")
+		if !ok {
+			sock = os.Getenv("SSH_AUTH_SOCK")
+			if sock == "" {
+				return nil, fmt.Errorf("--ssh %s: SSH_AUTH_SOCK is not set; give --ssh %s=SOCKET", e, e)
+			}
+		}
+		if id == "" || strings.Contains(sock, ",") {
+			return nil, fmt.Errorf("invalid --ssh %q: use ID or ID=SOCKET (one ssh agent's socket)", e)
+		}
+		fi, err := os.Stat(sock)
+		if err != nil {
+			return nil, fmt.Errorf("--ssh %s: %w", id, err)
+		}
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("--ssh %s: %s is not a socket: sbx build forwards ssh agents (ssh-agent's socket), not key files", id, sock)
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[id] = sock
+	}
+	return out, nil
+}
+
 // maxSecret caps one build secret.
 const maxSecret = sbx.MaxBuildSecretBytes
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -196,5 +198,33 @@ func TestParseSecrets(t *testing.T) {
 		if _, err := ParseSecrets([]string{bad}); err == nil {
 			t.Errorf("--secret %s was accepted", bad)
 		}
+	}
+}
+
+func TestParseSSH(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	key := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(key, []byte("key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("SSH_AUTH_SOCK", sock)
+	got, err := ParseSSH([]string{"default", "work=" + sock})
+	if err != nil || !reflect.DeepEqual(got, map[string]string{"default": sock, "work": sock}) {
+		t.Fatalf("ParseSSH: %v %v", got, err)
+	}
+	for _, bad := range []string{"k=" + key, "=" + sock, "a=" + sock + "," + sock, "gone=" + filepath.Join(dir, "none")} {
+		if _, err := ParseSSH([]string{bad}); err == nil {
+			t.Errorf("--ssh %s was accepted", bad)
+		}
+	}
+	t.Setenv("SSH_AUTH_SOCK", "")
+	if _, err := ParseSSH([]string{"default"}); err == nil || !strings.Contains(err.Error(), "SSH_AUTH_SOCK") {
+		t.Errorf("--ssh default without an agent: %v", err)
 	}
 }

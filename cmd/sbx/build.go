@@ -15,7 +15,7 @@ import (
 
 func buildCmd(a *app) *cobra.Command {
 	var o sbx.BuildOptions
-	var buildArgs, secrets []string
+	var buildArgs, secrets, ssh []string
 	var quiet bool
 	cmd := &cobra.Command{
 		Use:   "build [flags] CONTEXT",
@@ -29,6 +29,9 @@ func buildCmd(a *app) *cobra.Command {
 				return exitErr("%v", err)
 			}
 			if o.Secrets, err = dockerargs.ParseSecrets(secrets); err != nil {
+				return exitErr("%v", err)
+			}
+			if o.SSH, err = dockerargs.ParseSSH(ssh); err != nil {
 				return exitErr("%v", err)
 			}
 			if !quiet {
@@ -53,6 +56,7 @@ func buildCmd(a *app) *cobra.Command {
 	f.StringVarP(&o.Dockerfile, "file", "f", "", "the Dockerfile (default CONTEXT/Dockerfile)")
 	f.StringArrayVar(&buildArgs, "build-arg", nil, "set an ARG: KEY=VALUE (KEY alone takes it from the environment)")
 	f.StringArrayVar(&secrets, "secret", nil, "a secret for RUN --mount=type=secret: id=ID,src=FILE or id=ID,env=VAR")
+	f.StringArrayVar(&ssh, "ssh", nil, "an ssh agent for RUN --mount=type=ssh: default (or ID: $SSH_AUTH_SOCK) or ID=SOCKET")
 	f.StringVar(&o.Target, "target", "", "build this stage (and the stages it needs) only")
 	f.BoolVar(&o.NoCache, "no-cache", false, "build every step again")
 	f.StringVar(&o.Network, "network", sbx.NetworkNone, "network of RUN steps: none or bridge")

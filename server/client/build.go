@@ -34,6 +34,9 @@ func (c *Client) Build(ctx context.Context, o sbx.BuildOptions) (*sbx.BuildResul
 	if o.DockerfileText != "" {
 		return nil, fmt.Errorf("%w: a remote build reads its Dockerfile from the context (give its path)", sbx.ErrInvalid)
 	}
+	if len(o.SSH) > 0 {
+		return nil, fmt.Errorf("%w: --ssh forwards an ssh agent of this host, which a remote build cannot reach; build on the server's host", sbx.ErrUnsupported)
+	}
 	df := o.Dockerfile
 	if df == "" {
 		df = filepath.Join(o.ContextDir, "Dockerfile")
