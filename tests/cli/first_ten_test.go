@@ -15,8 +15,8 @@ import (
 // TestDockerFirstTenCommands runs a docker user's first ten commands in
 // the order they reach for them (run, run -d, ps, logs -f, exec -it, cp,
 // stop, rm, images, rmi) and checks each does what docker's does, and then
-// what they reach for next: a main command that exited in ps, --restart
-// on-failure, a named volume, build. The image comes from an archive:
+// what they reach for next: build, a main command that exited in ps,
+// --restart on-failure, a named volume. The image comes from an archive:
 // this machine reaches no image registry.
 func TestDockerFirstTenCommands(t *testing.T) {
 	h := harness.NewHost(t)
@@ -109,8 +109,25 @@ func TestDockerFirstTenCommands(t *testing.T) {
 	}
 	h.AssertNoLeaksOf(t, id)
 
-	// And what comes next: an exited main command, --restart, a named
-	// volume, an image built from a Dockerfile.
+	// And build: an image of theirs from a Dockerfile, built again with
+	// every step cached.
+	ctx := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte("FROM busybox\nCOPY site/ /www/\nCMD [\"cat\", \"/www/index.html\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(ctx, "site"), os.DirFS(site)); err != nil {
+		t.Fatal(err)
+	}
+	h.Must(t, "build", "-t", "site:1", ctx)
+	if r := h.Sbx(t, "", "build", "-t", "site:1", ctx); r.Code != 0 || !strings.Contains(r.Stderr, "CACHED") || !strings.Contains(r.Stderr, "(3 steps, 1 cached)") {
+		t.Fatalf("second build: %d\n%s", r.Code, r.Stderr)
+	}
+	if out := h.Must(t, "run", "--rm", "site:1"); out != "<h1>hi</h1>\n" {
+		t.Fatalf("run of the built image: %q", out)
+	}
+	h.Must(t, "rmi", "site:1")
+
+	// An exited main command, --restart, a named volume.
 	five := strings.TrimSpace(h.Must(t, "run", "-d", "--name", "five", "busybox", "sh", "-c", "exit 5"))
 	h.Saw(five)
 	harness.WaitUntil(t, time.Minute, "ps -a shows the command exited", func() bool {
@@ -139,15 +156,6 @@ func TestDockerFirstTenCommands(t *testing.T) {
 		t.Fatalf("a named volume after its first sandbox went: %q", out)
 	}
 	h.Must(t, "volume", "rm", "notes")
-	bctx := t.TempDir()
-	if err := os.WriteFile(filepath.Join(bctx, "Dockerfile"), []byte("FROM busybox\nRUN echo built > /built\nCMD [\"cat\", \"/built\"]\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	h.Must(t, "build", "-t", "mine:1", bctx)
-	if out := h.Must(t, "run", "--rm", "mine:1"); out != "built\n" {
-		t.Fatalf("the built image's command: %q", out)
-	}
-	h.Must(t, "rmi", "mine:1")
 
 	// 9. images, 10. rmi.
 	if out := h.Must(t, "images"); !strings.Contains(out, "busybox:latest") {
