@@ -266,7 +266,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 // Claim steps, in order, after the create steps' "recorded" of a cold
 // create: SBX_TEST_CRASH_AT=<step> kills the process there.
 const (
-	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating), the member untouched
+	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating) and its name claimed, the member untouched
 	stepClaimNetwork  = "claim-network"  // name claimed, ports chosen; the ports' holder, the lease and the rules being replaced
 	stepClaimApplied  = "claim-applied"  // limits, hostname, mounts, defaults applied; about to mark running
 )
