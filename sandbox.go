@@ -461,6 +461,16 @@ type EgressUpdate struct {
 	Egress string `json:"egress"`
 }
 
+// EgressCount counts the decisions of one kind and outcome that the
+// egress daemon run by a Host made since it started (Host.EgressCounts;
+// the server's sbx_egress_decisions_total).
+type EgressCount struct {
+	// Kind and Decision are as in EgressAudit.
+	Kind     string `json:"kind"`
+	Decision string `json:"decision"`
+	N        uint64 `json:"n"`
+}
+
 // EgressAudit is one decision of the egress daemon for a sandbox whose
 // policy names hosts: a DNS query refused, a connection, or a request on
 // an inspected host. It never holds a secret's value.

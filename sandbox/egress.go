@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -38,6 +40,35 @@ type egressState struct {
 	done    chan struct{}
 	// Inspector, if set, takes connections to inspected hosts.
 	inspector egress.Inspector
+	// counts are the decisions of the daemon this process ran, by kind
+	// and decision.
+	counts map[[2]string]uint64
+}
+
+// EgressCounts returns how many decisions of each kind and outcome the
+// egress daemon this Host runs (sbx serve's, in-process) made since the
+// Host opened, sorted; none when the daemon runs in another process.
+func (h *Host) EgressCounts() []sbx.EgressCount {
+	h.egress.mu.Lock()
+	out := make([]sbx.EgressCount, 0, len(h.egress.counts))
+	for k, n := range h.egress.counts {
+		out = append(out, sbx.EgressCount{Kind: k[0], Decision: k[1], N: n})
+	}
+	h.egress.mu.Unlock()
+	slices.SortFunc(out, func(a, b sbx.EgressCount) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Decision, b.Decision))
+	})
+	return out
+}
+
+// countEgress counts one decision of the daemon.
+func (h *Host) countEgress(kind, decision string) {
+	h.egress.mu.Lock()
+	if h.egress.counts == nil {
+		h.egress.counts = map[[2]string]uint64{}
+	}
+	h.egress.counts[[2]string{kind, decision}]++
+	h.egress.mu.Unlock()
 }
 
 // SetEgressInspector sets what takes the connections to inspected hosts
@@ -276,6 +307,7 @@ func newEgressAudit(path string, h *Host) *egressAudit {
 }
 
 func (a *egressAudit) record(ev egress.AuditEvent) {
+	a.h.countEgress(ev.Kind, ev.Decision)
 	a.h.events.bus.publish(sbx.Event{Type: sbx.EventEgress, Time: ev.Time, Sandbox: ev.Sandbox, Egress: &sbx.EgressAudit{
 		Kind: ev.Kind, Name: ev.Name, Addr: ev.Addr, Rule: ev.Rule, Decision: ev.Decision, Reason: ev.Reason,
 		Method: ev.Method, Path: ev.Path, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown}})

@@ -47,6 +47,8 @@ type Background interface {
 	LastEventSeq() uint64
 	// PoolStats counts what each warm pool did.
 	PoolStats() map[string]sbx.PoolStats
+	// EgressCounts counts the decisions of the egress daemon it runs.
+	EgressCounts() []sbx.EgressCount
 }
 
 // Config configures a Server. Zero values take the defaults in brackets.
@@ -135,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Background != nil {
 		s.metrics.registerBackend(cfg.Background)
 		s.metrics.registerPools(cfg.Background)
+		s.metrics.registerEgress(cfg.Background)
 	}
 	s.mux = http.NewServeMux()
 	for _, rt := range s.routes() {

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	stdiotest "testing/iotest"
 	"time"
 
 	"github.com/sbxrun/sbx/egress"
@@ -31,6 +32,7 @@ type rig struct {
 	hits      atomic.Int64
 	mu        sync.Mutex
 	seen      []*http.Request
+	bodies    []string // what each request's body held, as far as it came
 	ins       *Inspector
 	sandboxCA *x509.CertPool
 	addr      string
@@ -101,8 +103,10 @@ func newRig(t *testing.T, host egress.HostPolicy, secrets []Secret, bound ...str
 // echo answers with what it received; /ws upgrades and echoes bytes.
 func (r *rig) echo(w http.ResponseWriter, req *http.Request) {
 	r.hits.Add(1)
+	body, _ := io.ReadAll(req.Body)
 	r.mu.Lock()
 	r.seen = append(r.seen, req)
+	r.bodies = append(r.bodies, string(body))
 	r.mu.Unlock()
 	if req.URL.Path == "/ws" {
 		if req.Header.Get("Upgrade") != "websocket" {
@@ -368,3 +372,63 @@ func TestScrubberAcrossReads(t *testing.T) {
 type iotest struct{ r io.Reader }
 
 func (i iotest) Read(p []byte) (int, error) { return i.r.Read(p[:min(len(p), 7)]) }
+
+// TestPlaceholderInBodyRefused: placeholders are replaced in headers and
+// the query only; a request body that carries one (of a secret bound to
+// the host or not) is refused with 403 and audited, and the host never
+// receives it; a body without one goes through.
+func TestPlaceholderInBodyRefused(t *testing.T) {
+	ph, _ := NewPlaceholder("sk-")
+	unknown, _ := NewPlaceholder("")
+	r := newRig(t, egress.HostPolicy{}, []Secret{{Name: "K", Placeholder: ph, Value: "v"}}, "K")
+	c := r.client()
+	post := func(body string) (int, string) {
+		t.Helper()
+		resp, err := c.Post("https://example.com/upload", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := post(`{"text":"hello"}`); code != 200 {
+		t.Fatalf("a body without a placeholder: %d %q", code, body)
+	}
+	if e := r.event(); e.Decision != "allow" || e.BytesUp != 16 {
+		t.Fatalf("event %+v", e)
+	}
+	big := strings.Repeat("x", 256<<10)
+	for _, body := range []string{`{"key":"` + ph + `"}`, big + unknown + big} {
+		code, reply := post(body)
+		if code != http.StatusForbidden || !strings.Contains(reply, "placeholder") {
+			t.Errorf("a body with a placeholder: %d %q", code, reply)
+		}
+		if e := r.event(); e.Decision != "deny" || !strings.Contains(e.Reason, "request body carries") {
+			t.Errorf("event %+v", e)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, b := range r.bodies {
+		if strings.Contains(b, PlaceholderTag) {
+			t.Errorf("the host received a placeholder in a body (%d bytes)", len(b))
+		}
+	}
+}
+
+// TestBodyScanAcrossReads: a placeholder split over many small reads is
+// found, and the reads stop before all of it has passed.
+func TestBodyScanAcrossReads(t *testing.T) {
+	ph, _ := NewPlaceholder("")
+	data := strings.Repeat("y", 1000) + ph + "tail"
+	b := &countingBody{rc: io.NopCloser(stdiotest.OneByteReader(strings.NewReader(data))), secrets: []Secret{{Name: "K", Placeholder: ph}}}
+	got, err := io.ReadAll(b)
+	if err != errBodyPlaceholder || strings.Contains(string(got), ph) || !strings.Contains(b.refused(), "secret K") {
+		t.Fatalf("read %d bytes, err %v, reason %q", len(got), err, b.refused())
+	}
+	clean := &countingBody{rc: io.NopCloser(stdiotest.HalfReader(strings.NewReader(data[:1000] + PlaceholderTag + "tail"))), secrets: b.secrets}
+	if got, err := io.ReadAll(clean); err != nil || len(got) != 1000+len(PlaceholderTag)+4 {
+		t.Fatalf("a body with only the tag: %d bytes, %v", len(got), err)
+	}
+}

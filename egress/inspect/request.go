@@ -19,6 +19,9 @@ import (
 
 type eventKey struct{}
 
+// bodyKey holds a request's *countingBody in its context.
+type bodyKey struct{}
+
 // serveHTTP checks one request of a handed connection and forwards it.
 func (i *Inspector) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	hc, _ := r.Context().Value(connKey{}).(*handedConn)
@@ -30,7 +33,7 @@ func (i *Inspector) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	ev := &egress.AuditEvent{Time: time.Now(), Sandbox: c.Sandbox.ID, Name: c.SNI, Kind: "request",
 		Method: r.Method, Path: r.URL.Path, Rule: ruleOf(c), Decision: "allow"}
 	cw := &countingWriter{ResponseWriter: w}
-	body := &countingBody{rc: r.Body}
+	body := &countingBody{rc: r.Body, secrets: hc.st.secrets}
 	r.Body = body
 	defer func() {
 		ev.BytesUp, ev.BytesDown = body.n.Load(), cw.n
@@ -52,7 +55,11 @@ func (i *Inspector) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(cw, "sbx egress policy: "+err.Error(), http.StatusForbidden)
 		return
 	}
-	hc.proxy.ServeHTTP(cw, r.WithContext(context.WithValue(r.Context(), eventKey{}, ev)))
+	ctx := context.WithValue(context.WithValue(r.Context(), eventKey{}, ev), bodyKey{}, body)
+	hc.proxy.ServeHTTP(cw, r.WithContext(ctx))
+	if reason := body.refused(); reason != "" {
+		ev.Decision, ev.Reason = "deny", reason
+	}
 }
 
 // check applies the host and L7 checks to r; it returns why r is refused,
@@ -163,6 +170,10 @@ func (i *Inspector) newProxy(hc *handedConn) http.Handler {
 			if errors.Is(err, context.Canceled) {
 				return
 			}
+			if b, ok := r.Context().Value(bodyKey{}).(*countingBody); ok && b.refused() != "" {
+				http.Error(w, "sbx egress policy: "+b.refused(), http.StatusForbidden)
+				return
+			}
 			http.Error(w, "sbx egress: "+c.SNI+" could not be reached", http.StatusBadGateway)
 		},
 	}
@@ -194,16 +205,73 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Flush and Hijack.
 func (w *countingWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// countingBody counts the bytes of a request body.
+// countingBody counts the bytes of a request body and, when the sandbox
+// has secrets, refuses one that carries a placeholder: placeholders are
+// replaced in headers and the query only, and a body is never looked
+// into for them, so a placeholder there is a mistake or a probe. The
+// read that would pass it fails, which aborts the request upstream
+// before the placeholder is sent (at most its first bytes, split across
+// two reads, went before).
 type countingBody struct {
-	rc io.ReadCloser
-	n  atomic.Int64
+	rc      io.ReadCloser
+	n       atomic.Int64
+	secrets []Secret
+	tail    []byte // the last bytes passed, for a placeholder split across reads
+	reason  atomic.Pointer[string]
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
+	if b.refused() != "" {
+		return 0, errBodyPlaceholder
+	}
 	n, err := b.rc.Read(p)
+	if n > 0 && len(b.secrets) > 0 {
+		if reason := b.scan(p[:n]); reason != "" {
+			b.reason.Store(&reason)
+			return 0, errBodyPlaceholder
+		}
+	}
 	b.n.Add(int64(n))
 	return n, err
+}
+
+// errBodyPlaceholder ends the read of a request body that carries a
+// placeholder.
+var errBodyPlaceholder = errors.New("the request body carries a secret placeholder")
+
+// placeholderLen is the length of a placeholder's tag and random part.
+const placeholderLen = len(PlaceholderTag) + 32
+
+// scan looks for a placeholder in the bytes p that follow the tail; it
+// returns why the body is refused, or "".
+func (b *countingBody) scan(p []byte) string {
+	const keep = placeholderLen - 1
+	joint := append(b.tail, p[:min(len(p), keep)]...)
+	ph := placeholderRE().Find(joint)
+	if ph == nil {
+		ph = placeholderRE().Find(p)
+	}
+	if ph != nil {
+		for _, s := range b.secrets {
+			if s.tag() == string(ph) {
+				return "the request body carries the placeholder of secret " + s.Name + ": placeholders are replaced in headers and the query only"
+			}
+		}
+		return "the request body carries an unknown secret placeholder"
+	}
+	if len(p) >= keep {
+		joint = p
+	}
+	b.tail = append(b.tail[:0], joint[max(0, len(joint)-keep):]...)
+	return ""
+}
+
+// refused is why the body was refused, or "".
+func (b *countingBody) refused() string {
+	if r := b.reason.Load(); r != nil {
+		return *r
+	}
+	return ""
 }
 
 func (b *countingBody) Close() error { return b.rc.Close() }

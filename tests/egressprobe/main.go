@@ -6,15 +6,18 @@
 //	egressprobe post URL                 POST
 //	egressprobe ws HOST PATH             WebSocket upgrade over TLS, one line echoed
 //	egressprobe hold                     print "ready" and sleep (keeps its env in memory)
+//	egressprobe dnstcp NAME              resolve NAME over TCP with the name server of /etc/resolv.conf
 //	egressprobe bench N URL [CAFILE]     N GETs on new connections, then N on one; median ms of each
 package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -69,6 +72,18 @@ func main() {
 	case "bench":
 		n, _ := strconv.Atoi(os.Args[2])
 		bench(n, os.Args[3], os.Args[4:])
+	case "dnstcp":
+		r := &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, _, addr string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", addr)
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		addrs, err := r.LookupHost(ctx, os.Args[2])
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("addrs=%s\n", strings.Join(addrs, ","))
 	case "hold":
 		fmt.Println("ready")
 		time.Sleep(time.Hour)

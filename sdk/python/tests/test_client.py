@@ -35,6 +35,22 @@ def test_events_in_order(server: Server, client: sbx.Client) -> None:
     assert [e.seq for e in replay][: len(got) - 1] == [e.seq for e in got[1:]]
 
 
+def test_egress_events_are_typed(server: Server, client: sbx.Client) -> None:
+    # A bridged sandbox that may reach only api.test asks for another
+    # name: the egress daemon of sbx serve refuses it, and the event says
+    # so in typed fields.
+    with client.events(timeout=60) as events:
+        with client.sandboxes.create("busybox", network="bridge", egress="api.test") as sb:
+            server.seen.add(sb.id)
+            assert sb.exec(["nslookup", "other.test"]).exit_code != 0
+            for ev in events:
+                if ev.type == "sandbox.egress" and ev.sandbox == sb.id and ev.egress and ev.egress.name == "other.test":
+                    break
+    assert isinstance(ev.egress, sbx.EgressAudit)
+    assert (ev.egress.kind, ev.egress.decision) == ("dns", "deny") and ev.egress.reason, ev.egress
+    assert ev.egress.bytes_up == 0 and ev.raw["egress"]["name"] == "other.test"
+
+
 def test_events_timeout_is_a_timeout_error(client: sbx.Client) -> None:
     with pytest.raises(TimeoutError):
         with client.events(timeout=0.5) as events:

@@ -58,6 +58,7 @@ from ._models import (
     Change,
     CmdStart,
     DiskUsage,
+    EgressAudit,
     Event,
     ExecResult,
     ExecutorInfo,

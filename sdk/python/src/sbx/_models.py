@@ -47,6 +47,7 @@ __all__ = [
     "BuildResult",
     "PullProgress",
     "Event",
+    "EgressAudit",
     "Health",
     "HostInfo",
     "GCReport",
@@ -640,11 +641,33 @@ class PullProgress(_Decoded):
 
 
 @dataclass(frozen=True)
+class EgressAudit(_Decoded):
+    """One decision of the egress daemon (the ``egress`` of a
+    "sandbox.egress" event): ``kind`` "dns", "connection" or "request";
+    ``name`` the host (SNI, Host or query), ``addr`` the address the
+    sandbox dialled, ``rule`` the policy entry that decided; ``decision``
+    "allow", "deny" or "audit", and ``reason`` why a deny; ``method`` and
+    ``path`` of a request; the bytes each way. Never a secret's value."""
+
+    kind: str
+    decision: str
+    name: str = ""
+    addr: str = ""
+    rule: str = ""
+    reason: str = ""
+    method: str = ""
+    path: str = ""
+    bytes_up: int = 0
+    bytes_down: int = 0
+
+
+@dataclass(frozen=True)
 class Event(_Decoded):
     """An event of the server's stream.
 
     ``seq`` grows by one per event (a gap means a lost event); ``type`` is
-    e.g. "sandbox.created", "sandbox.exited", "image.pulled", or "reset"
+    e.g. "sandbox.created", "sandbox.exited", "image.pulled",
+    "sandbox.egress" (``egress`` then holds the decision), or "reset"
     (events may have been lost: re-read the state)."""
 
     seq: int
@@ -657,6 +680,7 @@ class Event(_Decoded):
     oom_kills: int
     image: Optional[str]
     raw: dict[str, Any] = field(repr=False)
+    egress: Optional[EgressAudit] = None
 
 
 @dataclass(frozen=True)
