@@ -14,7 +14,8 @@ import (
 
 // TestDockerFirstTenCommands runs a docker user's first ten commands in
 // the order they reach for them (run, run -d, ps, logs -f, exec -it, cp,
-// stop, rm, images, rmi) and checks each does what docker's does. The
+// stop, rm, images, rmi), and build, and checks each does what docker's
+// does. The
 // image comes from an archive: this machine reaches no image registry.
 func TestDockerFirstTenCommands(t *testing.T) {
 	h := harness.NewHost(t)
@@ -106,6 +107,24 @@ func TestDockerFirstTenCommands(t *testing.T) {
 		t.Fatalf("inspect after rm: %d %s", r.Code, r.Stderr)
 	}
 	h.AssertNoLeaksOf(t, id)
+
+	// And build: an image of theirs from a Dockerfile, built again with
+	// every step cached.
+	ctx := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte("FROM busybox\nCOPY site/ /www/\nCMD [\"cat\", \"/www/index.html\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(ctx, "site"), os.DirFS(site)); err != nil {
+		t.Fatal(err)
+	}
+	h.Must(t, "build", "-t", "site:1", ctx)
+	if r := h.Sbx(t, "", "build", "-t", "site:1", ctx); r.Code != 0 || !strings.Contains(r.Stderr, "CACHED") || !strings.Contains(r.Stderr, "(3 steps, 1 cached)") {
+		t.Fatalf("second build: %d\n%s", r.Code, r.Stderr)
+	}
+	if out := h.Must(t, "run", "--rm", "site:1"); out != "<h1>hi</h1>\n" {
+		t.Fatalf("run of the built image: %q", out)
+	}
+	h.Must(t, "rmi", "site:1")
 
 	// 9. images, 10. rmi.
 	if out := h.Must(t, "images"); !strings.Contains(out, "busybox:latest") {
