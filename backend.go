@@ -123,6 +123,7 @@ type Backend interface {
 	Pools
 	Snapshots
 	Builder
+	Volumes
 }
 
 // Images manages the image cache of a host. Its method names say "Image"

@@ -288,8 +288,14 @@ func (l *Limits) UnmarshalJSON(data []byte) error {
 // instead: root in the sandbox then reads and writes the volume as host
 // uid 0 (docs/security.md warns against it for untrusted code). Without a
 // private user namespace IDMap changes nothing.
+//
+// Name mounts the named volume of that name instead (Volumes; made when
+// missing), and the host fills in HostPath (its directory) and IDMap
+// "host": a volume outlives the sandboxes, whose private id ranges
+// differ, so its files carry the ids the sandboxes see, as in docker.
 type Volume struct {
-	HostPath string `json:"host_path"`
+	Name     string `json:"name,omitempty"`
+	HostPath string `json:"host_path,omitempty"`
 	Path     string `json:"path"`
 	ReadOnly bool   `json:"read_only,omitempty"`
 	IDMap    string `json:"idmap,omitempty"`
@@ -412,8 +418,15 @@ func (o *Options) Validate() error {
 		}
 	}
 	for _, v := range o.Volumes {
-		if !path.IsAbs(v.HostPath) || !path.IsAbs(v.Path) {
-			bad("volume %s:%s: both paths must be absolute", v.HostPath, v.Path)
+		if v.Name != "" {
+			if err := checkVolumeName(v.Name); err != nil {
+				errs = append(errs, err)
+			}
+			if !path.IsAbs(v.Path) {
+				bad("volume %s:%s: the path in the sandbox must be absolute", v.Name, v.Path)
+			}
+		} else if !path.IsAbs(v.HostPath) || !path.IsAbs(v.Path) {
+			bad("volume %s:%s: both paths must be absolute (or name a volume)", v.HostPath, v.Path)
 		}
 		if reservedPath(v.Path) {
 			bad("volume target %q is reserved", v.Path)

@@ -15,10 +15,11 @@ import (
 
 var errVolumeSyntax = errors.New("use HOST:CONTAINER[:OPTIONS], OPTIONS a comma-separated list of ro or rw and idmap=host")
 
-// ParseVolume parses a volume as HOST:CONTAINER[:OPTIONS], OPTIONS a
-// comma-separated list of ro or rw and idmap=host (Volume.IDMap). The
-// host path is taken as given: a front-end on the sandboxes' host may make
-// it absolute and check that it exists.
+// ParseVolume parses a volume as SOURCE:CONTAINER[:OPTIONS], OPTIONS a
+// comma-separated list of ro or rw and idmap=host (Volume.IDMap). A
+// SOURCE without a '/' is the name of a volume (Volume.Name), as in
+// docker; otherwise it is a host path, taken as given: a front-end on the
+// sandboxes' host may make it absolute and check that it exists.
 func ParseVolume(s string) (Volume, error) {
 	parts := strings.Split(s, ":")
 	var v Volume
@@ -26,6 +27,12 @@ func ParseVolume(s string) (Volume, error) {
 		return v, errVolumeSyntax
 	}
 	v.HostPath, v.Path = parts[0], parts[1]
+	if IsVolumeName(parts[0]) {
+		if err := ValidVolumeName(parts[0]); err != nil {
+			return v, err
+		}
+		v.Name, v.HostPath = parts[0], ""
+	}
 	if len(parts) == 2 {
 		return v, nil
 	}

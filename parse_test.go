@@ -9,8 +9,21 @@ func TestParseVolumeAndTmpfs(t *testing.T) {
 	if v, err := ParseVolume("/src:/work:ro"); err != nil || v != (Volume{HostPath: "/src", Path: "/work", ReadOnly: true}) {
 		t.Errorf("ro volume: %+v %v", v, err)
 	}
-	if v, err := ParseVolume("data:/data"); err != nil || v != (Volume{HostPath: "data", Path: "/data"}) {
-		t.Errorf("volume: %+v %v", v, err)
+	// A bare name is a named volume, as in docker; a path binds.
+	if v, err := ParseVolume("data:/data:ro"); err != nil || v != (Volume{Name: "data", Path: "/data", ReadOnly: true}) {
+		t.Errorf("named volume: %+v %v", v, err)
+	}
+	if v, err := ParseVolume("./data:/data"); err != nil || v != (Volume{HostPath: "./data", Path: "/data"}) {
+		t.Errorf("relative bind: %+v %v", v, err)
+	}
+	for _, bad := range []string{"x:/data", "-x:/data", "a b:/data"} {
+		if _, err := ParseVolume(bad); err == nil || !strings.Contains(err.Error(), "volume name") {
+			t.Errorf("ParseVolume(%q): %v, want a volume name error", bad, err)
+		}
+	}
+	o := Options{Image: "x", Volumes: []Volume{{Name: "data", Path: "rel"}, {Name: "x", Path: "/y"}}}
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "must be absolute") || !strings.Contains(err.Error(), `volume name "x"`) {
+		t.Errorf("Validate of bad named volumes: %v", err)
 	}
 	for s, want := range map[string]Volume{
 		"/a:/b:idmap=host":    {HostPath: "/a", Path: "/b", IDMap: VolumeIDMapHost},

@@ -6,6 +6,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/sbxrun/sbx"
 )
 
 func TestSummarizePercentiles(t *testing.T) {
@@ -182,5 +184,21 @@ func TestCheckTargets(t *testing.T) {
 	got = CheckTargets(dens)
 	if len(got) != 2 || !got[0].Met || got[0].Value != 1.5 || got[1].Missing == "" {
 		t.Errorf("density figures: %+v", got)
+	}
+}
+
+// A run's phases count the user namespace once: its making is inside
+// the rootfs step's time, and the phases add up to the run's total.
+func TestRunPhasesCountTheUserNamespaceOnce(t *testing.T) {
+	ph := runPhases(sbx.Timings{UserNSS: 0.002, RootfsS: 0.005, StartS: 0.010, CommandS: 0.012, TeardownS: 0.004}, 30*time.Millisecond, "rest")
+	got := map[string]float64{}
+	sum := 0.0
+	for _, p := range ph {
+		got[p.Name] = p.Ms
+		sum += p.Ms
+	}
+	near := func(a, b float64) bool { return a-b < 1e-6 && b-a < 1e-6 }
+	if !near(got[PhaseUserNS], 2) || !near(got[PhaseRootfs], 3) || !near(got[PhaseCommand], 2) || !near(got["rest"], 30-2-3-10-2-4) || !near(sum, 30) {
+		t.Errorf("phases %v (sum %v ms): want userns 2, rootfs 3, command 2, rest 9, summing to 30", got, sum)
 	}
 }

@@ -146,7 +146,8 @@ func runPhases(t sbx.Timings, total time.Duration, rest string) []Phase {
 		ph = append(ph, Phase{PhaseUserNS, t.UserNSS * 1000})
 	}
 	ph = append(ph, []Phase{
-		{PhaseRootfs, t.RootfsS * 1000},
+		// RootfsS includes the user namespace's making: counted once.
+		{PhaseRootfs, max(t.RootfsS-t.UserNSS, 0) * 1000},
 		{PhaseStart, t.StartS * 1000},
 		// CommandS counts from the start of the container, like the
 		// report's wall time; the command's own share follows the start.

@@ -21,6 +21,8 @@ func TestParseRefusesWithTheLine(t *testing.T) {
 		"FROM a\nRUN --security=insecure x\n":                 "line 2: RUN: --security",
 		"FROM a\nRUN --network=host x\n":                      "line 2: RUN: --network=host",
 		"FROM a\nADD git@github.com:o/r.git /x\n":             "line 2: ADD",
+		"FROM a\nADD ssh://git@h/o/r#main /x\n":               "line 2: ADD: \"ssh://git@h/o/r#main\": ADD of a git repository",
+		"FROM a\nADD https://h/o/r.git#v1 /x\n":               "line 2: ADD: \"https://h/o/r.git#v1\": ADD of a git repository",
 		"FROM a\nADD --checksum=sha256:00 f /x\n":             "line 2: ADD: --checksum",
 		"FROM a\nONBUILD ONBUILD RUN x\n":                     "line 2",
 		"RUN x\n":                                             "",

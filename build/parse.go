@@ -150,7 +150,8 @@ func parseTrigger(expr string) (instructions.Command, error) {
 }
 
 func isGit(src string) bool {
-	return strings.HasPrefix(src, "git@") || strings.HasPrefix(src, "git://") || strings.HasSuffix(strings.SplitN(src, "#", 2)[0], ".git") && isRemote(src)
+	return strings.HasPrefix(src, "git@") || strings.HasPrefix(src, "git://") || strings.HasPrefix(src, "ssh://") ||
+		strings.HasSuffix(strings.SplitN(src, "#", 2)[0], ".git") && isRemote(src)
 }
 
 // isRemote reports whether an ADD source is a URL.

@@ -274,15 +274,16 @@ func AddMounts(opts *sbx.Options, volumes, tmpfs []string, local bool) error {
 	return nil
 }
 
-// ParseVolume parses HOST:CONTAINER[:OPTIONS] (sbx.ParseVolume). When local
-// (the sandbox runs on this host) the host directory is made absolute and
-// must exist; for a server it is a path on the server's host.
+// ParseVolume parses SOURCE:CONTAINER[:OPTIONS] (sbx.ParseVolume): a named
+// volume, or a host directory. When local (the sandbox runs on this host)
+// the host directory is made absolute and must exist; for a server it is
+// a path on the server's host.
 func ParseVolume(s string, local bool) (sbx.Volume, error) {
 	v, err := sbx.ParseVolume(s)
 	if err != nil {
 		return v, fmt.Errorf("invalid --volume %q: %w", s, err)
 	}
-	if local {
+	if local && v.Name == "" {
 		if v.HostPath, err = filepath.Abs(v.HostPath); err == nil {
 			_, err = os.Stat(v.HostPath)
 		}

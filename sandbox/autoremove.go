@@ -99,12 +99,7 @@ func (h *Host) removeIfDone(ctx context.Context, id string, probe time.Duration)
 			return errNotDone
 		}
 	case sbx.StatusRunning:
-		c, _ := h.executor(sb)
-		pctx, cancel := context.WithTimeout(ctx, probe)
-		st, err := c.MainCmd(pctx)
-		cancel()
-		c.Close()
-		if err != nil || st.State != execapi.MainCmdExited {
+		if !h.cmdEnded(ctx, sb, probe) {
 			return errNotDone
 		}
 	default:
@@ -128,4 +123,19 @@ func autoRemoveCandidate(sb *sbx.Sandbox) bool {
 		return true
 	}
 	return false
+}
+
+// cmdEnded asks the executor of the running sandbox sb, for at most probe,
+// whether its main command has ended for good (false for a sandbox
+// without one, or when the executor does not say).
+func (h *Host) cmdEnded(ctx context.Context, sb *sbx.Sandbox, probe time.Duration) bool {
+	if len(sb.Options.Cmd) == 0 {
+		return false
+	}
+	c, _ := h.executor(sb)
+	defer c.Close()
+	pctx, cancel := context.WithTimeout(ctx, probe)
+	defer cancel()
+	st, err := c.MainCmd(pctx)
+	return err == nil && st.State == execapi.MainCmdExited
 }

@@ -34,6 +34,9 @@ func (h *Host) GC(ctx context.Context) (*sbx.GCReport, error) {
 	for _, d := range h.sweepBuildTemp() {
 		rep.Orphans = append(rep.Orphans, "build-tmp:"+d)
 	}
+	for _, d := range h.sweepVolumeDebris(ctx) {
+		rep.Orphans = append(rep.Orphans, "volume-debris:"+d)
+	}
 	errs = append(errs, h.gcAutoRemove(ctx, rep))
 	h.resumeEgress(ctx)
 	rep.PartialSnapshots, err = h.removePartialSnapshots()

@@ -263,7 +263,10 @@ func (h *Host) Remove(ctx context.Context, ref string, o sbx.RemoveOptions) erro
 	} else {
 		h.refresh(l, sb)
 	}
-	if (sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused) && !o.Force {
+	// A running sandbox whose main command ended for good is exited, as
+	// docker's container then is: removed without Force.
+	exited := sb.Status == sbx.StatusRunning && (sb.CmdExit != nil || h.cmdEnded(ctx, sb, autoRemoveProbe))
+	if (sb.Status == sbx.StatusRunning || sb.Status == sbx.StatusPaused) && !o.Force && !exited {
 		return fmt.Errorf("%w: sandbox %s is %s: stop it first or force the removal (rm -f)", sbx.ErrState, sb.ShortID(), sb.Status)
 	}
 	h.noteOOMKills(sb)

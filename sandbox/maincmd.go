@@ -71,9 +71,9 @@ func (h *Host) startMainCmd(ctx context.Context, sb *sbx.Sandbox) (*sbx.CmdStart
 	// A command that cannot start fails at once, restart policy or not
 	// (the caller removes or stops the sandbox, which ends the restarts).
 	if st.Exit != nil && st.Exit.Error != "" && st.Restarts <= 1 {
-		return nil, invalid("cmd %q cannot start in the sandbox: %s", sb.Options.Cmd[0], st.Exit.Error)
+		return nil, invalid("cmd %q cannot start in the sandbox: %s", sb.Options.Cmd[0], capString(st.Exit.Error, maxExitError))
 	}
-	cs := &sbx.CmdStart{Status: st.State}
+	cs := &sbx.CmdStart{Status: capString(st.State, maxExecutorWord)}
 	if st.Exit != nil {
 		code := st.Exit.ExitCode
 		cs.ExitCode = &code
@@ -93,9 +93,19 @@ func restartSpec(spec *execapi.MainCmdSpec, p sbx.RestartPolicy) {
 	}
 }
 
+// The executor's words about its main command are capped before they
+// reach a record, an event or an error: a hostile executor's reply may be
+// as large as the client's reply cap (64 MiB), and a record larger than
+// mainCmdRecordMax could not be read back.
+const (
+	maxExecutorWord = 32   // a signal name ("SIGRTMIN+15") or a state
+	maxExitError    = 4096 // why the command could not run
+)
+
 // cmdExit is the contract's form of one run's end.
 func cmdExit(e *execapi.MainCmdExit) sbx.Exit {
-	return sbx.Exit{ExitCode: e.ExitCode, Signal: e.Signal, Error: capString(e.Error, 4096), StartedAt: e.StartedAt, FinishedAt: e.FinishedAt}
+	return sbx.Exit{ExitCode: e.ExitCode, Signal: capString(e.Signal, maxExecutorWord), Error: capString(e.Error, maxExitError),
+		StartedAt: e.StartedAt, FinishedAt: e.FinishedAt}
 }
 
 // Logs calls fn with the main command's output as o selects, ending with a
@@ -509,6 +519,7 @@ func executorGone(err error) bool {
 	return !errors.As(err, &ce)
 }
 
+// capString is s cut to at most n bytes.
 func capString(s string, n int) string {
 	if len(s) > n {
 		return s[:n]

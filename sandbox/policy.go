@@ -32,6 +32,10 @@ func applyPolicy(p *sbx.Policy, o *sbx.Options) error {
 	}
 	vols := make([]sbx.Volume, len(o.Volumes))
 	for i, v := range o.Volumes {
+		if v.Name != "" {
+			vols[i] = v // a named volume: the host says where (resolveVolumes)
+			continue
+		}
 		real, err := allowedHostPath(p, v.HostPath, "volume host path")
 		if err != nil {
 			return err

@@ -51,6 +51,12 @@ func TestPolicy(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
 		}
 	}
+	// A named volume is left to the host (resolveVolumes replaces any
+	// host path sent with its name by the volume's directory).
+	named := sbx.Options{Volumes: []sbx.Volume{{Name: "data", HostPath: "/etc", Path: "/d"}}}
+	if err := applyPolicy(strict, &named); err != nil || named.Volumes[0].HostPath != "/etc" {
+		t.Fatalf("a named volume under a strict policy: %+v %v", named.Volumes, err)
+	}
 	o := sbx.Options{Rootfs: inside + "/."}
 	if err := applyPolicy(strict, &o); err != nil || o.Rootfs != inside {
 		t.Fatalf("an allowed rootfs is not recorded resolved: %q %v", o.Rootfs, err)
@@ -61,13 +67,14 @@ func TestPolicy(t *testing.T) {
 }
 
 // TestPolicyViewIsTheContract checks that a PolicyView has exactly the
-// methods of sbx.Sandboxes, sbx.Images and sbx.Pools, and Claim and
+// methods of sbx.Sandboxes, sbx.Images, sbx.Pools and sbx.Volumes (a named
+// volume is the host's own directory: no policy applies), and Claim and
 // PoolStats: nothing else of the Host leaks through it unforwarded
 // (background work), and the compile-time assertions beside the type make
 // each new contract method a decision.
 func TestPolicyViewIsTheContract(t *testing.T) {
 	want := map[string]bool{"Claim": true, "PoolStats": true}
-	for _, it := range []reflect.Type{reflect.TypeFor[sbx.Sandboxes](), reflect.TypeFor[sbx.Images](), reflect.TypeFor[sbx.Pools]()} {
+	for _, it := range []reflect.Type{reflect.TypeFor[sbx.Sandboxes](), reflect.TypeFor[sbx.Images](), reflect.TypeFor[sbx.Pools](), reflect.TypeFor[sbx.Volumes]()} {
 		for i := range it.NumMethod() {
 			want[it.Method(i).Name] = true
 		}

@@ -257,3 +257,31 @@ func (v *PolicyView) RemovePool(ctx context.Context, name string) (*sbx.PoolRepo
 
 // PoolStats is Host.PoolStats: pools are the host's.
 func (v *PolicyView) PoolStats() map[string]sbx.PoolStats { return v.h.PoolStats() }
+
+var _ sbx.Volumes = (*PolicyView)(nil)
+
+// CreateVolume is Host.CreateVolume: a named volume is the host's own
+// directory, which the policy has no part in.
+func (v *PolicyView) CreateVolume(ctx context.Context, spec sbx.VolumeSpec) (*sbx.VolumeInfo, error) {
+	return v.h.CreateVolume(ctx, spec)
+}
+
+// ListVolumes is Host.ListVolumes: the policy has no part in it.
+func (v *PolicyView) ListVolumes(ctx context.Context) ([]*sbx.VolumeInfo, error) {
+	return v.h.ListVolumes(ctx)
+}
+
+// InspectVolume is Host.InspectVolume: the policy has no part in it.
+func (v *PolicyView) InspectVolume(ctx context.Context, name string) (*sbx.VolumeInfo, error) {
+	return v.h.InspectVolume(ctx, name)
+}
+
+// RemoveVolume is Host.RemoveVolume: the policy has no part in it.
+func (v *PolicyView) RemoveVolume(ctx context.Context, name string) error {
+	return v.h.RemoveVolume(ctx, name)
+}
+
+// PruneVolumes is Host.PruneVolumes: the policy has no part in it.
+func (v *PolicyView) PruneVolumes(ctx context.Context) (*sbx.VolumePruneReport, error) {
+	return v.h.PruneVolumes(ctx)
+}

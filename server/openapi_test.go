@@ -98,6 +98,10 @@ var bodies = map[string]reflect.Type{
 	"LogFrame":          reflect.TypeFor[sbx.LogFrame](),
 	"Exit":              reflect.TypeFor[sbx.Exit](),
 	"RestartPolicy":     reflect.TypeFor[sbx.RestartPolicy](),
+	"VolumeSpec":        reflect.TypeFor[sbx.VolumeSpec](),
+	"VolumeInfo":        reflect.TypeFor[sbx.VolumeInfo](),
+	"VolumeList":        reflect.TypeFor[api.VolumeList](),
+	"VolumePruneReport": reflect.TypeFor[sbx.VolumePruneReport](),
 }
 
 // customFields are the JSON fields a type writes through its own

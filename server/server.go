@@ -239,6 +239,12 @@ func (s *Server) routes() []Route {
 		h(http.MethodDelete, "/v1/snapshots/{name}", s.removeSnapshot),
 		h(http.MethodPost, "/v1/snapshots/{name}/restore", s.restoreSnapshot),
 		h(http.MethodGet, "/v1/snapshots/{name}/export", s.exportSnapshot),
+		// Named volumes.
+		h(http.MethodPost, "/v1/volumes", s.createVolume),
+		h(http.MethodGet, "/v1/volumes", s.listVolumes),
+		h(http.MethodPost, "/v1/volumes/prune", s.pruneVolumes),
+		h(http.MethodGet, "/v1/volumes/{name}", s.inspectVolume),
+		h(http.MethodDelete, "/v1/volumes/{name}", s.removeVolume),
 		// Warm pools.
 		h(http.MethodPost, "/v1/pools", s.createPool),
 		h(http.MethodGet, "/v1/pools", s.listPools),

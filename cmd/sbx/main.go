@@ -20,6 +20,7 @@ import (
 	"github.com/sbxrun/sbx"
 
 	"github.com/sbxrun/sbx/cmd/sbx/internal/snapshotcmd"
+	"github.com/sbxrun/sbx/cmd/sbx/internal/volumecmd"
 	"github.com/sbxrun/sbx/console"
 	"github.com/sbxrun/sbx/internal/completion"
 	"github.com/sbxrun/sbx/runc"
@@ -44,6 +45,9 @@ func commands(a *app) []*cobra.Command {
 	return append(snapshotcmd.Commands(func(fn func(context.Context, any) error) error {
 		return a.withBackend(func(ctx context.Context, b backend) error { return fn(ctx, b) })
 	}), // checkpoint, restore, fork, snapshot
+		volumecmd.Command(func(fn func(context.Context, any) error) error {
+			return a.withBackend(func(ctx context.Context, b backend) error { return fn(ctx, b) })
+		}),
 		// One-shot and long-lived sandboxes.
 		runCmd(a), createCmd(a), execCmd(a), shellCmd(a), cpCmd(a),
 		listCmd(a, "ps"), listCmd(a, "ls"), inspectCmd(a), statsCmd(a),

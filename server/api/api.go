@@ -254,3 +254,8 @@ const ContentTypeTar = "application/x-tar"
 type ProcessList struct {
 	Processes []sbx.ProcessInfo `json:"processes"`
 }
+
+// VolumeList is the reply of GET /v1/volumes.
+type VolumeList struct {
+	Volumes []*sbx.VolumeInfo `json:"volumes"`
+}

@@ -14,8 +14,10 @@ import (
 
 // TestDockerFirstTenCommands runs a docker user's first ten commands in
 // the order they reach for them (run, run -d, ps, logs -f, exec -it, cp,
-// stop, rm, images, rmi) and checks each does what docker's does. The
-// image comes from an archive: this machine reaches no image registry.
+// stop, rm, images, rmi) and checks each does what docker's does, and then
+// what they reach for next: build, a main command that exited in ps,
+// --restart on-failure, a named volume. The image comes from an archive:
+// this machine reaches no image registry.
 func TestDockerFirstTenCommands(t *testing.T) {
 	h := harness.NewHost(t)
 	h.ImportBusybox(t, "busybox")
@@ -106,6 +108,54 @@ func TestDockerFirstTenCommands(t *testing.T) {
 		t.Fatalf("inspect after rm: %d %s", r.Code, r.Stderr)
 	}
 	h.AssertNoLeaksOf(t, id)
+
+	// And build: an image of theirs from a Dockerfile, built again with
+	// every step cached.
+	ctx := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ctx, "Dockerfile"), []byte("FROM busybox\nCOPY site/ /www/\nCMD [\"cat\", \"/www/index.html\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(filepath.Join(ctx, "site"), os.DirFS(site)); err != nil {
+		t.Fatal(err)
+	}
+	h.Must(t, "build", "-t", "site:1", ctx)
+	if r := h.Sbx(t, "", "build", "-t", "site:1", ctx); r.Code != 0 || !strings.Contains(r.Stderr, "CACHED") || !strings.Contains(r.Stderr, "(3 steps, 1 cached)") {
+		t.Fatalf("second build: %d\n%s", r.Code, r.Stderr)
+	}
+	if out := h.Must(t, "run", "--rm", "site:1"); out != "<h1>hi</h1>\n" {
+		t.Fatalf("run of the built image: %q", out)
+	}
+	h.Must(t, "rmi", "site:1")
+
+	// An exited main command, --restart, a named volume.
+	five := strings.TrimSpace(h.Must(t, "run", "-d", "--name", "five", "busybox", "sh", "-c", "exit 5"))
+	h.Saw(five)
+	harness.WaitUntil(t, time.Minute, "ps -a shows the command exited", func() bool {
+		return strings.Contains(h.Must(t, "ps", "-a", "--filter", "name=five"), "Exited (5) ")
+	})
+	if out := h.Must(t, "ps", "-q"); strings.Contains(out, five[:12]) {
+		t.Fatalf("ps without -a lists a sandbox whose command exited:\n%s", out)
+	}
+	if out := h.Must(t, "ps", "-aq", "--filter", "status=exited"); !strings.Contains(out, five[:12]) {
+		t.Fatalf("ps -a --filter status=exited:\n%s", out)
+	}
+	h.Must(t, "rm", "five") // exited: no -f needed, as in docker
+	flaky := strings.TrimSpace(h.Must(t, "run", "-d", "--restart", "on-failure:2", "busybox", "sh", "-c", "echo try; exit 1"))
+	h.Saw(flaky)
+	harness.WaitUntil(t, time.Minute, "on-failure:2 gave up", func() bool { return h.Inspect(t, flaky).State() == "exited" })
+	if sb := h.Inspect(t, flaky); sb.RestartCount != 2 || h.Must(t, "logs", flaky) != "try\ntry\ntry\n" {
+		t.Fatalf("--restart on-failure:2: %d restarts, logs %q", sb.RestartCount, h.Must(t, "logs", flaky))
+	}
+	h.Must(t, "rm", flaky)
+	h.Must(t, "volume", "create", "notes")
+	w := strings.TrimSpace(h.Must(t, "run", "-d", "-v", "notes:/notes", "busybox", "sh", "-c", "echo kept > /notes/n"))
+	h.Saw(w)
+	h.Must(t, "wait", w)
+	h.Must(t, "rm", w)
+	if out := h.Must(t, "run", "--rm", "-v", "notes:/notes", "busybox", "cat", "/notes/n"); out != "kept\n" {
+		t.Fatalf("a named volume after its first sandbox went: %q", out)
+	}
+	h.Must(t, "volume", "rm", "notes")
 
 	// 9. images, 10. rmi.
 	if out := h.Must(t, "images"); !strings.Contains(out, "busybox:latest") {

@@ -29,6 +29,7 @@ RENAMES = {
     "AsyncImages": "Images",
     "AsyncPools": "Pools",
     "AsyncSnapshots": "Snapshots",
+    "AsyncVolumes": "Volumes",
     "AsyncFiles": "Files",
     "AsyncSession": "Session",
     "AsyncExecStream": "ExecStream",

@@ -99,3 +99,27 @@ def test_exited_state_and_restart(client: sbx.Client, server: Server) -> None:
             client.sandboxes.create("busybox", cmd=["true"], restart=bad)
     with pytest.raises(ValueError):
         client.sandboxes.create("busybox", restart="always")
+
+
+def test_named_volumes(client: sbx.Client, server: Server) -> None:
+    """``volumes=["NAME:/path"]`` mounts a named volume (made when missing),
+    kept across sandboxes; ``client.volumes`` lists, inspects, refuses to
+    remove one in use, removes and prunes."""
+    with client.sandboxes.create("busybox", cmd=["sh", "-c", "echo kept > /v/f"], volumes=["sdkvol:/v"]) as sb:
+        server.seen.add(sb.id)
+        assert sb.wait().exit_code == 0
+        info = client.volumes.get("sdkvol")
+        assert isinstance(info, sbx.VolumeInfo) and info.used_by == [sb.id] and info.mountpoint
+        with pytest.raises(sbx.ConflictError):
+            client.volumes.remove("sdkvol")
+    with client.sandboxes.create("busybox", volumes=[sbx.NamedVolume("sdkvol", "/v", read_only=True)]) as sb2:
+        server.seen.add(sb2.id)
+        assert sb2.exec(["cat", "/v/f"]).stdout == "kept\n"
+    assert "sdkvol" in [v.name for v in client.volumes.list()]
+    client.volumes.create("sdkspare", labels={"k": "v"})
+    assert client.volumes.get("sdkspare").labels == {"k": "v"}
+    client.volumes.remove("sdkvol")
+    assert "sdkspare" in client.volumes.prune().removed
+    assert client.volumes.list() == []
+    with pytest.raises(sbx.NotFoundError):
+        client.volumes.get("sdkvol")

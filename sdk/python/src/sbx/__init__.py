@@ -13,7 +13,7 @@ coroutines (asyncio or trio, through anyio). Errors are the exceptions in
 this module, named after the server's error codes; see docs/python.md.
 """
 
-from ._async.client import AsyncClient, AsyncEventStream, AsyncImages, AsyncPools, AsyncSandboxes, AsyncSnapshots
+from ._async.client import AsyncClient, AsyncEventStream, AsyncImages, AsyncPools, AsyncSandboxes, AsyncSnapshots, AsyncVolumes
 from ._async.sandbox import AsyncExecStream, AsyncFiles, AsyncPortConnection, AsyncSandbox, AsyncSession
 from ._errors import (
     APIError,
@@ -89,8 +89,11 @@ from ._models import (
     Stats,
     Tmpfs,
     Volume,
+    NamedVolume,
+    VolumeInfo,
+    VolumePruneReport,
 )
-from ._sync.client import Client, EventStream, Images, Pools, Sandboxes, Snapshots
+from ._sync.client import Client, EventStream, Images, Pools, Sandboxes, Snapshots, Volumes
 from ._sync.sandbox import ExecStream, Files, PortConnection, Sandbox, Session
 from ._units import duration_seconds, go_duration, parse_size
 from ._version import __version__
@@ -118,6 +121,8 @@ __all__ = [
     "AsyncPools",
     "Snapshots",
     "AsyncSnapshots",
+    "Volumes",
+    "AsyncVolumes",
     "EventStream",
     "AsyncEventStream",
     "parse_size",

@@ -19,6 +19,9 @@ from ._units import parse_time
 
 __all__ = [
     "Volume",
+    "NamedVolume",
+    "VolumeInfo",
+    "VolumePruneReport",
     "Tmpfs",
     "Report",
     "ExecResult",
@@ -148,6 +151,37 @@ class Volume:
     path: str
     read_only: bool = False
     idmap: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class NamedVolume:
+    """The named volume ``name`` (:attr:`Client.volumes`; made when missing)
+    mounted at ``path``: a directory the server keeps under its state root
+    across sandboxes until removed, its files owned by the ids the
+    sandboxes see. The string form is "NAME:PATH[:ro]"."""
+
+    name: str
+    path: str
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class VolumeInfo(_Decoded):
+    """A named volume: its ``mountpoint`` on the server's host, when it was
+    ``created``, its ``labels`` and the sandboxes (ids) that have it."""
+
+    name: str = json_names("name", required=True)
+    mountpoint: str = ""
+    created: Optional[datetime] = None
+    labels: dict[str, str] = field(default_factory=dict)
+    used_by: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class VolumePruneReport(_Decoded):
+    """The volumes :meth:`Volumes.prune` removed."""
+
+    removed: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import secrets as _random
 import shlex
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any, Iterator, Literal, Mapping, Optional, Sequence, Union
 from urllib.parse import quote, urlsplit
 
 from ._errors import APIError, LimitError, ProtocolError, error_class
-from ._models import Tmpfs, Volume
+from ._models import NamedVolume, Tmpfs, Volume
 from ._units import Duration, Size, duration_seconds, go_duration, lease_seconds, parse_size
 
 #: Where a client connects when neither the argument nor SBX_HOST names a server.
@@ -112,6 +113,13 @@ def pool_path(name: str, suffix: str = "") -> str:
     return "/v1/pools/" + quote(name, safe="") + suffix
 
 
+def volume_path(name: str, suffix: str = "") -> str:
+    """The path of a volume's route: ``/v1/volumes/{name}{suffix}``."""
+    if not name:
+        raise ValueError("volume name is empty")
+    return "/v1/volumes/" + quote(name, safe="") + suffix
+
+
 def snapshot_path(name: str, suffix: str = "") -> str:
     """The path of a snapshot's route: ``/v1/snapshots/{name}{suffix}``."""
     if not name:
@@ -154,7 +162,19 @@ def describe(cmd: Command) -> str:
     return cmd if isinstance(cmd, str) else shlex.join(cmd)
 
 
-def _volume(v: Union[Volume, str, Sequence[Any]]) -> dict[str, Any]:
+def _volume(v: Union[Volume, NamedVolume, str, Sequence[Any]]) -> dict[str, Any]:
+    if isinstance(v, str) and ":" in v and "/" not in v.split(":")[0]:
+        parts = v.split(":")
+        if len(parts) not in (2, 3) or (len(parts) == 3 and parts[2] not in ("ro", "rw")):
+            raise ValueError(f"volume {v!r}: want 'NAME:PATH[:ro|rw]'")
+        v = NamedVolume(parts[0], parts[1], len(parts) == 3 and parts[2] == "ro")
+    if isinstance(v, NamedVolume):
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{1,63}", v.name) or not v.path.startswith("/"):
+            raise ValueError(f"volume {v.name}:{v.path}: want a name of 2 to 64 letters, digits, '.', '_', '-' and an absolute path")
+        named: dict[str, Any] = {"name": v.name, "path": v.path}
+        if v.read_only:
+            named["read_only"] = True
+        return named
     if isinstance(v, str):
         parts = v.split(":")
         opts = parts[2].split(",") if len(parts) == 3 else []

@@ -38,6 +38,9 @@ from .._models import (
     Snapshot,
     Tmpfs,
     Volume,
+    NamedVolume,
+    VolumeInfo,
+    VolumePruneReport,
 )
 from .._lease import DEFAULT_LEASE
 from .._transport import DEFAULT, _Default, translated
@@ -59,6 +62,7 @@ from .._wire import (
     sandbox_path,
     snapshot_path,
     token_from_env,
+    volume_path,
 )
 from ._http import AsyncClosing, AsyncHTTP, download_to, ndjson
 from .sandbox import AsyncSandbox
@@ -105,6 +109,7 @@ class AsyncClient(AsyncClosing):
         self.images = AsyncImages(self._http)
         self.pools = AsyncPools(self._http)
         self.snapshots = AsyncSnapshots(self._http)
+        self.volumes = AsyncVolumes(self._http)
 
     def __repr__(self) -> str:
         return f"<Client {self._http.where}>"
@@ -192,7 +197,7 @@ class AsyncSandboxes:
         secrets: Optional[Sequence[Mapping[str, Any]]] = None,
         allow_host_ports: Optional[Sequence[str]] = None,
         dns: Optional[Sequence[str]] = None,
-        volumes: Optional[Sequence[Union[Volume, str]]] = None,
+        volumes: Optional[Sequence[Union[Volume, NamedVolume, str]]] = None,
         tmpfs: Optional[Sequence[Union[Tmpfs, str]]] = None,
         labels: Optional[Mapping[str, str]] = None,
         ttl: Optional[Duration] = None,
@@ -232,7 +237,9 @@ class AsyncSandboxes:
         makes every third of the lease until the sandbox is removed or the
         client closed (:meth:`AsyncSandbox.renew` renews it too), so a
         crashed program leaves nothing running; ``lease=None`` gives it
-        none. ``volumes`` are Volume objects or "HOST:PATH[:ro]",
+        none. ``volumes`` are Volume objects or "HOST:PATH[:ro]" (a directory
+        of the server's host), or NamedVolume objects or "NAME:PATH[:ro]" (a
+        named volume, :attr:`volumes`, made when missing),
         ``tmpfs`` Tmpfs objects or "PATH[:SIZE]". ``cmd`` is the sandbox's
         main command, exec'd once the sandbox is ready (``record.cmd_start``
         says whether it runs or already exited); with ``auto_remove`` the
@@ -573,6 +580,43 @@ class AsyncPools:
         claimed from it are not touched."""
         reply = await self._http.call("DELETE", pool_path(name), what=f"remove pool {name}", timeout=None)
         return PoolReport.from_json(reply)
+
+
+class AsyncVolumes:
+    """The server's named volumes (``client.volumes``): directories it keeps
+    under its state root across sandboxes until removed; a create mounts
+    one with ``volumes=["NAME:/path"]``."""
+
+    def __init__(self, http: AsyncHTTP) -> None:
+        self._http = http
+
+    async def create(self, name: str, *, labels: Optional[Mapping[str, str]] = None) -> VolumeInfo:
+        """Make the volume ``name``; one that exists is returned as it is."""
+        body: dict[str, Any] = {"name": name}
+        if labels:
+            body["labels"] = dict(labels)
+        return VolumeInfo.from_json(await self._http.call("POST", "/v1/volumes", what=f"create volume {name}", json=body))
+
+    async def list(self) -> builtins.list[VolumeInfo]:
+        """The volumes, by name, with the sandboxes that have each."""
+        reply = await self._http.call("GET", "/v1/volumes", what="list volumes")
+        items = reply.get("volumes") if isinstance(reply, dict) else None
+        if not isinstance(items, builtins.list):
+            raise ProtocolError("list volumes: the server sent no list")
+        return [VolumeInfo.from_json(v) for v in items]
+
+    async def get(self, name: str) -> VolumeInfo:
+        """One volume (NotFoundError when there is none)."""
+        return VolumeInfo.from_json(await self._http.call("GET", volume_path(name), what=f"inspect volume {name}"))
+
+    async def remove(self, name: str) -> None:
+        """Remove the volume and its files; ConflictError while a sandbox
+        (running or stopped) has it."""
+        await self._http.call("DELETE", volume_path(name), what=f"remove volume {name}")
+
+    async def prune(self) -> VolumePruneReport:
+        """Remove every volume no sandbox has."""
+        return VolumePruneReport.from_json(await self._http.call("POST", "/v1/volumes/prune", what="prune volumes"))
 
 
 class AsyncSnapshots:
