@@ -68,7 +68,7 @@ var OptionClasses = []OptionClass{
 	{Field: "CapAdd", JSON: "cap_add", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},
 	{Field: "CapDrop", JSON: "cap_drop", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},
 	{Field: "Seccomp", JSON: "seccomp", Class: PoolKey, Default: "default", How: "the filter is loaded into PID 1 and inherited by every process"},
-	{Field: "UserNS", JSON: "userns", Class: PoolKey, Default: UserNSHost, How: "the user namespace every other namespace belongs to"},
+	{Field: "UserNS", JSON: "userns", Class: PoolKey, Default: UserNSPrivate, How: "the user namespace every other namespace belongs to"},
 	{Field: "Labels", JSON: "labels", Class: PoolClaim, Claimant: true, How: "the record"},
 	{Field: "TTL", JSON: "ttl", Class: PoolClaim, Claimant: true, How: "the record and the expiry index"},
 	{Field: "IdleTimeout", JSON: "idle_timeout", Class: PoolUnclaimable, How: "a pool member's activity before its claim is not the sandbox's: a create with it starts cold"},

@@ -54,7 +54,7 @@ func TestEveryOptionHasAPoolClass(t *testing.T) {
 
 func TestPoolKeyValuesFillDefaults(t *testing.T) {
 	a := &sbx.Options{Image: "x", Env: []string{"A=1"}, CapAdd: []string{}}
-	b := &sbx.Options{Image: "x", Seccomp: "default", Network: sbx.NetworkNone, UserNS: sbx.UserNSHost, Workdir: "/w"}
+	b := &sbx.Options{Image: "x", Seccomp: "default", Network: sbx.NetworkNone, UserNS: sbx.UserNSPrivate, Workdir: "/w"}
 	if !reflect.DeepEqual(sbx.PoolKeyValues(a), sbx.PoolKeyValues(b)) {
 		t.Fatalf("defaults and empty lists differ:\n%v\n%v", sbx.PoolKeyValues(a), sbx.PoolKeyValues(b))
 	}

@@ -35,7 +35,8 @@ type VolumeSpec struct {
 }
 
 // VolumeInfo is a named volume. Mountpoint is its directory on the host;
-// UsedBy are the sandboxes (ids) that have it.
+// UsedBy are the sandboxes (ids) that have it, then the one-shot runs
+// (run-<id>) that mount it while they run.
 type VolumeInfo struct {
 	Name       string            `json:"name"`
 	Mountpoint string            `json:"mountpoint"`

@@ -221,3 +221,46 @@ func writeFileInRoot(rootDir *os.File, p string, data []byte) error {
 	}
 	return nil
 }
+
+// WithoutTrustedCA reads the files at paths (in-sandbox, as
+// TrustedCA.Written lists them) in the mounted root and returns, for each
+// regular file that holds more than the CA, its content with the CA
+// certificate caPEM taken out (the last copy of it, which AddTrustedCA
+// appended): the image's own bundle, for an export. Files that hold only
+// the CA, directories and anything else are left out.
+func WithoutTrustedCA(root string, paths []string, caPEM []byte) (map[string][]byte, error) {
+	rootDir, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open the sandbox's root: %w", err)
+	}
+	defer rootDir.Close()
+	out := map[string][]byte{}
+	for _, p := range paths {
+		h, err := pathrs.OpenatInRoot(rootDir, p)
+		if err != nil {
+			continue // gone, or a link leading nowhere
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(h.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			h.Close()
+			continue
+		}
+		f, err := pathrs.Reopen(h, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY)
+		h.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read CA bundle %s: %w", p, err)
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxBundleBytes+int64(len(caPEM))+2))
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read CA bundle %s: %w", p, err)
+		}
+		if i := bytes.LastIndex(data, caPEM); i >= 0 {
+			data = append(data[:i:i], data[i+len(caPEM):]...)
+		}
+		if len(bytes.TrimSpace(data)) > 0 {
+			out[p] = data
+		}
+	}
+	return out, nil
+}

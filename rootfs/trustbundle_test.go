@@ -159,3 +159,22 @@ func TestAddTrustedCALeavesNonFilesAlone(t *testing.T) {
 		t.Error("accepted a CA that is not PEM")
 	}
 }
+
+// TestWithoutTrustedCA: what AddTrustedCA wrote, read back without the
+// CA, is the image's bundle; the files that held only the CA are left
+// out.
+func TestWithoutTrustedCA(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, root, "etc/ssl/certs/ca-certificates.crt", "IMAGE-ROOTS\n")
+	tc, err := AddTrustedCA(root, []byte(testCA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := WithoutTrustedCA(root, append(tc.Written, "/etc/ssl/missing.pem"), []byte(testCA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || string(got["/etc/ssl/certs/ca-certificates.crt"]) != "IMAGE-ROOTS\n" {
+		t.Errorf("without the CA: %q", got)
+	}
+}

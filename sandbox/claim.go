@@ -185,44 +185,55 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	// claim killed midway leaves a record being created, which gc removes
 	// with the member, never a pooled one with another claimant's name,
 	// rules or mounts. Meanwhile the network is decided (its ports chosen),
-	// which changes nothing either.
+	// which changes nothing either; then the name is claimed and the
+	// mounts made on the host, which the member does not see yet.
 	sb.Status = sbx.StatusCreating
-	var cn *claimedNetwork
-	var nerr error
+	var (
+		cn         *claimedNetwork
+		prep       *personalisation
+		nerr, perr error
+		named      bool
+	)
+	record := func(rec *sbx.Sandbox) (err error) {
+		if err = l.Write(rec); err != nil {
+			return err
+		}
+		if sb.Name != "" {
+			if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
+				return errClaimRefused{err}
+			}
+			named = true
+		}
+		prep, perr = preparePersonalise(&m, rec)
+		return nil
+	}
 	if newHost, changed := networkChanges(&m, &sb); o.Network == sbx.NetworkBridge && (newHost || changed) {
 		rec := sb
-		wrote := make(chan error, 1)
-		go func() { wrote <- l.Write(&rec) }()
+		recorded := make(chan error, 1)
+		go func() { recorded <- record(&rec) }()
 		cn, nerr = h.claimNetwork(ctx, &m, &sb)
-		err = <-wrote
+		err = <-recorded
 	} else {
 		// Nothing to wait for on the network's side: no goroutine to wake.
-		if err = l.Write(&sb); err == nil {
+		if err = record(&sb); err == nil {
 			cn, nerr = h.claimNetwork(ctx, &m, &sb)
 		}
 	}
 	release()
-	if err != nil {
+	if prep != nil {
+		defer prep.close()
+	}
+	name := ""
+	if named {
+		name = sb.Name
+	}
+	if err != nil || nerr != nil || perr != nil {
 		if cn != nil {
 			cn.abort()
 		}
-		return nil, h.dropMember(ctx, l, &m, "", err)
-	}
-	// What the request may be refused for (its ports in use, its name
-	// taken) leaves the member as it was: it goes back to its pool.
-	if nerr != nil {
-		if errors.Is(nerr, sbx.ErrInvalid) || errors.Is(nerr, sbx.ErrPortInUse) {
-			return nil, h.unclaim(ctx, l, &m, "", nerr)
-		}
-		return nil, h.dropMember(ctx, l, &m, "", nerr)
+		return nil, h.claimFailed(ctx, l, &m, name, err, nerr, perr)
 	}
 	h.crashPoint(stepClaimRecorded)
-	if sb.Name != "" {
-		if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
-			cn.abort()
-			return nil, h.unclaim(ctx, l, &m, "", err)
-		}
-	}
 	cn.apply()
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
@@ -231,7 +242,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	if err := h.applyClaim(ctx, &m, &sb, cn); err != nil {
+	if err := h.applyClaim(ctx, &m, &sb, cn, prep); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
@@ -255,7 +266,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 // Claim steps, in order, after the create steps' "recorded" of a cold
 // create: SBX_TEST_CRASH_AT=<step> kills the process there.
 const (
-	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating), the member untouched
+	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating) and its name claimed, the member untouched
 	stepClaimNetwork  = "claim-network"  // name claimed, ports chosen; the ports' holder, the lease and the rules being replaced
 	stepClaimApplied  = "claim-applied"  // limits, hostname, mounts, defaults applied; about to mark running
 )
@@ -263,6 +274,25 @@ const (
 // ClaimSteps lists the crash points of a claim in order, for tests that
 // interrupt a claim at each of them.
 var ClaimSteps = []string{stepClaimRecorded, stepClaimNetwork, stepClaimApplied}
+
+// claimFailed ends a claim of the locked member m that failed before
+// anything of it changed, with name claimed (if not ""): recordErr from
+// writing the record or claiming the name, netErr from deciding the
+// network, prepErr from preparing the mounts. What the request is refused
+// for (its name taken, its ports in use, a bad network option) puts the
+// member back in its pool; anything else removes it.
+func (h *Host) claimFailed(ctx context.Context, l *state.Lock, m *sbx.Sandbox, name string, recordErr, netErr, prepErr error) error {
+	var refused errClaimRefused
+	switch {
+	case errors.As(recordErr, &refused):
+		return h.unclaim(ctx, l, m, name, refused.err)
+	case recordErr != nil:
+		return h.dropMember(ctx, l, m, name, recordErr)
+	case errors.Is(netErr, sbx.ErrInvalid) || errors.Is(netErr, sbx.ErrPortInUse):
+		return h.unclaim(ctx, l, m, name, netErr)
+	}
+	return h.dropMember(ctx, l, m, name, errors.Join(netErr, prepErr))
+}
 
 // unclaim puts the locked member m, whose claim the request's own error
 // refused before anything of it changed, back in its pool (its record as
@@ -315,13 +345,14 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 
 // applyClaim applies to the running member m what sb asks for beyond its
 // key and its network (claimNetwork's cn, whose /etc files it writes and
-// whose change of lease and rules, applied by then, it waits for):
+// whose change of lease and rules, applied by then, it waits for), with
+// prep (preparePersonalise's):
 // cgroup limits, the writable layer's size, the hostname, /etc files and
 // mounts (personalise), and the environment and working directory of
 // later commands. All of it happens at the same time as the network's
 // change: they touch different things, and the executor's reply and the
 // kernel's commit of the rules are waits on others.
-func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, cn *claimedNetwork) error {
+func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation) error {
 	var side []func() error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
@@ -348,7 +379,7 @@ func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, cn *claimedNe
 	for i, fn := range side {
 		wg.Go(func() { sideErrs[i] = fn() })
 	}
-	err := h.personalise(m, sb, cn.etc)
+	err := h.personalise(prep, sb, cn.etc)
 	err = errors.Join(err, cn.wait())
 	wg.Wait()
 	return errors.Join(append(sideErrs, err)...)

@@ -16,7 +16,8 @@ import (
 // the sandbox wrote is hostile and packed as a commit packs it (nothing
 // followed, only files, directories and links). Volumes and tmpfs mounts
 // are not part of the root; sbx's own /.sbx and the executor's scratch
-// directory are left out. A sandbox in host mode is sbx.ErrUnsupported.
+// directory are left out, and so is the egress CA (exporttrust.go). A
+// sandbox in host mode is sbx.ErrUnsupported.
 func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 	h.removeExpired(ctx)
 	l, sb, err := h.lock(ctx, ref)
@@ -41,7 +42,16 @@ func (h *Host) Export(ctx context.Context, ref string, w io.Writer) error {
 		if err := unix.Statfs(sb.RootPath, &st); err != nil || st.Type != unix.OVERLAYFS_SUPER_MAGIC {
 			return fmt.Errorf("%w: the root of sandbox %s is not mounted (run sbx gc if it crashed)", sbx.ErrState, sb.ShortID())
 		}
-		if err := packAs(ctxWriter{ctx, w}, sb.RootPath, exportSkip); err != nil {
+		trust, err := h.trustOfExport(sb)
+		if err != nil {
+			return err
+		}
+		if trust != nil {
+			err = trust.pack(ctxWriter{ctx, w}, sb.RootPath, packAs)
+		} else {
+			err = packAs(ctxWriter{ctx, w}, sb.RootPath, exportSkip)
+		}
+		if err != nil {
 			return fmt.Errorf("export sandbox %s: %w", sb.ShortID(), err)
 		}
 		return nil

@@ -27,36 +27,65 @@ import (
 // anyone, so nothing in it is to be undone; whatever fails, the member is
 // discarded.
 
-// personalise applies to the claimed member m (its record as a member)
-// what sb (its record as claimed) asks for beyond the key and the
-// network: the writable layer's size, the hostname, the /etc files etc
-// (claimNetwork's) and the mounts.
-func (h *Host) personalise(m, sb *sbx.Sandbox, etc rootfs.Options) error {
-	newHost := ""
+// personalisation is what personalise applies to a claimed member beyond
+// the key and the network, with what is made for it ahead on the host
+// (the member's PID 1 opened, the mounts' detached trees), which the
+// member does not see.
+type personalisation struct {
+	newHost string // the hostname, if it changes
+	resize  bool   // the writable layer's size changes
+	mounts  []rootfs.LiveMount
+	pm      *member
+	trees   *rootfs.Detached
+}
+
+// preparePersonalise works out what personalise applies to the claimed
+// member m (its record as a member) for sb (its record as claimed), and
+// makes ahead what it can without changing the member: with a hostname or
+// mounts to apply, its PID 1 opened and the mounts' detached trees, made
+// here, in the host's mount namespace (volume sources are host paths).
+// Close the result.
+func preparePersonalise(m, sb *sbx.Sandbox) (*personalisation, error) {
+	p := &personalisation{resize: m.Options.Limits.DiskBytes != sb.Options.Limits.DiskBytes, mounts: liveMounts(&sb.Options)}
 	if hostname(sb) != hostname(m) {
-		newHost = hostname(sb)
-		etc.Hostname = newHost
+		p.newHost = hostname(sb)
 	}
-	resize := m.Options.Limits.DiskBytes != sb.Options.Limits.DiskBytes
-	mounts := liveMounts(&sb.Options)
-	live := newHost != "" || len(mounts) > 0
+	if p.newHost == "" && len(p.mounts) == 0 {
+		return p, nil
+	}
+	var err error
+	if p.pm, err = openMember(m); err != nil {
+		return nil, err
+	}
+	if p.trees, err = rootfs.DetachMounts(p.mounts, p.pm.userns); err != nil {
+		p.close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// live says whether the hostname or mounts change: applied from inside
+// the member's namespaces.
+func (p *personalisation) live() bool { return p.pm != nil }
+
+func (p *personalisation) close() {
+	if p.trees != nil {
+		p.trees.Close()
+	}
+	if p.pm != nil {
+		p.pm.close()
+	}
+}
+
+// personalise applies p to the claimed member sb: the writable layer's
+// size, the hostname, the /etc files etc (claimNetwork's) and the mounts.
+func (h *Host) personalise(p *personalisation, sb *sbx.Sandbox, etc rootfs.Options) error {
+	if p.newHost != "" {
+		etc.Hostname = p.newHost
+	}
+	live, resize, mounts, pm, trees, newHost := p.live(), p.resize, p.mounts, p.pm, p.trees, p.newHost
 	if !live && !resize && etc.Hosts == "" && etc.ResolvConf == "" {
 		return nil
-	}
-	var pm *member
-	var trees *rootfs.Detached
-	if live {
-		var err error
-		if pm, err = openMember(m); err != nil {
-			return err
-		}
-		defer pm.close()
-		// Made here, in the host's mount namespace: volume sources are
-		// host paths.
-		if trees, err = rootfs.DetachMounts(mounts, pm.userns); err != nil {
-			return err
-		}
-		defer trees.Close()
 	}
 	run := filepath.Join(h.store.RunDir(sb.ID), rootfsDir)
 	root := filepath.Join(run, "root")

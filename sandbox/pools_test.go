@@ -380,7 +380,7 @@ func TestPoolKey(t *testing.T) {
 		"network":   {Image: "x", Network: sbx.NetworkBridge},
 		"seccomp":   {Image: "x", Seccomp: "unconfined"},
 		"cap":       {Image: "x", CapDrop: []string{"ALL"}},
-		"userns":    {Image: "x", UserNS: sbx.UserNSPrivate},
+		"userns":    {Image: "x", UserNS: sbx.UserNSHost},
 	} {
 		if poolKey(&o, img) == poolKey(&a, img) {
 			t.Errorf("%s does not change the key", name)

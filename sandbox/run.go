@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -128,6 +129,11 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	// The owner file lets GC tell a live run from a crashed one.
 	if err := os.WriteFile(filepath.Join(r.dir, ownerFile), []byte(ownerRecord(os.Getpid())), 0o600); err != nil {
 		return nil, fmt.Errorf("record run owner: %w", err)
+	}
+	// Its named volumes, which sbx volume rm and prune leave alone while
+	// it runs (volumeUsers).
+	if err := writeRunVolumes(r.dir, o.Volumes); err != nil {
+		return nil, err
 	}
 	if o.Image != "" {
 		if err := writeRunLayers(r.dir, root.lowers); err != nil {
@@ -520,8 +526,12 @@ func ownerAlive(record string) bool {
 	return ok && strconv.FormatUint(start, 10) == f[1]
 }
 
-// runLayersFile in a run's directory lists the image layers it mounts.
-const runLayersFile = "layers.json"
+// runLayersFile in a run's directory lists the image layers it mounts;
+// runVolumesFile the named volumes it mounts.
+const (
+	runLayersFile  = "layers.json"
+	runVolumesFile = "volumes.json"
+)
 
 func writeRunLayers(dir string, layers []string) error {
 	data, _ := json.Marshal(layers)
@@ -557,6 +567,60 @@ func liveRunLayers(runRoot string) ([]string, error) {
 			return nil, fmt.Errorf("read the image layers of run %s: %v", e.Name(), err)
 		}
 		out = append(out, layers...)
+	}
+	return out, nil
+}
+
+// writeRunVolumes records, in the run directory dir, the names of the
+// named volumes among vols (nothing when there are none).
+func writeRunVolumes(dir string, vols []sbx.Volume) error {
+	var names []string
+	for _, v := range vols {
+		if v.Name != "" && !slices.Contains(names, v.Name) {
+			names = append(names, v.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(names)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, runVolumesFile), data, 0o600); err != nil {
+		return fmt.Errorf("record the run's named volumes: %w", err)
+	}
+	return nil
+}
+
+// liveRunVolumes maps each named volume of the one-shot runs under
+// runRoot whose sbx process still runs to those runs' ids.
+func liveRunVolumes(runRoot string) (map[string][]string, error) {
+	entries, err := os.ReadDir(filepath.Join(runRoot, runsDir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	out := map[string][]string{}
+	for _, e := range entries {
+		dir := filepath.Join(runRoot, runsDir, e.Name())
+		data, err := os.ReadFile(filepath.Join(dir, runVolumesFile))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		owner, _ := os.ReadFile(filepath.Join(dir, ownerFile))
+		if !ownerAlive(string(owner)) {
+			continue
+		}
+		var names []string
+		if err != nil || json.Unmarshal(data, &names) != nil {
+			return nil, fmt.Errorf("read the named volumes of run %s: %v", e.Name(), err)
+		}
+		for _, n := range names {
+			out[n] = append(out[n], e.Name())
+		}
 	}
 	return out, nil
 }

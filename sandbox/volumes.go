@@ -185,7 +185,8 @@ func (h *Host) readVolume(name string, users map[string][]string) (*sbx.VolumeIn
 
 // volumeUsers maps each volume name to the sandboxes (ids, oldest first)
 // whose options name it: every sandbox of the root, pool members and
-// stopped ones included.
+// stopped ones included, then the one-shot runs (run-<id>) that mount it
+// while they run.
 func (h *Host) volumeUsers(ctx context.Context) (map[string][]string, error) {
 	list, err := h.list(ctx, sbx.Filter{Pooled: true}, true)
 	if err != nil {
@@ -198,6 +199,13 @@ func (h *Host) volumeUsers(ctx context.Context) (map[string][]string, error) {
 				users[v.Name] = append(users[v.Name], sb.ID)
 			}
 		}
+	}
+	runs, err := liveRunVolumes(h.store.RunRoot())
+	if err != nil {
+		return nil, err
+	}
+	for name, ids := range runs {
+		users[name] = append(users[name], ids...)
 	}
 	return users, nil
 }

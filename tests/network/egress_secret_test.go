@@ -1,8 +1,10 @@
 package network
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -25,6 +27,15 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	// other.test is inspected too (a secret of its own is bound to it),
 	// so the proxy sees what the sandbox sends there.
 	// api.test allows only GETs (an L7 rule of the policy file).
+	// The image's own bundle, to which sbx appends its CA (an export
+	// gives it back as it was).
+	const imageBundle = "# the image's bundle\n"
+	if err := os.MkdirAll(filepath.Join(e.Root, "etc/ssl/certs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(e.Root, "etc/ssl/certs/ca-certificates.crt"), []byte(imageBundle), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	policy := filepath.Join(e.State, "policy.yaml")
 	if err := os.WriteFile(policy, []byte("allow: [api.test, other.test]\nhosts:\n  api.test:\n    rules: [\"GET /**\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -155,8 +166,42 @@ func TestEgressInspectionAndSecrets(t *testing.T) {
 	if b, _ := os.ReadFile(tarball); len(b) == 0 || bytes.Contains(b, []byte(value)) {
 		t.Errorf("the sandbox's files (export, %d bytes) hold the value", len(b))
 	}
+	// The export has the image's bundle as it was and nothing of the CA.
+	caPEM, err := os.ReadFile(filepath.Join(lib, "network", "egress", id, "egress-ca.pem"))
+	if err != nil || !bytes.Contains(caPEM, []byte("BEGIN CERTIFICATE")) {
+		t.Fatalf("the sandbox's CA: %v", err)
+	}
+	exported := map[string]string{}
+	tf, _ := os.Open(tarball)
+	tr := tar.NewReader(tf)
+	for {
+		hdr, err := tr.Next()
+		if err != nil {
+			if err != io.EOF {
+				t.Errorf("export tar: %v", err)
+			}
+			break
+		}
+		b, _ := io.ReadAll(tr)
+		if _, dup := exported[hdr.Name]; dup {
+			t.Errorf("export has %s twice", hdr.Name)
+		}
+		exported[hdr.Name] = string(b)
+		if bytes.Contains(b, caPEM) {
+			t.Errorf("export's %s holds the sandbox's CA", hdr.Name)
+		}
+	}
+	tf.Close()
+	if got, ok := exported["etc/ssl/certs/ca-certificates.crt"]; !ok || got != imageBundle {
+		t.Errorf("export's bundle: %v %q, want the image's", ok, got)
+	}
+	if _, ok := exported["etc/ssl/certs/sbx-egress-ca.pem"]; ok || exported["egressprobe"] == "" {
+		t.Errorf("export: the CA file is there (%v) or the probe is not", ok)
+	}
 	// The CA sbx wrote into the root is no change of the sandbox's.
-	if diff, err := sbx(nil, "diff", id); err != nil || strings.Contains(diff, "ssl") {
+	// (Its parent directories, copied up to hold the appended bundle,
+	// show as changed.)
+	if diff, err := sbx(nil, "diff", id); err != nil || strings.Contains(diff, "certs") {
 		t.Errorf("diff: %v\n%s", err, diff)
 	}
 	if ca, err := sbx(nil, "exec", id, "cat", "/etc/ssl/certs/sbx-egress-ca.pem"); err != nil || !strings.Contains(ca, "BEGIN CERTIFICATE") || strings.Contains(ca, "PRIVATE") {
