@@ -62,6 +62,10 @@ type Options struct {
 	Hostname string `json:"hostname,omitempty"`
 	// Limits on resources.
 	Limits Limits `json:"limits,omitzero"`
+	// Ulimits set resource limits (setrlimit) of every process of the
+	// sandbox, as docker's --ulimit does; the others are inherited from
+	// sbx. A hard limit above sbx's own needs CAP_SYS_RESOURCE.
+	Ulimits []Ulimit `json:"ulimits,omitempty"`
 	// Network is "none" (default: only loopback), "host" (the host's
 	// network, when Policy allows it) or "bridge" (a veth on sbx0 with
 	// NAT). Publish, Egress, AllowHostPorts and DNS apply to bridge mode,
@@ -72,6 +76,13 @@ type Options struct {
 	Egress         string   `json:"egress,omitempty"`
 	AllowHostPorts []string `json:"allow_host_ports,omitempty"`
 	DNS            []string `json:"dns,omitempty"`
+	// PublishAll publishes every port the image exposes (its config's
+	// ExposedPorts) on a free host port, as docker run -P does (bridge
+	// mode); a Publish entry for the same container port takes its place.
+	PublishAll bool `json:"publish_all,omitempty"`
+	// ExtraHosts are NAME:IP entries added to the sandbox's /etc/hosts,
+	// as docker's --add-host adds them.
+	ExtraHosts []string `json:"extra_hosts,omitempty"`
 	// ReadonlyRootfs makes the root read-only (volumes and tmpfs mounts
 	// stay writable).
 	ReadonlyRootfs bool `json:"readonly_rootfs,omitempty"`
@@ -86,6 +97,10 @@ type Options struct {
 	// by Limits.DiskBytes, it can fill the state root's file system, and
 	// is removed with the sandbox).
 	DiskBacking string `json:"disk_backing,omitempty"`
+	// ShmSizeBytes sizes /dev/shm, a tmpfs whose pages count toward the
+	// memory limit (default 64 MiB), as docker's --shm-size. In JSON a
+	// number or a string with a unit ("256m").
+	ShmSizeBytes int64 `json:"shm_size_bytes,omitempty"`
 	// CapAdd and CapDrop adjust Docker's default capability set ("ALL"
 	// works).
 	CapAdd  []string `json:"cap_add,omitempty"`
@@ -235,18 +250,21 @@ func (o Options) MarshalJSON() ([]byte, error) {
 }
 
 // UnmarshalJSON reads Options, refusing unknown fields; ttl,
-// idle_timeout and lease are duration strings or numbers of seconds.
+// idle_timeout and lease are duration strings or numbers of seconds,
+// shm_size_bytes a number or a string with a unit.
 func (o *Options) UnmarshalJSON(data []byte) error {
 	var v struct {
 		optionsJSON
-		TTL         Duration `json:"ttl,omitempty"`
-		IdleTimeout Duration `json:"idle_timeout,omitempty"`
-		Lease       Duration `json:"lease,omitempty"`
+		TTL          Duration `json:"ttl,omitempty"`
+		IdleTimeout  Duration `json:"idle_timeout,omitempty"`
+		Lease        Duration `json:"lease,omitempty"`
+		ShmSizeBytes Size     `json:"shm_size_bytes,omitempty"`
 	}
 	if err := strictUnmarshal(data, &v); err != nil {
 		return err
 	}
 	*o = Options(v.optionsJSON)
+	o.ShmSizeBytes = int64(v.ShmSizeBytes)
 	o.TTL = time.Duration(v.TTL)
 	o.IdleTimeout = time.Duration(v.IdleTimeout)
 	o.Lease = time.Duration(v.Lease)
@@ -481,6 +499,7 @@ func (o *Options) Validate() error {
 	if o.IdleTimeout > 0 && len(o.Publish) > 0 {
 		bad("idle_timeout does not go with publish: traffic to a published port is not watched, and would reach a sandbox checkpointed to disk; reach its ports through the server's port connection (GET /v1/sandboxes/{id}/ports/{port}/connect), which wakes it")
 	}
+	errs = append(errs, validateContainerExtras(o)...)
 	if err := o.Restart.validate(); err != nil {
 		errs = append(errs, err)
 	} else if o.Restart.Restarts() && len(o.Cmd) == 0 {

@@ -41,6 +41,12 @@ type SandboxFlags struct {
 	// NAME in this process's environment, or a line of SecretStdin.
 	Secrets     []string
 	SecretStdin io.Reader
+	// PublishAll is -P; AddHosts --add-host NAME:IP; Ulimits --ulimit
+	// NAME=SOFT[:HARD]; ShmSize --shm-size ("256m").
+	PublishAll bool
+	AddHosts   []string
+	Ulimits    []string
+	ShmSize    string
 }
 
 // Options turns the flags into sbx.Options. local is set when the sandbox
@@ -75,6 +81,9 @@ func (f *SandboxFlags) Options(local bool) (sbx.Options, error) {
 			return o, fmt.Errorf("invalid --disk %q: use a size of at least 1m, like 512m or 2g", f.Disk)
 		}
 		o.Limits.DiskBytes = n
+	}
+	if err := f.containerExtras(&o); err != nil {
+		return o, err
 	}
 	if f.Workdir != "" && !filepath.IsAbs(f.Workdir) {
 		return o, fmt.Errorf("invalid --workdir %q: must be an absolute path", f.Workdir)
@@ -115,6 +124,32 @@ func (f *SandboxFlags) Options(local bool) (sbx.Options, error) {
 	return o, nil
 }
 
+// containerExtras fills -P, --add-host, --ulimit and --shm-size into o.
+func (f *SandboxFlags) containerExtras(o *sbx.Options) error {
+	o.PublishAll = f.PublishAll
+	for _, h := range f.AddHosts {
+		if _, _, err := sbx.ParseExtraHost(h); err != nil {
+			return fmt.Errorf("--add-host: %w", err)
+		}
+		o.ExtraHosts = append(o.ExtraHosts, h)
+	}
+	for _, u := range f.Ulimits {
+		ul, err := sbx.ParseUlimit(u)
+		if err != nil {
+			return fmt.Errorf("--ulimit: %w", err)
+		}
+		o.Ulimits = append(o.Ulimits, ul)
+	}
+	if f.ShmSize != "" {
+		n, err := units.RAMInBytes(f.ShmSize)
+		if err != nil || n < 4096 {
+			return fmt.Errorf("invalid --shm-size %q: use a size of at least 4k, like 64m or 1g", f.ShmSize)
+		}
+		o.ShmSizeBytes = n
+	}
+	return nil
+}
+
 // Environ collects EnvFiles and Env, in that order (later wins); a bare
 // KEY takes its value from this process's environment.
 func (f *SandboxFlags) Environ() ([]string, error) {
@@ -149,6 +184,7 @@ type CreateFlags struct {
 	SandboxFlags
 	Name           string
 	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw][,idmap=host]; CONTAINER[:size=SIZE]
+	Mounts         []string // --mount type=bind|tmpfs,...
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 	IdleTimeout    time.Duration
@@ -186,6 +222,9 @@ func (o *CreateFlags) Options(args []string, local bool) (sbx.Options, error) {
 	if err := AddMounts(&opts, o.Volumes, o.Tmpfs, local); err != nil {
 		return opts, err
 	}
+	if err := AddMountFlags(&opts, o.Mounts, local); err != nil {
+		return opts, err
+	}
 	opts.Labels, err = ParseLabels(o.Labels)
 	return opts, err
 }
@@ -205,6 +244,7 @@ type RunFlags struct {
 	Detach, Rm     bool
 	Name           string
 	Volumes, Tmpfs []string // HOST:CONTAINER[:ro|rw][,idmap=host]; CONTAINER[:size=SIZE]
+	Mounts         []string // --mount type=bind|tmpfs,...
 	Labels         []string // KEY=VALUE
 	TTL            time.Duration
 	IdleTimeout    time.Duration
@@ -226,23 +266,29 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 	if err := AddMounts(&opts, f.Volumes, f.Tmpfs, local); err != nil {
 		return opts, nil, err
 	}
+	if err := AddMountFlags(&opts, f.Mounts, local); err != nil {
+		return opts, nil, err
+	}
 	var cmd []string
 	if opts.Image, cmd, err = SplitRunArgs(args, f.Rootfs != "", dashAt); err != nil {
 		return opts, nil, err
 	}
-	if !f.Detach {
-		if f.Name != "" || len(f.Labels) > 0 || f.TTL != 0 || f.IdleTimeout != 0 || f.Restart != "" {
-			return opts, nil, errors.New("--name, --label, --ttl, --idle-timeout and --restart are for a sandbox that outlives its command: add -d (sbx run -d --name N IMAGE CMD), or use sbx create")
-		}
+	if !f.Detach && (f.TTL != 0 || f.IdleTimeout != 0 || f.Restart != "") {
+		return opts, nil, errors.New("--ttl, --idle-timeout and --restart are for a sandbox that outlives its command: add -d (sbx run -d --ttl 1h IMAGE CMD), or use sbx create")
+	}
+	if !f.Named() {
 		return opts, cmd, nil
 	}
 	for _, bad := range []string{"interactive", "tty", "report", "stats"} {
-		if changed(bad) {
+		switch {
+		case changed(bad) && f.Detach:
 			return opts, nil, fmt.Errorf("--%s does not go with -d: the command runs on in the background (follow it with sbx logs -f, wait with sbx wait, remove with sbx rm or --ttl)", bad)
+		case changed(bad):
+			return opts, nil, fmt.Errorf("--%s does not go with --name or --label without -d: such a run is a sandbox's main command, whose output is followed (run it with sbx create and sbx exec -it, or leave out --name)", bad)
 		}
 	}
 	if f.Timeout != 0 {
-		return opts, nil, errors.New("--timeout does not go with -d: a detached sandbox's lifetime is --ttl")
+		return opts, nil, errors.New("--timeout does not go with -d, --name or --label: such a sandbox's lifetime is --ttl")
 	}
 	if f.TTL < 0 || f.IdleTimeout < 0 {
 		return opts, nil, fmt.Errorf("invalid --ttl %v or --idle-timeout %v: must be positive", f.TTL, f.IdleTimeout)
@@ -255,6 +301,13 @@ func (f *RunFlags) Options(args []string, dashAt int, local bool, changed func(f
 		return opts, nil, err
 	}
 	return opts, cmd, nil
+}
+
+// Named reports whether the run is a sandbox others see while it runs:
+// with -d, or named or labelled (docker run --name N without -d: a
+// sandbox whose main command's output is followed, removed at its end).
+func (f *RunFlags) Named() bool {
+	return f.Detach || f.Name != "" || len(f.Labels) > 0
 }
 
 // AddMounts adds --volume and --tmpfs mounts to opts; local as in

@@ -274,9 +274,21 @@ func TestExecFlagsRequest(t *testing.T) {
 // labels, TTL and auto-removal.
 func TestRunFlagsOptions(t *testing.T) {
 	none := func(string) bool { return false }
-	f := RunFlags{Name: "web"}
+	f := RunFlags{TTL: time.Minute}
 	if _, _, err := f.Options([]string{"alpine", "true"}, -1, true, none); err == nil || !strings.Contains(err.Error(), "add -d") {
-		t.Fatalf("--name without -d: %v; want the hint to add -d", err)
+		t.Fatalf("--ttl without -d: %v; want the hint to add -d", err)
+	}
+	// --name without -d: a named sandbox whose output is followed; the
+	// flags of a one-shot run's own report and terminal do not go with it.
+	f = RunFlags{Name: "web"}
+	if opts, _, err := f.Options([]string{"alpine", "true"}, -1, true, none); err != nil || opts.Name != "web" || opts.AutoRemove || !f.Named() {
+		t.Fatalf("--name without -d: %+v %v", opts, err)
+	}
+	if _, _, err := f.Options([]string{"alpine"}, -1, true, func(n string) bool { return n == "interactive" }); err == nil || !strings.Contains(err.Error(), "--interactive does not go with --name") {
+		t.Fatalf("-i with --name: %v", err)
+	}
+	if (&RunFlags{}).Named() {
+		t.Fatal("a plain run is not named")
 	}
 	f = RunFlags{Detach: true}
 	if _, _, err := f.Options([]string{"alpine"}, -1, true, func(n string) bool { return n == "tty" }); err == nil || !strings.Contains(err.Error(), "--tty does not go with -d") {

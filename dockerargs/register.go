@@ -21,13 +21,20 @@ func (f *SandboxFlags) Register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.EnvFiles, "env-file", nil, "read environment variables from a file (KEY=VALUE lines)")
 	fs.StringVarP(&f.Workdir, "workdir", "w", "", "working directory inside the sandbox")
 	fs.StringVarP(&f.User, "user", "u", "", "user to run as: name, UID, name:group or UID:GID (resolved in the sandbox's /etc/passwd)")
-	fs.StringVar(&f.Hostname, "hostname", "", "hostname inside the sandbox")
+	fs.StringVarP(&f.Hostname, "hostname", "h", "", "hostname inside the sandbox (help is --help)")
+	if fs.Lookup("help") == nil { // -h is the hostname, as in docker run: help is --help only
+		fs.Bool("help", false, "help for this command")
+	}
 	fs.BoolVar(&f.ReadOnly, "read-only", false, "mount the root filesystem read-only (with a tmpfs at /tmp)")
 	fs.StringVar(&f.Seccomp, "seccomp", "default", "seccomp profile: default, unconfined, or a JSON profile file")
 	fs.StringSliceVar(&f.CapAdd, "cap-add", nil, "add capabilities to Docker's default set (or ALL)")
 	fs.StringSliceVar(&f.CapDrop, "cap-drop", nil, "drop capabilities (or ALL)")
 	fs.StringVar(&f.Network, "network", "none", "network: none (only lo), host, or bridge (NAT through sbx0)")
-	fs.StringArrayVarP(&f.Publish, "publish", "p", nil, "publish a port with --network bridge: [IP:]HOSTPORT:CTRPORT[/tcp|/udp]")
+	fs.StringArrayVarP(&f.Publish, "publish", "p", nil, "publish a port with --network bridge: [IP:][HOSTPORT:]CTRPORT[/tcp|/udp] (no HOSTPORT, or 0: a free one)")
+	fs.BoolVarP(&f.PublishAll, "publish-all", "P", false, "publish every port the image exposes on a free host port (--network bridge)")
+	fs.StringArrayVar(&f.AddHosts, "add-host", nil, "add a line to /etc/hosts: NAME:IP")
+	fs.StringArrayVar(&f.Ulimits, "ulimit", nil, "set a resource limit: NAME=SOFT[:HARD], e.g. nofile=1024:2048 (-1: unlimited)")
+	fs.StringVar(&f.ShmSize, "shm-size", "", "size of /dev/shm, counted toward --memory (default 64m)")
 	fs.StringVar(&f.Egress, "egress", "", "bridge egress: allow-list of CIDRs and host names (api.x.com, *.x.com, **.x.com, :PORT; !ENTRY denies; * all), or none (default: internet, no private ranges)")
 	fs.StringVar(&f.EgressPolicy, "egress-policy", "", "bridge egress from a policy file (YAML: allow, deny, hosts with L7 rules, secrets; docs/network.md), instead of --egress")
 	fs.StringArrayVar(&f.Secrets, "secret", nil, "bridge: [PREFIX:]NAME@HOST[,HOST...]: NAME holds a placeholder the egress proxy swaps for the value (from NAME in sbx's environment, else stdin) on requests to HOST")
@@ -40,8 +47,9 @@ func (f *SandboxFlags) Register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.Disk, "disk", "", "size cap of the writable layer, a tmpfs in memory whose pages count toward --memory: beyond --memory a write is OOM-killed rather than failing with ENOSPC (e.g. 512m; default: --memory if set, else 2g)")
 }
 
-// registerMounts adds --volume and --tmpfs.
-func registerMounts(fs *pflag.FlagSet, volumes, tmpfs *[]string) {
+// registerMounts adds --volume, --tmpfs and --mount.
+func registerMounts(fs *pflag.FlagSet, volumes, tmpfs, mounts *[]string) {
+	fs.StringArrayVar(mounts, "mount", nil, "mount as docker's --mount: type=bind,source=HOST,target=PATH[,readonly] or type=tmpfs,target=PATH[,tmpfs-size=SIZE]")
 	fs.StringArrayVarP(volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:OPTIONS], OPTIONS comma-separated: ro or rw, idmap=host")
 	fs.StringArrayVar(tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 }
@@ -55,7 +63,7 @@ func registerPull(fs *pflag.FlagSet, pull *string) {
 // every sandbox, mounts and the pull policy (sbx create, sbx pool create).
 func (o *CreateFlags) RegisterStart(fs *pflag.FlagSet) {
 	o.SandboxFlags.Register(fs)
-	registerMounts(fs, &o.Volumes, &o.Tmpfs)
+	registerMounts(fs, &o.Volumes, &o.Tmpfs, &o.Mounts)
 	registerPull(fs, &o.Pull)
 }
 
@@ -76,7 +84,7 @@ func (o *CreateFlags) Register(fs *pflag.FlagSet) {
 func (f *RunFlags) Register(fs *pflag.FlagSet) {
 	f.SandboxFlags.Register(fs)
 	registerPull(fs, &f.Pull)
-	registerMounts(fs, &f.Volumes, &f.Tmpfs)
+	registerMounts(fs, &f.Volumes, &f.Tmpfs, &f.Mounts)
 	fs.StringVar(&f.Entrypoint, "entrypoint", "", "replace the image's entrypoint (and drop its Cmd)")
 	fs.BoolVarP(&f.Interactive, "interactive", "i", false, "keep stdin open and connect it to the command")
 	fs.BoolVarP(&f.Tty, "tty", "t", false, "allocate a terminal for the command")
@@ -84,8 +92,8 @@ func (f *RunFlags) Register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.Stats, "stats", false, "print a resource report on stderr")
 	fs.BoolVarP(&f.Detach, "detach", "d", false, "start the command in a long-lived sandbox, print its ID and return")
 	fs.BoolVar(&f.Rm, "rm", false, "remove the sandbox when the command exits (what sbx run always does without -d; with -d a background process does it)")
-	fs.StringVar(&f.Name, "name", "", "a unique name for the sandbox (with -d)")
-	fs.StringArrayVarP(&f.Labels, "label", "l", nil, "set a label: KEY=VALUE (with -d)")
+	fs.StringVar(&f.Name, "name", "", "a unique name for the sandbox (without -d: its output is followed and it is removed at the end)")
+	fs.StringArrayVarP(&f.Labels, "label", "l", nil, "set a label: KEY=VALUE (as --name without -d)")
 	fs.DurationVar(&f.TTL, "ttl", 0, "remove the sandbox this long after its creation (with -d)")
 	fs.DurationVar(&f.IdleTimeout, "idle-timeout", 0, "checkpoint the sandbox to disk once unused this long (with -d)")
 	fs.StringVar(&f.Restart, "restart", "", "restart the command when it exits: no, on-failure[:N], always or unless-stopped (with -d)")

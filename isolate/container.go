@@ -198,6 +198,9 @@ func libcontainerConfig(s *Spec, withSeccomp bool) (*configs.Config, error) {
 	// allow-list; a leading deny-all rule is implied by the device manager.
 	cfg.Cgroups.Resources.Devices = append([]*config.Rule{{Type: config.WildcardDevice, Major: config.Wildcard, Minor: config.Wildcard, Permissions: "rwm", Allow: false}}, allowedDevices...)
 	cfg.ParentDeathSignal = s.ParentDeathSignal
+	if cfg.Rlimits, err = configRlimits(s.Rlimits); err != nil {
+		return nil, err
+	}
 	if s.UserNS != nil {
 		if err := applyUserNS(cfg, s.UserNS); err != nil {
 			return nil, err

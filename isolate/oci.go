@@ -292,6 +292,19 @@ var rlimits = map[string]int{
 	"RLIMIT_RTTIME": unix.RLIMIT_RTTIME,
 }
 
+// configRlimits converts OCI rlimits to libcontainer's.
+func configRlimits(in []specs.POSIXRlimit) ([]configs.Rlimit, error) {
+	var out []configs.Rlimit
+	for _, rl := range in {
+		n, ok := rlimits[rl.Type]
+		if !ok {
+			return nil, fmt.Errorf("wrong rlimit value: %s", rl.Type)
+		}
+		out = append(out, configs.Rlimit{Type: n, Hard: rl.Hard, Soft: rl.Soft})
+	}
+	return out, nil
+}
+
 // ociProcess converts an OCI process spec as runc does.
 func ociProcess(p *specs.Process, stdio OCIIO) (*libcontainer.Process, error) {
 	if p == nil || len(p.Args) == 0 {
@@ -319,12 +332,9 @@ func ociProcess(p *specs.Process, stdio OCIIO) (*libcontainer.Process, error) {
 	for _, g := range p.User.AdditionalGids {
 		lp.AdditionalGroups = append(lp.AdditionalGroups, int(g))
 	}
-	for _, rl := range p.Rlimits {
-		n, ok := rlimits[rl.Type]
-		if !ok {
-			return nil, fmt.Errorf("wrong rlimit value: %s", rl.Type)
-		}
-		lp.Rlimits = append(lp.Rlimits, configs.Rlimit{Type: n, Hard: rl.Hard, Soft: rl.Soft})
+	var err error
+	if lp.Rlimits, err = configRlimits(p.Rlimits); err != nil {
+		return nil, err
 	}
 	aff, err := configs.ConvertCPUAffinity(p.ExecCPUAffinity)
 	if err != nil {

@@ -45,9 +45,14 @@ type Spec struct {
 	Seccomp        string   // "default", "unconfined" or a profile file; resolved by the caller
 	SeccompProfile *specs.LinuxSeccomp
 	Limits         cgroup.Limits
-	Network        string // NetworkNone, NetworkHost, or the path of a network namespace to join
-	Mounts         []specs.Mount
-	MaskedPaths    []string // in addition to Docker's
+	// Rlimits are set on PID 1 before it runs (inherited by every
+	// process): OCI names (RLIMIT_NOFILE), RLIM_INFINITY for unlimited.
+	Rlimits []specs.POSIXRlimit
+	// ShmBytes sizes /dev/shm (0: 64 MiB).
+	ShmBytes    int64
+	Network     string // NetworkNone, NetworkHost, or the path of a network namespace to join
+	Mounts      []specs.Mount
+	MaskedPaths []string // in addition to Docker's
 	// CgroupView, if set, is a directory MountCgroupView made for this
 	// sandbox in the mount namespace it is started from: /sys/fs/cgroup is
 	// then one bind of it instead of a tmpfs and one bind per hierarchy.
@@ -189,6 +194,7 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 			Env:             s.Env,
 			Cwd:             cwd,
 			User:            specs.User{UID: s.UID, GID: s.GID, AdditionalGids: s.AdditionalGIDs},
+			Rlimits:         s.Rlimits,
 			NoNewPrivileges: true,
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding:  caps,
@@ -228,6 +234,13 @@ func (s *Spec) oci(portable bool) (*specs.Spec, error) {
 // sbx's own (not portable) spec, with a prepared /dev.
 func (s *Spec) kernelMounts(portable bool) []specs.Mount {
 	m := defaultMounts(s.ReadonlyRootfs)
+	if s.ShmBytes > 0 {
+		for i := range m {
+			if m[i].Destination == "/dev/shm" {
+				m[i].Options = append(m[i].Options[:len(m[i].Options)-1:len(m[i].Options)-1], fmt.Sprintf("size=%dk", (s.ShmBytes+1023)/1024))
+			}
+		}
+	}
 	if s.Dev != "" && !portable {
 		for i := range m {
 			if m[i].Destination == "/dev" {

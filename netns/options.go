@@ -77,10 +77,11 @@ func (p PortMapping) String() string {
 }
 
 // ParsePublish parses one --publish value, docker's syntax
-// [IP:]HOSTPORT:CTRPORT[/tcp|/udp]. HOSTPORT 0 means pick a free port.
+// [IP:][HOSTPORT:]CTRPORT[/tcp|/udp]. HOSTPORT 0 or none means pick a free
+// port.
 func ParsePublish(s string) (PortMapping, error) {
 	bad := func(why string) (PortMapping, error) {
-		return PortMapping{}, fmt.Errorf("--publish %q: %s; use [IP:]HOSTPORT:CTRPORT[/tcp|/udp]", s, why)
+		return PortMapping{}, fmt.Errorf("--publish %q: %s; use [IP:][HOSTPORT:]CTRPORT[/tcp|/udp]", s, why)
 	}
 	rest, protoStr, _ := strings.Cut(s, "/")
 	proto, err := parseProto(protoStr)
@@ -89,7 +90,7 @@ func ParsePublish(s string) (PortMapping, error) {
 	}
 	i := strings.LastIndex(rest, ":")
 	if i < 0 {
-		return bad("host and container port are required")
+		rest, i = "0:"+rest, 1 // CTRPORT alone: a free host port
 	}
 	ctrStr, front := rest[i+1:], rest[:i]
 	hostStr, ipStr := front, ""
@@ -109,6 +110,9 @@ func ParsePublish(s string) (PortMapping, error) {
 		if !ip.IsUnspecified() {
 			m.HostIP = ip
 		}
+	}
+	if hostStr == "" {
+		hostStr = "0" // IP::CTRPORT
 	}
 	hp, err := strconv.ParseUint(hostStr, 10, 16)
 	if err != nil {

@@ -12,6 +12,9 @@ func TestParsePublish(t *testing.T) {
 		"127.0.0.1:8080:80/tcp": {HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: 8080, ContainerPort: 80, Proto: TCP},
 		"0.0.0.0:53:53/UDP":     {HostPort: 53, ContainerPort: 53, Proto: UDP},
 		"192.0.2.1:65535:1":     {HostIP: netip.MustParseAddr("192.0.2.1"), HostPort: 65535, ContainerPort: 1, Proto: TCP},
+		"80":                    {HostPort: 0, ContainerPort: 80, Proto: TCP}, // docker's -p CTRPORT: a free host port
+		"53/udp":                {HostPort: 0, ContainerPort: 53, Proto: UDP},
+		"127.0.0.1::80":         {HostIP: netip.MustParseAddr("127.0.0.1"), HostPort: 0, ContainerPort: 80, Proto: TCP},
 	}
 	for in, want := range good {
 		got, err := ParsePublish(in)
@@ -19,7 +22,7 @@ func TestParsePublish(t *testing.T) {
 			t.Errorf("ParsePublish(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, in := range []string{"", "80", "a:80", "80:0", "80:70000", "80:80/sctp", "::1:80:80", "300.1.1.1:80:80", "80:80/"} {
+	for _, in := range []string{"", "0", "/udp", "a:80", "80:0", "80:70000", "80:80/sctp", "::1:80:80", "300.1.1.1:80:80", "80:80/"} {
 		if in == "80:80/" {
 			continue // empty protocol means tcp, like docker
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
 	"github.com/sbxrun/sbx/rootfs"
@@ -190,6 +192,11 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	}
 	if o.Network == sbx.NetworkHost {
 		h.log.Warn("network host: the sandbox shares the host's network namespace; nothing of the network is isolated")
+	}
+	if o.UserNS == sbx.UserNSPrivate && len(o.Ulimits) > 0 && !hasCapability(unix.CAP_SYS_RESOURCE) {
+		// libcontainer sets them from the host side (prlimit), which on
+		// another user's ids needs the capability even to lower a limit.
+		return fmt.Errorf("%w: --ulimit (ulimits) in a private user namespace (the default) needs CAP_SYS_RESOURCE, which sbx lacks on this host (sbx info says so): the limits are set from the host side on the sandbox's unprivileged ids; add --userns host, or run sbx with that capability", sbx.ErrUnsupported)
 	}
 	if o.UserNS == sbx.UserNSPrivate {
 		if err := rootfs.ParentsTraversable(h.store.RunRoot()); err != nil {

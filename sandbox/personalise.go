@@ -148,7 +148,7 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (*claimedNe
 			return &claimedNetwork{}, nil
 		}
 		a := netns.LocalAttachment(sb.ID, na.Mode, hostname(sb), "")
-		return &claimedNetwork{etc: rootfs.Options{Hosts: a.Hosts}}, nil
+		return &claimedNetwork{etc: rootfs.Options{Hosts: a.Hosts + sbx.ExtraHostsLines(sb.Options.ExtraHosts)}}, nil
 	}
 	n, err := h.network()
 	if err != nil {
@@ -159,7 +159,7 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (*claimedNe
 		return nil, err
 	}
 	sb.Network = networkInfo(r.Attachment)
-	cn := &claimedNetwork{etc: rootfs.Options{Hosts: r.Hosts}, r: r}
+	cn := &claimedNetwork{etc: rootfs.Options{Hosts: r.Hosts + sbx.ExtraHostsLines(sb.Options.ExtraHosts)}, r: r}
 	if changed {
 		cn.etc.ResolvConf = r.ResolvConf
 	}
@@ -170,11 +170,11 @@ func (h *Host) claimNetwork(ctx context.Context, m, sb *sbx.Sandbox) (*claimedNe
 	return cn, nil
 }
 
-// networkChanges says whether the claim sb of member m changes the
-// hostname, and whether it changes the rest of the network (ports, egress
-// policy, allowed host ports, name servers).
+// networkChanges says whether the claim sb of member m changes /etc/hosts
+// (the hostname, the extra hosts), and whether it changes the rest of the
+// network (ports, egress policy, allowed host ports, name servers).
 func networkChanges(m, sb *sbx.Sandbox) (newHost, changed bool) {
-	newHost = hostname(sb) != hostname(m)
+	newHost = hostname(sb) != hostname(m) || !slices.Equal(sb.Options.ExtraHosts, m.Options.ExtraHosts)
 	changed = len(sb.Options.Publish) > 0 || sb.Options.Egress != m.Options.Egress || sb.Options.EgressPolicy != "" || len(sb.Options.Secrets) > 0 ||
 		!slices.Equal(sb.Options.AllowHostPorts, m.Options.AllowHostPorts) || !slices.Equal(sb.Options.DNS, m.Options.DNS)
 	return newHost, changed

@@ -89,6 +89,7 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 		return resolvedRoot{}, noop, err
 	}
 	cfg := img.Config.Contract()
+	publishExposed(o, cfg)
 	lowers := img.LayerDirs
 	if len(lowers) == 0 {
 		// An image without layers (a build's FROM scratch) is an empty
@@ -207,7 +208,7 @@ func (h *Host) prepareRoot(p *provisioned, crash func(step string)) (err error) 
 	ro := rootfs.Options{
 		DiskBytes:  p.opts.Limits.DiskBytes,
 		Hostname:   p.hostname,
-		Hosts:      p.net.Hosts,
+		Hosts:      p.net.Hosts + sbx.ExtraHostsLines(p.opts.ExtraHosts),
 		ResolvConf: p.net.ResolvConf,
 		Dirs:       dirs,
 		Seed:       p.seed,
@@ -267,6 +268,8 @@ func containerSpec(p *provisioned, args, env []string, cwd string, u rootfs.User
 			CPUs:        p.opts.Limits.CPUs,
 			Pids:        p.opts.Limits.Pids,
 		}.WithInitAllowance(),
+		Rlimits:       ociRlimits(p.opts.Ulimits),
+		ShmBytes:      p.opts.ShmSizeBytes,
 		HelperSeccomp: true,
 		Network:       isolateNetwork(p.net),
 		Mounts:        mounts,

@@ -27,6 +27,7 @@ var bodies = map[string]reflect.Type{
 	"Volume":            reflect.TypeFor[sbx.Volume](),
 	"Secret":            reflect.TypeFor[sbx.Secret](),
 	"Tmpfs":             reflect.TypeFor[sbx.Tmpfs](),
+	"Ulimit":            reflect.TypeFor[sbx.Ulimit](),
 	"Sandbox":           reflect.TypeFor[sbx.Sandbox](),
 	"SandboxList":       reflect.TypeFor[api.SandboxList](),
 	"Pool":              reflect.TypeFor[sbx.Pool](),

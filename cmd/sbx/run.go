@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -63,7 +64,7 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 		return exitErr("%v", err)
 	}
 	image := opts.Image != ""
-	if o.Detach {
+	if o.Named() {
 		return runDetached(a, cmd, o, cfg, opts, cmdArgs)
 	}
 	b, err := a.open(cfg)
@@ -109,7 +110,8 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 
 // runDetached is run -d: a long-lived sandbox whose main command is the
 // image's entrypoint with CMD (or the image's Cmd), or CMD with --rootfs
-// and in host mode; it prints the sandbox's ID.
+// and in host mode; it prints the sandbox's ID. Without -d (--name or
+// --label) the command's output is followed, and its exit code is sbx's.
 func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConfig, opts sbx.Options, cmdArgs []string) error {
 	b, err := a.open(cfg)
 	if err != nil {
@@ -126,6 +128,17 @@ func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConf
 		if err != nil {
 			return sbxError(dockerargs.WithImageHint(err, opts.Image))
 		}
+	}
+	if !o.Detach {
+		exit, err := dockerargs.RunAttached(ctx, b, opts, render.LogFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		if ctx.Err() != nil {
+			return exitWith(130) // interrupted: the sandbox was removed
+		}
+		if err != nil {
+			return sbxError(err)
+		}
+		render.Exit(io.Discard, cmd.ErrOrStderr(), opts.Name, exit)
+		return exitWith(exit.ExitCode)
 	}
 	return createSandbox(ctx, a, cmd, b, opts)
 }

@@ -18,7 +18,8 @@ import (
 // TestDockerHabitsRun: a docker user's run: the first argument is an image
 // (a bare name included), "--" is host mode, a name that is neither gets
 // an error that says how to run a host command; -v, --tmpfs and --rm work
-// as docker's; --name without -d is refused with what to write instead.
+// as docker's; --ttl without -d is refused with what to write instead
+// (--name without -d works: runflags_test.go).
 func TestDockerHabitsRun(t *testing.T) {
 	h := harness.NewHost(t)
 	h.Env = []string{"SBX_PULL=never"}
@@ -46,8 +47,8 @@ func TestDockerHabitsRun(t *testing.T) {
 	if r := h.Sbx(t, "", "run", "./script.sh"); r.Code != 125 || !strings.Contains(r.Stderr, "sbx run -- ./script.sh") {
 		t.Fatalf("run of a path: %d %q", r.Code, r.Stderr)
 	}
-	if r := h.Sbx(t, "", "run", "--name", "x", "busybox", "true"); r.Code != 125 || !strings.Contains(r.Stderr, "-d") {
-		t.Fatalf("run --name without -d: %d %q", r.Code, r.Stderr)
+	if r := h.Sbx(t, "", "run", "--ttl", "1h", "busybox", "true"); r.Code != 125 || !strings.Contains(r.Stderr, "-d") {
+		t.Fatalf("run --ttl without -d: %d %q", r.Code, r.Stderr)
 	}
 
 	dir := t.TempDir()

@@ -59,8 +59,8 @@ func listenInNS(t *testing.T, nsPath, addr, body string) {
 }
 
 // TestServerWarmPoolPersonalisesNetwork: over REST, a claim from a
-// bridged pool gets the create's hostname, name server, egress policy and
-// allowed host port, proven from inside the sandbox (a host service on
+// bridged pool gets the create's hostname, extra /etc/hosts lines, name
+// server, egress policy and allowed host port, proven from inside the sandbox (a host service on
 // the allowed port answers, resolv.conf and hostname are the create's);
 // the next claimant of the same pool, asking for none of it, reaches no
 // host port; a create the pool cannot serve says why in its reply.
@@ -90,6 +90,7 @@ func TestServerWarmPoolPersonalisesNetwork(t *testing.T) {
 	c := base
 	c.Hostname, c.DNS, c.Egress = "claimed-net", []string{"192.0.2.53"}, "none"
 	c.AllowHostPorts = []string{fmt.Sprint(port)}
+	c.ExtraHosts = []string{"db.internal:10.9.8.7"}
 	sb, err := e.C.Create(ctx, c)
 	if err != nil {
 		t.Fatal(err)
@@ -101,12 +102,12 @@ func TestServerWarmPoolPersonalisesNetwork(t *testing.T) {
 	if sb.Network == nil || sb.Network.Egress.Kind != "none" || len(sb.Network.AllowHostPorts) != 1 || len(sb.Network.DNS) != 1 {
 		t.Fatalf("the claimed sandbox's network: %+v", sb.Network)
 	}
-	script := fmt.Sprintf("hostname; cat /etc/resolv.conf; grep -c claimed-net /etc/hosts; nc -w 3 %s %d </dev/null || echo unreachable", sb.Network.Gateway, port)
+	script := fmt.Sprintf("hostname; cat /etc/resolv.conf; grep -c claimed-net /etc/hosts; grep db.internal /etc/hosts; nc -w 3 %s %d </dev/null || echo unreachable", sb.Network.Gateway, port)
 	res, err := e.C.Exec(ctx, sb.ID, sbx.ExecRequest{Command: script}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"claimed-net\n", "nameserver 192.0.2.53", "host-service"} {
+	for _, want := range []string{"claimed-net\n", "nameserver 192.0.2.53", "host-service", "10.9.8.7\tdb.internal\n"} {
 		if !strings.Contains(res.Stdout, want) {
 			t.Errorf("inside the claimed sandbox: missing %q in:\n%s%s", want, res.Stdout, res.Stderr)
 		}

@@ -169,3 +169,40 @@ def test_disk_backing(client: sbx.Client, server: Server) -> None:
         assert sb.exec(["dd", "if=/dev/zero", "of=/big", "bs=1M", "count=48"]).exit_code == 0
     with pytest.raises(ValueError):
         client.sandboxes.create("busybox", disk_backing="ssd")
+
+
+def test_docker_run_flags_go_by_their_wire_names() -> None:
+    from sbx._wire import create_body
+
+    body = create_body(
+        {
+            "image": "busybox",
+            "publish_all": True,
+            "extra_hosts": ["db:10.1.2.3"],
+            "ulimits": ["nofile=512:1024", {"name": "nproc", "soft": 64}],
+            "shm_size": "8m",
+        }
+    )
+    assert body["publish_all"] is True
+    assert body["extra_hosts"] == ["db:10.1.2.3"]
+    assert body["ulimits"] == [{"name": "nofile", "soft": 512, "hard": 1024}, {"name": "nproc", "soft": 64, "hard": 64}]
+    assert body["shm_size_bytes"] == 8 << 20
+    assert "publish_all" not in create_body({"image": "busybox", "publish_all": False})
+    for bad in ("nofile", "nofile=a", "=1"):
+        with pytest.raises(ValueError):
+            create_body({"image": "busybox", "ulimits": [bad]})
+    with pytest.raises(TypeError):
+        create_body({"image": "busybox", "extra_hosts": "db:10.1.2.3"})
+
+
+def test_docker_run_flags_reach_the_sandbox(client: sbx.Client, server: Server) -> None:
+    # ulimits in a private user namespace need CAP_SYS_RESOURCE, which the
+    # development hosts lack: the host's user namespace, explicitly.
+    with client.sandboxes.create(
+        "busybox", userns="host", extra_hosts=["db:10.1.2.3"], ulimits=["nofile=512:1024"], shm_size="8m"
+    ) as sb:
+        server.seen.add(sb.id)
+        res = sb.exec(["sh", "-c", "grep -w db /etc/hosts; ulimit -n; ulimit -Hn; grep -o 'shm tmpfs.*size=[0-9]*k' /proc/mounts | grep -o 'size=[0-9]*k'"])
+        assert res.stdout == "10.1.2.3\tdb\n512\n1024\nsize=8192k\n", res
+    with pytest.raises(sbx.InvalidError):
+        client.sandboxes.create("busybox", ulimits=["nofiles=1"])

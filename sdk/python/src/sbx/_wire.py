@@ -323,7 +323,39 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         body["tmpfs"] = [_tmpfs(t) for t in o["tmpfs"]]
     if "labels" in o:
         body["labels"] = {str(k): str(v) for k, v in o["labels"].items()}
+    if o.get("publish_all"):
+        body["publish_all"] = True
+    if "extra_hosts" in o:
+        if isinstance(o["extra_hosts"], str):
+            raise TypeError("extra_hosts: want a list of 'NAME:IP' strings, not a string")
+        body["extra_hosts"] = list(o["extra_hosts"])
+    if "ulimits" in o:
+        body["ulimits"] = [_ulimit(u) for u in o["ulimits"]]
+    if "shm_size" in o:
+        body["shm_size_bytes"] = parse_size(o["shm_size"], "shm_size")
     return body
+
+
+def _ulimit(u: Union[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """A ulimit as "NAME=SOFT[:HARD]" (docker's --ulimit) or a mapping of
+    name, soft and hard; -1 is unlimited."""
+    if isinstance(u, str):
+        name, sep, vals = u.partition("=")
+        soft, _, hard = vals.partition(":")
+        try:
+            lim = {"name": name, "soft": int(soft), "hard": int(hard or soft)}
+        except ValueError:
+            raise ValueError(f"ulimit {u!r}: want NAME=SOFT[:HARD], e.g. nofile=1024:2048") from None
+        if not sep or not name:
+            raise ValueError(f"ulimit {u!r}: want NAME=SOFT[:HARD], e.g. nofile=1024:2048")
+        return lim
+    if not isinstance(u, Mapping) or set(u) - {"name", "soft", "hard"} or not isinstance(u.get("name"), str):
+        raise TypeError(f"ulimit {u!r}: want 'NAME=SOFT[:HARD]' or a mapping of name, soft and hard")
+    soft = u.get("soft", u.get("hard"))
+    hard = u.get("hard", soft)
+    if not isinstance(soft, int) or not isinstance(hard, int) or isinstance(soft, bool) or isinstance(hard, bool):
+        raise ValueError(f"ulimit {u['name']}: soft and hard must be integers (-1: unlimited)")
+    return {"name": u["name"], "soft": soft, "hard": hard}
 
 
 def build_params(options: Mapping[str, Any]) -> tuple[list[tuple[str, str]], str]:

@@ -209,6 +209,10 @@ class AsyncSandboxes:
         cap_drop: Optional[Sequence[str]] = None,
         seccomp: Optional[str] = None,
         pull: Optional[Pull] = None,
+        publish_all: bool = False,
+        extra_hosts: Optional[Sequence[str]] = None,
+        ulimits: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
+        shm_size: Optional[Size] = None,
     ) -> AsyncSandbox:
         """Create a sandbox and return it once its executor answers.
 
@@ -255,6 +259,12 @@ class AsyncSandboxes:
         or "KEY=VALUE" strings. ``pull`` says when the server pulls
         ``image``: "missing" (the default), "always" or "never" (an offline
         program: an image not in the server's cache fails at once).
+        As docker run's flags: ``publish_all`` (-P: every port the image
+        exposes on a free host port, bridge mode; a ``publish`` entry of
+        just "80" picks a free host port too), ``extra_hosts``
+        (["db:10.0.0.5"], --add-host), ``ulimits`` (["nofile=1024:2048"]
+        or mappings of name, soft and hard; -1 unlimited) and ``shm_size``
+        (bytes or "256m": the size of /dev/shm).
 
         Bad values raise ValueError or TypeError before anything is sent;
         the server's refusals are InvalidError, ForbiddenError (its policy),
@@ -518,6 +528,9 @@ class AsyncPools:
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
         seccomp: Optional[str] = None,
+        extra_hosts: Optional[Sequence[str]] = None,
+        ulimits: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
+        shm_size: Optional[Size] = None,
         cmd: Optional[Command] = None,
         key_env: Optional[Sequence[str]] = None,
         ready_check: Optional[Mapping[str, Any]] = None,

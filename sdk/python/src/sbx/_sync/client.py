@@ -210,6 +210,10 @@ class Sandboxes:
         cap_drop: Optional[Sequence[str]] = None,
         seccomp: Optional[str] = None,
         pull: Optional[Pull] = None,
+        publish_all: bool = False,
+        extra_hosts: Optional[Sequence[str]] = None,
+        ulimits: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
+        shm_size: Optional[Size] = None,
     ) -> Sandbox:
         """Create a sandbox and return it once its executor answers.
 
@@ -256,6 +260,12 @@ class Sandboxes:
         or "KEY=VALUE" strings. ``pull`` says when the server pulls
         ``image``: "missing" (the default), "always" or "never" (an offline
         program: an image not in the server's cache fails at once).
+        As docker run's flags: ``publish_all`` (-P: every port the image
+        exposes on a free host port, bridge mode; a ``publish`` entry of
+        just "80" picks a free host port too), ``extra_hosts``
+        (["db:10.0.0.5"], --add-host), ``ulimits`` (["nofile=1024:2048"]
+        or mappings of name, soft and hard; -1 unlimited) and ``shm_size``
+        (bytes or "256m": the size of /dev/shm).
 
         Bad values raise ValueError or TypeError before anything is sent;
         the server's refusals are InvalidError, ForbiddenError (its policy),
@@ -519,6 +529,9 @@ class Pools:
         cap_add: Optional[Sequence[str]] = None,
         cap_drop: Optional[Sequence[str]] = None,
         seccomp: Optional[str] = None,
+        extra_hosts: Optional[Sequence[str]] = None,
+        ulimits: Optional[Sequence[Union[str, Mapping[str, Any]]]] = None,
+        shm_size: Optional[Size] = None,
         cmd: Optional[Command] = None,
         key_env: Optional[Sequence[str]] = None,
         ready_check: Optional[Mapping[str, Any]] = None,
