@@ -228,3 +228,30 @@ func TestParseSSH(t *testing.T) {
 		t.Errorf("--ssh default without an agent: %v", err)
 	}
 }
+
+func TestParseTime(t *testing.T) {
+	now := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"10m":                  now.Add(-10 * time.Minute),
+		"1h30m":                now.Add(-90 * time.Minute),
+		"1700000000":           time.Unix(1700000000, 0),
+		"1700000000.5":         time.Unix(1700000000, 5e8),
+		"2026-11-28T07:00:00Z": now.Add(-time.Hour),
+		"2026-11-28":           time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC),
+	} {
+		if got, err := ParseTime("since", in, now); err != nil || !got.Equal(want) {
+			t.Errorf("ParseTime(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"yesterday", "-5m", "-1", ""} {
+		if _, err := ParseTime("since", in, now); err == nil || !strings.Contains(err.Error(), "--since") {
+			t.Errorf("ParseTime(%q): %v, want an error naming --since", in, err)
+		}
+	}
+	if _, _, err := ParseTimeRange("5m", "10m", now); err == nil {
+		t.Error("--until before --since was taken")
+	}
+	if f, u, err := ParseTimeRange("", "", now); err != nil || !f.IsZero() || !u.IsZero() {
+		t.Errorf("no bounds: %v %v %v", f, u, err)
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
+	"time"
 
 	"github.com/sbxrun/sbx"
 )
@@ -23,6 +25,46 @@ func LogFrames(stdout, stderr io.Writer) func(sbx.LogFrame) error {
 			_, err = fmt.Fprintf(stderr, "sbx: %d bytes of output before this were dropped (the sandbox keeps a bounded window)\n", f.Lost)
 		}
 		return err
+	}
+}
+
+// LogView selects and marks a main command's output as docker logs does:
+// only what was written between Since and Until (zero: no bound; output
+// without a time is kept), each line after its time (RFC 3339, UTC) with
+// Timestamps. A line's time is that of the read that brought its start.
+type LogView struct {
+	Timestamps   bool
+	Since, Until time.Time
+}
+
+// LogFramesView is LogFrames showing only what v selects, as v marks it.
+func LogFramesView(stdout, stderr io.Writer, v LogView) func(sbx.LogFrame) error {
+	plain := LogFrames(stdout, stderr)
+	atStart := map[string]bool{sbx.LogStdout: true, sbx.LogStderr: true}
+	return func(f sbx.LogFrame) error {
+		if f.Type != sbx.LogStdout && f.Type != sbx.LogStderr {
+			return plain(f)
+		}
+		if !f.Time.IsZero() && (!v.Since.IsZero() && f.Time.Before(v.Since) || !v.Until.IsZero() && f.Time.After(v.Until)) {
+			return nil
+		}
+		if !v.Timestamps || f.Time.IsZero() {
+			return plain(f)
+		}
+		prefix := f.Time.UTC().Format(time.RFC3339Nano) + " "
+		var b strings.Builder
+		for _, line := range strings.SplitAfter(f.Data, "\n") {
+			if line == "" {
+				continue
+			}
+			if atStart[f.Type] {
+				b.WriteString(prefix)
+			}
+			b.WriteString(line)
+			atStart[f.Type] = strings.HasSuffix(line, "\n")
+		}
+		f.Data = b.String()
+		return plain(f)
 	}
 }
 

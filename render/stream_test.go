@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sbxrun/sbx"
 )
@@ -77,5 +78,37 @@ func TestEventsChangesFormats(t *testing.T) {
 	}
 	if err := CheckFormat("yaml", "text", "json"); err == nil || err.Error() != `invalid --format "yaml": use text or json` {
 		t.Errorf("yaml: %v", err)
+	}
+}
+
+// LogFramesView drops what lies outside Since..Until (keeping what has no
+// time), and with Timestamps puts the time before each line (none for
+// output without one), a line split over two frames once.
+func TestLogFramesView(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
+	frames := []sbx.LogFrame{
+		{Type: sbx.LogStdout, Data: "old\n", Time: t0},
+		{Type: sbx.LogStdout, Data: "a\nb", Time: t0.Add(time.Second)},
+		{Type: sbx.LogStderr, Data: "e\n", Time: t0.Add(time.Second)},
+		{Type: sbx.LogStdout, Data: "c\n", Time: t0.Add(2 * time.Second)},
+		{Type: sbx.LogStdout, Data: "new\n", Time: t0.Add(3 * time.Second)},
+		{Type: sbx.LogStdout, Data: "untimed\n"},
+	}
+	var out, errb strings.Builder
+	fn := LogFramesView(&out, &errb, LogView{Timestamps: true, Since: t0.Add(time.Second), Until: t0.Add(2 * time.Second)})
+	for _, f := range frames {
+		if err := fn(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "2026-11-28T08:00:01Z a\n2026-11-28T08:00:01Z bc\nuntimed\n"
+	if out.String() != want || errb.String() != "2026-11-28T08:00:01Z e\n" {
+		t.Fatalf("stdout %q (want %q), stderr %q", out.String(), want, errb.String())
+	}
+	out.Reset()
+	fn = LogFramesView(&out, &errb, LogView{})
+	_ = fn(frames[0])
+	if out.String() != "old\n" {
+		t.Fatalf("no view: %q", out.String())
 	}
 }

@@ -18,21 +18,29 @@ import (
 func logsCmd(a *app) *cobra.Command {
 	var follow bool
 	var tail int
+	var view render.LogView
+	var since, until string
 	cmd := &cobra.Command{
-		Use:   "logs [-f] [--tail N] SANDBOX",
+		Use:   "logs [-f] [-t] [--tail N] [--since T] [--until T] SANDBOX",
 		Short: "Print the output of a sandbox's main command (-f: follow it until the command ends)",
 		Long: `Print what the sandbox's main command (sbx run -d, sbx create IMAGE CMD) wrote:
 stdout to stdout, stderr to stderr. The sandbox keeps a bounded window of its
 output (and its end once the command exited, also after sbx stop); output
 that left the window is reported on stderr. -f follows new output until the
-command has ended for good.`,
+command has ended for good. -t puts each line's time first; --since and --until
+(RFC 3339, Unix seconds, or a duration before now: 10m) show what was written
+between them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if tail < -1 {
 				return exitErr("invalid --tail %d: a number of lines, or -1 for all", tail)
 			}
+			var err error
+			if view.Since, view.Until, err = dockerargs.ParseTimeRange(since, until, time.Now()); err != nil {
+				return exitErr("%v", err)
+			}
 			return a.withBackend(func(ctx context.Context, b backend) error {
-				err := sbx.TailLogs(ctx, b, args[0], tail, follow, render.LogFrames(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+				err := sbx.TailLogs(ctx, b, args[0], tail, follow, render.LogFramesView(cmd.OutOrStdout(), cmd.ErrOrStderr(), view))
 				if follow && ctx.Err() != nil {
 					return nil // interrupted: how following ends
 				}
@@ -42,6 +50,9 @@ command has ended for good.`,
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "follow the output until the command has ended")
 	cmd.Flags().IntVarP(&tail, "tail", "n", -1, "print only the last N lines of what is held (-1: all)")
+	cmd.Flags().BoolVarP(&view.Timestamps, "timestamps", "t", false, "put each line's time (RFC 3339) first")
+	cmd.Flags().StringVar(&since, "since", "", "show output written since this time: RFC 3339, Unix seconds, or a duration before now (10m)")
+	cmd.Flags().StringVar(&until, "until", "", "show output written before this time (forms as --since)")
 	return cmd
 }
 
