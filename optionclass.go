@@ -67,6 +67,7 @@ var OptionClasses = []OptionClass{
 	{Field: "ReadonlyRootfs", JSON: "readonly_rootfs", Class: PoolKey, How: "the root's mount flags are set at start"},
 	{Field: "Volumes", JSON: "volumes", Class: PoolClaim, Claimant: true, How: "open_tree of the host directory, mount_setattr (nosuid, nodev, read-only; a tmpfs, and a volume with idmap=host, id-mapped with a private user namespace), move_mount onto a mountpoint made inside the root"},
 	{Field: "Tmpfs", JSON: "tmpfs", Class: PoolClaim, Claimant: true, How: "fsopen/fsconfig/fsmount of a new tmpfs, moved in as volumes are"},
+	{Field: "DiskBacking", JSON: "disk_backing", Class: PoolKey, Default: DiskBackingMemory, How: "the writable layer is mounted at start, on a tmpfs or on disk"},
 	{Field: "ShmSizeBytes", JSON: "shm_size_bytes", Class: PoolKey, How: "/dev/shm is mounted with its size at start"},
 	{Field: "CapAdd", JSON: "cap_add", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},
 	{Field: "CapDrop", JSON: "cap_drop", Class: PoolKey, How: "the capability sets of PID 1, inherited by every process"},

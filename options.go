@@ -90,6 +90,13 @@ type Options struct {
 	Volumes []Volume `json:"volumes,omitempty"`
 	// Tmpfs are empty in-memory file systems mounted into the sandbox.
 	Tmpfs []Tmpfs `json:"tmpfs,omitempty"`
+	// DiskBacking says where the writable layer lives: "memory" (the
+	// default: a tmpfs of Limits.DiskBytes whose pages count toward
+	// Limits.MemoryBytes) or "disk" (a directory under the host's state
+	// root, for jobs that write more than memory should hold; not capped
+	// by Limits.DiskBytes, it can fill the state root's file system, and
+	// is removed with the sandbox).
+	DiskBacking string `json:"disk_backing,omitempty"`
 	// ShmSizeBytes sizes /dev/shm, a tmpfs whose pages count toward the
 	// memory limit (default 64 MiB), as docker's --shm-size. In JSON a
 	// number or a string with a unit ("256m").
@@ -357,6 +364,12 @@ const (
 	NetworkBridge = "bridge"
 )
 
+// Places of the writable layer (Options.DiskBacking).
+const (
+	DiskBackingMemory = "memory"
+	DiskBackingDisk   = "disk"
+)
+
 // User namespace modes of Options.UserNS.
 const (
 	UserNSHost    = "host"
@@ -405,6 +418,14 @@ func (o *Options) Validate() error {
 	case "", NetworkNone, NetworkHost, NetworkBridge:
 	default:
 		bad("network %q: use none, host or bridge", o.Network)
+	}
+	switch o.DiskBacking {
+	case "", DiskBackingMemory, DiskBackingDisk:
+	default:
+		bad("disk backing %q: use memory or disk", o.DiskBacking)
+	}
+	if o.DiskBacking == DiskBackingDisk && o.Image == "" && o.Rootfs == "" {
+		bad("disk backing needs an image or a root directory: host mode's writable layer is a tmpfs")
 	}
 	switch o.UserNS {
 	case "", UserNSHost, UserNSPrivate:

@@ -32,6 +32,9 @@ type SandboxFlags struct {
 	Rootfs                  string
 	Pull                    string
 	UserNS                  string
+	// DiskBacking is --disk-backing: memory (a tmpfs, the default) or
+	// disk.
+	DiskBacking string
 	// EgressPolicy is --egress-policy FILE, read into Options.
 	EgressPolicy string
 	// Secrets are --secret [PREFIX:]NAME@HOST[,HOST...]; each value is
@@ -102,7 +105,7 @@ func (f *SandboxFlags) Options(local bool) (sbx.Options, error) {
 	o.Rootfs, o.Env, o.Pull = f.Rootfs, env, f.Pull
 	o.Workdir, o.User, o.Hostname = f.Workdir, f.User, f.Hostname
 	o.ReadonlyRootfs, o.Seccomp, o.CapAdd, o.CapDrop = f.ReadOnly, f.Seccomp, f.CapAdd, f.CapDrop
-	o.UserNS = f.UserNS
+	o.UserNS, o.DiskBacking = f.UserNS, f.DiskBacking
 	o.Network, o.Publish, o.Egress, o.AllowHostPorts, o.DNS = f.Network, f.Publish, f.Egress, f.HostPorts, f.DNS
 	if f.EgressPolicy != "" {
 		b, err := os.ReadFile(f.EgressPolicy)

@@ -43,6 +43,7 @@ func (f *SandboxFlags) Register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.DNS, "dns", nil, "name server for a bridged sandbox's /etc/resolv.conf")
 	fs.StringVar(&f.Rootfs, "rootfs", "", "root filesystem directory (read-only lower layer; never modified)")
 	fs.StringVar(&f.UserNS, "userns", "", "user namespace: private (the default with an image or --rootfs: the sandbox's root is an unprivileged host id range of its own, for files and per-user kernel limits) or host (the host's; needed for checkpoints, fork and idle timeouts; the only mode of host mode); see docs/security.md")
+	fs.StringVar(&f.DiskBacking, "disk-backing", "", "where the writable layer lives: memory (a tmpfs counted toward --memory, the default) or disk (under the state root, not capped by --disk)")
 	fs.StringVar(&f.Disk, "disk", "", "size cap of the writable layer, a tmpfs in memory whose pages count toward --memory: beyond --memory a write is OOM-killed rather than failing with ENOSPC (e.g. 512m; default: --memory if set, else 2g)")
 }
 

@@ -21,6 +21,10 @@ const DefaultDiskBytes = 2 << 30
 type Options struct {
 	// DiskBytes caps the writable layer (a tmpfs); 0 means DefaultDiskBytes.
 	DiskBytes int64
+	// DiskDir, if set, holds the writable layer on disk instead of a tmpfs
+	// (made if missing, bound at the layer's place, not size-capped); the
+	// caller removes it after Release.
+	DiskDir string
 	// Hostname, Hosts and ResolvConf are written to /etc/hostname,
 	// /etc/hosts and /etc/resolv.conf in the writable layer.
 	Hostname   string
@@ -130,9 +134,9 @@ func newRoot(dir string, o Options) (*Root, error) {
 			return nil, fmt.Errorf("create %s: %w", d, err)
 		}
 	}
-	if err := unix.Mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size="+strconv.FormatInt(size, 10)); err != nil {
+	if err := mountWritable(rw, o.DiskDir, size); err != nil {
 		_ = r.Release()
-		return nil, fmt.Errorf("mount writable layer: %w", err)
+		return nil, err
 	}
 	for _, d := range []string{"upper", "work"} {
 		if err := os.Mkdir(filepath.Join(rw, d), 0o755); err != nil {
@@ -147,6 +151,28 @@ func newRoot(dir string, o Options) (*Root, error) {
 		}
 	}
 	return r, nil
+}
+
+// mountWritable mounts the writable layer's file system at rw: a tmpfs of
+// size bytes, or with diskDir that directory (0700), bound nosuid and
+// nodev.
+func mountWritable(rw, diskDir string, size int64) error {
+	if diskDir == "" {
+		if err := unix.Mount("tmpfs", rw, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size="+strconv.FormatInt(size, 10)); err != nil {
+			return fmt.Errorf("mount writable layer: %w", err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(diskDir, 0o700); err != nil {
+		return fmt.Errorf("make the writable layer's directory on disk: %w", err)
+	}
+	if err := unix.Mount(diskDir, rw, "", unix.MS_BIND, ""); err != nil {
+		return fmt.Errorf("bind the writable layer's directory on disk %s: %w", diskDir, err)
+	}
+	if err := unix.Mount("", rw, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
+		return fmt.Errorf("make the writable layer on disk nosuid and nodev: %w", err)
+	}
+	return nil
 }
 
 // missingDirs are the in-sandbox directories of dirs that the layers

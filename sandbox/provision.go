@@ -110,6 +110,10 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 }
 
 // provisioned is one sandbox's network and root, as provision made them.
+// diskLayerDir holds, in a sandbox's state directory, its writable layer
+// when Options.DiskBacking is disk.
+const diskLayerDir = "rw"
+
 type provisioned struct {
 	id, hostname string
 	opts         *sbx.Options
@@ -208,6 +212,10 @@ func (h *Host) prepareRoot(p *provisioned, crash func(step string)) (err error) 
 		ResolvConf: p.net.ResolvConf,
 		Dirs:       dirs,
 		Seed:       p.seed,
+	}
+	if p.opts.DiskBacking == sbx.DiskBackingDisk {
+		// In the sandbox's state directory: removed with its record.
+		ro.DiskDir = filepath.Join(h.store.Dir(p.id), diskLayerDir)
 	}
 	if p.uns != nil {
 		ro.UserNS = &rootfs.UserNS{NS: p.uns.ns, HostID: p.uns.rng.HostID}

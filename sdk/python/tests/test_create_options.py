@@ -160,6 +160,17 @@ def test_secret_forms() -> None:
         create_body({"image": "x", "secrets": [{"name": "K", "value": "v", "host": ["api.test"]}]})
 
 
+def test_disk_backing(client: sbx.Client, server: Server) -> None:
+    """``disk_backing="disk"``: the writable layer on the server's disk, so a
+    sandbox writes more than its memory limit."""
+    with client.sandboxes.create("busybox", memory="32m", disk_backing="disk") as sb:
+        server.seen.add(sb.id)
+        assert sb.record.spec.get("disk_backing") == "disk"
+        assert sb.exec(["dd", "if=/dev/zero", "of=/big", "bs=1M", "count=48"]).exit_code == 0
+    with pytest.raises(ValueError):
+        client.sandboxes.create("busybox", disk_backing="ssd")
+
+
 def test_docker_run_flags_go_by_their_wire_names() -> None:
     from sbx._wire import create_body
 

@@ -267,6 +267,10 @@ def create_body(options: Mapping[str, Any]) -> dict[str, Any]:
         if "cmd" not in o:
             raise ValueError("auto_remove needs a cmd: the sandbox is removed when that command ends")
         body["auto_remove"] = True
+    if "disk_backing" in o:
+        if o["disk_backing"] not in ("memory", "disk"):
+            raise ValueError(f"disk_backing {o['disk_backing']!r}: want 'memory' or 'disk'")
+        body["disk_backing"] = o["disk_backing"]
     if "restart" in o:
         body["restart"] = _restart(o["restart"], "cmd" in o, bool(o.get("auto_remove")))
     if "cmd" in o:

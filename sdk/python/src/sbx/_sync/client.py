@@ -182,6 +182,7 @@ class Sandboxes:
         cmd: Optional[Union[Sequence[str], str]] = None,
         auto_remove: bool = False,
         restart: Optional[str] = None,
+        disk_backing: Optional[str] = None,
         env: Optional[Env] = None,
         workdir: Optional[str] = None,
         user: Optional[str] = None,
@@ -219,7 +220,9 @@ class Sandboxes:
         ``image`` is a reference in the server's cache (pulled there when
         missing), or give ``rootfs``, a directory on the server that it
         allows. Limits: ``memory`` and ``disk`` (bytes or "512m"), ``cpus``
-        (e.g. 1.5), ``pids``. ``network`` is "none" (default), "bridge" or
+        (e.g. 1.5), ``pids``. The writable layer is a tmpfs of ``disk``
+        bytes whose pages count toward ``memory``; ``disk_backing="disk"``
+        puts it on the server's disk instead (not capped by ``disk``). ``network`` is "none" (default), "bridge" or
         "host"; ``publish`` ("8080:80", "127.0.0.1:8080:80/udp"), ``egress``,
         ``dns`` and ``allow_host_ports`` apply to bridge mode, and so do
         ``egress_policy`` (the text of an egress policy file, instead of
