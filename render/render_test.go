@@ -208,9 +208,22 @@ func TestReports(t *testing.T) {
 		t.Errorf("image gc report: %q", b.String())
 	}
 	b.Reset()
-	_ = Stats(&b, &sbx.Usage{CPUTimeS: 1.2345, MemoryCurrentBytes: 1 << 20, Pids: 2}, true)
-	if lines := strings.Split(b.String(), "\n"); len(lines) != 3 || !strings.HasPrefix(lines[0], "CPU TIME") || !strings.HasPrefix(lines[1], "1.235s") || !strings.Contains(lines[1], " - ") {
+	rows := []sbx.StatsRow{{ID: "0123456789abcdef", Name: "web", CPUPercent: 12.345, Usage: &sbx.Usage{CPUTimeS: 1.2345, MemoryCurrentBytes: 1 << 20, Pids: 2}},
+		{ID: "fedcba9876543210", Usage: &sbx.Usage{}}}
+	_ = StatsRows(&b, rows, "table", true)
+	if lines := strings.Split(b.String(), "\n"); len(lines) != 4 || !strings.HasPrefix(lines[0], "ID ") || !strings.Contains(lines[0], "CPU %") ||
+		!strings.HasPrefix(lines[1], "0123456789ab   web    12.35%   1.235s") || !strings.Contains(lines[1], " - ") || !strings.HasPrefix(lines[2], "fedcba987654   -") {
 		t.Errorf("stats: %q", b.String())
+	}
+	b.Reset()
+	_ = StatsRows(&b, rows[:1], "table", false) // streaming: the header once
+	if strings.Contains(b.String(), "CPU %") || strings.Count(b.String(), "\n") != 1 {
+		t.Errorf("stats without the header: %q", b.String())
+	}
+	b.Reset()
+	_ = StatsRows(&b, rows, "json", false)
+	if lines := strings.Split(b.String(), "\n"); len(lines) != 3 || !strings.Contains(lines[0], `"id":"0123456789abcdef","name":"web","cpu_percent":12.345,"cpu_time_s":1.2345`) {
+		t.Errorf("stats json: %q", b.String())
 	}
 	b.Reset()
 	_ = Processes(&b, []sbx.ProcessInfo{{PID: 1, HostPID: 4242, State: "S", CPUTimeS: 0.123, RSSBytes: 4096, Command: "sleep 9"}})

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -107,20 +108,40 @@ func StatusOf(sb *sbx.Sandbox) string {
 	return string(sb.Status)
 }
 
-// Stats writes one line of sbx stats' table, after its header when header
-// is set.
-func Stats(w io.Writer, u *sbx.Usage, header bool) error {
+// StatsHeader is the header line of StatsRows' table.
+const StatsHeader = "ID\tNAME\tCPU %\tCPU TIME\tMEMORY\tLIMIT\tPEAK MEMORY\tPIDS\tOOM KILLS"
+
+// StatsRows writes one reading of sbx stats: with format "json" one
+// object per sandbox a line, else a table's rows, after the header when
+// header is set (streaming prints it once, not with every reading).
+func StatsRows(w io.Writer, rows []sbx.StatsRow, format string, header bool) error {
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
 	if header {
-		fmt.Fprintln(tw, "CPU TIME\tMEMORY\tPEAK MEMORY\tLIMIT\tPIDS\tOOM KILLS")
+		fmt.Fprintln(tw, StatsHeader)
 	}
-	limit := "-"
-	if u.MemoryLimitBytes > 0 {
-		limit = units.BytesSize(float64(u.MemoryLimitBytes))
+	for _, r := range rows {
+		u := r.Usage
+		limit := "-"
+		if u.MemoryLimitBytes > 0 {
+			limit = units.BytesSize(float64(u.MemoryLimitBytes))
+		}
+		name := r.Name
+		if name == "" {
+			name = "-"
+		}
+		cpu := time.Duration(u.CPUTimeS * float64(time.Second)).Round(time.Millisecond)
+		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%s\t%s\t%s\t%s\t%d\t%d\n", r.ID[:min(12, len(r.ID))], name, r.CPUPercent, cpu,
+			units.BytesSize(float64(u.MemoryCurrentBytes)), limit, units.BytesSize(float64(u.MemoryPeakBytes)), u.Pids, u.OOMKills)
 	}
-	cpu := time.Duration(u.CPUTimeS * float64(time.Second)).Round(time.Millisecond)
-	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", cpu, units.BytesSize(float64(u.MemoryCurrentBytes)),
-		units.BytesSize(float64(u.MemoryPeakBytes)), limit, u.Pids, u.OOMKills)
 	return tw.Flush()
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -156,26 +155,28 @@ func statsCmd(a *app) *cobra.Command {
 	var noStream bool
 	var format string
 	cmd := &cobra.Command{
-		Use:   "stats ID [--no-stream] [--format table|json]",
-		Short: "Show a sandbox's CPU, memory, peak memory, pids and OOM kills",
-		Args:  cobra.ExactArgs(1),
+		Use:   "stats [--no-stream] [--format table|json] [SANDBOX...]",
+		Short: "Show sandboxes' CPU %, CPU time, memory, peak memory, pids and OOM kills (all running ones without SANDBOX)",
+		Long: `Show the usage of the sandboxes named, or of every running one, each second
+until interrupted (--no-stream: one reading), as docker stats does. CPU % is
+the share of one CPU used since the previous reading (the first reading comes
+after one second). The table's header is printed once.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := render.CheckFormat(format, "table", "json"); err != nil {
 				return exitErr("%v", err)
 			}
-			w := cmd.OutOrStdout()
+			w, header := cmd.OutOrStdout(), true
 			return a.withBackend(func(ctx context.Context, b backend) error {
-				return sbx.WatchStats(ctx, b, args[0], time.Second, noStream, func(u *sbx.Usage, first bool) error {
-					if format == "json" {
-						return json.NewEncoder(w).Encode(u)
-					}
-					return render.Stats(w, u, first || !noStream)
+				return sbx.WatchStatsOf(ctx, b, args, time.Second, noStream, func(rows []sbx.StatsRow) error {
+					err := render.StatsRows(w, rows, format, header)
+					header = false
+					return err
 				})
 			})
 		},
 	}
-	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print once and exit")
-	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json (one object per line)")
+	cmd.Flags().BoolVar(&noStream, "no-stream", false, "print one reading and exit")
+	cmd.Flags().StringVar(&format, "format", "table", "output format: table or json (one object per sandbox and reading, a line each)")
 	return cmd
 }
 

@@ -28,7 +28,7 @@ const (
 // completedArgs maps command paths (without the root's name) to their
 // arguments.
 var completedArgs = map[string]argKind{
-	"inspect": sandboxArgs, "stats": firstSandboxArg, "pause": sandboxArgs, "resume": sandboxArgs,
+	"inspect": sandboxArgs, "stats": sandboxArgs, "pause": sandboxArgs, "resume": sandboxArgs,
 	"start": sandboxArgs, "stop": sandboxArgs, "rm": sandboxArgs, "restart": sandboxArgs,
 	"kill": sandboxArgs, "wait": sandboxArgs, "logs": firstSandboxArg, "exec": firstSandboxArg,
 	"shell": firstSandboxArg, "commit": firstSandboxArg, "diff": firstSandboxArg, "rename": firstSandboxArg,
