@@ -193,6 +193,9 @@ type ImageInfo struct {
 	Cmd        []string `json:"cmd,omitempty"`
 }
 
+// String is the image's reference, what a template's {{.Image}} prints.
+func (i *ImageInfo) String() string { return i.Ref }
+
 // NetworkInfo is a sandbox's network as attached.
 type NetworkInfo struct {
 	SandboxID string `json:"sandbox_id"`

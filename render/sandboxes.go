@@ -38,7 +38,7 @@ func Sandboxes(w io.Writer, list []*sbx.Sandbox, o ListOptions) error {
 		}
 		return nil
 	case o.Template != nil:
-		return Each(w, o.Template, list)
+		return Each(w, o.Template, DockerViews(list))
 	case o.Format == "json":
 		if list == nil {
 			list = []*sbx.Sandbox{}

@@ -142,7 +142,7 @@ each over its record, as docker inspect -f does: -f '{{.Status}}',
 				out = append(out, sb)
 			}
 			if tmpl != nil {
-				return render.Each(cmd.OutOrStdout(), tmpl, out)
+				return render.Each(cmd.OutOrStdout(), tmpl, render.DockerViews(out))
 			}
 			return render.JSON(cmd.OutOrStdout(), out)
 		},

@@ -81,10 +81,18 @@ func TestDockerRunPublish(t *testing.T) {
 	}
 	h.Must(t, "build", "-q", "-t", "exposed:1", ctx)
 
-	id := create(t, h, "--network", "bridge", "-P", "exposed:1")
+	id := create(t, h, "--network", "bridge", "-P", "--name", "pub", "exposed:1")
 	out := h.Must(t, "port", id)
 	if !regexp.MustCompile(`^8080/tcp -> 0\.0\.0\.0:[1-9][0-9]*\n9000/udp -> 0\.0\.0\.0:[1-9][0-9]*\n$`).MatchString(out) {
 		t.Fatalf("port of a -P sandbox: %q", out)
+	}
+	// docker's field names in templates.
+	out = h.Must(t, "inspect", "-f", "{{.State.Status}} {{.State.Running}} {{.Image}} {{.Ports}}", id)
+	if !regexp.MustCompile(`^running true exposed:1 0\.0\.0\.0:[0-9]+->8080/tcp, 0\.0\.0\.0:[0-9]+->9000/udp\n$`).MatchString(out) {
+		t.Fatalf("inspect -f with docker's names: %q", out)
+	}
+	if out := h.Must(t, "ps", "--format", "{{.ID}} {{.Names}} {{.State}}"); out != id+" pub running\n" {
+		t.Fatalf("ps --format with docker's names: %q", out)
 	}
 	h.Must(t, "rm", "-f", id)
 
