@@ -8,8 +8,8 @@ import (
 	"github.com/sbxrun/sbx"
 )
 
-// AddMountFlags adds docker's --mount values to opts: type=bind (a volume)
-// and type=tmpfs; local as in ParseVolume.
+// AddMountFlags adds docker's --mount values to opts: type=bind and
+// type=volume (volumes) and type=tmpfs; local as in ParseVolume.
 func AddMountFlags(opts *sbx.Options, mounts []string, local bool) error {
 	for _, m := range mounts {
 		v, t, err := ParseMount(m, local)
@@ -26,8 +26,7 @@ func AddMountFlags(opts *sbx.Options, mounts []string, local bool) error {
 }
 
 // ParseMount parses one --mount value, docker's comma-separated KEY=VALUE
-// list: type (bind or tmpfs; docker's default, volume, names a named
-// volume), source/src, destination/dst/target, readonly/ro[=true|false],
+// list: type (bind, volume, the default: a named volume, or tmpfs), source/src, destination/dst/target, readonly/ro[=true|false],
 // tmpfs-size; a bind's source as ParseVolume checks it. It returns a
 // volume or a tmpfs mount.
 func ParseMount(s string, local bool) (*sbx.Volume, *sbx.Tmpfs, error) {
@@ -68,18 +67,10 @@ func ParseMount(s string, local bool) (*sbx.Volume, *sbx.Tmpfs, error) {
 		if size != "" {
 			return bad("tmpfs-size is for type=tmpfs")
 		}
-		if src == "" {
-			return bad("a bind needs source=HOST_PATH")
+		if !strings.ContainsRune(src, '/') {
+			return bad("a bind needs source=HOST_PATH (a path; a name is type=volume)")
 		}
-		opt := "rw"
-		if readonly {
-			opt = "ro"
-		}
-		v, err := ParseVolume(src+":"+dst+":"+opt, local)
-		if err != nil {
-			return bad(errors.Unwrap(err).Error())
-		}
-		return &v, nil, nil
+		return volumeMount(s, src, dst, readonly, local)
 	case "tmpfs":
 		if src != "" || readonly {
 			return bad("a tmpfs has no source and is writable")
@@ -94,7 +85,26 @@ func ParseMount(s string, local bool) (*sbx.Volume, *sbx.Tmpfs, error) {
 		}
 		return nil, &t, nil
 	case "volume":
-		return bad("type=volume (named volumes) is not supported; use type=bind,source=HOST_PATH or type=tmpfs")
+		if size != "" {
+			return bad("tmpfs-size is for type=tmpfs")
+		}
+		if src == "" || strings.ContainsRune(src, '/') {
+			return bad("a volume needs source=NAME, a named volume (sbx volume ls; anonymous volumes are not supported; a host path is type=bind)")
+		}
+		return volumeMount(s, src, dst, readonly, local)
 	}
-	return bad(fmt.Sprintf("type %q: use bind or tmpfs", kind))
+	return bad(fmt.Sprintf("type %q: use bind, volume or tmpfs", kind))
+}
+
+// volumeMount is a bind or volume --mount as -v SOURCE:TARGET[:ro] reads it.
+func volumeMount(s, src, dst string, readonly, local bool) (*sbx.Volume, *sbx.Tmpfs, error) {
+	opt := "rw"
+	if readonly {
+		opt = "ro"
+	}
+	v, err := ParseVolume(src+":"+dst+":"+opt, local)
+	if err != nil {
+		return nil, nil, fmt.Errorf("invalid --mount %q: %w", s, errors.Unwrap(err))
+	}
+	return &v, nil, nil
 }

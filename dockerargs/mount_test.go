@@ -21,15 +21,23 @@ func TestParseMount(t *testing.T) {
 	if err != nil || v != nil || *tm != (sbx.Tmpfs{Path: "/t", SizeBytes: 1 << 20}) {
 		t.Fatalf("tmpfs: %+v %+v %v", v, tm, err)
 	}
+	for _, in := range []string{"type=volume,source=cache,target=/c,ro", "source=cache,target=/c,readonly"} { // volume is docker's default type
+		v, _, err := ParseMount(in, true)
+		if err != nil || *v != (sbx.Volume{Name: "cache", Path: "/c", ReadOnly: true}) {
+			t.Fatalf("%s: %+v %v", in, v, err)
+		}
+	}
 	for in, why := range map[string]string{
-		"type=volume,source=v,target=/v":                        "named volumes",
-		"source=v,target=/v":                                    "named volumes", // docker's default type
+		"type=volume,target=/v":                                 "source=NAME",
+		"type=volume,source=/h,target=/v":                       "type=bind",
+		"type=bind,source=v,target=/v":                          "type=volume",
+		"source=x,target=/v":                                    "volume name",
 		"type=bind,target=/v":                                   "source",
 		"type=bind,source=/nonexistent-x,target=/v":             "nonexistent",
 		"type=tmpfs,source=x,target=/t":                         "no source",
 		"type=tmpfs,target=/t,tmpfs-mode=1777":                  "not supported",
 		"type=bind,source=" + dir:                               "target",
-		"type=nfs,target=/t":                                    "bind or tmpfs",
+		"type=nfs,target=/t":                                    "bind, volume or tmpfs",
 		"type=bind,source=" + dir + ",target=/v,readonly=maybe": "true or false",
 	} {
 		if _, _, err := ParseMount(in, true); err == nil || !strings.Contains(err.Error(), why) || !strings.Contains(err.Error(), "--mount") {

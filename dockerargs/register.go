@@ -49,7 +49,7 @@ func (f *SandboxFlags) Register(fs *pflag.FlagSet) {
 
 // registerMounts adds --volume, --tmpfs and --mount.
 func registerMounts(fs *pflag.FlagSet, volumes, tmpfs, mounts *[]string) {
-	fs.StringArrayVar(mounts, "mount", nil, "mount as docker's --mount: type=bind,source=HOST,target=PATH[,readonly] or type=tmpfs,target=PATH[,tmpfs-size=SIZE]")
+	fs.StringArrayVar(mounts, "mount", nil, "mount as docker's --mount: type=bind,source=HOST,target=PATH[,readonly], type=volume,source=NAME,target=PATH[,readonly] or type=tmpfs,target=PATH[,tmpfs-size=SIZE]")
 	fs.StringArrayVarP(volumes, "volume", "v", nil, "mount a host directory: HOST:CONTAINER[:OPTIONS], OPTIONS comma-separated: ro or rw, idmap=host")
 	fs.StringArrayVar(tmpfs, "tmpfs", nil, "mount an empty tmpfs: CONTAINER[:size=SIZE]")
 }

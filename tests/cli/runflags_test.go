@@ -45,6 +45,12 @@ func TestDockerRunFlags(t *testing.T) {
 	}
 	h.Must(t, "rm", "-f", id)
 
+	// --mount type=volume: a named volume, kept across sandboxes.
+	h.Must(t, "run", "--mount", "type=volume,source=data1,target=/d", "busybox", "sh", "-c", "echo kept > /d/f")
+	if out := h.Must(t, "run", "--mount", "source=data1,target=/d,readonly", "busybox", "sh", "-c", "cat /d/f; touch /d/g 2>/dev/null || echo ro"); out != "kept\nro\n" {
+		t.Fatalf("a named volume through --mount: %q", out)
+	}
+	h.Must(t, "volume", "rm", "data1")
 	private := h.Sbx(t, "", "run", "--ulimit", "nofile=512:1024", "busybox", "sh", "-c", "ulimit -n")
 	if hasCapSysResource(t) {
 		if private.Code != 0 || private.Stdout != "512\n" {
