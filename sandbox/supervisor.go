@@ -75,7 +75,7 @@ func (s *supervisor) start(ctx context.Context, full bool) {
 		s.autoRemove(all)
 	}
 	s.wg.Add(2)
-	go s.watch()
+	go s.watch(full)
 	go s.watchExpiry()
 	if full && h.cfg.NetworkPool > 0 {
 		s.wg.Add(1)
@@ -127,18 +127,56 @@ func (s *supervisor) listAll(ctx context.Context) []*sbx.Sandbox {
 	return list
 }
 
-// watch reconciles with the state on disk every WatchInterval.
-func (s *supervisor) watch() {
+// watch reconciles with the state on disk every WatchInterval and, in a
+// host without the full background work (sbx events without a server),
+// also as soon as another process changes the state directory. A server
+// publishes its own changes as it makes them and keeps to the interval.
+func (s *supervisor) watch(full bool) {
 	defer s.wg.Done()
 	tick := time.NewTicker(s.h.cfg.WatchInterval)
 	defer tick.Stop()
+	var wake <-chan struct{}
+	if !full {
+		w, err := newStateWatch(s.h.store.SandboxesDir())
+		if err != nil {
+			s.h.log.Warn("watch the state directory; looking every interval instead", "err", err)
+		} else {
+			defer w.close()
+			wake = w.wake
+		}
+	}
 	for {
 		select {
 		case <-s.done:
 			return
 		case <-tick.C:
+		case _, ok := <-wake:
+			if !ok {
+				wake = nil
+				continue
+			}
+			// A create or remove changes several entries in a row:
+			// look once they have settled.
+			select {
+			case <-s.done:
+				return
+			case <-time.After(stateWatchSettle):
+			}
+			drain(wake)
 		}
 		s.reconcile(context.Background())
+	}
+}
+
+// stateWatchSettle is how long the watcher waits after a change to the
+// state directory before it looks, so one look sees a whole create.
+const stateWatchSettle = 10 * time.Millisecond
+
+// drain empties a wake-up channel without blocking.
+func drain(c <-chan struct{}) {
+	select {
+	case <-c:
+	default:
 	}
 }
 

@@ -111,6 +111,10 @@ func (s *Store) Root() string { return s.root }
 // RunRoot is the runtime root directory.
 func (s *Store) RunRoot() string { return s.runRoot }
 
+// SandboxesDir is the directory holding one directory per sandbox (and
+// the hidden entries of creates and removes under way).
+func (s *Store) SandboxesDir() string { return filepath.Join(s.root, sandboxesDir) }
+
 // Dir is the persistent directory of sandbox id.
 func (s *Store) Dir(id string) string { return filepath.Join(s.root, sandboxesDir, id) }
 
