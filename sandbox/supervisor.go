@@ -69,13 +69,23 @@ func (s *supervisor) start(ctx context.Context, full bool) {
 		s.autoRemoves = true
 		h.resumeEgress(ctx)
 	}
+	// Without the full background work (sbx events without a server), the
+	// state directory is watched from before the first look, so no change
+	// falls between that look and the watch.
+	var sw *stateWatch
+	if !full {
+		var err error
+		if sw, err = newStateWatch(h.store.SandboxesDir()); err != nil {
+			h.log.Warn("watch the state directory; looking every interval instead", "err", err)
+		}
+	}
 	all := s.listAll(ctx)
 	s.h.events.tracker.seed(all)
 	if s.autoRemoves {
 		s.autoRemove(all)
 	}
 	s.wg.Add(2)
-	go s.watch(full)
+	go s.watch(sw)
 	go s.watchExpiry()
 	if full && h.cfg.NetworkPool > 0 {
 		s.wg.Add(1)
@@ -127,23 +137,19 @@ func (s *supervisor) listAll(ctx context.Context) []*sbx.Sandbox {
 	return list
 }
 
-// watch reconciles with the state on disk every WatchInterval and, in a
-// host without the full background work (sbx events without a server),
-// also as soon as another process changes the state directory. A server
-// publishes its own changes as it makes them and keeps to the interval.
-func (s *supervisor) watch(full bool) {
+// watch reconciles with the state on disk every WatchInterval and, given
+// a watch of the state directory (a host without the full background
+// work: sbx events without a server), also as soon as another process
+// changes it. A server publishes its own changes as it makes them and
+// keeps to the interval.
+func (s *supervisor) watch(sw *stateWatch) {
 	defer s.wg.Done()
 	tick := time.NewTicker(s.h.cfg.WatchInterval)
 	defer tick.Stop()
 	var wake <-chan struct{}
-	if !full {
-		w, err := newStateWatch(s.h.store.SandboxesDir())
-		if err != nil {
-			s.h.log.Warn("watch the state directory; looking every interval instead", "err", err)
-		} else {
-			defer w.close()
-			wake = w.wake
-		}
+	if sw != nil {
+		defer sw.close()
+		wake = sw.wake
 	}
 	for {
 		select {
