@@ -108,7 +108,10 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if miss != "" {
 		sb.CreateTimings.Pool = "miss, " + miss
 	}
-	err = h.writeEgressState(sb, secrets)
+	err = h.keepVolumes(ctx, &sb.Options)
+	if err == nil {
+		err = h.writeEgressState(sb, secrets)
+	}
 	if err == nil {
 		err = h.build(ctx, sb, img.lowers)
 	}
