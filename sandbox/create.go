@@ -63,7 +63,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	}
 	miss := ""
 	if pool == "" {
-		sb, reason, err := h.claimOrReason(ctx, &opts, img.info, t0)
+		sb, reason, err := h.claimIfClaimable(ctx, &opts, img.info, t0)
 		miss = reason
 		if sb != nil || err != nil {
 			release()
