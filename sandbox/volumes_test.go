@@ -2,9 +2,11 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,5 +109,58 @@ func TestVolumeRemovedWhileACreateResolvesIt(t *testing.T) {
 	}
 	if data, err := os.ReadFile(filepath.Join(v.Mountpoint, "f")); err != nil || string(data) != "kept\n" {
 		t.Fatalf("the sandbox's /data is not volume shared: %q, %v", data, err)
+	}
+}
+
+// TestVolumeRemoveRacesCreates runs creates that name a volume beside
+// volume removes of it, a bounded number of times: each rm either removes
+// the volume before the create records it (the create makes it again) or
+// is refused as in use; no create ends with a sandbox whose volume is gone.
+func TestVolumeRemoveRacesCreates(t *testing.T) {
+	m := newHost(t, HostConfig{})
+	ctx := context.Background()
+	o := busybox(t)
+	o.Volumes = []sbx.Volume{{Name: "raced", Path: "/data"}}
+	for i := range 8 {
+		if _, err := m.CreateVolume(ctx, sbx.VolumeSpec{Name: "raced"}); err != nil {
+			t.Fatal(err)
+		}
+		created := make(chan *sbx.Sandbox, 1)
+		go func() {
+			sb, err := m.Create(ctx, o)
+			if err != nil {
+				t.Errorf("round %d: create: %v", i, err)
+			}
+			created <- sb
+		}()
+		var rmErr error
+		for range 50 {
+			if rmErr = m.RemoveVolume(ctx, "raced"); rmErr != nil {
+				break
+			}
+			if _, err := m.CreateVolume(ctx, sbx.VolumeSpec{Name: "raced"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if rmErr != nil && !errors.Is(rmErr, sbx.ErrState) {
+			t.Errorf("round %d: volume rm: %v, want removed or in use", i, rmErr)
+		}
+		sb := <-created
+		if sb == nil {
+			continue
+		}
+		v, err := m.InspectVolume(ctx, "raced")
+		if err != nil || !slices.Contains(v.UsedBy, sb.ID) {
+			t.Fatalf("round %d: sandbox %s made, its volume: %+v %v", i, sb.ShortID(), v, err)
+		}
+		if _, err := m.Exec(ctx, sb.ID, sbx.ExecRequest{Argv: []string{"sh", "-c", "echo " + sb.ID + " > /data/f"}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if data, err := os.ReadFile(filepath.Join(v.Mountpoint, "f")); err != nil || string(data) != sb.ID+"\n" {
+			t.Fatalf("round %d: the sandbox's /data is not the volume: %q %v", i, data, err)
+		}
+		if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
