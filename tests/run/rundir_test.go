@@ -1,14 +1,11 @@
 package run
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/sbxrun/sbx/tests/fixture"
 	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
@@ -17,21 +14,8 @@ import (
 // /dev) is a small tmpfs of its own, whatever file system the run root is
 // on; the run's end unmounts and removes it.
 func TestRunDirectoryIsATmpfs(t *testing.T) {
-	root := fixture.BusyboxRootfs(t)
-	cmd := exec.Command(harness.SbxBin, "run", "--rootfs", root, "--", "sleep", "3")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}()
-	harness.WaitFor(t, func() bool { return harness.CountHostProcesses(t, "sleep 3") == 1 })
-	runs, _ := filepath.Glob(filepath.Join(os.Getenv("SBX_RUN_ROOT"), "runs", "run-*"))
-	if len(runs) != 1 {
-		t.Fatalf("want one run directory, got %v", runs)
-	}
-	for _, p := range []string{runs[0], filepath.Join(runs[0], "owner")} {
+	cmd, dir := startSleepingRun(t, "3")
+	for _, p := range []string{dir, filepath.Join(dir, "owner")} {
 		var st unix.Statfs_t
 		if err := unix.Statfs(p, &st); err != nil {
 			t.Fatal(err)
@@ -40,9 +24,9 @@ func TestRunDirectoryIsATmpfs(t *testing.T) {
 			t.Errorf("%s is on file system type %#x, want a tmpfs", p, st.Type)
 		}
 	}
-	var parent, dir unix.Stat_t
-	if unix.Stat(filepath.Dir(runs[0]), &parent) != nil || unix.Stat(runs[0], &dir) != nil || parent.Dev == dir.Dev {
-		t.Errorf("%s is not a mount of its own", runs[0])
+	var parent, own unix.Stat_t
+	if unix.Stat(filepath.Dir(dir), &parent) != nil || unix.Stat(dir, &own) != nil || parent.Dev == own.Dev {
+		t.Errorf("%s is not a mount of its own", dir)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("sbx run: %v", err)
