@@ -40,12 +40,23 @@ func waitForFlockWaiter(t *testing.T, path string) {
 }
 
 // TestVolumeRemovedWhileACreateResolvesIt removes a named volume the way
-// sbx volume rm does, in the window where a create has resolved the
-// volume but not yet written the record naming it: rm sees no user. The
-// create must then never end with a sandbox whose volume is gone.
+// sbx volume rm does, in the window where a create (cold, or claiming a
+// pool member) has resolved the volume but not yet written the record
+// naming it: rm sees no user. The create must then never end with a
+// sandbox whose volume is gone.
 func TestVolumeRemovedWhileACreateResolvesIt(t *testing.T) {
+	for _, claim := range []bool{false, true} {
+		name := map[bool]string{false: "cold", true: "claim"}[claim]
+		t.Run(name, func(t *testing.T) { removeVolumeWhileResolved(t, claim) })
+	}
+}
+
+func removeVolumeWhileResolved(t *testing.T, claim bool) {
 	m := newHost(t, HostConfig{})
 	ctx := context.Background()
+	if claim {
+		newPool(t, m, "warm", 1, busybox(t))
+	}
 	if _, err := m.CreateVolume(ctx, sbx.VolumeSpec{Name: "shared"}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +67,10 @@ func TestVolumeRemovedWhileACreateResolvesIt(t *testing.T) {
 	}
 	o := busybox(t)
 	o.Volumes = []sbx.Volume{{Name: "shared", Path: "/data"}}
+	if claim {
+		// A claim takes the admission lock for a new memory limit.
+		o.Limits.MemoryBytes = 96 << 20
+	}
 	type result struct {
 		sb  *sbx.Sandbox
 		err error
@@ -99,6 +114,9 @@ func TestVolumeRemovedWhileACreateResolvesIt(t *testing.T) {
 	if r.err != nil {
 		t.Logf("create failed: %v", r.err)
 		return // cleanly: newHost's cleanup checks nothing leaked
+	}
+	if claimed := r.sb.FromPool != ""; claimed != claim {
+		t.Fatalf("claimed a member: %v, want %v (%+v)", claimed, claim, r.sb.CreateTimings)
 	}
 	v, err = m.InspectVolume(ctx, "shared")
 	if err != nil {
