@@ -182,3 +182,17 @@ func TestVolumeRemoveRacesCreates(t *testing.T) {
 		}
 	}
 }
+
+// TestVolumeAndPoolNotFound: an unknown volume or pool is sbx.ErrNotFound
+// (404), in words that name what is missing, not "no such sandbox".
+func TestVolumeAndPoolNotFound(t *testing.T) {
+	m := newHost(t, HostConfig{})
+	ctx := context.Background()
+	_, inspect := m.InspectVolume(ctx, "nope")
+	_, pool := m.GetPool(ctx, "nope")
+	for what, err := range map[string]error{"volume inspect": inspect, "volume rm": m.RemoveVolume(ctx, "nope"), "pool": pool} {
+		if !errors.Is(err, sbx.ErrNotFound) || strings.Contains(err.Error(), "sandbox") || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("%s of an unknown name: %v, want a not-found error naming it, not a sandbox", what, err)
+		}
+	}
+}
