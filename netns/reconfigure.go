@@ -206,10 +206,7 @@ func (r *Reconfiguring) Wait() error {
 // of its ports in front of its old ones, in one batch; the egress redirect
 // changes from old's to l's in the same batch.
 func (n *Network) replaceRules(old, l *lease, filters bool) error {
-	c, err := n.nft()
-	if err != nil {
-		return err
-	}
+	c := &ruleBatch{}
 	inet, nat, _ := n.tables()
 	if filters {
 		fw := &nftables.Chain{Name: prefixForward + l.Key, Table: inet}
@@ -229,7 +226,7 @@ func (n *Network) replaceRules(old, l *lease, filters bool) error {
 		}
 	}
 	addPortRules(c, nat, l)
-	if err := c.Flush(); err != nil { // one batch: all or nothing
+	if err := n.sendBatch(c); err != nil { // one batch: all or nothing
 		return fmt.Errorf("replace the rules of sandbox %s: %w", l.Owner, err)
 	}
 	return nil
