@@ -206,7 +206,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		named      bool
 	)
 	record := func(rec *sbx.Sandbox) (err error) {
-		if err = tr.side("write-creating", func() error { return l.Write(rec) }); err != nil {
+		if err = tr.side("write-creating", func() error { return h.writeKeepingVolumes(ctx, l, rec) }); err != nil {
 			return err
 		}
 		if sb.Name != "" {
