@@ -126,6 +126,9 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 		return nil, fmt.Errorf("create run directory: %w (is %s writable? sbx needs root)", err, h.store.RunRoot())
 	}
 	r.created = true
+	if err := mountRunDir(r.dir); err != nil {
+		return nil, err
+	}
 	// The owner file lets GC tell a live run from a crashed one.
 	if err := os.WriteFile(filepath.Join(r.dir, ownerFile), []byte(ownerRecord(os.Getpid())), 0o600); err != nil {
 		return nil, fmt.Errorf("record run owner: %w", err)
@@ -133,6 +136,9 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	// Its named volumes, which sbx volume rm and prune leave alone while
 	// it runs (volumeUsers).
 	if err := writeRunVolumes(r.dir, o.Volumes); err != nil {
+		return nil, err
+	}
+	if err := h.keepVolumes(ctx, &o.Options); err != nil {
 		return nil, err
 	}
 	if o.Image != "" {
@@ -159,6 +165,40 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 		return nil, fmt.Errorf("%w: %w", sbx.ErrInvalid, err)
 	}
 	return r, nil
+}
+
+// runDirBytes caps the tmpfs of a run's directory: it holds the owner and
+// the run's records (a few KiB) and the mount points of its root, cgroup
+// view and /dev, whose contents are mounts of their own.
+const runDirBytes = 1 << 20
+
+// mountRunDir mounts a small tmpfs on the run's directory dir. Every run
+// makes and removes some twenty directories and files there (its root's,
+// cgroup view's and /dev's mount points, its records); on a tmpfs that
+// costs a fraction of what it costs where the run root is on a disk's
+// filesystem (ext4: about 150 µs for one directory made and removed,
+// against 12 µs). Removing the run (rootfs.Cleanup, also gc's) unmounts
+// it with everything below; after a reboot the directory is empty, which
+// gc takes for a crashed run.
+func mountRunDir(dir string) error {
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size="+strconv.Itoa(runDirBytes)); err != nil {
+		return fmt.Errorf("mount the run directory's tmpfs on %s: %w", dir, err)
+	}
+	return nil
+}
+
+// unmountRunDir detaches the tmpfs of the run's directory dir with every
+// mount below it (the root and its writable layer, the cgroup view, /dev)
+// in one call, lazily as the releases of the run's plan do: each unmount
+// call waits in the kernel (0.2 ms p50 on this machine, 12 ms p90), once
+// here instead of once per mount. The releases then find nothing mounted
+// below dir. A dir that is not a mount (its tmpfs never made) is left to
+// them.
+func unmountRunDir(dir string) error {
+	if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount the run directory %s: %w", dir, err)
+	}
+	return nil
 }
 
 // processOf decides the command, environment and working directory: the
@@ -466,6 +506,9 @@ func (r *run) remove(ctx context.Context) float64 {
 	userns := r.p != nil && r.p.usernsOwner != ""
 	plan := r.h.runPlan(r.id, bridged, userns)
 	var errs []error
+	if r.created {
+		errs = append(errs, unmountRunDir(r.dir))
+	}
 	for i := len(plan) - 1; i >= 0; i-- {
 		res := plan[i]
 		switch res.Kind {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Two or more sbx binaries side by side, sample by sample, on one machine.
 
-    sudo bench/abtest/abtest.py [-n 100] [--warmup 5] [--rootfs DIR] NAME=BINARY NAME=BINARY...
+    sudo bench/abtest/abtest.py [-n 100] [--warmup 5] [--rootfs DIR] [--image] [--userns MODE] NAME=BINARY NAME=BINARY...
 
 Each round runs every binary once per scenario, in a shuffled order, so that
 the machine's changing load hits all of them alike (sbx bench interleaves the
@@ -9,6 +9,8 @@ runtimes of one run the same way, but cannot compare two builds of sbx, whose
 library code differs):
 
   cold   `sbx run --rootfs DIR true` as a fresh process, until it exits
+         (with --image: `sbx run IMAGE true`, DIR imported as an image into
+         each binary's store first, as sbx bench's default workload)
   ready  `sbx create --rootfs DIR`, which returns once the executor answers
          (its removal is not timed)
   claim  (with --claim) the same `sbx create` as a fresh process (with --cap-drop NET_RAW),
@@ -27,6 +29,8 @@ ap.add_argument("-n", type=int, default=100, help="measured rounds")
 ap.add_argument("--warmup", type=int, default=5, help="rounds run first and not measured")
 ap.add_argument("--rootfs", default="/var/cache/sbx-test/busybox", help="unpacked root with `true`")
 ap.add_argument("--claim", action="store_true", help="also time a fresh CLI's claim from a warm pool")
+ap.add_argument("--image", action="store_true", help="run DIR imported as an image (sbx run IMAGE) instead of --rootfs DIR")
+ap.add_argument("--userns", help="--userns of every run and create (host, private); default sbx's")
 ap.add_argument("binaries", nargs="+", help="NAME=PATH of a static sbx binary")
 a = ap.parse_args()
 bins = dict(b.split("=", 1) for b in a.binaries)
@@ -38,6 +42,15 @@ os.chmod(runroot, 0o711)  # private user namespaces (the default) reach the run 
 
 def sbx(v, *args):
     return [bins[v], "--root", f"{tmp}/{v}", "--run-root", f"{runroot}/{v}", *args]
+
+
+IMAGE = "abtest/rootfs:latest"
+
+
+def root_args():
+    """The arguments that name the root and set the user namespace."""
+    userns = ("--userns", a.userns) if a.userns else ()
+    return (*userns, "--pull", "never", IMAGE) if a.image else (*userns, "--rootfs", a.rootfs)
 
 
 def timed(cmd):
@@ -56,6 +69,11 @@ scenarios = ("cold", "ready", "claim") if a.claim else ("cold", "ready")
 res = {s: {v: [] for v in names} for s in scenarios}
 loads = [os.getloadavg()[0]]
 try:
+    if a.image:
+        tar = f"{tmp}/rootfs.tar"
+        subprocess.run(["tar", "-C", a.rootfs, "--numeric-owner", "-cf", tar, "."], check=True)
+        for v in names:
+            timed(sbx(v, "import", "-q", tar, IMAGE))
     if a.claim:
         for v in names:
             timed(sbx(v, "pool", "create", "abtest", "--size", "2", *POOLED, "--rootfs", a.rootfs))
@@ -64,12 +82,12 @@ try:
         order = names[:]
         random.shuffle(order)
         for v in order:
-            ms, _ = timed(sbx(v, "run", "--rootfs", a.rootfs, "true"))
+            ms, _ = timed(sbx(v, "run", *root_args(), "true"))
             if i >= a.warmup:
                 res["cold"][v].append(ms)
         random.shuffle(order)
         for v in order:
-            ms, sid = timed(sbx(v, "create", "--rootfs", a.rootfs))
+            ms, sid = timed(sbx(v, "create", *root_args()))
             subprocess.run(sbx(v, "rm", "-f", sid), capture_output=True)
             if i >= a.warmup:
                 res["ready"][v].append(ms)

@@ -16,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sbxrun/sbx"
 
@@ -150,8 +151,50 @@ func (a *app) localHost(cmd *cobra.Command, cfg sandbox.HostConfig) (*sandbox.Ho
 	return a.local, nil
 }
 
-// newRootCmd builds the command tree of one invocation.
-func newRootCmd(a *app) *cobra.Command {
+// hotCommands are the commands scripts and benchmarks start sbx for once
+// per sandbox or per command. When the arguments name one, the tree holds
+// it alone: building all of them (flag sets, help) costs a millisecond,
+// more than a third of sbx's own work before a run's sandbox starts. Each
+// is the same command as in the whole tree (TestHotCommandsAsInTree).
+var hotCommands = map[string]func(*app) *cobra.Command{
+	"run": runCmd, "create": createCmd, "exec": execCmd, "rm": rmCmd, "inspect": inspectCmd,
+	"version": func(*app) *cobra.Command { return versionCmd() },
+}
+
+// commandName returns the command args name: the first argument after
+// root's persistent flags and their values, or "" when there is none or
+// a flag is not root's.
+func commandName(root *cobra.Command, args []string) string {
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		if arg == "--" || arg == "-" {
+			return ""
+		}
+		if !strings.HasPrefix(arg, "-") {
+			return arg
+		}
+		var f *pflag.Flag
+		inline := strings.Contains(arg, "=")
+		if name, ok := strings.CutPrefix(arg, "--"); ok {
+			name, _, _ = strings.Cut(name, "=")
+			f = root.PersistentFlags().Lookup(name)
+		} else {
+			f = root.PersistentFlags().ShorthandLookup(arg[1:2])
+			inline = len(arg) > 2
+		}
+		if f == nil {
+			return ""
+		}
+		if f.NoOptDefVal == "" && !inline {
+			i++ // the flag's value
+		}
+	}
+	return ""
+}
+
+// newRootCmd builds the command tree of one invocation of args: every
+// command, or the one of hotCommands that args name.
+func newRootCmd(a *app, args []string) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "sbx",
 		Short:         "Run untrusted code in fast, isolated Linux sandboxes",
@@ -175,7 +218,11 @@ func newRootCmd(a *app) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: sbx.ExitSbxFailed, msg: fmt.Sprintf("%v\nSee '%s --help'.", err, c.CommandPath())}
 	})
-	root.AddCommand(commands(a)...)
+	if build, ok := hotCommands[commandName(root, args)]; ok {
+		root.AddCommand(build(a))
+	} else {
+		root.AddCommand(commands(a)...)
+	}
 	completion.Add(root, func() (completion.Backend, error) { return a.open(sandbox.HostConfig{}) })
 	return root
 }
@@ -193,7 +240,7 @@ func execute(args []string) int { return executeTo(args, os.Stdin, os.Stdout, os
 
 func executeTo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{}
-	root := newRootCmd(a)
+	root := newRootCmd(a, args)
 	root.SetArgs(args)
 	root.SetIn(stdin)
 	root.SetOut(stdout)
