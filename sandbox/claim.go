@@ -195,7 +195,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		named      bool
 	)
 	record := func(rec *sbx.Sandbox) (err error) {
-		if err = l.Write(rec); err != nil {
+		if err = h.writeKeepingVolumes(ctx, l, rec); err != nil {
 			return err
 		}
 		if sb.Name != "" {
