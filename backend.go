@@ -107,7 +107,8 @@ type Sandboxes interface {
 	// DiskUsage says what images, layers and sandboxes hold (docker
 	// system df).
 	DiskUsage(ctx context.Context) (*DiskUsage, error)
-	// Prune removes stopped sandboxes, then (with o.All) the images no
+	// Prune removes exited sandboxes (stopped, or whose main command
+	// ended), then (with o.All) the images no
 	// sandbox uses, then the layers no image uses (docker system prune).
 	Prune(ctx context.Context, o PruneOptions) (*PruneReport, error)
 }

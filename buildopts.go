@@ -2,7 +2,9 @@ package sbx
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 )
 
 // BuildOptions says what to build from a Dockerfile (see Builder).
@@ -82,4 +84,18 @@ type BuildCachePruner interface {
 // Builder builds images from Dockerfiles. The local host implements it.
 type Builder interface {
 	Build(ctx context.Context, o BuildOptions) (*BuildResult, error)
+}
+
+// CheckSSHAgent checks that path, given as an ssh agent to forward
+// (BuildOptions.SSH), is a unix socket: a build forwards ssh agents, never
+// key files or anything else of the host.
+func CheckSSHAgent(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%w: ssh agent socket: %w (give ssh-agent's socket, e.g. $SSH_AUTH_SOCK)", ErrInvalid, err)
+	}
+	if fi.Mode()&os.ModeSocket == 0 {
+		return fmt.Errorf("%w: %s is not a socket: a build forwards ssh agents (ssh-agent's socket, e.g. $SSH_AUTH_SOCK), not key files", ErrInvalid, path)
+	}
+	return nil
 }

@@ -1,11 +1,13 @@
 package sbx_test
 
 import (
+	"errors"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/sbxrun/sbx"
@@ -114,6 +116,20 @@ func TestClaimOptions(t *testing.T) {
 	task.Network, task.CapAdd = sbx.NetworkNone, []string{"NET_ADMIN"}
 	if _, differ := sbx.ClaimOptions(task, pool); !slices.Equal(differ, []string{"network", "cap_add"}) {
 		t.Fatalf("differ = %v, want [network cap_add]", differ)
+	}
+}
+
+// TestPoolSpecRefusesUnclaimable: a pool whose options set a field no
+// claim can apply (idle_timeout) could never serve a create; it is
+// refused, naming the field.
+func TestPoolSpecRefusesUnclaimable(t *testing.T) {
+	p := sbx.PoolSpec{Name: "idle", Size: 1, Options: sbx.Options{Image: "x", IdleTimeout: time.Minute}}
+	if err := p.Validate(); !errors.Is(err, sbx.ErrInvalid) || !strings.Contains(err.Error(), "idle_timeout") {
+		t.Fatalf("Validate = %v, want an invalid-request error naming idle_timeout", err)
+	}
+	p.Options.IdleTimeout = 0
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 

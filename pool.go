@@ -170,6 +170,9 @@ func (p *PoolSpec) Validate() error {
 	if set := OptionsSet(o, PoolClaim, true); len(set) > 0 {
 		return fmt.Errorf("%w: a pool's options must not set %s: they belong to the sandbox a create claims from it", ErrInvalid, strings.Join(set, ", "))
 	}
+	if set := OptionsSet(o, PoolUnclaimable, false); len(set) > 0 {
+		return fmt.Errorf("%w: a pool's options must not set %s: no claim can apply it, a create that sets it starts cold", ErrInvalid, strings.Join(set, ", "))
+	}
 	if err := p.validateBoot(); err != nil {
 		return err
 	}

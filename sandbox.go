@@ -631,7 +631,8 @@ type DiskUsage struct {
 	Sandboxes        int   `json:"sandboxes"`
 	SandboxesRunning int   `json:"sandboxes_running"`
 	// WritableBytes is what the sandboxes' writable layers hold;
-	// StoppedWritableBytes the part of stopped sandboxes, which Prune
+	// StoppedWritableBytes the part of exited sandboxes (stopped, or
+	// whose main command ended; not counted as running), which Prune
 	// frees.
 	WritableBytes        int64 `json:"writable_bytes"`
 	StoppedWritableBytes int64 `json:"stopped_writable_bytes"`
@@ -644,7 +645,7 @@ type DiskUsage struct {
 	BuildCacheMountBytes int64 `json:"build_cache_mount_bytes"`
 }
 
-// PruneOptions say what Prune removes besides stopped sandboxes and
+// PruneOptions say what Prune removes besides exited sandboxes and
 // unused layers: with All, also every image no sandbox on record uses.
 type PruneOptions struct {
 	All bool `json:"all"`
@@ -652,7 +653,7 @@ type PruneOptions struct {
 
 // PruneReport says what Prune removed.
 type PruneReport struct {
-	Sandboxes []string      `json:"sandboxes"` // ids of the removed stopped sandboxes
+	Sandboxes []string      `json:"sandboxes"` // ids of the removed exited sandboxes
 	Images    []string      `json:"images"`    // names of the removed images
 	Layers    ImageGCReport `json:"layers"`    // the image GC that followed
 }

@@ -142,6 +142,11 @@ func newBuilder(eng Engine, o sbx.BuildOptions) (*builder, error) {
 	default:
 		return nil, fmt.Errorf("%w: build network %q: use none or bridge", sbx.ErrInvalid, o.Network)
 	}
+	for id, sock := range o.SSH {
+		if err := sbx.CheckSSHAgent(sock); err != nil {
+			return nil, fmt.Errorf("ssh agent %s: %w", id, err)
+		}
+	}
 	dfPath := o.Dockerfile
 	if dfPath == "" {
 		dfPath = filepath.Join(o.ContextDir, "Dockerfile")

@@ -2,6 +2,7 @@ package build
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -167,3 +168,31 @@ func must(t *testing.T, err error) {
 }
 
 var timeZero = time.Unix(1, 0)
+
+// TestBuildRefusesAnAgentThatIsNotASocket gives the library (not the
+// CLI, which checks its --ssh too) a key file and a missing path as ssh
+// agents: the build refuses both before anything runs.
+func TestBuildRefusesAnAgentThatIsNotASocket(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM a\nRUN --mount=type=ssh true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(key, []byte("-----BEGIN OPENSSH PRIVATE KEY-----\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{key: "is not a socket", filepath.Join(dir, "gone"): "no such file"} {
+		_, err := Build(t.Context(), nil, sbx.BuildOptions{ContextDir: dir, SSH: map[string]string{"default": path}})
+		if !errors.Is(err, sbx.ErrInvalid) || !strings.Contains(err.Error(), "ssh agent default") || !strings.Contains(err.Error(), want) {
+			t.Errorf("build with ssh agent %s: %v, want an invalid-request error with %q", path, err, want)
+		}
+	}
+	l, err := net.Listen("unix", filepath.Join(dir, "agent.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := sbx.CheckSSHAgent(l.Addr().String()); err != nil {
+		t.Errorf("a unix socket as the agent: %v", err)
+	}
+}

@@ -76,12 +76,8 @@ func ParseSSH(entries []string) (map[string]string, error) {
 		if id == "" || strings.Contains(sock, ",") {
 			return nil, fmt.Errorf("invalid --ssh %q: use ID or ID=SOCKET (one ssh agent's socket)", e)
 		}
-		fi, err := os.Stat(sock)
-		if err != nil {
+		if err := sbx.CheckSSHAgent(sock); err != nil {
 			return nil, fmt.Errorf("--ssh %s: %w", id, err)
-		}
-		if fi.Mode()&os.ModeSocket == 0 {
-			return nil, fmt.Errorf("--ssh %s: %s is not a socket: sbx build forwards ssh agents (ssh-agent's socket), not key files", id, sock)
 		}
 		if out == nil {
 			out = map[string]string{}

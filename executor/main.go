@@ -38,6 +38,7 @@ const (
 // subcommand of the sbx-executor binary (and of "sbx executor"):
 //
 //	[--listen-fd N | --socket PATH] [--seccomp-fd N] [--env-fd N]
+//	[--claim-defaults-fd N]
 //	[--user U] [--env K=V]... [--workdir DIR] [--scratch-dir DIR]
 //	[--output-budget BYTES] [--stop-timeout D] [--log-level L]
 //
@@ -63,6 +64,7 @@ type options struct {
 	listenFD     int
 	seccompFD    int
 	envFD        int
+	defaultsFD   int
 	socket       string
 	user         string
 	env          []string
@@ -96,6 +98,7 @@ func parseArgs(args []string) (options, error) {
 	fs.StringVar(&o.user, "user", "", "default user of commands: name, uid or uid:gid (default: the executor's)")
 	fs.Var((*envFlags)(&o.env), "env", "default environment variable of commands, KEY=VALUE (repeatable)")
 	fs.IntVar(&o.envFD, "env-fd", -1, "read more default environment variables (NUL-separated KEY=VALUE) from this fd, so that they do not show in ps")
+	fs.IntVar(&o.defaultsFD, "claim-defaults-fd", -1, "an empty file into which the host writes the defaults (JSON: env, workdir, user) of the sandbox that claims this warm pool member; they apply from the next request on")
 	fs.StringVar(&o.workdir, "workdir", "/", "default working directory of commands")
 	fs.StringVar(&o.scratchDir, "scratch-dir", "", "directory for session command files (default: a new one under /tmp)")
 	fs.Int64Var(&o.outputBudget, "output-budget", DefaultOutputBudget, "bytes of output held for all running commands and sessions together; past it output is truncated")
@@ -170,14 +173,22 @@ func serve(o options) error {
 	if err != nil {
 		return err
 	}
+	var claimDefaults *os.File
+	if o.defaultsFD >= 0 {
+		if claimDefaults = os.NewFile(uintptr(o.defaultsFD), "claim-defaults"); claimDefaults == nil {
+			ln.Close()
+			return fmt.Errorf("--claim-defaults-fd %d is not an open file descriptor", o.defaultsFD)
+		}
+	}
 	srv, err := New(Config{
-		User:         o.user,
-		Env:          o.env,
-		Workdir:      o.workdir,
-		ScratchDir:   o.scratchDir,
-		StopTimeout:  o.stopTimeout,
-		OutputBudget: o.outputBudget,
-		Logger:       log,
+		ClaimDefaults: claimDefaults,
+		User:          o.user,
+		Env:           o.env,
+		Workdir:       o.workdir,
+		ScratchDir:    o.scratchDir,
+		StopTimeout:   o.stopTimeout,
+		OutputBudget:  o.outputBudget,
+		Logger:        log,
 	})
 	if err != nil {
 		ln.Close()

@@ -57,6 +57,11 @@ type Config struct {
 	OutputBudget int64
 	// Logger receives the executor's logs (default slog.Default()).
 	Logger *slog.Logger
+	// ClaimDefaults, if not nil, is an empty file (a warm pool member's)
+	// into which the host writes the defaults of the sandbox that claims
+	// the member, as JSON api.Defaults: they replace User, Env and Workdir
+	// before the next request is served. The server owns it.
+	ClaimDefaults *os.File
 }
 
 // Server is the executor's HTTP API.
@@ -71,6 +76,10 @@ type Server struct {
 	devNull     *os.File // stdin of commands without input
 	outBudget   *outbuf.Budget
 	defaults    atomic.Pointer[defaults]
+	// claimDefaults is Config.ClaimDefaults until it is applied; claimMu
+	// serialises its reading.
+	claimDefaults atomic.Pointer[os.File]
+	claimMu       sync.Mutex
 
 	serving atomic.Pointer[serving] // set by Serve
 
@@ -131,6 +140,9 @@ func New(cfg Config) (*Server, error) {
 		outBudget: outbuf.NewBudget(cfg.OutputBudget),
 	}
 	s.setDefaults(cfg.Env, cfg.Workdir, user, cfg.User)
+	if cfg.ClaimDefaults != nil {
+		s.claimDefaults.Store(cfg.ClaimDefaults)
+	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
@@ -215,7 +227,13 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.applyClaimDefaults(); err != nil {
+			s.fail(w, err)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // allowedMethods lists the methods with an endpoint at r's path (the

@@ -108,7 +108,9 @@ func (h *Host) commitLocked(ctx context.Context, l *state.Lock, sb *sbx.Sandbox,
 // mountStubs are the paths (relative to the root) of drop and their
 // parents that the writable layer upper holds only as mount points: made
 // by the sandbox (no lower layer has them) and left empty (an empty file,
-// or a directory holding nothing but such stubs).
+// or a directory holding nothing but such stubs). The layer is the
+// sandbox's to write: every path is resolved inside it (os.Root), so a
+// symlink it planted never leads the look outside the layer.
 func mountStubs(upper string, lowers, drop []string) map[string]bool {
 	cand := map[string]bool{}
 	for _, p := range drop {
@@ -116,15 +118,23 @@ func mountStubs(upper string, lowers, drop []string) map[string]bool {
 			cand[rel] = true
 		}
 	}
+	stubs := map[string]bool{}
+	if len(cand) == 0 {
+		return stubs
+	}
+	root, err := os.OpenRoot(upper)
+	if err != nil {
+		return stubs
+	}
+	defer root.Close()
 	rels := make([]string, 0, len(cand))
 	for rel := range cand {
 		rels = append(rels, rel)
 	}
 	// Deepest first: a directory is a stub once its children are known.
 	sort.Slice(rels, func(i, j int) bool { return strings.Count(rels[i], "/") > strings.Count(rels[j], "/") })
-	stubs := map[string]bool{}
 	for _, rel := range rels {
-		fi, err := os.Lstat(filepath.Join(upper, rel))
+		fi, err := root.Lstat(rel)
 		if err != nil || inLowers(lowers, rel) {
 			continue
 		}
@@ -132,27 +142,43 @@ func mountStubs(upper string, lowers, drop []string) map[string]bool {
 		case fi.Mode().IsRegular() && fi.Size() == 0:
 			stubs[rel] = true
 		case fi.IsDir():
-			names, err := os.ReadDir(filepath.Join(upper, rel))
-			if err != nil {
-				continue
-			}
-			empty := true
-			for _, n := range names {
-				if !stubs[path.Join(rel, n.Name())] {
-					empty = false
-					break
-				}
-			}
-			stubs[rel] = empty
+			stubs[rel] = onlyStubs(root, rel, stubs)
 		}
 	}
 	return stubs
 }
 
-// inLowers reports whether a lower layer has rel.
+// onlyStubs reports whether the directory rel of root holds nothing but
+// entries already known as stubs.
+func onlyStubs(root *os.Root, rel string, stubs map[string]bool) bool {
+	d, err := root.Open(rel)
+	if err != nil {
+		return false
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return false
+	}
+	for _, n := range names {
+		if !stubs[path.Join(rel, n)] {
+			return false
+		}
+	}
+	return true
+}
+
+// inLowers reports whether a lower layer has rel, resolved inside that
+// layer.
 func inLowers(lowers []string, rel string) bool {
 	for _, l := range lowers {
-		if _, err := os.Lstat(filepath.Join(l, rel)); err == nil {
+		root, err := os.OpenRoot(l)
+		if err != nil {
+			continue
+		}
+		_, err = root.Lstat(rel)
+		root.Close()
+		if err == nil {
 			return true
 		}
 	}

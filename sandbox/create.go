@@ -63,7 +63,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	}
 	miss := ""
 	if pool == "" {
-		sb, reason, err := h.claimOrReason(ctx, &opts, img.info, t0)
+		sb, reason, err := h.claimIfClaimable(ctx, &opts, img.info, t0)
 		miss = reason
 		if sb != nil || err != nil {
 			release()
@@ -108,7 +108,10 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if miss != "" {
 		sb.CreateTimings.Pool = "miss, " + miss
 	}
-	err = h.writeEgressState(sb, secrets)
+	err = h.keepVolumes(ctx, &sb.Options)
+	if err == nil {
+		err = h.writeEgressState(sb, secrets)
+	}
 	if err == nil {
 		err = h.build(ctx, sb, img.lowers)
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,12 +97,21 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		return err
 	}
 	defer envFile.Close()
+	files := []*os.File{lnFile, envFile}
+	if sb.Pool != "" {
+		f, err := claimDefaultsMemfd()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
 	h.crashPoint(stepStart)
 	t0 := time.Now()
 	ctr, err := isolate.Start(h.containerRoot(), spec, isolate.IO{
 		Stdout:     out.W,
 		Stderr:     out.W,
-		ExtraFiles: []*os.File{lnFile, envFile},
+		ExtraFiles: files,
 	})
 	if err != nil {
 		out.close()
@@ -246,6 +256,9 @@ func withPath(env []string) []string {
 // the sandbox's defaults for commands.
 func executorArgs(executor string, sb *sbx.Sandbox) []string {
 	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
+	if sb.Pool != "" {
+		args = append(args, "--claim-defaults-fd", strconv.Itoa(claimDefaultsFD))
+	}
 	workdir := sb.Options.Workdir
 	if sb.Image != nil && workdir == "" {
 		workdir = sb.Image.Workdir
@@ -289,6 +302,22 @@ func checkDefaultUser(sb *sbx.Sandbox, root string) error {
 		return fmt.Errorf("%w: user %q is not a user of %s (%w); give a user its /etc/passwd has, or a numeric uid:gid", sbx.ErrInvalid, user, what, err)
 	}
 	return nil
+}
+
+// claimDefaultsFD is the descriptor of a pool member's executor for the
+// defaults of its claimant (the third of its extra files, after the
+// listening socket and the environment): an empty memfd, which a claim
+// fills (writeClaimDefaults).
+const claimDefaultsFD = 5
+
+// claimDefaultsMemfd returns the empty memfd of a pool member's executor
+// for its claimant's defaults.
+func claimDefaultsMemfd() (*os.File, error) {
+	fd, err := unix.MemfdCreate("sbx-claim-defaults", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd for the executor's claim defaults: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "sbx-claim-defaults"), nil
 }
 
 // envMemfd returns a memfd holding env as NUL-separated entries, read from

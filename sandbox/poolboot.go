@@ -101,6 +101,9 @@ func (h *Host) claimWith(ctx context.Context, opts sbx.Options, policy *sbx.Poli
 	if err := h.checkOptions(&opts, true, policy); err != nil {
 		return nil, err
 	}
+	if reason := unclaimableReason(&opts); reason != "" {
+		return nil, fmt.Errorf("%w: %s", ErrNoMember, reason)
+	}
 	t0 := time.Now()
 	// A member exists only for an image that is here: never pull.
 	ro := opts

@@ -57,6 +57,25 @@ func poolKey(o *sbx.Options, img *sbx.ImageInfo) string {
 	return hex.EncodeToString(sum[:16])
 }
 
+// unclaimableReason says why no member may serve o when o sets a field a
+// claim cannot apply to a running member (sbx.PoolUnclaimable), else "".
+func unclaimableReason(o *sbx.Options) string {
+	set := sbx.OptionsSet(o, sbx.PoolUnclaimable, false)
+	if len(set) == 0 {
+		return ""
+	}
+	return joinNames(set) + " cannot be applied to a running member"
+}
+
+// claimIfClaimable is claimOrReason for a create whose options a claim
+// can serve; one that sets an unclaimable field starts cold, saying so.
+func (h *Host) claimIfClaimable(ctx context.Context, o *sbx.Options, img *sbx.ImageInfo, t0 time.Time) (*sbx.Sandbox, string, error) {
+	if reason := unclaimableReason(o); reason != "" {
+		return nil, reason, nil
+	}
+	return h.claimOrReason(ctx, o, img, t0)
+}
+
 func (h *Host) poolDefPath(name string) string {
 	return filepath.Join(h.store.Root(), poolsDir, name+".json")
 }

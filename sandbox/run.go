@@ -138,6 +138,9 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if err := writeRunVolumes(r.dir, o.Volumes); err != nil {
 		return nil, err
 	}
+	if err := h.keepVolumes(ctx, &o.Options); err != nil {
+		return nil, err
+	}
 	if o.Image != "" {
 		if err := writeRunLayers(r.dir, root.lowers); err != nil {
 			return nil, err

@@ -42,14 +42,14 @@ func (h *Host) DiskUsage(ctx context.Context) (*sbx.DiskUsage, error) {
 				usedDirs[d] = true
 			}
 		}
-		switch sb.Status {
-		case sbx.StatusRunning, sbx.StatusPaused:
-			du.SandboxesRunning++
-			du.WritableBytes += h.writableBytes(sb.ID)
-		case sbx.StatusStopped:
+		switch {
+		case sb.State() == sbx.StatusExited: // stopped, or its main command ended
 			n := h.writableBytes(sb.ID)
 			du.WritableBytes += n
 			du.StoppedWritableBytes += n
+		case sb.Status == sbx.StatusRunning, sb.Status == sbx.StatusPaused:
+			du.SandboxesRunning++
+			du.WritableBytes += h.writableBytes(sb.ID)
 		}
 	}
 	counted := map[string]bool{}
@@ -110,18 +110,23 @@ func (h *Host) writableBytes(id string) int64 {
 	return int64(st.Blocks-st.Bfree) * st.Bsize
 }
 
-// Prune removes the stopped sandboxes, then with o.All every image that
-// no remaining sandbox was made from, then the layers no image uses. It
-// goes on after a failure and returns what it removed with the errors.
+// Prune removes the exited sandboxes (sbx.StatusExited, as ps shows
+// them: stopped, or running but with their main command ended for good,
+// as docker prunes every container ps shows exited), then with o.All
+// every image that no remaining sandbox was made from, then the layers no
+// image uses. It goes on after a failure and returns what it removed with
+// the errors.
 func (h *Host) Prune(ctx context.Context, o sbx.PruneOptions) (*sbx.PruneReport, error) {
 	rep := &sbx.PruneReport{Sandboxes: []string{}, Images: []string{}}
 	var errs []error
-	stopped, err := h.List(ctx, sbx.Filter{Status: sbx.StatusStopped})
+	exited, err := h.List(ctx, sbx.Filter{Status: sbx.StatusExited})
 	if err != nil {
 		return nil, err
 	}
-	for _, sb := range stopped {
-		if err := h.Remove(ctx, sb.ID, sbx.RemoveOptions{}); err != nil {
+	for _, sb := range exited {
+		// One whose main command ended still runs its PID 1: forced. The
+		// end of a main command is final (no restart clears it).
+		if err := h.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: sb.Status != sbx.StatusStopped}); err != nil {
 			errs = append(errs, err)
 			continue
 		}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/sandbox/state"
 )
 
 // Named volumes live under the state root, one directory each:
@@ -296,6 +297,40 @@ func (h *Host) resolveVolumes(ctx context.Context, o *sbx.Options) error {
 	}
 	o.Volumes = vols
 	return nil
+}
+
+// keepVolumes makes sure, under the volumes' lock, that the named
+// volumes of o exist, making again any that a volume rm or prune removed
+// since resolveVolumes. Call it once the record (or run file) naming
+// them is written and before they are mounted: from then on rm and prune
+// see the volumes in use, and before it they have either finished or not
+// begun, so a sandbox never mounts a volume being removed.
+func (h *Host) keepVolumes(ctx context.Context, o *sbx.Options) error {
+	if !slices.ContainsFunc(o.Volumes, func(v sbx.Volume) bool { return v.Name != "" }) {
+		return nil
+	}
+	unlock, err := h.lockVolumes(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	for _, v := range o.Volumes {
+		if v.Name != "" {
+			if err := h.makeVolume(sbx.VolumeSpec{Name: v.Name}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// writeKeepingVolumes writes the record sb, which names the volumes it
+// is about to mount, then keeps those volumes (keepVolumes).
+func (h *Host) writeKeepingVolumes(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) error {
+	if err := l.Write(sb); err != nil {
+		return err
+	}
+	return h.keepVolumes(ctx, &sb.Options)
 }
 
 // sweepVolumeDebris removes what a volume create or remove that died

@@ -123,7 +123,7 @@ func buildBody(r *http.Request) (io.Reader, map[string]string, error) {
 	mr := multipart.NewReader(r.Body, params["boundary"])
 	part, err := mr.NextPart()
 	if err != nil {
-		return nil, nil, unprocessable(api.CodeInvalid, "build request: read its first part: %v", err)
+		return nil, nil, partError(err, "build request: read its first part: %v")
 	}
 	var secrets map[string]string
 	if part.FormName() == api.BuildSecretsPart {
@@ -131,13 +131,25 @@ func buildBody(r *http.Request) (io.Reader, map[string]string, error) {
 			return nil, nil, err
 		}
 		if part, err = mr.NextPart(); err != nil {
-			return nil, nil, unprocessable(api.CodeInvalid, "build request: a %q part must follow the secrets: %v", api.BuildContextPart, err)
+			return nil, nil, partError(err, "build request: a "+strconv.Quote(api.BuildContextPart)+" part must follow the secrets: %v")
 		}
 	}
 	if part.FormName() != api.BuildContextPart {
 		return nil, nil, unprocessable(api.CodeInvalid, "build request: part %q: want %q (optional, first) and %q", part.FormName(), api.BuildSecretsPart, api.BuildContextPart)
 	}
 	return part, secrets, nil
+}
+
+// partError is the error of reading a part's headers: too large (the
+// body past the upload limit, or headers past multipart's own limits) is
+// 413 as for any body too large; anything else is the request's fault,
+// said with format.
+func partError(err error, format string) error {
+	if mbe := (*http.MaxBytesError)(nil); errors.As(err, &mbe) || errors.Is(err, multipart.ErrMessageTooLarge) {
+		return &StatusError{Status: http.StatusRequestEntityTooLarge, Code: api.CodeTooLarge,
+			Message: "build request: the headers of its parts exceed the server's limits (--max-upload-size for the body)"}
+	}
+	return unprocessable(api.CodeInvalid, format, err)
 }
 
 // readSecretsPart reads the secrets part: a JSON object of base64 values

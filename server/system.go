@@ -16,7 +16,7 @@ func (s *Server) diskUsage(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, du)
 }
 
-// prune is POST /v1/system/prune {"all"}: stopped sandboxes, then (all)
+// prune is POST /v1/system/prune {"all"}: exited sandboxes, then (all)
 // unused images, then unused layers.
 func (s *Server) prune(w http.ResponseWriter, r *http.Request) {
 	var req sbx.PruneOptions

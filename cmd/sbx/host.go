@@ -181,13 +181,13 @@ func systemCmd(a *app) *cobra.Command {
 	var force bool
 	prune := &cobra.Command{
 		Use:   "prune [-a] [-f]",
-		Short: "Remove stopped sandboxes, unused layers, and with -a every image no sandbox uses",
+		Short: "Remove exited sandboxes, unused layers, and with -a every image no sandbox uses",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !force {
-				what := "all stopped sandboxes and the image layers no image uses"
+				what := "all exited sandboxes and the image layers no image uses"
 				if o.All {
-					what = "all stopped sandboxes, every image no sandbox uses, and their layers"
+					what = "all exited sandboxes, every image no sandbox uses, and their layers"
 				}
 				if !console.IsTerminal(cmd.InOrStdin()) {
 					return exitErr("sbx system prune removes %s: confirm with -f", what)

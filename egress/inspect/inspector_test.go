@@ -42,6 +42,13 @@ type rig struct {
 
 func newRig(t *testing.T, host egress.HostPolicy, secrets []Secret, bound ...string) *rig {
 	t.Helper()
+	return newRigWith(t, nil, host, secrets, bound...)
+}
+
+// newRigWith is newRig with setup applied to the rig before it accepts
+// its first connection (so that the serving goroutines see its changes).
+func newRigWith(t *testing.T, setup func(*rig), host egress.HostPolicy, secrets []Secret, bound ...string) *rig {
+	t.Helper()
 	r := &rig{t: t, events: make(chan egress.AuditEvent, 100)}
 	r.upstream = httptest.NewUnstartedServer(http.HandlerFunc(r.echo))
 	r.upstream.EnableHTTP2 = true
@@ -88,6 +95,9 @@ func newRig(t *testing.T, host egress.HostPolicy, secrets []Secret, bound ...str
 	}
 	t.Cleanup(func() { ln.Close() })
 	r.addr = ln.Addr().String()
+	if setup != nil {
+		setup(r)
+	}
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -345,8 +355,8 @@ func TestSecretSubstitutedAndScrubbed(t *testing.T) {
 
 func TestSecretNeverSentToAnUnverifiedHost(t *testing.T) {
 	ph, _ := NewPlaceholder("")
-	r := newRig(t, egress.HostPolicy{}, []Secret{{Name: "K", Placeholder: ph, Value: "v"}}, "K")
-	r.ins.roots = x509.NewCertPool() // trusts nothing
+	untrusting := func(r *rig) { r.ins.roots = x509.NewCertPool() } // trusts nothing
+	r := newRigWith(t, untrusting, egress.HostPolicy{}, []Secret{{Name: "K", Placeholder: ph, Value: "v"}}, "K")
 	code, _ := r.do(r.client(), "GET", "https://example.com/", http.Header{"Authorization": {ph}})
 	if code != http.StatusBadGateway || r.hits.Load() != 0 {
 		t.Fatalf("status %d, upstream hits %d", code, r.hits.Load())

@@ -13,7 +13,7 @@ func (c *Client) DiskUsage(ctx context.Context) (*sbx.DiskUsage, error) {
 	return &du, c.Call(ctx, http.MethodGet, "/v1/system/df", nil, &du)
 }
 
-// Prune removes the server's stopped sandboxes, (o.All) unused images and
+// Prune removes the server's exited sandboxes, (o.All) unused images and
 // unused layers.
 func (c *Client) Prune(ctx context.Context, o sbx.PruneOptions) (*sbx.PruneReport, error) {
 	var rep sbx.PruneReport

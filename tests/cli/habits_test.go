@@ -232,8 +232,9 @@ func TestDockerHabitsEvents(t *testing.T) {
 }
 
 // TestDockerHabitsSystem: system df counts images, layers and sandboxes;
-// system prune needs -f when it cannot ask, removes stopped sandboxes and
-// keeps running ones and their images; -a removes the unused images.
+// system prune needs -f when it cannot ask, removes exited sandboxes
+// (stopped, or whose main command ended, as ps shows them) and keeps
+// running ones and their images; -a removes the unused images.
 func TestDockerHabitsSystem(t *testing.T) {
 	h := harness.NewHost(t)
 	h.Env = []string{"SBX_PULL=never"}
@@ -255,6 +256,15 @@ func TestDockerHabitsSystem(t *testing.T) {
 	h.Saw(stopped)
 	h.Must(t, "exec", stopped, "sh", "-c", "head -c 3000000 /dev/zero > /big")
 	h.Must(t, "stop", "-t", "1", stopped)
+	// Its main command ended: ps shows it Exited though its PID 1 runs.
+	exited := strings.TrimSpace(h.Must(t, "create", "busybox", "sh", "-c", "exit 3"))
+	h.Saw(exited)
+	for i := 0; strings.TrimSpace(h.Must(t, "inspect", "-f", "{{.State.Status}}", exited)) != "exited"; i++ {
+		if i == 200 {
+			t.Fatalf("the main command of %s did not show as exited within 10 s", exited)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 
 	var du struct {
 		Images, ImagesInUse, Sandboxes, SandboxesRunning           int
@@ -268,7 +278,7 @@ func TestDockerHabitsSystem(t *testing.T) {
 	du.LayersBytes, du.ReclaimableBytes, du.WritableBytes, du.StoppedBytes = raw["layers_bytes"], raw["reclaimable_bytes"], raw["writable_bytes"], raw["stopped_writable_bytes"]
 	// busybox and other:1 share one layer (counted once); unused has a
 	// layer of its own, no sandbox's.
-	if du.Images != 3 || du.ImagesInUse != 2 || du.Sandboxes != 2 || du.SandboxesRunning != 1 {
+	if du.Images != 3 || du.ImagesInUse != 2 || du.Sandboxes != 3 || du.SandboxesRunning != 1 {
 		t.Fatalf("system df counts: %+v", du)
 	}
 	if du.LayersBytes <= 0 || du.ReclaimableBytes < 100000 || du.ReclaimableBytes >= du.LayersBytes || du.StoppedBytes < 3000000 || du.WritableBytes < du.StoppedBytes {
@@ -282,7 +292,7 @@ func TestDockerHabitsSystem(t *testing.T) {
 		t.Fatalf("prune without -f and no terminal: %d %q", r.Code, r.Stderr)
 	}
 	out := h.Must(t, "system", "prune", "-f")
-	if !strings.Contains(out, "removed sandbox "+stopped) || strings.Contains(out, running) || strings.Contains(out, "removed image") {
+	if !strings.Contains(out, "removed sandbox "+stopped) || !strings.Contains(out, "removed sandbox "+exited) || strings.Contains(out, running) || strings.Contains(out, "removed image") {
 		t.Fatalf("prune -f:\n%s", out)
 	}
 	out = h.Must(t, "system", "prune", "-a", "-f")

@@ -1,20 +1,13 @@
 package openhands_test
 
 import (
-	"context"
-	"io"
-	"log/slog"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sbxrun/sbx"
-	"github.com/sbxrun/sbx/sandbox"
 	"github.com/sbxrun/sbx/server/openhands"
-	"github.com/sbxrun/sbx/tests/fixture"
 	"github.com/sbxrun/sbx/tests/internal/harness"
 )
 
@@ -37,37 +30,10 @@ except Exception as e:
 // internet, the shape's Agent Server cannot reach an address its policy
 // does not name, the other shape's can.
 func TestOpenHandsWarmShapeEgress(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sbxohe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
 	ns := harness.HostNS(t)
 	harness.NewFakeInternet(t, ns)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("SBX_TEST_LOG") != "" {
-		quiet = slog.Default()
-	}
-	h, err := sandbox.Open(sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
-		Executor: os.Getenv("SBX_EXECUTOR_BIN"), HostNetNS: "/run/netns/" + ns, Pull: sbx.PullNever, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	if err := h.StartBackground(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tarball := filepath.Join(dir, "debian.tar")
-	if out, err := exec.Command("tar", "-C", fixture.DebianRootfs(t), "-cf", tarball, ".").CombinedOutput(); err != nil {
-		t.Fatalf("tar the Debian root: %v\n%s", err, out)
-	}
-	if _, err := h.ImportImage(ctx, sbx.ImportOptions{Path: tarball, Name: fakeImage}); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(tarball)
+	e := newWarmFakeEnv(t, "sbxohe", ns)
+	h, ctx, dir, quiet := e.h, e.ctx, e.dir, e.log
 	svc, err := openhands.New(h, openhands.Config{APIKey: "k", PublicURL: "http://127.0.0.1:1", StateDir: filepath.Join(dir, "oh"),
 		Network: sbx.NetworkBridge, Logger: quiet, ReadyTimeout: 2 * time.Minute,
 		WarmPools: h, Warm: openhands.WarmConfig{Size: 1, Shapes: []openhands.WarmShape{
@@ -79,14 +45,7 @@ func TestOpenHandsWarmShapeEgress(t *testing.T) {
 	}
 	defer func() {
 		svc.Close()
-		stop()
-		pools, _ := h.ListPools(context.Background())
-		for _, p := range pools {
-			h.RemovePool(context.Background(), p.Name)
-		}
-		h.GC(context.Background())
-		h.Close()
-		ohAssertNoLeftovers(t, dir)
+		e.teardown(t)
 	}()
 	var pools map[string]openhands.WarmRuntimeConfig
 	for deadline := time.Now().Add(3 * time.Minute); ; time.Sleep(200 * time.Millisecond) {

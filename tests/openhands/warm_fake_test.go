@@ -67,6 +67,79 @@ func fakeStart(mode, session string, env map[string]string) openhands.StartReque
 		WorkingDir: "/tmp", Environment: env, SessionID: session}
 }
 
+// warmFakeEnv is a Host for the warm Agent Server tests, with the
+// stand-in's image (fakeImage, Debian's root) imported: its state in a
+// directory of its own (dir), its background work running until teardown
+// (ctx), quiet unless SBX_TEST_LOG is set (log).
+type warmFakeEnv struct {
+	h    *sandbox.Host
+	ctx  context.Context
+	stop context.CancelFunc
+	dir  string
+	log  *slog.Logger
+}
+
+// newWarmFakeEnv makes a warmFakeEnv in a new directory named after
+// prefix; netns, if not "", is the host stand-in its bridges join. Call
+// teardown once the service over it is closed.
+func newWarmFakeEnv(t *testing.T, prefix, netns string) *warmFakeEnv {
+	t.Helper()
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Private user namespaces (the default) need the run root reachable.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	e := &warmFakeEnv{dir: dir, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	if os.Getenv("SBX_TEST_LOG") != "" {
+		e.log = slog.Default()
+	}
+	cfg := sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
+		Executor: os.Getenv("SBX_EXECUTOR_BIN"), Pull: sbx.PullNever, Logger: e.log}
+	if netns != "" {
+		cfg.HostNetNS = "/run/netns/" + netns
+	}
+	if e.h, err = sandbox.Open(cfg); err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	e.ctx, e.stop = context.WithCancel(context.Background())
+	if err := e.h.StartBackground(e.ctx); err != nil {
+		e.teardown(t)
+		t.Fatal(err)
+	}
+	tarball := filepath.Join(dir, "debian.tar")
+	if out, err := exec.Command("tar", "-C", fixture.DebianRootfs(t), "-cf", tarball, ".").CombinedOutput(); err != nil {
+		e.teardown(t)
+		t.Fatalf("tar the Debian root: %v\n%s", err, out)
+	}
+	if _, err := e.h.ImportImage(e.ctx, sbx.ImportOptions{Path: tarball, Name: fakeImage}); err != nil {
+		e.teardown(t)
+		t.Fatal(err)
+	}
+	os.Remove(tarball)
+	return e
+}
+
+// teardown stops the Host's background work, removes its pools and what
+// gc finds, closes it, checks that nothing is left and removes its
+// directory.
+func (e *warmFakeEnv) teardown(t *testing.T) {
+	t.Helper()
+	e.stop()
+	ctx := context.Background()
+	pools, _ := e.h.ListPools(ctx)
+	for _, p := range pools {
+		e.h.RemovePool(ctx, p.Name)
+	}
+	e.h.GC(ctx)
+	e.h.Close()
+	ohAssertNoLeftovers(t, e.dir)
+	os.RemoveAll(e.dir)
+}
+
 // TestOpenHandsWarmFake drives the Runtime API's warm Agent Servers over
 // a local host with a stand-in Agent Server (Debian's python): a dormant
 // server boots with a key of its own and is handed the session (its keys,
@@ -76,36 +149,8 @@ func fakeStart(mode, session string, env map[string]string) openhands.StartReque
 // shape of a cold start is learned and its next start is warm; stop and
 // close leave nothing.
 func TestOpenHandsWarmFake(t *testing.T) {
-	dir, err := os.MkdirTemp("", "sbxohw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Private user namespaces (the default) need the run root reachable.
-	if err := os.Chmod(dir, 0o711); err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if os.Getenv("SBX_TEST_LOG") != "" {
-		quiet = slog.Default()
-	}
-	h, err := sandbox.Open(sandbox.HostConfig{Root: filepath.Join(dir, "root"), RunRoot: filepath.Join(dir, "run"),
-		Executor: os.Getenv("SBX_EXECUTOR_BIN"), Pull: sbx.PullNever, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	if err := h.StartBackground(ctx); err != nil {
-		t.Fatal(err)
-	}
-	tarball := filepath.Join(dir, "debian.tar")
-	if out, err := exec.Command("tar", "-C", fixture.DebianRootfs(t), "-cf", tarball, ".").CombinedOutput(); err != nil {
-		t.Fatalf("tar the Debian root: %v\n%s", err, out)
-	}
-	if _, err := h.ImportImage(ctx, sbx.ImportOptions{Path: tarball, Name: fakeImage}); err != nil {
-		t.Fatal(err)
-	}
-	os.Remove(tarball)
+	e := newWarmFakeEnv(t, "sbxohw", "")
+	h, ctx, dir, quiet := e.h, e.ctx, e.dir, e.log
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -136,14 +181,7 @@ func TestOpenHandsWarmFake(t *testing.T) {
 	}
 	defer func() {
 		shutdown()
-		stop()
-		pools, _ := h.ListPools(context.Background())
-		for _, p := range pools {
-			h.RemovePool(context.Background(), p.Name)
-		}
-		h.GC(context.Background())
-		h.Close()
-		ohAssertNoLeftovers(t, dir)
+		e.teardown(t)
 	}()
 
 	waitShapes := func(what string, ok func(map[string]openhands.WarmRuntimeConfig) bool) map[string]openhands.WarmRuntimeConfig {

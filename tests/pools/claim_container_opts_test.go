@@ -2,6 +2,7 @@ package pools
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -24,26 +25,7 @@ func TestPoolClaimContainerOptions(t *testing.T) {
 	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "plain", Size: 1, Options: base}); err != nil {
 		t.Fatal(err)
 	}
-	// The server fills the pool in the background; FillPool starts what
-	// it has not yet.
-	if _, err := e.Host.FillPool(ctx, "plain"); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		p, err := e.C.GetPool(ctx, "plain")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range p.Ready {
-			e.See(id)
-		}
-		if len(p.Ready) == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the pool's member was not ready within 60 s")
-		}
-	}
+	waitPoolReady(t, e, "plain", 1)
 
 	c := base
 	c.Hostname, c.ExtraHosts = "claimer", []string{"db:10.1.2.3", "cache:10.1.2.4"}
@@ -79,5 +61,74 @@ func TestPoolClaimContainerOptions(t *testing.T) {
 	}
 	if err := e.C.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// waitPoolReady fills the pool name (the server fills it in the
+// background; FillPool starts what it has not yet) and waits until n of
+// its members are ready.
+func waitPoolReady(t *testing.T, e *harness.ServerEnv, name string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.Host.FillPool(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := e.C.GetPool(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range p.Ready {
+			e.See(id)
+		}
+		if len(p.Ready) >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s: %d members not ready within 60 s", name, n)
+		}
+	}
+}
+
+// TestPoolIdleTimeoutStartsCold: an idle timeout cannot be applied to a
+// running member (its activity before the claim is not the sandbox's),
+// so a create with one starts cold and says why, though a member of its
+// key is ready; the same create without it claims that member.
+func TestPoolIdleTimeoutStartsCold(t *testing.T) {
+	fixture.BusyboxRootfs(t)
+	e := harness.NewServerEnv(t, sandbox.HostConfig{}, nil)
+	ctx := context.Background()
+	// Idle checkpoints need a sandbox in the host's user namespace.
+	base := sbx.Options{Rootfs: fixture.CacheDir + "/busybox", UserNS: sbx.UserNSHost}
+	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "hostns", Size: 1, Options: base}); err != nil {
+		t.Fatal(err)
+	}
+	waitPoolReady(t, e, "hostns", 1)
+
+	idle := base
+	idle.IdleTimeout = time.Hour
+	cold, err := e.C.Create(ctx, idle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.See(cold.ID)
+	if cold.FromPool != "" || cold.CreateTimings == nil || !strings.HasPrefix(cold.CreateTimings.Pool, "miss, ") || !strings.Contains(cold.CreateTimings.Pool, "idle_timeout") {
+		t.Errorf("a create with an idle timeout: from pool %q, %+v", cold.FromPool, cold.CreateTimings)
+	}
+	if _, err := e.Host.Claim(ctx, idle, nil); !errors.Is(err, sandbox.ErrNoMember) || !strings.Contains(err.Error(), "idle_timeout") {
+		t.Errorf("Claim with an idle timeout: %v, want ErrNoMember naming idle_timeout", err)
+	}
+	warm, err := e.C.Create(ctx, base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.See(warm.ID)
+	if warm.FromPool != "hostns" {
+		t.Errorf("the same create without an idle timeout was not claimed: %+v", warm.CreateTimings)
+	}
+	for _, id := range []string{cold.ID, warm.ID} {
+		if err := e.C.Remove(ctx, id, sbx.RemoveOptions{Force: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -131,3 +131,20 @@ def test_wheel_is_ready_to_publish(tmp_path: Path) -> None:
     assert headers.get("Description-Content-Type") == ["text/markdown"]
     assert any(u.startswith("Source, https://github.com/sbxrun/sbx") for u in headers.get("Project-URL", []))
     assert "sbx serve" in meta.split("\n\n", 1)[1]
+
+
+def test_docs_list_every_create_option() -> None:
+    """docs/python.md's table names every parameter of sandboxes.create."""
+    import re
+
+    from sbx._async.client import AsyncSandboxes
+
+    doc = (SDK.parents[1] / "docs" / "python.md").read_text()
+    m = re.search(r"`c\.sandboxes\.create\(image, \*, ([^)]*)\)`", doc)
+    assert m, "docs/python.md has no c.sandboxes.create(image, *, ...) row"
+    documented = [p.strip() for p in m.group(1).split(",")]
+    params = [p for p in inspect.signature(AsyncSandboxes.create).parameters if p not in ("self", "image")]
+    assert sorted(documented) == sorted(params), (
+        f"missing from the docs: {sorted(set(params) - set(documented))}, "
+        f"not parameters: {sorted(set(documented) - set(params))}"
+    )

@@ -134,8 +134,8 @@ class AsyncClient(AsyncClosing):
         return DiskUsage.from_json(await self._http.call("GET", "/v1/system/df", what="disk usage", timeout=None))
 
     async def prune(self, *, all: bool = False) -> PruneReport:
-        """Remove the stopped sandboxes, then with ``all`` every image no
-        sandbox uses, then the layers no image uses (``docker system
+        """Remove the exited sandboxes (stopped, or whose main command
+        ended), then with ``all`` every image no sandbox uses, then the layers no image uses (``docker system
         prune``)."""
         reply = await self._http.call("POST", "/v1/system/prune", what="prune", json={"all": all}, timeout=None)
         return PruneReport.from_json(reply)

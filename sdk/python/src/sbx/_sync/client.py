@@ -135,8 +135,8 @@ class Client(Closing):
         return DiskUsage.from_json(self._http.call("GET", "/v1/system/df", what="disk usage", timeout=None))
 
     def prune(self, *, all: bool = False) -> PruneReport:
-        """Remove the stopped sandboxes, then with ``all`` every image no
-        sandbox uses, then the layers no image uses (``docker system
+        """Remove the exited sandboxes (stopped, or whose main command
+        ended), then with ``all`` every image no sandbox uses, then the layers no image uses (``docker system
         prune``)."""
         reply = self._http.call("POST", "/v1/system/prune", what="prune", json={"all": all}, timeout=None)
         return PruneReport.from_json(reply)
