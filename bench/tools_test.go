@@ -84,10 +84,15 @@ func TestTraceAndABTestTools(t *testing.T) {
 	run(t, "sh", "-n", "trace/pstat.sh")
 
 	out := run(t, "python3", "abtest/abtest.py", "-n", "2", "--warmup", "0", "--rootfs", rootfs, "a="+sbxBin, "b="+sbxBin)
-	for _, want := range []string{"2 rounds;", "cold  a ", "ready b ", "cold  paired b/a: median", "ready paired b/a: median"} {
+	for _, want := range []string{"2 rounds;", "cold  a ", "ready b ", "cold  paired b/a: median", "ready paired b/a: median", "cpu   paired b/a: median"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("abtest.py printed no %q:\n%s", want, out)
 		}
+	}
+	// The target's form: the root imported as an image, the host's user namespace.
+	out = run(t, "python3", "abtest/abtest.py", "-n", "1", "--warmup", "0", "--image", "--userns", "host", "--rootfs", rootfs, "a="+sbxBin, "b="+sbxBin)
+	if !strings.Contains(out, "cold  paired b/a: median") {
+		t.Errorf("abtest.py --image --userns host printed no paired cold ratio:\n%s", out)
 	}
 
 	out = run(t, "python3", "abtest/executorstart.py", "-n", "2", "--warmup", "0", "a="+sbxBin, "b="+sbxBin+",GOMAXPROCS=1")
