@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -187,6 +188,9 @@ func (n *Network) readEgressTargets() map[netip.Addr]EgressTarget {
 	ents, _ := os.ReadDir(n.leaseDir())
 	out := map[netip.Addr]EgressTarget{}
 	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue // a lease being written (stageLease)
+		}
 		data, err := os.ReadFile(n.leaseDir() + "/" + e.Name())
 		if err != nil {
 			continue

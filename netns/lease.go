@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/sbxrun/sbx/internal/swapfile"
+	"golang.org/x/sys/unix"
 )
 
 // leaseState is where a lease is in its life.
@@ -92,23 +92,52 @@ func (n *Network) reserveLease(l *lease) error {
 
 // writeLease replaces a lease file atomically.
 func (n *Network) writeLease(l *lease) error {
+	if err := n.stageLease(l); err != nil {
+		return err
+	}
+	err := n.commitLease(l)
+	n.dropStaged(l)
+	return err
+}
+
+// stagedPath is where a lease's next content is written before it is put
+// in place. Readers take only names ending in .json for leases.
+func (n *Network) stagedPath(l *lease) string { return n.leasePath(l.IP) + ".tmp" }
+
+// stageLease writes l to its staged file, for commitLease to put in
+// place. Remove it (dropStaged) if it is not.
+func (n *Network) stageLease(l *lease) error {
 	data, err := json.MarshalIndent(l, "", "  ")
 	if err != nil {
 		return err
 	}
-	p := n.leasePath(l.IP)
-	tmp := p + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return fmt.Errorf("write lease %s: %w", l.IP, err)
-	}
-	// Swapped in, not renamed over the old lease: a claim writes a lease
-	// on its critical path, and ext4 flushes a file renamed over another.
-	if err := swapfile.Replace(tmp, p); err != nil {
-		os.Remove(tmp)
+	if err := os.WriteFile(n.stagedPath(l), data, 0o600); err != nil {
 		return fmt.Errorf("write lease %s: %w", l.IP, err)
 	}
 	return nil
 }
+
+// commitLease puts l's staged file in place of its lease, atomically for
+// readers, and leaves the old one at the staged path for dropStaged: an
+// unlink a caller in a hurry does after. The files are swapped, not one
+// renamed over the other: ext4 flushes a file renamed over another
+// (auto_da_alloc), which waits for the disk when it is busy (see
+// swapfile.Replace). A file system that cannot swap renames.
+func (n *Network) commitLease(l *lease) error {
+	tmp, p := n.stagedPath(l), n.leasePath(l.IP)
+	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_EXCHANGE)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		return fmt.Errorf("write lease %s: %w", l.IP, err)
+	}
+	return nil
+}
+
+// dropStaged removes what is left at l's staged path: the old lease after
+// commitLease, or a staged one not put in place.
+func (n *Network) dropStaged(l *lease) { _ = os.Remove(n.stagedPath(l)) }
 
 func (n *Network) removeLease(l *lease) error {
 	if err := os.Remove(n.leasePath(l.IP)); err != nil && !errors.Is(err, os.ErrNotExist) {
