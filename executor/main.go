@@ -148,6 +148,9 @@ func serve(o options) error {
 	// does itself is small. A second P only adds thread hand-offs to every
 	// request (measured: a third more CPU and 0.1-0.3 ms more per exec),
 	// and threads that count against the sandbox's pids limit and memory.
+	// sbx sets GOMAXPROCS=1 in the environment of a sandbox's PID 1, which
+	// the runtime reads at start: this call, which stops the world after
+	// the runtime has started threads for every CPU, is for other callers.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}

@@ -43,7 +43,8 @@ type Config struct {
 	// Workdir is the default working directory (empty: "/").
 	Workdir string
 	// ScratchDir holds the sessions' command files (empty: a new directory
-	// under the first writable of /tmp, /dev/shm, /run).
+	// under the first writable of /tmp, /dev/shm, /run, /var/tmp), made by
+	// the first shell session.
 	ScratchDir string
 	// StopTimeout is the grace between SIGTERM and SIGKILL at shutdown
 	// (default 5 s).
@@ -71,8 +72,10 @@ type Server struct {
 	log         *slog.Logger
 	started     time.Time
 	execs       chan struct{}
-	scratch     string
+	scratchMu   sync.Mutex // guards the three below
+	scratch     string     // made on the first session (sessionScratch)
 	ownsScratch bool
+	scratchGone bool     // removed at shutdown: no session makes it again
 	devNull     *os.File // stdin of commands without input
 	outBudget   *outbuf.Budget
 	defaults    atomic.Pointer[defaults]
@@ -148,20 +151,35 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
 	s.devNull = devNull
-	if err := s.makeScratch(); err != nil {
-		devNull.Close()
-		return nil, err
-	}
 	sup, err := proc.NewSupervisor()
 	if err != nil {
 		devNull.Close()
-		s.removeScratch()
 		return nil, err
 	}
 	s.sup = sup
 	return s, nil
 }
 
+// sessionScratch returns the directory that holds the sessions' command
+// files, made on the first call: a sandbox that runs no shell session
+// never writes it, and the executor answers its first request without the
+// mkdir (which copies /tmp up into the writable layer). A failure is
+// returned to that session and tried again by the next.
+func (s *Server) sessionScratch() (string, error) {
+	s.scratchMu.Lock()
+	defer s.scratchMu.Unlock()
+	if s.scratchGone {
+		return "", errStopping
+	}
+	if s.scratch == "" {
+		if err := s.makeScratch(); err != nil {
+			return "", err
+		}
+	}
+	return s.scratch, nil
+}
+
+// makeScratch makes the scratch directory; the caller holds scratchMu.
 func (s *Server) makeScratch() error {
 	if s.cfg.ScratchDir != "" {
 		if err := os.MkdirAll(s.cfg.ScratchDir, 0o711); err != nil {
@@ -177,7 +195,7 @@ func (s *Server) makeScratch() error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := os.Chmod(dir, 0o711); err != nil {
+		if err := chmodDir(dir, 0o711); err != nil {
 			os.Remove(dir)
 			errs = append(errs, err)
 			continue
@@ -188,7 +206,21 @@ func (s *Server) makeScratch() error {
 	return fmt.Errorf("no writable scratch directory for shell sessions (set --scratch-dir): %w", errors.Join(errs...))
 }
 
+// chmodDir sets the mode of the directory dir itself, never of what a
+// symlink put in its place (by sandboxed code, once commands run) points to.
+func chmodDir(dir string, mode os.FileMode) error {
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(mode)
+}
+
 func (s *Server) removeScratch() {
+	s.scratchMu.Lock()
+	defer s.scratchMu.Unlock()
+	s.scratchGone = true
 	if s.ownsScratch {
 		os.RemoveAll(s.scratch)
 	}

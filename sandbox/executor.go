@@ -189,8 +189,25 @@ func (h *Host) executorSpec(sb *sbx.Sandbox, extra []specs.Mount, uns *usernsHan
 		}
 		done = p.closeUserNS
 	}
-	env := executorEnv(sb)
-	return containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds), done, nil
+	env := executorProcessEnv(processEnv(executorEnv(sb), p.hostname, false, "/root"))
+	return containerSpec(p, executorArgs(isolate.ExecutorPath, sb), env, "/", rootfs.User{Home: "/root"}, binds), done, nil
+}
+
+// executorProcessEnv is PID 1's own environment: env with GOMAXPROCS=1 in
+// place of any value the sandbox's variables give it. The executor runs
+// on one P; set before its Go runtime starts, the runtime makes only that
+// one, where a runtime.GOMAXPROCS(1) call after the start would stop the
+// world and the runtime would have started threads for a second P in the
+// meantime. Commands are unaffected: their environment comes from
+// --env-fd (executorEnv), not from PID 1's.
+func executorProcessEnv(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if !strings.HasPrefix(e, "GOMAXPROCS=") {
+			out = append(out, e)
+		}
+	}
+	return append(out, "GOMAXPROCS=1")
 }
 
 // attachmentOf is the network a recorded sandbox's container joins.
