@@ -56,7 +56,8 @@ func TestFloorTools(t *testing.T) {
 
 // TestTraceAndABTestTools runs the root-only tools once each, briefly:
 // abtest.py on two names for the same sbx binary (cold and ready rounds
-// and the paired ratio), attachgap's table of cgroup moves, churncpu's
+// and the paired ratio), executorstart.py on the sbx binary's executor
+// with and without a setting, attachgap's table of cgroup moves, churncpu's
 // CPU per create and remove; the Python scripts of bench/trace and
 // bench/abtest compile, and pstat.sh parses.
 func TestTraceAndABTestTools(t *testing.T) {
@@ -73,7 +74,7 @@ func TestTraceAndABTestTools(t *testing.T) {
 			t.Errorf("the tools left cgroups behind: %v", err)
 		}
 	})
-	for _, py := range []string{"abtest/abtest.py", "abtest/roundtrip.py", "trace/phases.py", "trace/tail.py"} {
+	for _, py := range []string{"abtest/abtest.py", "abtest/roundtrip.py", "abtest/executorstart.py", "trace/phases.py", "trace/tail.py"} {
 		run(t, "python3", "-m", "py_compile", py)
 	}
 	t.Cleanup(func() {
@@ -83,9 +84,21 @@ func TestTraceAndABTestTools(t *testing.T) {
 	run(t, "sh", "-n", "trace/pstat.sh")
 
 	out := run(t, "python3", "abtest/abtest.py", "-n", "2", "--warmup", "0", "--rootfs", rootfs, "a="+sbxBin, "b="+sbxBin)
-	for _, want := range []string{"2 rounds;", "cold  a ", "ready b ", "cold  paired b/a: median", "ready paired b/a: median"} {
+	for _, want := range []string{"2 rounds;", "cold  a ", "ready b ", "cold  paired b/a: median", "ready paired b/a: median", "cpu   paired b/a: median"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("abtest.py printed no %q:\n%s", want, out)
+		}
+	}
+	// The target's form: the root imported as an image, the host's user namespace.
+	out = run(t, "python3", "abtest/abtest.py", "-n", "1", "--warmup", "0", "--image", "--userns", "host", "--rootfs", rootfs, "a="+sbxBin, "b="+sbxBin)
+	if !strings.Contains(out, "cold  paired b/a: median") {
+		t.Errorf("abtest.py --image --userns host printed no paired cold ratio:\n%s", out)
+	}
+
+	out = run(t, "python3", "abtest/executorstart.py", "-n", "2", "--warmup", "0", "a="+sbxBin, "b="+sbxBin+",GOMAXPROCS=1")
+	for _, want := range []string{"2 rounds;", "a          wall p50", "paired b/a: wall"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("executorstart.py printed no %q:\n%s", want, out)
 		}
 	}
 

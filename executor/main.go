@@ -38,6 +38,7 @@ const (
 // subcommand of the sbx-executor binary (and of "sbx executor"):
 //
 //	[--listen-fd N | --socket PATH] [--seccomp-fd N] [--env-fd N]
+//	[--claim-defaults-fd N]
 //	[--user U] [--env K=V]... [--workdir DIR] [--scratch-dir DIR]
 //	[--output-budget BYTES] [--stop-timeout D] [--log-level L]
 //
@@ -63,6 +64,7 @@ type options struct {
 	listenFD     int
 	seccompFD    int
 	envFD        int
+	defaultsFD   int
 	socket       string
 	user         string
 	env          []string
@@ -96,6 +98,7 @@ func parseArgs(args []string) (options, error) {
 	fs.StringVar(&o.user, "user", "", "default user of commands: name, uid or uid:gid (default: the executor's)")
 	fs.Var((*envFlags)(&o.env), "env", "default environment variable of commands, KEY=VALUE (repeatable)")
 	fs.IntVar(&o.envFD, "env-fd", -1, "read more default environment variables (NUL-separated KEY=VALUE) from this fd, so that they do not show in ps")
+	fs.IntVar(&o.defaultsFD, "claim-defaults-fd", -1, "an empty file into which the host writes the defaults (JSON: env, workdir, user) of the sandbox that claims this warm pool member; they apply from the next request on")
 	fs.StringVar(&o.workdir, "workdir", "/", "default working directory of commands")
 	fs.StringVar(&o.scratchDir, "scratch-dir", "", "directory for session command files (default: a new one under /tmp)")
 	fs.Int64Var(&o.outputBudget, "output-budget", DefaultOutputBudget, "bytes of output held for all running commands and sessions together; past it output is truncated")
@@ -145,6 +148,9 @@ func serve(o options) error {
 	// does itself is small. A second P only adds thread hand-offs to every
 	// request (measured: a third more CPU and 0.1-0.3 ms more per exec),
 	// and threads that count against the sandbox's pids limit and memory.
+	// sbx sets GOMAXPROCS=1 in the environment of a sandbox's PID 1, which
+	// the runtime reads at start: this call, which stops the world after
+	// the runtime has started threads for every CPU, is for other callers.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
@@ -170,14 +176,22 @@ func serve(o options) error {
 	if err != nil {
 		return err
 	}
+	var claimDefaults *os.File
+	if o.defaultsFD >= 0 {
+		if claimDefaults = os.NewFile(uintptr(o.defaultsFD), "claim-defaults"); claimDefaults == nil {
+			ln.Close()
+			return fmt.Errorf("--claim-defaults-fd %d is not an open file descriptor", o.defaultsFD)
+		}
+	}
 	srv, err := New(Config{
-		User:         o.user,
-		Env:          o.env,
-		Workdir:      o.workdir,
-		ScratchDir:   o.scratchDir,
-		StopTimeout:  o.stopTimeout,
-		OutputBudget: o.outputBudget,
-		Logger:       log,
+		ClaimDefaults: claimDefaults,
+		User:          o.user,
+		Env:           o.env,
+		Workdir:       o.workdir,
+		ScratchDir:    o.scratchDir,
+		StopTimeout:   o.stopTimeout,
+		OutputBudget:  o.outputBudget,
+		Logger:        log,
 	})
 	if err != nil {
 		ln.Close()

@@ -127,6 +127,10 @@ func (s *Server) checkpointPrepare(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusConflict, api.CodeBusy, "this executor does not serve on a listener it can hand back")
 		return
 	}
+	// A sandbox being checkpointed was claimed (if it was a pool
+	// member): the claim defaults file, applied by now if the claim wrote
+	// it, has nothing more to say and stays out of the checkpoint.
+	s.releaseClaimDefaults()
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	name := "@sbx-ckpt-" + hex.EncodeToString(b[:])

@@ -43,7 +43,8 @@ type Config struct {
 	// Workdir is the default working directory (empty: "/").
 	Workdir string
 	// ScratchDir holds the sessions' command files (empty: a new directory
-	// under the first writable of /tmp, /dev/shm, /run).
+	// under the first writable of /tmp, /dev/shm, /run, /var/tmp), made by
+	// the first shell session.
 	ScratchDir string
 	// StopTimeout is the grace between SIGTERM and SIGKILL at shutdown
 	// (default 5 s).
@@ -57,6 +58,11 @@ type Config struct {
 	OutputBudget int64
 	// Logger receives the executor's logs (default slog.Default()).
 	Logger *slog.Logger
+	// ClaimDefaults, if not nil, is an empty file (a warm pool member's)
+	// into which the host writes the defaults of the sandbox that claims
+	// the member, as JSON api.Defaults: they replace User, Env and Workdir
+	// before the next request is served. The server owns it.
+	ClaimDefaults *os.File
 }
 
 // Server is the executor's HTTP API.
@@ -66,11 +72,17 @@ type Server struct {
 	log         *slog.Logger
 	started     time.Time
 	execs       chan struct{}
-	scratch     string
+	scratchMu   sync.Mutex // guards the three below
+	scratch     string     // made on the first session (sessionScratch)
 	ownsScratch bool
+	scratchGone bool     // removed at shutdown: no session makes it again
 	devNull     *os.File // stdin of commands without input
 	outBudget   *outbuf.Budget
 	defaults    atomic.Pointer[defaults]
+	// claimDefaults is Config.ClaimDefaults until it is applied; claimMu
+	// serialises its reading.
+	claimDefaults atomic.Pointer[os.File]
+	claimMu       sync.Mutex
 
 	serving atomic.Pointer[serving] // set by Serve
 
@@ -131,25 +143,43 @@ func New(cfg Config) (*Server, error) {
 		outBudget: outbuf.NewBudget(cfg.OutputBudget),
 	}
 	s.setDefaults(cfg.Env, cfg.Workdir, user, cfg.User)
+	if cfg.ClaimDefaults != nil {
+		s.claimDefaults.Store(cfg.ClaimDefaults)
+	}
 	devNull, err := os.Open(os.DevNull)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", os.DevNull, err)
 	}
 	s.devNull = devNull
-	if err := s.makeScratch(); err != nil {
-		devNull.Close()
-		return nil, err
-	}
 	sup, err := proc.NewSupervisor()
 	if err != nil {
 		devNull.Close()
-		s.removeScratch()
 		return nil, err
 	}
 	s.sup = sup
 	return s, nil
 }
 
+// sessionScratch returns the directory that holds the sessions' command
+// files, made on the first call: a sandbox that runs no shell session
+// never writes it, and the executor answers its first request without the
+// mkdir (which copies /tmp up into the writable layer). A failure is
+// returned to that session and tried again by the next.
+func (s *Server) sessionScratch() (string, error) {
+	s.scratchMu.Lock()
+	defer s.scratchMu.Unlock()
+	if s.scratchGone {
+		return "", errStopping
+	}
+	if s.scratch == "" {
+		if err := s.makeScratch(); err != nil {
+			return "", err
+		}
+	}
+	return s.scratch, nil
+}
+
+// makeScratch makes the scratch directory; the caller holds scratchMu.
 func (s *Server) makeScratch() error {
 	if s.cfg.ScratchDir != "" {
 		if err := os.MkdirAll(s.cfg.ScratchDir, 0o711); err != nil {
@@ -165,7 +195,7 @@ func (s *Server) makeScratch() error {
 			errs = append(errs, err)
 			continue
 		}
-		if err := os.Chmod(dir, 0o711); err != nil {
+		if err := chmodDir(dir, 0o711); err != nil {
 			os.Remove(dir)
 			errs = append(errs, err)
 			continue
@@ -176,7 +206,21 @@ func (s *Server) makeScratch() error {
 	return fmt.Errorf("no writable scratch directory for shell sessions (set --scratch-dir): %w", errors.Join(errs...))
 }
 
+// chmodDir sets the mode of the directory dir itself, never of what a
+// symlink put in its place (by sandboxed code, once commands run) points to.
+func chmodDir(dir string, mode os.FileMode) error {
+	f, err := os.OpenFile(dir, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(mode)
+}
+
 func (s *Server) removeScratch() {
+	s.scratchMu.Lock()
+	defer s.scratchMu.Unlock()
+	s.scratchGone = true
 	if s.ownsScratch {
 		os.RemoveAll(s.scratch)
 	}
@@ -215,7 +259,13 @@ func (s *Server) Handler() http.Handler {
 		}
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s", r.Method, r.URL.Path))
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.applyClaimDefaults(); err != nil {
+			s.fail(w, err)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // allowedMethods lists the methods with an endpoint at r's path (the

@@ -45,6 +45,11 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	scratch, err := s.sessionScratch()
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
 	sid := newID()
 	ss, err := shell.New(r.Context(), s.sup, sid, shell.Options{
 		Argv:       argv,
@@ -52,7 +57,7 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 		Dir:        dir,
 		User:       id,
 		Credential: cred,
-		ScratchDir: filepath.Join(s.scratch, sid),
+		ScratchDir: filepath.Join(scratch, sid),
 		Budget:     s.outBudget,
 	})
 	if err != nil {

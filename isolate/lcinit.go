@@ -44,6 +44,20 @@ __attribute__((constructor(101))) static void sbx_lcinit_handover(int argc, char
 	// The descriptor closes on exec: the sandbox never sees it.
 	if (fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
 		return;
+	// The init stage runs on one P (libcontainer's Init sets GOMAXPROCS
+	// to 1), but libcontainer passes the parent's GOMAXPROCS, empty when
+	// unset: the runtime would start threads for every CPU and then stop
+	// the world to drop them. Set before it starts, it makes one P only.
+	// (This environment is the init stage's own: PID 1 gets the spec's.)
+	size_t nenv = 0;
+	while (envp[nenv] != NULL)
+		nenv++;
+	char **env = calloc(nenv + 1, sizeof *env);
+	if (env != NULL) {
+		for (size_t i = 0; i < nenv; i++)
+			env[i] = strcmp(envp[i], "GOMAXPROCS=") == 0 ? (char *)"GOMAXPROCS=1" : envp[i];
+		envp = env;
+	}
 	syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
 	// The exec failed: continue as the program's own init.
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -72,6 +73,17 @@ func TestInitStageRunsSmallBinary(t *testing.T) {
 	}
 	if !strings.HasPrefix(filepath.Base(exe), "sbx-lcinit-") {
 		t.Errorf("init stage runs %s, want the sealed sbx-lcinit", exe)
+	}
+	// Its Go runtime started with one P: the handover set GOMAXPROCS,
+	// which libcontainer passes empty when this process has none.
+	if os.Getenv("GOMAXPROCS") == "" {
+		environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vars := strings.Split(string(environ), "\x00"); !slices.Contains(vars, "GOMAXPROCS=1") {
+			t.Errorf("init stage's environment %q, want GOMAXPROCS=1", vars)
+		}
 	}
 	if err := lc.Exec(); err != nil {
 		t.Fatalf("exec PID 1: %v", err)

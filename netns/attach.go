@@ -446,7 +446,7 @@ func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMappin
 	out := make([]PortMapping, len(req))
 	copy(out, req)
 	var socks []*os.File
-	err := InNamespace(n.hostFD(), func() error {
+	err := n.InHostNS(func() error {
 		for i := range out {
 			p := &out[i]
 			if p.HostPort != 0 {

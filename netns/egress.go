@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,7 +91,7 @@ func egressNATRules(ch *nftables.Chain, l *lease) []*nftables.Rule {
 
 // addEgressRedirect adds chain eg-KEY and its jump from prerouting (first,
 // with the lease's key as user data) for a proxied sandbox.
-func (n *Network) addEgressRedirect(c *nftables.Conn, l *lease) {
+func (n *Network) addEgressRedirect(c ruleWriter, l *lease) {
 	_, nat, _ := n.tables()
 	ch := c.AddChain(&nftables.Chain{Name: prefixEgress + l.Key, Table: nat})
 	for _, r := range egressNATRules(ch, l) {
@@ -103,7 +104,7 @@ func (n *Network) addEgressRedirect(c *nftables.Conn, l *lease) {
 // replaceEgressRedirect changes (in c's batch) the redirect of a sandbox
 // whose policy goes from old to l's: the chain is made, refilled or
 // removed with its jump.
-func (n *Network) replaceEgressRedirect(c *nftables.Conn, old, l *lease) error {
+func (n *Network) replaceEgressRedirect(c ruleWriter, old, l *lease) error {
 	_, nat, _ := n.tables()
 	ch := &nftables.Chain{Name: prefixEgress + l.Key, Table: nat}
 	switch was, is := old.Egress.proxied(), l.Egress.proxied(); {
@@ -115,7 +116,12 @@ func (n *Network) replaceEgressRedirect(c *nftables.Conn, old, l *lease) error {
 			c.AddRule(r)
 		}
 	case was && !is:
-		if err := delKeyedRules(c, nat, "prerouting", l.Key); err != nil {
+		// The jump's handle is looked up on a connection of its own.
+		lc, err := n.nft()
+		if err != nil {
+			return err
+		}
+		if err := delKeyedRules(lc, c, nat, "prerouting", l.Key); err != nil {
 			return err
 		}
 		c.FlushChain(ch)
@@ -182,6 +188,9 @@ func (n *Network) readEgressTargets() map[netip.Addr]EgressTarget {
 	ents, _ := os.ReadDir(n.leaseDir())
 	out := map[netip.Addr]EgressTarget{}
 	for _, e := range ents {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue // a lease being written (stageLease)
+		}
 		data, err := os.ReadFile(n.leaseDir() + "/" + e.Name())
 		if err != nil {
 			continue

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	mdnetlink "github.com/mdlayher/netlink"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -76,6 +77,10 @@ type Network struct {
 	ready   bool // bridge and base rules checked by this process
 	subnet  netip.Prefix
 	gateway netip.Addr
+
+	// nfnl is the netlink socket claims send their rules on (batch.go),
+	// while no batch uses it.
+	nfnl chan *mdnetlink.Conn
 }
 
 // Open prepares a Network. It changes nothing on the host: the bridge and
@@ -145,11 +150,16 @@ func Open(cfg Config) (*Network, error) {
 		return nil, fmt.Errorf("netlink handle in host namespace: %w", err)
 	}
 	shared := sharedPath(cfg.SharedDir, cfg.BridgeName, id)
-	return &Network{cfg: cfg, shared: shared, hostNS: f, host: h, log: cfg.Logger}, nil
+	return &Network{cfg: cfg, shared: shared, hostNS: f, host: h, log: cfg.Logger, nfnl: make(chan *mdnetlink.Conn, 1)}, nil
 }
 
 // Close releases the host namespace handle. Sandboxes stay attached.
 func (n *Network) Close() error {
+	select {
+	case c := <-n.nfnl:
+		_ = c.Close()
+	default:
+	}
 	n.host.Close()
 	return n.hostNS.Close()
 }

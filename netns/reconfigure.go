@@ -1,11 +1,14 @@
 package netns
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/google/nftables"
@@ -53,7 +56,12 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err := n.readBridge(); err != nil {
 		return nil, err
 	}
-	leases, err := n.readLeases()
+	// Only the leases that name the sandbox, and, to check new ports
+	// against, those that publish ports, are decoded.
+	owner := []byte(strconv.Quote(sandboxID))
+	leases, err := n.readLeasesMatching(func(data []byte) bool {
+		return bytes.Contains(data, owner) || len(opts.Publish) > 0 && bytes.Contains(data, []byte(`"ports"`))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +86,6 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if egress.Kind == "" {
 		egress.Kind = EgressDefault
 	}
-	filters := !egress.equal(l.Egress) || !slices.Equal(opts.AllowHostPorts, l.AllowHostPorts) || !slices.Equal(opts.DNS, l.DNS)
 	l.Egress, l.AllowHostPorts, l.DNS = egress, slices.Clone(opts.AllowHostPorts), slices.Clone(opts.DNS)
 	if opts.Hostname != "" {
 		l.Hostname = opts.Hostname
@@ -87,16 +94,38 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		l.Ports = ports
 	}
 	r := &Reconfiguring{Attachment: n.attachment(l), done: make(chan error, 1)}
+	// The batch of rules is made now, while the caller waits for other
+	// work anyway: applying sends it as it is.
+	batch, err := n.replaceRules(&old, l, r.DNS)
+	if err != nil {
+		closeHeld(socks)
+		return nil, err
+	}
+	// So is the new lease, unless a holder is to be started for the
+	// ports, which it names: applying puts it in place, and removes the
+	// old one once Wait has returned.
+	staged := len(socks) == 0 || old.Holder != nil
+	if staged {
+		if err := n.stageLease(l); err != nil {
+			n.dropStaged(l)
+			closeHeld(socks)
+			return nil, err
+		}
+	}
+	// The lease stays (the lock's holder alone removes leases): the lock
+	// is released without looking for an empty lease directory.
 	r.apply = func() {
 		go func() {
-			defer lk.unlock()
+			defer lk.release()
 			defer closeHeld(socks)
-			r.done <- n.applyReconfigure(&old, l, socks, filters)
+			r.done <- n.applyReconfigure(&old, l, socks, batch, staged)
+			n.dropStaged(l)
 		}()
 	}
 	r.abort = func() {
+		n.dropStaged(l)
 		closeHeld(socks)
-		lk.unlock()
+		lk.release()
 	}
 	unlock = false
 	return r, nil
@@ -104,46 +133,37 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 
 // applyReconfigure makes the network of lease l (old before Reconfigure
 // changed it in memory) what l says: the ports' sockets socks handed to
-// a holder (the standby one, or one started for them), the lease written,
-// then, if the filters or the ports change, the rules replaced. On error
-// the lease and the holders are as in old.
-func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, filters bool) error {
-	// The member's standby holder takes the ports' sockets; without one
-	// (or if it cannot be reached), a holder is started for them and the
-	// standby one, if any, stopped once the lease records the new one.
-	hold, standby := old.Holder, false
-	var ready *os.File
-	if len(socks) > 0 && hold != nil {
-		if err := n.handToHolder(old, socks); err != nil {
-			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)
-		} else {
-			standby = true
+// a holder (the standby one, or one started for them), the lease written
+// (put in place if staged), then the rules' batch sent. The lease is
+// written while the standby holder takes the sockets: it names that
+// holder before and after. On error the lease and the holders are as in
+// old.
+func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch, staged bool) error {
+	var handed chan error
+	if len(socks) > 0 && old.Holder != nil {
+		handed = make(chan error, 1)
+		go func() { handed <- n.handToHolder(old, socks) }()
+	}
+	var (
+		hold         *holder // the holder that took the ports
+		started      bool    // hold was started for them
+		staleStopped bool    // and old's standby holder stopped
+		ready        *os.File
+	)
+	defer func() {
+		if ready != nil {
+			ready.Close()
 		}
-	}
-	var stale *holder
-	staleStopped := false
-	if len(socks) > 0 && !standby {
-		stale = old.Holder
-		var err error
-		if hold, ready, err = n.startHolder(socks); err != nil {
-			*l = *old
-			return err
-		}
-		defer ready.Close()
-	}
-	if len(socks) > 0 {
-		l.Holder = hold
-	}
-	handed := len(socks) > 0
+	}()
 	undo := func(err error) error {
 		restored := *old
-		if handed {
+		if hold != nil {
 			// The holder that took the ports goes; the lease keeps the
 			// standby one only if it still runs without them.
 			if serr := stopHolder(hold); serr != nil {
 				err = errors.Join(err, serr)
 			}
-			if standby || staleStopped {
+			if !started || staleStopped {
 				restored.Holder = nil
 			}
 		}
@@ -153,23 +173,60 @@ func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, filters bool
 		}
 		return err
 	}
-	if err := n.writeLease(l); err != nil {
-		return undo(err)
+	// Without a standby holder, one is started for the ports first, to be
+	// recorded in the lease.
+	startHolder := func() error {
+		h, w, err := n.startHolder(socks)
+		if err != nil {
+			return err
+		}
+		hold, started, ready, l.Holder = h, true, w, h
+		return nil
+	}
+	if len(socks) > 0 && handed == nil {
+		if err := startHolder(); err != nil {
+			*l = *old
+			return err
+		}
+	}
+	var werr error
+	if staged {
+		werr = n.commitLease(l)
+	} else {
+		werr = n.writeLease(l)
+	}
+	if handed != nil {
+		if err := <-handed; err != nil {
+			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)
+		} else {
+			hold = old.Holder
+		}
+	}
+	if werr != nil {
+		return undo(werr)
+	}
+	if len(socks) > 0 && hold == nil {
+		// The standby holder took no ports: one is started for them, and
+		// the standby one stopped once the lease records the new one.
+		if err := startHolder(); err != nil {
+			return undo(err)
+		}
+		if err := n.writeLease(l); err != nil {
+			return undo(err)
+		}
 	}
 	if err := releaseHolder(ready); err != nil {
 		return undo(err)
 	}
-	if stale != nil {
+	ready = nil
+	if started && old.Holder != nil {
 		staleStopped = true
-		if err := stopHolder(stale); err != nil {
+		if err := stopHolder(old.Holder); err != nil {
 			n.log.Warn("stop the standby port holder", "sandbox", l.Owner, "err", err)
 		}
 	}
-	if !filters && len(socks) == 0 {
-		return nil
-	}
-	if err := n.replaceRules(old, l, filters); err != nil {
-		return undo(err)
+	if err := n.sendBatch(batch); err != nil { // one batch: all or nothing
+		return undo(fmt.Errorf("replace the rules of sandbox %s: %w", l.Owner, err))
 	}
 	return nil
 }
@@ -202,16 +259,20 @@ func (r *Reconfiguring) Wait() error {
 	return <-r.done
 }
 
-// replaceRules puts the filter rules of l (if filters) and the DNAT rules
-// of its ports in front of its old ones, in one batch; the egress redirect
-// changes from old's to l's in the same batch.
-func (n *Network) replaceRules(old, l *lease, filters bool) error {
-	c, err := n.nft()
-	if err != nil {
-		return err
-	}
+// replaceRules makes the batch that gives lease l (old before) its new
+// rules: the filter rules of each of its chains whose rules change
+// (forward: the egress policy and name servers dns; host input: the
+// allowed host ports, name servers and whether the policy is proxied or
+// none), put in front of the old ones, the egress redirect changed from
+// old's to l's, and the DNAT rules of its new ports. Nothing is sent.
+func (n *Network) replaceRules(old, l *lease, dns []netip.Addr) (*ruleBatch, error) {
+	c := &ruleBatch{}
 	inet, nat, _ := n.tables()
-	if filters {
+	sameDNS := slices.Equal(old.DNS, l.DNS)
+	forward := !sameDNS || !old.Egress.equal(l.Egress)
+	hostIn := !sameDNS || !slices.Equal(old.AllowHostPorts, l.AllowHostPorts) ||
+		old.Egress.proxied() != l.Egress.proxied() || (old.Egress.kind() == EgressNone) != (l.Egress.kind() == EgressNone)
+	if forward || hostIn {
 		fw := &nftables.Chain{Name: prefixForward + l.Key, Table: inet}
 		in := &nftables.Chain{Name: prefixHostIn + l.Key, Table: inet}
 		// The new rules go in front of the old ones, which they make
@@ -219,18 +280,20 @@ func (n *Network) replaceRules(old, l *lease, filters bool) error {
 		// packet. Deleting rules costs the kernel an RCU grace period (10
 		// ms and more on a busy host); the old ones go with the chains
 		// when the sandbox's network is detached.
-		dns, _ := n.sandboxDNS(l.DNS)
 		rules := n.filterRules(fw, in, l, dns)
 		for i := len(rules) - 1; i >= 0; i-- {
-			c.InsertRule(rules[i])
+			if rules[i].Chain == fw && forward || rules[i].Chain == in && hostIn {
+				c.InsertRule(rules[i])
+			}
 		}
+	}
+	if forward {
 		if err := n.replaceEgressRedirect(c, old, l); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	addPortRules(c, nat, l)
-	if err := c.Flush(); err != nil { // one batch: all or nothing
-		return fmt.Errorf("replace the rules of sandbox %s: %w", l.Owner, err)
+	if len(l.Ports) > len(old.Ports) {
+		addPortRules(c, nat, l)
 	}
-	return nil
+	return c, c.err
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/sbxrun/sbx"
 	"golang.org/x/sys/unix"
 )
 
@@ -204,7 +205,8 @@ func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
 }
 
 // TestReconfigureAbort: a Reconfigure given up before Apply changes
-// nothing: the port it chose is free again, the lease is as it was, and
+// nothing: the port it chose is free again, the lease is as it was (the
+// new one it staged removed), and
 // the network's lock is released (the next Reconfigure of the sandbox
 // goes through).
 func TestReconfigureAbort(t *testing.T) {
@@ -214,7 +216,14 @@ func TestReconfigureAbort(t *testing.T) {
 	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m},
 		Egress: mustEgress(t, "192.168.77.0/24")})
 	must(t, err)
+	staged, err := os.ReadFile(e.net.stagedPath(&lease{IP: r.IP}))
+	if err != nil || !strings.Contains(string(staged), "19082") {
+		t.Fatalf("the new lease staged by Reconfigure: %q, %v", staged, err)
+	}
 	r.Abort()
+	if _, err := os.Stat(e.net.stagedPath(&lease{IP: r.IP})); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the staged lease after an aborted change: %v, want it removed", err)
+	}
 	l, err := e.net.findLease("sb-member", false)
 	must(t, err)
 	if l.Egress.Kind != EgressDefault || len(l.Ports) != 0 || l.Holder == nil {
@@ -268,4 +277,100 @@ func (e *testEnv) detachLeavingNothing(id string, before []string) {
 	if after := e.leftovers(); strings.Join(after, ",") != strings.Join(before, ",") {
 		e.t.Fatalf("left behind:\nbefore %v\nafter  %v", before, after)
 	}
+}
+
+// TestReconfigureOnlyWhatChanges: a claim that changes the egress policy
+// alone adds rules to the sandbox's forward chain only: its host-input
+// chain keeps its rules (the allowed host port still answers), and the
+// new policy holds (the internet blocked, the allowed range reached).
+func TestReconfigureOnlyWhatChanges(t *testing.T) {
+	e := newTestEnv(t)
+	e.attach("sb-other", AttachOptions{})
+	before := e.leftovers()
+	hostPorts := []HostPort{{Port: hostSvcPort, Proto: TCP}}
+	a, err := e.net.Attach(context.Background(), "sb-member", AttachOptions{Mode: ModeBridge, Standby: true, AllowHostPorts: hostPorts})
+	must(t, err)
+	l, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	inet, _, _ := e.net.tables()
+	count := func(prefix string) int {
+		c, err := e.net.nft()
+		must(t, err)
+		rs, err := c.GetRules(inet, &nftables.Chain{Name: prefix + l.Key, Table: inet})
+		must(t, err)
+		return len(rs)
+	}
+	fw, in := count(prefixForward), count(prefixHostIn)
+	r, err := e.net.Reconfigure(context.Background(), "sb-member", AttachOptions{Mode: ModeBridge,
+		Egress: mustEgress(t, "192.168.77.0/24"), AllowHostPorts: hostPorts})
+	must(t, err)
+	must(t, r.Wait())
+	if got := count(prefixHostIn); got != in {
+		t.Fatalf("host-input chain: %d rules after a change of the egress policy alone, want its %d", got, in)
+	}
+	if got := count(prefixForward); got <= fw {
+		t.Fatalf("forward chain: %d rules after a change of the egress policy, want more than %d", got, fw)
+	}
+	e.expectBlocked(a.NetNSPath, webIP+":80")
+	e.expectGet(a.NetNSPath, privateIP+":80", "private")
+	e.expectGet(a.NetNSPath, fmt.Sprintf("%s:%d", a.Gateway, hostSvcPort), "host")
+	e.detachLeavingNothing("sb-member", before)
+}
+
+// TestUnreachableStandbyHolder: a claim whose member's standby holder
+// cannot be reached (its socket gone) starts a holder for the ports,
+// records it in the lease in the standby one's place and stops the
+// standby one; the port is held, and detach frees it and leaves nothing.
+func TestUnreachableStandbyHolder(t *testing.T) {
+	e, before := newStandbyMember(t)
+	ctx := context.Background()
+	l, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	standby := *l.Holder
+	must(t, os.Remove(e.net.standbyPath(l)))
+	m, _ := ParsePublish("127.0.0.1:19083:8080")
+	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	must(t, err)
+	must(t, r.Wait())
+	l, err = e.net.findLease("sb-member", false)
+	must(t, err)
+	if l.Holder == nil || *l.Holder == standby || !holderRuns(*l.Holder) {
+		t.Fatalf("holder after the claim: %+v, want a running one other than the standby %+v", l.Holder, standby)
+	}
+	if holderRuns(standby) {
+		t.Fatalf("the unreachable standby holder %d runs after the claim", standby.PID)
+	}
+	err = InNamespacePath(e.hostNS, func() error {
+		ln, err := net.Listen("tcp4", "127.0.0.1:19083")
+		if err == nil {
+			ln.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, unix.EADDRINUSE) {
+		t.Fatalf("a host process binding the published port: %v, want EADDRINUSE", err)
+	}
+	e.detachLeavingNothing("sb-member", before)
+	e.expectPortFree("127.0.0.1:19083")
+}
+
+// TestReconfigurePortOfAnotherSandbox: a claim that asks for a host port
+// another sandbox publishes is refused as in use, naming that sandbox,
+// and changes nothing.
+func TestReconfigurePortOfAnotherSandbox(t *testing.T) {
+	e, before := newStandbyMember(t)
+	ctx := context.Background()
+	m, _ := ParsePublish("127.0.0.1:19084:8080")
+	e.attach("sb-publisher", AttachOptions{Publish: []PortMapping{m}})
+	_, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	if !errors.Is(err, sbx.ErrPortInUse) || !strings.Contains(err.Error(), "sb-publisher") {
+		t.Fatalf("a claim of a port sb-publisher publishes: %v, want in use by sb-publisher", err)
+	}
+	l, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	if len(l.Ports) != 0 {
+		t.Fatalf("lease after a refused claim: ports %v", l.Ports)
+	}
+	must(t, e.net.Detach(ctx, "sb-publisher"))
+	e.detachLeavingNothing("sb-member", before)
 }

@@ -277,7 +277,7 @@ func (n *Network) filterRules(fw, in *nftables.Chain, l *lease, dns []netip.Addr
 // addPortRules adds the DNAT rules of the lease's published ports: a chain
 // of its own, jumped to from the published chain with the lease's key as
 // user data (removeLeaseRules finds them by it).
-func addPortRules(c *nftables.Conn, nat *nftables.Table, l *lease) {
+func addPortRules(c ruleWriter, nat *nftables.Table, l *lease) {
 	if len(l.Ports) == 0 {
 		return
 	}
@@ -316,13 +316,13 @@ func (n *Network) removeLeaseRules(l *lease) error {
 			_ = c.SetDeleteElements(fwdMap(inet), []nftables.SetElement{{Key: k[:]}})
 			_ = c.SetDeleteElements(hostInMap(inet), []nftables.SetElement{{Key: k[:]}})
 			if l.Egress.proxied() {
-				if err := delKeyedRules(c, nat, "prerouting", l.Key); err != nil {
+				if err := delKeyedRules(c, c, nat, "prerouting", l.Key); err != nil {
 					return err
 				}
 				c.DelChain(&nftables.Chain{Name: prefixEgress + l.Key, Table: nat})
 			}
 			if len(l.Ports) > 0 {
-				if err := delKeyedRules(c, nat, "published", l.Key); err != nil {
+				if err := delKeyedRules(c, c, nat, "published", l.Key); err != nil {
 					return err
 				}
 				c.DelChain(&nftables.Chain{Name: prefixPorts + l.Key, Table: nat})
@@ -355,7 +355,7 @@ func (n *Network) removeSandboxRules(c *nftables.Conn, key string, ip netip.Addr
 		}
 	}
 	for _, ch := range []string{"published", "prerouting"} {
-		_ = delKeyedRules(c, nat, ch, key)
+		_ = delKeyedRules(c, c, nat, ch, key)
 	}
 	if withSpoof && veth != "" {
 		if has, _ := mapHasKey(c, portsMap(br), ifnameBytes(veth)); has {
@@ -383,9 +383,9 @@ func (n *Network) removeSandboxRules(c *nftables.Conn, key string, ip netip.Addr
 }
 
 // delKeyedRules deletes (in c's batch) the rules of chain whose user data
-// is key: the jumps to a sandbox's own chains.
-func delKeyedRules(c *nftables.Conn, t *nftables.Table, chain, key string) error {
-	rules, err := c.GetRules(t, &nftables.Chain{Name: chain, Table: t})
+// is key, as lc lists them: the jumps to a sandbox's own chains.
+func delKeyedRules(lc *nftables.Conn, c ruleWriter, t *nftables.Table, chain, key string) error {
+	rules, err := lc.GetRules(t, &nftables.Chain{Name: chain, Table: t})
 	if err != nil {
 		return fmt.Errorf("list %s rules: %w", chain, err)
 	}

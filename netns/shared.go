@@ -130,6 +130,10 @@ func (n *Network) lock() (*stateLock, error) {
 	}
 }
 
+// release releases the lock, with the shared directory left as it is: for
+// a holder that removed no lease.
+func (l *stateLock) release() { l.f.Close() }
+
 // unlock releases the lock; if no lease is left, the shared directory goes
 // first (the leases directory only if empty: rmdir is the check).
 func (l *stateLock) unlock() {

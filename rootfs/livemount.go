@@ -75,13 +75,13 @@ func prepareTarget(root *os.File, m LiveMount) error {
 		dir = fi.IsDir()
 	}
 	if dir {
-		h, err := pathrs.MkdirAllHandle(root, target, 0o755)
+		h, err := dirInRoot(root, target)
 		if err != nil {
 			return err
 		}
 		return h.Close()
 	}
-	parent, err := pathrs.MkdirAllHandle(root, path.Dir(target), 0o755)
+	parent, err := dirInRoot(root, path.Dir(target))
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,8 @@ func (d *Detached) Close() {
 // not empty (one setns for both), sets the hostname and moves the trees
 // onto their mountpoints. It leaves the calling thread in the sandbox's
 // namespaces: call it from a goroutine locked to a thread that is never
-// unlocked (OnOwnThread, or Namespaces.Enter's fn).
+// unlocked (OnOwnThread, Namespaces.Enter's fn, or a visit's, which goes
+// back to the host's namespaces afterwards).
 func (d *Detached) MoveInto(pidfd int, root *os.File, hostname string) error {
 	targets := make([]*os.File, 0, len(d.mounts))
 	defer func() {
@@ -156,7 +157,7 @@ func (d *Detached) MoveInto(pidfd int, root *os.File, hostname string) error {
 		}
 	}()
 	for _, m := range d.mounts {
-		t, err := pathrs.OpenatInRoot(root, path.Clean("/"+m.Target))
+		t, err := pathInRoot(root, path.Clean("/"+m.Target))
 		if err != nil {
 			return fmt.Errorf("mount %s: find the mountpoint in the sandbox: %w", m.Target, err)
 		}
@@ -267,7 +268,7 @@ func RewriteEtc(root string, o Options) error {
 		return fmt.Errorf("open the sandbox's root: %w", err)
 	}
 	defer rootDir.Close()
-	etc, err := pathrs.MkdirAllHandle(rootDir, "/etc", 0o755)
+	etc, err := dirInRoot(rootDir, "/etc")
 	if err != nil {
 		return fmt.Errorf("find /etc in the sandbox: %w", err)
 	}
@@ -296,4 +297,59 @@ func RewriteEtc(root string, o Options) error {
 		}
 	}
 	return nil
+}
+
+// inRoot resolves paths inside a root directory, as pathrs does, in one
+// openat2 (RESOLVE_IN_ROOT): pathrs' own checks of each component cost
+// about a tenth of a millisecond per path, on the path of a claim.
+var inRoot = unix.OpenHow{Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS}
+
+// pathInRoot opens p (O_PATH) resolved inside root: openat2 first, pathrs
+// where that fails (a kernel without it, a rename racing the lookup).
+func pathInRoot(root *os.File, p string) (*os.File, error) {
+	if fd, err := unix.Openat2(int(root.Fd()), p, &inRoot); err == nil {
+		return os.NewFile(uintptr(fd), p), nil
+	}
+	return pathrs.OpenatInRoot(root, p)
+}
+
+// dirInRoot opens the directory p (O_PATH) resolved inside root, making
+// it and its parents (mode 0755) if they do not exist: a missing last
+// component is made with one mkdirat in its parent, resolved inside root;
+// anything else goes to pathrs.
+func dirInRoot(root *os.File, p string) (*os.File, error) {
+	how := inRoot
+	how.Flags |= unix.O_DIRECTORY
+	fd, err := unix.Openat2(int(root.Fd()), p, &how)
+	if err == nil {
+		return os.NewFile(uintptr(fd), p), nil
+	}
+	if errors.Is(err, unix.ENOENT) {
+		if f, err := mkdirInRoot(root, p, &how); err == nil {
+			return f, nil
+		}
+	}
+	return pathrs.MkdirAllHandle(root, p, 0o755)
+}
+
+// mkdirInRoot makes the directory p, whose parent exists, inside root and
+// opens it, refusing to follow anything that replaced it meanwhile.
+func mkdirInRoot(root *os.File, p string, how *unix.OpenHow) (*os.File, error) {
+	dir, base := path.Split(path.Clean("/" + p))
+	if base == "" || base == "." || base == ".." {
+		return nil, unix.EINVAL
+	}
+	parent, err := unix.Openat2(int(root.Fd()), dir, how)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(parent)
+	if err := unix.Mkdirat(parent, base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, err
+	}
+	fd, err := unix.Openat2(parent, base, &unix.OpenHow{Flags: how.Flags | unix.O_NOFOLLOW, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), p), nil
 }

@@ -174,18 +174,11 @@ func threadNS() string {
 // nsfs file is at path. The thread stops sharing its file system
 // attributes with the process first, as setns requires.
 func join(path string) error {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	fd, err := openNS(path)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fd)
-	var st unix.Statfs_t
-	if err := unix.Fstatfs(fd, &st); err != nil {
-		return err
-	}
-	if st.Type != unix.NSFS_MAGIC {
-		return fmt.Errorf("%s is not a namespace (being made, or its sandbox crashed: sbx gc)", path)
-	}
 	if err := unix.Unshare(unix.CLONE_FS); err != nil {
 		return fmt.Errorf("unshare file system attributes: %w", err)
 	}
@@ -204,6 +197,25 @@ func join(path string) error {
 		_ = unix.Chdir(cwd) // else "/", where setns left it
 	}
 	return nil
+}
+
+// openNS opens the namespace file at path (a kept namespace's pin),
+// refusing anything else.
+func openNS(path string) (int, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return -1, err
+	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(fd, &st); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if st.Type != unix.NSFS_MAGIC {
+		unix.Close(fd)
+		return -1, fmt.Errorf("%s is not a namespace (being made, or its sandbox crashed: sbx gc)", path)
+	}
+	return fd, nil
 }
 
 // onLockedThread runs fn on a goroutine locked to its OS thread and never

@@ -7,8 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
+	"strconv"
 	"time"
 
 	"github.com/sbxrun/sbx"
@@ -140,10 +139,12 @@ func claimResult(sb *sbx.Sandbox, err error) (*sbx.Sandbox, error) {
 // key (nil, nil if not). On an error other than errClaimRefused the
 // member is removed: it may be half set up.
 func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sbx.Options, t0, tc time.Time) (*sbx.Sandbox, error) {
+	tr := h.newClaimTrace(ctx)
 	var m sbx.Sandbox
 	if err := l.Read(&m); err != nil {
 		return nil, nil
 	}
+	tr.step("read")
 	if m.Status != sbx.StatusPooled || m.Pool == "" || poolKey(&m.Options, m.Image) != key {
 		if m.Status != sbx.StatusPooled && m.Status != sbx.StatusCreating {
 			_ = os.Remove(h.pooledEntry(key, m.ID))
@@ -157,6 +158,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		}
 		return nil, nil
 	}
+	tr.step("pid1")
 	sb := m
 	sb.Options = *o
 	inspects := h.planClaimEgress(&sb)
@@ -174,6 +176,14 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	if exp := o.ExpiryAt(now, now); !exp.IsZero() {
 		sb.ExpiresAt = &exp
 	}
+	// A default user the member's root lacks is the request's error, as
+	// at a cold start (checkDefaultUser): the executor, which reads the
+	// claimant's defaults later, would only refuse every command.
+	if u := defaultUser(&sb); u != "" && u != defaultUser(&m) {
+		if err := checkDefaultUser(&sb, "/proc/"+strconv.Itoa(m.Pid)+"/root"); err != nil {
+			return nil, errClaimRefused{err}
+		}
+	}
 	// The memory budget is checked while the member is untouched; the
 	// admission lock is held until the record with the new limit is
 	// written, which the next admission counts.
@@ -181,6 +191,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	if err != nil {
 		return nil, errClaimRefused{err}
 	}
+	tr.step("admit")
 	// The claim is recorded before anything of the member changes: a
 	// claim killed midway leaves a record being created, which gc removes
 	// with the member, never a pooled one with another claimant's name,
@@ -195,23 +206,23 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		named      bool
 	)
 	record := func(rec *sbx.Sandbox) (err error) {
-		if err = h.writeKeepingVolumes(ctx, l, rec); err != nil {
+		if err = tr.side("write-creating", func() error { return h.writeKeepingVolumes(ctx, l, rec) }); err != nil {
 			return err
 		}
 		if sb.Name != "" {
-			if err := h.store.ClaimName(sb.Name, sb.ID); err != nil {
+			if err := tr.side("claim-name", func() error { return h.store.ClaimName(sb.Name, sb.ID) }); err != nil {
 				return errClaimRefused{err}
 			}
 			named = true
 		}
-		prep, perr = preparePersonalise(&m, rec)
+		perr = tr.side("prepare", func() (err error) { prep, err = preparePersonalise(&m, rec); return err })
 		return nil
 	}
 	if newHost, changed := networkChanges(&m, &sb); o.Network == sbx.NetworkBridge && (newHost || changed) {
 		rec := sb
 		recorded := make(chan error, 1)
 		go func() { recorded <- record(&rec) }()
-		cn, nerr = h.claimNetwork(ctx, &m, &sb)
+		nerr = tr.side("network-decide", func() (err error) { cn, err = h.claimNetwork(ctx, &m, &sb); return err })
 		err = <-recorded
 	} else {
 		// Nothing to wait for on the network's side: no goroutine to wake.
@@ -220,6 +231,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		}
 	}
 	release()
+	tr.step("recorded")
 	if prep != nil {
 		defer prep.close()
 	}
@@ -237,15 +249,17 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	cn.apply()
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
+	tr.step("apply-start")
 	if inspects {
 		if err := h.claimEgress(&m, &sb, o.Secrets); err != nil {
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	if err := h.applyClaim(ctx, &m, &sb, cn, prep); err != nil {
+	if err := h.applyClaim(&m, &sb, cn, prep, tr); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
+	tr.step("applied")
 	sb.Status = sbx.StatusRunning
 	sb.CreateTimings = &sbx.CreateTimings{AdmitS: tc.Sub(t0).Seconds(), ClaimS: time.Since(tc).Seconds(), TotalS: time.Since(t0).Seconds(),
 		Pool: "hit, " + m.Pool}
@@ -256,10 +270,13 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	if err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
+	tr.step("write-running")
 	h.pools.hit(m.Pool, key)
 	h.emit(changeCreated, &sb)
 	h.emit(changeReady, &sb)
 	h.supervisor.askPoolRefill()
+	tr.step("emit")
+	tr.log(h, ctx, sb.ID)
 	return &sb, nil
 }
 
@@ -346,43 +363,31 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 // applyClaim applies to the running member m what sb asks for beyond its
 // key and its network (claimNetwork's cn, whose /etc files it writes and
 // whose change of lease and rules, applied by then, it waits for), with
-// prep (preparePersonalise's):
-// cgroup limits, the writable layer's size, the hostname, /etc files and
-// mounts (personalise), and the environment and working directory of
-// later commands. All of it happens at the same time as the network's
-// change: they touch different things, and the executor's reply and the
-// kernel's commit of the rules are waits on others.
-func (h *Host) applyClaim(ctx context.Context, m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation) error {
-	var side []func() error
+// prep (preparePersonalise's): the hostname, /etc files, mounts and the
+// writable layer's size on a namespace thread (startPersonalise), and
+// meanwhile, on the caller's, the cgroup limits and the command defaults
+// of later commands (writeClaimDefaults). They touch different things,
+// and the kernel's commit of the rules is a wait on others; no goroutine
+// is started for any of it (unless the kept thread is busy with another
+// claim's).
+func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace) error {
+	wait := h.startPersonalise(prep, sb, cn.etc, tr)
+	var errs []error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
-		side = append(side, func() error {
+		errs = append(errs, tr.side("cgroup", func() error {
 			return cgroup.Update(sb.ID, cgroup.Limits{MemoryBytes: nl.MemoryBytes, CPUs: nl.CPUs, Pids: nl.Pids}.WithInitAllowance())
-		})
+		}))
 	}
-	od, nd := commandDefaults(m), commandDefaults(sb)
-	if od.Workdir != nd.Workdir || od.User != nd.User || !slices.Equal(od.Env, nd.Env) {
-		side = append(side, func() error {
-			c, _ := h.executor(sb)
-			defer c.Close()
-			if err := c.SetDefaults(ctx, nd); err != nil {
-				return fmt.Errorf("set the executor's defaults: %w", err)
-			}
-			return nil
-		})
+	if d := commandDefaults(sb); !sameDefaults(d, prep.oldDefaults) {
+		errs = append(errs, tr.side("defaults", func() error { return writeClaimDefaults(prep.pm, d) }))
 	}
-	// The rules are sent by the network's own goroutine, and a plain
-	// claim has nothing on the side: no goroutine to wake on a busy
-	// machine for either.
-	sideErrs := make([]error, len(side))
-	var wg sync.WaitGroup
-	for i, fn := range side {
-		wg.Go(func() { sideErrs[i] = fn() })
-	}
-	err := h.personalise(prep, sb, cn.etc)
-	err = errors.Join(err, cn.wait())
-	wg.Wait()
-	return errors.Join(append(sideErrs, err)...)
+	tr.step("applied-here")
+	errs = append(errs, wait())
+	tr.step("personalised")
+	errs = append(errs, cn.wait())
+	tr.step("network-applied")
+	return errors.Join(errs...)
 }
 
 // commandDefaults are the environment, working directory and user the

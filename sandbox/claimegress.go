@@ -45,7 +45,7 @@ func (h *Host) planClaimEgress(sb *sbx.Sandbox) bool {
 // claimEgress makes the egress state of the claimant sb (secrets carry
 // the values) and puts its CA into the running member's root, in the
 // member's own mount namespace, and the CA variables and placeholders
-// into sb.Options.Env (applyClaim hands them to the executor). From here
+// into sb.Options.Env (personalise hands them to the executor). From here
 // on a failed claim removes the member m with the claimant's resources,
 // the egress state among them.
 func (h *Host) claimEgress(m, sb *sbx.Sandbox, secrets []sbx.Secret) error {

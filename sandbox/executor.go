@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,12 +97,21 @@ func (h *Host) startExecutor(ctx context.Context, sb *sbx.Sandbox, extra []specs
 		return err
 	}
 	defer envFile.Close()
+	files := []*os.File{lnFile, envFile}
+	if sb.Pool != "" {
+		f, err := claimDefaultsMemfd()
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		files = append(files, f)
+	}
 	h.crashPoint(stepStart)
 	t0 := time.Now()
 	ctr, err := isolate.Start(h.containerRoot(), spec, isolate.IO{
 		Stdout:     out.W,
 		Stderr:     out.W,
-		ExtraFiles: []*os.File{lnFile, envFile},
+		ExtraFiles: files,
 	})
 	if err != nil {
 		out.close()
@@ -179,8 +189,25 @@ func (h *Host) executorSpec(sb *sbx.Sandbox, extra []specs.Mount, uns *usernsHan
 		}
 		done = p.closeUserNS
 	}
-	env := executorEnv(sb)
-	return containerSpec(p, executorArgs(isolate.ExecutorPath, sb), processEnv(env, p.hostname, false, "/root"), "/", rootfs.User{Home: "/root"}, binds), done, nil
+	env := executorProcessEnv(processEnv(executorEnv(sb), p.hostname, false, "/root"))
+	return containerSpec(p, executorArgs(isolate.ExecutorPath, sb), env, "/", rootfs.User{Home: "/root"}, binds), done, nil
+}
+
+// executorProcessEnv is PID 1's own environment: env with GOMAXPROCS=1 in
+// place of any value the sandbox's variables give it. The executor runs
+// on one P; set before its Go runtime starts, the runtime makes only that
+// one, where a runtime.GOMAXPROCS(1) call after the start would stop the
+// world and the runtime would have started threads for a second P in the
+// meantime. Commands are unaffected: their environment comes from
+// --env-fd (executorEnv), not from PID 1's.
+func executorProcessEnv(env []string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, e := range env {
+		if !strings.HasPrefix(e, "GOMAXPROCS=") {
+			out = append(out, e)
+		}
+	}
+	return append(out, "GOMAXPROCS=1")
 }
 
 // attachmentOf is the network a recorded sandbox's container joins.
@@ -246,6 +273,9 @@ func withPath(env []string) []string {
 // the sandbox's defaults for commands.
 func executorArgs(executor string, sb *sbx.Sandbox) []string {
 	args := []string{executor, "executor", "--listen-fd", "3", "--env-fd", "4"}
+	if sb.Pool != "" {
+		args = append(args, "--claim-defaults-fd", strconv.Itoa(claimDefaultsFD))
+	}
 	workdir := sb.Options.Workdir
 	if sb.Image != nil && workdir == "" {
 		workdir = sb.Image.Workdir
@@ -289,6 +319,22 @@ func checkDefaultUser(sb *sbx.Sandbox, root string) error {
 		return fmt.Errorf("%w: user %q is not a user of %s (%w); give a user its /etc/passwd has, or a numeric uid:gid", sbx.ErrInvalid, user, what, err)
 	}
 	return nil
+}
+
+// claimDefaultsFD is the descriptor of a pool member's executor for the
+// defaults of its claimant (the third of its extra files, after the
+// listening socket and the environment): an empty memfd, which a claim
+// fills (writeClaimDefaults).
+const claimDefaultsFD = 5
+
+// claimDefaultsMemfd returns the empty memfd of a pool member's executor
+// for its claimant's defaults.
+func claimDefaultsMemfd() (*os.File, error) {
+	fd, err := unix.MemfdCreate("sbx-claim-defaults", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd for the executor's claim defaults: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "sbx-claim-defaults"), nil
 }
 
 // envMemfd returns a memfd holding env as NUL-separated entries, read from

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,19 +15,22 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	execapi "github.com/sbxrun/sbx/executor/api"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
 )
 
 // Claim-time personalisation: what a create asks for beyond a warm pool's
 // key is applied to the running member before the create returns, from
-// the host, without the member's executor: the hostname in its UTS
-// namespace, the egress rules, allowed host ports and name servers of its
-// network, its /etc/hostname, hosts and resolv.conf, and the volumes and
+// the host, without waiting for the member's executor: the hostname in its
+// UTS namespace, the egress rules, allowed host ports and name servers of
+// its network, its /etc/hostname, hosts and resolv.conf, the volumes and
 // tmpfs mounts of the create, made with the new mount API and moved into
-// its mount namespace (rootfs.MountLive). The member never ran code of
-// anyone, so nothing in it is to be undone; whatever fails, the member is
-// discarded.
+// its mount namespace (rootfs.MountLive), and the environment, working
+// directory and user of later commands, written into the file the
+// member's executor reads them from before its next request
+// (writeClaimDefaults). The member never ran code of anyone, so nothing
+// in it is to be undone; whatever fails, the member is discarded.
 
 // personalisation is what personalise applies to a claimed member beyond
 // the key and the network, with what is made for it ahead on the host
@@ -35,26 +40,33 @@ type personalisation struct {
 	newHost string // the hostname, if it changes
 	resize  bool   // the writable layer's size changes
 	mounts  []rootfs.LiveMount
-	pm      *member
-	trees   *rootfs.Detached
+	// oldDefaults are the member's command defaults; the claimant's,
+	// known once the egress step has added its variables, go to the
+	// executor if they differ.
+	oldDefaults execapi.Defaults
+	pm          *member
+	trees       *rootfs.Detached
 }
 
 // preparePersonalise works out what personalise applies to the claimed
 // member m (its record as a member) for sb (its record as claimed), and
-// makes ahead what it can without changing the member: with a hostname or
-// mounts to apply, its PID 1 opened and the mounts' detached trees, made
+// makes ahead what it can without changing the member: with a hostname,
+// mounts or command defaults to apply, its PID 1 opened (and its
+// executor's claim defaults file), and the mounts' detached trees, made
 // here, in the host's mount namespace (volume sources are host paths).
 // Close the result.
 func preparePersonalise(m, sb *sbx.Sandbox) (*personalisation, error) {
-	p := &personalisation{resize: m.Options.Limits.DiskBytes != sb.Options.Limits.DiskBytes, mounts: liveMounts(&sb.Options)}
+	p := &personalisation{resize: m.Options.Limits.DiskBytes != sb.Options.Limits.DiskBytes, mounts: liveMounts(&sb.Options),
+		oldDefaults: commandDefaults(m)}
 	if hostname(sb) != hostname(m) {
 		p.newHost = hostname(sb)
 	}
-	if p.newHost == "" && len(p.mounts) == 0 {
+	defaults := claimEgressState(&sb.Options) || !sameDefaults(p.oldDefaults, commandDefaults(sb))
+	if p.newHost == "" && len(p.mounts) == 0 && !defaults {
 		return p, nil
 	}
 	var err error
-	if p.pm, err = openMember(m); err != nil {
+	if p.pm, err = openMember(m, defaults); err != nil {
 		return nil, err
 	}
 	if p.trees, err = rootfs.DetachMounts(p.mounts, p.pm.userns); err != nil {
@@ -66,7 +78,7 @@ func preparePersonalise(m, sb *sbx.Sandbox) (*personalisation, error) {
 
 // live says whether the hostname or mounts change: applied from inside
 // the member's namespaces.
-func (p *personalisation) live() bool { return p.pm != nil }
+func (p *personalisation) live() bool { return p.newHost != "" || len(p.mounts) > 0 }
 
 func (p *personalisation) close() {
 	if p.trees != nil {
@@ -77,15 +89,17 @@ func (p *personalisation) close() {
 	}
 }
 
-// personalise applies p to the claimed member sb: the writable layer's
-// size, the hostname, the /etc files etc (claimNetwork's) and the mounts.
-func (h *Host) personalise(p *personalisation, sb *sbx.Sandbox, etc rootfs.Options) error {
+// startPersonalise starts applying p to the claimed member sb: the
+// writable layer's size, the hostname, the /etc files etc (claimNetwork's)
+// and the mounts, on rootfs's kept namespace thread, and returns at once
+// (wait waits for it); the caller applies the rest meanwhile.
+func (h *Host) startPersonalise(p *personalisation, sb *sbx.Sandbox, etc rootfs.Options, tr *claimTrace) (wait func() error) {
 	if p.newHost != "" {
 		etc.Hostname = p.newHost
 	}
 	live, resize, mounts, pm, trees, newHost := p.live(), p.resize, p.mounts, p.pm, p.trees, p.newHost
 	if !live && !resize && etc.Hosts == "" && etc.ResolvConf == "" {
-		return nil
+		return func() error { return nil }
 	}
 	run := filepath.Join(h.store.RunDir(sb.ID), rootfsDir)
 	root := filepath.Join(run, "root")
@@ -97,33 +111,37 @@ func (h *Host) personalise(p *personalisation, sb *sbx.Sandbox, etc rootfs.Optio
 	// its container's), it remounts the writable layer, writes the /etc
 	// files and makes the mountpoints; then it joins the container's mount
 	// and UTS namespaces at once, sets the hostname and moves the mounts
-	// in. The thread ends with it.
+	// in. The thread is rootfs's kept one, which goes back to the host's
+	// namespaces afterwards (no thread is made and ended per claim).
+	t0 := time.Now()
 	work := func() error {
+		tr.since("p-enter", t0)
 		if resize {
-			if err := rootfs.Resize(run, sb.Options.Limits.DiskBytes); err != nil {
+			if err := tr.side("p-resize", func() error { return rootfs.Resize(run, sb.Options.Limits.DiskBytes) }); err != nil {
 				return err
 			}
 		}
 		if etc.Hostname != "" || etc.Hosts != "" || etc.ResolvConf != "" {
-			if err := rootfs.RewriteEtc(root, etc); err != nil {
+			if err := tr.side("p-etc", func() error { return rootfs.RewriteEtc(root, etc) }); err != nil {
 				return err
 			}
 		}
 		if !live {
 			return nil
 		}
-		if err := rootfs.PrepareTargets(root, mounts); err != nil {
+		if err := tr.side("p-targets", func() error { return rootfs.PrepareTargets(root, mounts) }); err != nil {
 			return err
 		}
-		return trees.MoveInto(pm.pidfd, pm.root, newHost)
+		return tr.side("p-move", func() error { return trees.MoveInto(pm.pidfd, pm.root, newHost) })
 	}
 	switch {
 	case h.mountNS.Has(sb.ID):
-		return h.mountNS.Enter(sb.ID, work)
+		return h.mountNS.StartVisit(sb.ID, work)
 	case live:
-		return rootfs.OnOwnThread(work)
+		return rootfs.StartVisit("", work)
 	}
-	return work()
+	err := work()
+	return func() error { return err }
 }
 
 // claimNetwork decides the network of the claimed sandbox sb (m as a
@@ -232,18 +250,22 @@ func liveMounts(o *sbx.Options) []rootfs.LiveMount {
 }
 
 // member holds a running member's PID 1 by a pidfd, with its root
-// directory and (with a private user namespace) its user namespace, all
-// opened while that very process was alive.
+// directory, (with a private user namespace) its user namespace and (if
+// asked for) its executor's claim defaults file, all opened while that
+// very process was alive.
 type member struct {
-	pidfd  int
-	root   *os.File
-	userns int
+	pidfd    int
+	root     *os.File
+	userns   int
+	defaults *os.File
 }
 
 // openMember opens m's PID 1: a pidfd checked against the recorded start
-// time (so a reused PID is refused), then its root and user namespace,
-// and checks that the process still lives (so they are its own).
-func openMember(m *sbx.Sandbox) (*member, error) {
+// time (so a reused PID is refused), then its root, user namespace and,
+// with defaults, the file its executor reads its claimant's command
+// defaults from (claimDefaultsFD), and checks that the process still
+// lives (so they are its own).
+func openMember(m *sbx.Sandbox, defaults bool) (*member, error) {
 	pidfd, err := unix.PidfdOpen(m.Pid, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open PID 1 of pool member %s: %w", m.ShortID(), err)
@@ -264,6 +286,14 @@ func openMember(m *sbx.Sandbox) (*member, error) {
 			return nil, fmt.Errorf("open the user namespace of pool member %s: %w", m.ShortID(), err)
 		}
 	}
+	if defaults {
+		// Without blocking: a hostile executor may have put a FIFO there.
+		fd := proc + "/fd/" + strconv.Itoa(claimDefaultsFD)
+		if pm.defaults, err = os.OpenFile(fd, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err != nil {
+			pm.close()
+			return nil, fmt.Errorf("open the claim defaults file of pool member %s (a member started by an older sbx has none): %w", m.ShortID(), err)
+		}
+	}
 	if err := unix.PidfdSendSignal(pidfd, 0, nil, 0); err != nil {
 		pm.close()
 		return nil, fmt.Errorf("PID 1 of pool member %s is gone: %w", m.ShortID(), err)
@@ -273,6 +303,9 @@ func openMember(m *sbx.Sandbox) (*member, error) {
 
 func (pm *member) close() {
 	unix.Close(pm.pidfd)
+	if pm.defaults != nil {
+		pm.defaults.Close()
+	}
 	if pm.root != nil {
 		pm.root.Close()
 	}
@@ -372,4 +405,36 @@ func joinNames(names []string) string {
 		out += n
 	}
 	return out + " and " + names[len(names)-1]
+}
+
+// sameDefaults reports whether two sets of command defaults are equal.
+func sameDefaults(a, b execapi.Defaults) bool {
+	return a.Workdir == b.Workdir && a.User == b.User && slices.Equal(a.Env, b.Env)
+}
+
+// writeClaimDefaults hands the claimant's command defaults d to the
+// member pm's executor without waiting for it: they go, as JSON, into the
+// empty file it was started with (--claim-defaults-fd), which it reads
+// and applies before it serves its next request. The file is the
+// executor's to read; whatever the executor made of it (it is hostile),
+// the host only ever writes to it.
+func writeClaimDefaults(pm *member, d execapi.Defaults) error {
+	if pm == nil || pm.defaults == nil {
+		return errors.New("the claim defaults file of the pool member is not open")
+	}
+	fi, err := pm.defaults.Stat()
+	if err != nil {
+		return fmt.Errorf("the claim defaults file of the pool member: %w", err)
+	}
+	if !fi.Mode().IsRegular() || fi.Size() != 0 {
+		return errors.New("the claim defaults file of the pool member is not an empty file")
+	}
+	data, err := json.Marshal(d)
+	if err != nil {
+		return err
+	}
+	if _, err := pm.defaults.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("write the command defaults to the pool member's executor: %w", err)
+	}
+	return nil
 }

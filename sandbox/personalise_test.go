@@ -3,8 +3,11 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -307,8 +310,9 @@ func fileUID(fi os.FileInfo) int {
 // TestClaimAppliesUser: the default user is applied at the claim, not
 // fixed by the pool: a create asking for user 1000 claims a member of a
 // pool without one, and its later commands run as 1000 (a command's own
-// user still wins); a create asking for a user the image lacks removes
-// the member it tried and fails as a cold create does.
+// user still wins); a create asking for a user the image lacks fails as a
+// cold create does (sbx.ErrInvalid naming the user), and the member it
+// tried, untouched, stays ready in its pool.
 func TestClaimAppliesUser(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	c := busybox(t)
@@ -325,13 +329,14 @@ func TestClaimAppliesUser(t *testing.T) {
 		t.Errorf("a command's own user after the claim: %+v, %v", res, err)
 	}
 
-	newPool(t, h, "user2", 1, busybox(t))
+	p := newPool(t, h, "user2", 1, busybox(t))
 	bad := busybox(t)
 	bad.User = "nosuchuser"
-	if sb, err := h.Create(context.Background(), bad); err == nil {
-		t.Fatalf("a create with a user the image lacks: %+v", sb)
+	if sb, err := h.Create(context.Background(), bad); !errors.Is(err, sbx.ErrInvalid) || !strings.Contains(fmt.Sprint(err), "nosuchuser") {
+		t.Fatalf("a create with a user the image lacks: %+v, %v; want sbx.ErrInvalid naming the user", sb, err)
 	}
-	if list, _ := h.List(context.Background(), sbx.Filter{Pooled: true}); len(list) != 1 || list[0].ID != sb.ID {
-		t.Fatalf("after the failed claim: %+v, want only the first claimed sandbox (the member was removed)", list)
+	after, err := h.GetPool(context.Background(), "user2")
+	if err != nil || !slices.Equal(after.Ready, p.Ready) {
+		t.Fatalf("pool after the refused claim: %+v, %v; want its member %v ready", after, err, p.Ready)
 	}
 }

@@ -21,6 +21,9 @@ library code differs):
 Each binary keeps its state under its own directory of a temporary root. It
 prints min, p50 and p90 per binary, the ratio of p50s to the first binary and
 the median of the paired ratios (second / first), and the load averages seen.
+For cold it also prints the CPU time of the run (sbx and every process of the
+sandbox, which it reaps: user + system from wait4), which a loaded machine
+disturbs far less than the wall time.
 """
 import argparse, os, random, shutil, statistics, subprocess, sys, tempfile, time
 
@@ -54,12 +57,22 @@ def root_args():
 
 
 def timed(cmd):
-    t0 = time.perf_counter()
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    ms = (time.perf_counter() - t0) * 1000
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(cmd)}: exit {r.returncode}: {r.stderr}")
-    return ms, r.stdout.strip()
+    ms, _, out = timed_cpu(cmd)
+    return ms, out
+
+
+def timed_cpu(cmd):
+    """Wall ms, CPU ms of the process and what it reaped, and its output."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, stdout=out, stderr=err)
+        _, status, ru = os.wait4(p.pid, 0)
+        ms = (time.perf_counter() - t0) * 1000
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        if p.returncode != 0:
+            sys.exit(f"{' '.join(cmd)}: exit {p.returncode}: {err.read().decode()}")
+        return ms, (ru.ru_utime + ru.ru_stime) * 1000, out.read().decode().strip()
 
 
 # The pool's options differ from the ready scenario's (capabilities are
@@ -67,6 +80,7 @@ def timed(cmd):
 POOLED = ("--cap-drop", "NET_RAW")
 scenarios = ("cold", "ready", "claim") if a.claim else ("cold", "ready")
 res = {s: {v: [] for v in names} for s in scenarios}
+cpu = {v: [] for v in names}  # cold's
 loads = [os.getloadavg()[0]]
 try:
     if a.image:
@@ -82,9 +96,10 @@ try:
         order = names[:]
         random.shuffle(order)
         for v in order:
-            ms, _ = timed(sbx(v, "run", *root_args(), "true"))
+            ms, c, _ = timed_cpu(sbx(v, "run", *root_args(), "true"))
             if i >= a.warmup:
                 res["cold"][v].append(ms)
+                cpu[v].append(c)
         random.shuffle(order)
         for v in order:
             ms, sid = timed(sbx(v, "create", *root_args()))
@@ -129,3 +144,9 @@ for s, per in res.items():
     if len(names) >= 2:
         r = sorted(y / x for x, y in zip(per[names[0]], per[names[1]]))
         print(f"{s:5} paired {names[1]}/{names[0]}: median {statistics.median(r):.2f} (quartiles {q(r, .25):.2f}-{q(r, .75):.2f})")
+ref = statistics.median(cpu[names[0]])
+for v in names:
+    print(f"cpu   {v:8} p50 {statistics.median(cpu[v]):6.1f} ms of CPU per cold run  p50/{names[0]} {statistics.median(cpu[v]) / ref:.2f}")
+if len(names) >= 2:
+    r = sorted(y / x for x, y in zip(cpu[names[0]], cpu[names[1]]))
+    print(f"cpu   paired {names[1]}/{names[0]}: median {statistics.median(r):.2f} (quartiles {q(r, .25):.2f}-{q(r, .75):.2f})")

@@ -195,6 +195,19 @@ func commandName(root *cobra.Command, args []string) string {
 // newRootCmd builds the command tree of one invocation of args: every
 // command, or the one of hotCommands that args name.
 func newRootCmd(a *app, args []string) *cobra.Command {
+	root := newRoot(a)
+	if build, ok := hotCommands[commandName(root, args)]; ok {
+		root.AddCommand(build(a))
+	} else {
+		root.AddCommand(commands(a)...)
+	}
+	completion.Add(root, func() (completion.Backend, error) { return a.open(sandbox.HostConfig{}) })
+	return root
+}
+
+// newRoot builds the root command with its persistent flags, and no
+// commands.
+func newRoot(a *app) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "sbx",
 		Short:         "Run untrusted code in fast, isolated Linux sandboxes",
@@ -218,12 +231,6 @@ func newRootCmd(a *app, args []string) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: sbx.ExitSbxFailed, msg: fmt.Sprintf("%v\nSee '%s --help'.", err, c.CommandPath())}
 	})
-	if build, ok := hotCommands[commandName(root, args)]; ok {
-		root.AddCommand(build(a))
-	} else {
-		root.AddCommand(commands(a)...)
-	}
-	completion.Add(root, func() (completion.Backend, error) { return a.open(sandbox.HostConfig{}) })
 	return root
 }
 
@@ -235,8 +242,15 @@ func envOr(key, def string) string {
 }
 
 // execute runs the CLI with args, its output on stdout and stderr, and
-// returns the process exit code.
-func execute(args []string) int { return executeTo(args, os.Stdin, os.Stdout, os.Stderr) }
+// returns the process exit code. A run passes the signals sbx receives on
+// to its sandbox: their registration, about a millisecond, starts here
+// and overlaps building the command and parsing its flags.
+func execute(args []string) int {
+	if commandName(newRoot(&app{}), args) == "run" {
+		console.PrepareForwardSignals()
+	}
+	return executeTo(args, os.Stdin, os.Stdout, os.Stderr)
+}
 
 func executeTo(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	a := &app{}

@@ -113,6 +113,7 @@ func runRun(a *app, cmd *cobra.Command, o *runOptions, args []string) error {
 // and in host mode; it prints the sandbox's ID. Without -d (--name or
 // --label) the command's output is followed, and its exit code is sbx's.
 func runDetached(a *app, cmd *cobra.Command, o *runOptions, cfg sandbox.HostConfig, opts sbx.Options, cmdArgs []string) error {
+	console.StopForwardSignals() // none forwarded: SIGINT and SIGTERM end the command below (SignalContext)
 	b, err := a.open(cfg)
 	if err != nil {
 		return sbxError(err)

@@ -500,3 +500,46 @@ func TestExecutorSessionCommandFileIsNotFollowed(t *testing.T) {
 		t.Fatalf("the file behind the symlink now holds %q (%v)", got, err)
 	}
 }
+
+// The sessions' scratch directory is made by the first session, not at
+// start: an executor that runs no session never writes it, and one whose
+// directory cannot be made still starts and runs commands, the session
+// failing with the reason (and the next one trying again).
+func TestExecutorSessionScratchMadeOnFirstSession(t *testing.T) {
+	ctx := harness.Context(t)
+	dir := t.TempDir()
+	scratch := filepath.Join(dir, "scratch")
+	e := startExecutor(t, "--scratch-dir", scratch)
+	if _, err := e.client.Health(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := e.client.Exec(ctx, api.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec: %+v %v", res, err)
+	}
+	if _, err := os.Stat(scratch); !os.IsNotExist(err) {
+		t.Fatalf("scratch directory before any session: %v, want none", err)
+	}
+	s := newSession(t, e.client, api.SessionRequest{})
+	if st, err := os.Stat(scratch); err != nil || !st.IsDir() {
+		t.Fatalf("scratch directory after the first session: %v", err)
+	}
+	wantOutput(t, "session", s.ok("echo hi"), "hi\n")
+
+	// A scratch directory that cannot be made (a file is in its way).
+	blocked := filepath.Join(dir, "blocked")
+	if err := os.WriteFile(blocked, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e2 := startExecutor(t, "--scratch-dir", filepath.Join(blocked, "scratch"))
+	if res, err := e2.client.Exec(ctx, api.ExecRequest{Command: "true"}); err != nil || res.ExitCode != 0 {
+		t.Fatalf("exec with no scratch directory: %+v %v", res, err)
+	}
+	if _, err := e2.client.CreateSession(ctx, api.SessionRequest{}); err == nil || !strings.Contains(err.Error(), "scratch directory") {
+		t.Fatalf("session without a scratch directory: %v, want its error", err)
+	}
+	if err := os.Remove(blocked); err != nil {
+		t.Fatal(err)
+	}
+	s2 := newSession(t, e2.client, api.SessionRequest{})
+	wantOutput(t, "session after the directory could be made", s2.ok("echo again"), "again\n")
+}

@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,6 +28,30 @@ func TestLifecycleEnvNotOnCommandLine(t *testing.T) {
 	}
 	if strings.Contains(string(cmdline), "hunter2") {
 		t.Fatalf("the secret is on PID 1's command line: %q", cmdline)
+	}
+	h.Must(t, "rm", "-f", id)
+}
+
+// The executor runs on one P (GOMAXPROCS=1 in PID 1's own environment,
+// read by its Go runtime at start), whatever the sandbox's variables say;
+// its commands still get the sandbox's value.
+func TestLifecycleExecutorOneP(t *testing.T) {
+	h := harness.NewHost(t)
+	id := h.Create(t, "-e", "GOMAXPROCS=3")
+	if out := h.Must(t, "exec", id, "--", "sh", "-c", "echo $GOMAXPROCS"); out != "3\n" {
+		t.Fatalf("a command sees GOMAXPROCS=%q, want the sandbox's 3", out)
+	}
+	sb := h.Inspect(t, id)
+	if sb.Pid == 0 {
+		t.Fatal("inspect shows no PID")
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", sb.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := strings.Split(string(environ), "\x00")
+	if !slices.Contains(vars, "GOMAXPROCS=1") || slices.Contains(vars, "GOMAXPROCS=3") {
+		t.Fatalf("PID 1's environment %q, want GOMAXPROCS=1 only", vars)
 	}
 	h.Must(t, "rm", "-f", id)
 }

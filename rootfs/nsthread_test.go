@@ -1,0 +1,88 @@
+package rootfs
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/sbxrun/sbx/internal/roottest"
+	"golang.org/x/sys/unix"
+)
+
+// threadNamespaces are the mount and UTS namespaces of the calling thread.
+func threadNamespaces() (string, string) {
+	mnt, _ := os.Readlink("/proc/thread-self/ns/mnt")
+	uts, _ := os.Readlink("/proc/thread-self/ns/uts")
+	return mnt, uts
+}
+
+// TestVisitGoesBackToTheHost: a visit that joins a kept mount namespace
+// and then a process's mount and UTS namespaces (as a claim's does) runs
+// on the kept thread, sees the kept namespace's mounts, sets the
+// process's hostname, and leaves the thread in the host's namespaces: the
+// next visit, without a namespace, runs on the same thread and sees the
+// host's namespaces and hostname. A visit that panics is an error and
+// ends the thread; the next visit gets a new one.
+func TestVisitGoesBackToTheHost(t *testing.T) {
+	roottest.Require(t, "mount and UTS namespaces")
+	hostMnt, hostUTS := threadNamespaces()
+	host, _ := os.Hostname()
+	n := NewNamespaces(t.TempDir())
+	mark := filepath.Join(t.TempDir(), "mark")
+	if err := os.Mkdir(mark, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Create("kept", func() error { return unix.Mount("tmpfs", mark, "tmpfs", 0, "") }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Remove("kept") })
+	_, pidfd := startInMountNS(t)
+
+	var tid int
+	var inKept bool
+	err := n.StartVisit("kept", func() error {
+		tid = unix.Gettid()
+		var st unix.Statfs_t
+		inKept = unix.Statfs(mark, &st) == nil && st.Type == unix.TMPFS_MAGIC
+		if err := unix.Setns(pidfd, unix.CLONE_NEWNS|unix.CLONE_NEWUTS); err != nil {
+			return err
+		}
+		return unix.Sethostname([]byte("visited"))
+	})()
+	if err != nil || !inKept {
+		t.Fatalf("visit of the kept namespace: %v (saw its mount: %v)", err, inKept)
+	}
+	if now, _ := os.Hostname(); now != host {
+		t.Fatalf("the host's hostname changed: %q -> %q", host, now)
+	}
+	var again int
+	var mnt, uts, name string
+	if err := VisitOnThread("", func() error {
+		again, name = unix.Gettid(), hostnameOf()
+		mnt, uts = threadNamespaces()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if again != tid || mnt != hostMnt || uts != hostUTS || name != host {
+		t.Fatalf("next visit: thread %d (first %d), namespaces %s %s (host's %s %s), hostname %q", again, tid, mnt, uts, hostMnt, hostUTS, name)
+	}
+	if err := VisitOnThread("", func() error { panic("boom") }); err == nil {
+		t.Fatal("a panicking visit returned no error")
+	}
+	if err := VisitOnThread("", func() error { again = unix.Gettid(); return errors.New("fine") }); err == nil || again == tid {
+		t.Fatalf("visit after a panic: %v on thread %d (the ended one was %d)", err, again, tid)
+	}
+	if err := n.StartVisit("missing", func() error { return nil })(); err == nil {
+		t.Fatal("a visit of a namespace never kept succeeded")
+	}
+}
+
+func hostnameOf() string {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(u.Nodename[:])
+}
