@@ -1,12 +1,14 @@
 package netns
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/google/nftables"
@@ -54,7 +56,12 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err := n.readBridge(); err != nil {
 		return nil, err
 	}
-	leases, err := n.readLeases()
+	// Only the leases that name the sandbox, and, to check new ports
+	// against, those that publish ports, are decoded.
+	owner := []byte(strconv.Quote(sandboxID))
+	leases, err := n.readLeasesMatching(func(data []byte) bool {
+		return bytes.Contains(data, owner) || len(opts.Publish) > 0 && bytes.Contains(data, []byte(`"ports"`))
+	})
 	if err != nil {
 		return nil, err
 	}

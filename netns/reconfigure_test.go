@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
+	"github.com/sbxrun/sbx"
 	"golang.org/x/sys/unix"
 )
 
@@ -351,4 +352,25 @@ func TestUnreachableStandbyHolder(t *testing.T) {
 	}
 	e.detachLeavingNothing("sb-member", before)
 	e.expectPortFree("127.0.0.1:19083")
+}
+
+// TestReconfigurePortOfAnotherSandbox: a claim that asks for a host port
+// another sandbox publishes is refused as in use, naming that sandbox,
+// and changes nothing.
+func TestReconfigurePortOfAnotherSandbox(t *testing.T) {
+	e, before := newStandbyMember(t)
+	ctx := context.Background()
+	m, _ := ParsePublish("127.0.0.1:19084:8080")
+	e.attach("sb-publisher", AttachOptions{Publish: []PortMapping{m}})
+	_, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	if !errors.Is(err, sbx.ErrPortInUse) || !strings.Contains(err.Error(), "sb-publisher") {
+		t.Fatalf("a claim of a port sb-publisher publishes: %v, want in use by sb-publisher", err)
+	}
+	l, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	if len(l.Ports) != 0 {
+		t.Fatalf("lease after a refused claim: ports %v", l.Ports)
+	}
+	must(t, e.net.Detach(ctx, "sb-publisher"))
+	e.detachLeavingNothing("sb-member", before)
 }
