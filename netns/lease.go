@@ -93,12 +93,18 @@ func (n *Network) reserveLease(l *lease) error {
 
 // writeLease replaces a lease file atomically.
 func (n *Network) writeLease(l *lease) error {
+	err := n.putLease(l)
+	n.dropStaged(l)
+	return err
+}
+
+// putLease is writeLease leaving the old file at the staged path, for
+// dropStaged: an unlink a caller in a hurry does after.
+func (n *Network) putLease(l *lease) error {
 	if err := n.stageLease(l); err != nil {
 		return err
 	}
-	err := n.commitLease(l)
-	n.dropStaged(l)
-	return err
+	return n.commitLease(l)
 }
 
 // stagedPath is where a lease's next content is written before it is put
@@ -106,7 +112,7 @@ func (n *Network) writeLease(l *lease) error {
 func (n *Network) stagedPath(l *lease) string { return n.leasePath(l.IP) + ".tmp" }
 
 // stageLease writes l to its staged file, for commitLease to put in
-// place. Remove it (dropStaged) if it is not.
+// place.
 func (n *Network) stageLease(l *lease) error {
 	data, err := json.MarshalIndent(l, "", "  ")
 	if err != nil {
@@ -119,11 +125,10 @@ func (n *Network) stageLease(l *lease) error {
 }
 
 // commitLease puts l's staged file in place of its lease, atomically for
-// readers, and leaves the old one at the staged path for dropStaged: an
-// unlink a caller in a hurry does after. The files are swapped, not one
-// renamed over the other: ext4 flushes a file renamed over another
-// (auto_da_alloc), which waits for the disk when it is busy (see
-// swapfile.Replace). A file system that cannot swap renames.
+// readers, and leaves the old one at the staged path. The files are
+// swapped, not one renamed over the other: ext4 flushes a file renamed
+// over another (auto_da_alloc), which waits for the disk when it is busy
+// (see swapfile.Replace). A file system that cannot swap renames.
 func (n *Network) commitLease(l *lease) error {
 	tmp, p := n.stagedPath(l), n.leasePath(l.IP)
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_EXCHANGE)

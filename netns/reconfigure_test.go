@@ -205,8 +205,7 @@ func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
 }
 
 // TestReconfigureAbort: a Reconfigure given up before Apply changes
-// nothing: the port it chose is free again, the lease is as it was (the
-// new one it staged removed), and
+// nothing: the port it chose is free again, the lease is as it was, and
 // the network's lock is released (the next Reconfigure of the sandbox
 // goes through).
 func TestReconfigureAbort(t *testing.T) {
@@ -216,14 +215,7 @@ func TestReconfigureAbort(t *testing.T) {
 	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m},
 		Egress: mustEgress(t, "192.168.77.0/24")})
 	must(t, err)
-	staged, err := os.ReadFile(e.net.stagedPath(&lease{IP: r.IP}))
-	if err != nil || !strings.Contains(string(staged), "19082") {
-		t.Fatalf("the new lease staged by Reconfigure: %q, %v", staged, err)
-	}
 	r.Abort()
-	if _, err := os.Stat(e.net.stagedPath(&lease{IP: r.IP})); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the staged lease after an aborted change: %v, want it removed", err)
-	}
 	l, err := e.net.findLease("sb-member", false)
 	must(t, err)
 	if l.Egress.Kind != EgressDefault || len(l.Ports) != 0 || l.Holder == nil {

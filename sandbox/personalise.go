@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -333,9 +334,7 @@ func openMember(m *sbx.Sandbox, defaults bool) (*member, error) {
 		}
 	}
 	if defaults {
-		// Without blocking: a hostile executor may have put a FIFO there.
-		fd := proc + "/fd/" + strconv.Itoa(claimDefaultsFD)
-		if pm.defaults, err = os.OpenFile(fd, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err != nil {
+		if pm.defaults, err = openClaimDefaults(proc + "/fd/" + strconv.Itoa(claimDefaultsFD)); err != nil {
 			pm.close()
 			return nil, fmt.Errorf("open the claim defaults file of pool member %s (a member started by an older sbx has none): %w", m.ShortID(), err)
 		}
@@ -346,6 +345,53 @@ func openMember(m *sbx.Sandbox, defaults bool) (*member, error) {
 	}
 	return pm, nil
 }
+
+// openClaimDefaults opens for writing the claim defaults file a pool
+// member's executor holds at path (/proc/PID/fd/N). The executor is
+// hostile: it may hold anything there, a FIFO, a terminal, a file of a
+// volume or /proc or /sys, and the open is the host's (root, any file
+// mode). So the file is first opened as a path only (O_PATH: no device's
+// open runs, no terminal becomes the host's controlling one, nothing
+// blocks) and opened for writing only if it is an empty memfd (any
+// memfd: they all live on the kernel's one internal tmpfs), which no one
+// but the sandbox can see.
+func openClaimDefaults(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	dev, err := memfdDev()
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != 0 || st.Dev != dev {
+		return nil, errors.New("it is not an empty memfd")
+	}
+	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// memfdDev is the device of every memfd's inode.
+var memfdDev = sync.OnceValues(func() (uint64, error) {
+	fd, err := unix.MemfdCreate("sbx-memfd-dev", unix.MFD_CLOEXEC)
+	if err != nil {
+		return 0, fmt.Errorf("memfd: %w", err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("memfd: %w", err)
+	}
+	return st.Dev, nil
+})
 
 func (pm *member) close() {
 	unix.Close(pm.pidfd)
