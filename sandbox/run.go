@@ -126,6 +126,7 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 		return nil, fmt.Errorf("create run directory: %w (is %s writable? sbx needs root)", err, h.store.RunRoot())
 	}
 	r.created = true
+	isolate.WarmCgroups(r.id) // removed with the run's cgroups (runPlan)
 	if err := mountRunDir(r.dir); err != nil {
 		return nil, err
 	}
