@@ -527,9 +527,9 @@ func (r *run) remove(ctx context.Context) float64 {
 			}
 			if r.view != "" {
 				errs = append(errs, isolate.UnmountCgroupView(r.view))
-				if r.ctr == nil { // the view made the cgroups; no container removed them
-					errs = append(errs, cgroup.RemovePaths(cgroup.SandboxLeftovers(r.id)))
-				}
+			}
+			if r.ctr == nil && r.created { // WarmCgroups or the view made cgroups; no container removed them
+				errs = append(errs, cgroup.RemovePaths(cgroup.SandboxLeftovers(r.id)))
 			}
 			if !r.created {
 				continue
