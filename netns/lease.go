@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -92,12 +93,18 @@ func (n *Network) reserveLease(l *lease) error {
 
 // writeLease replaces a lease file atomically.
 func (n *Network) writeLease(l *lease) error {
+	err := n.putLease(l)
+	n.dropStaged(l)
+	return err
+}
+
+// putLease is writeLease leaving the old file at the staged path, for
+// dropStaged: an unlink a caller in a hurry does after.
+func (n *Network) putLease(l *lease) error {
 	if err := n.stageLease(l); err != nil {
 		return err
 	}
-	err := n.commitLease(l)
-	n.dropStaged(l)
-	return err
+	return n.commitLease(l)
 }
 
 // stagedPath is where a lease's next content is written before it is put
@@ -105,7 +112,7 @@ func (n *Network) writeLease(l *lease) error {
 func (n *Network) stagedPath(l *lease) string { return n.leasePath(l.IP) + ".tmp" }
 
 // stageLease writes l to its staged file, for commitLease to put in
-// place. Remove it (dropStaged) if it is not.
+// place.
 func (n *Network) stageLease(l *lease) error {
 	data, err := json.MarshalIndent(l, "", "  ")
 	if err != nil {
@@ -118,11 +125,10 @@ func (n *Network) stageLease(l *lease) error {
 }
 
 // commitLease puts l's staged file in place of its lease, atomically for
-// readers, and leaves the old one at the staged path for dropStaged: an
-// unlink a caller in a hurry does after. The files are swapped, not one
-// renamed over the other: ext4 flushes a file renamed over another
-// (auto_da_alloc), which waits for the disk when it is busy (see
-// swapfile.Replace). A file system that cannot swap renames.
+// readers, and leaves the old one at the staged path. The files are
+// swapped, not one renamed over the other: ext4 flushes a file renamed
+// over another (auto_da_alloc), which waits for the disk when it is busy
+// (see swapfile.Replace). A file system that cannot swap renames.
 func (n *Network) commitLease(l *lease) error {
 	tmp, p := n.stagedPath(l), n.leasePath(l.IP)
 	err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_EXCHANGE)
@@ -148,17 +154,28 @@ func (n *Network) removeLease(l *lease) error {
 
 // readLeases returns every lease on disk. Unreadable files are returned as
 // leases with only IP set and State empty, so GC can remove them.
-func (n *Network) readLeases() ([]*lease, error) {
-	ents, err := os.ReadDir(n.leaseDir())
+func (n *Network) readLeases() ([]*lease, error) { return n.readLeasesMatching(nil) }
+
+// readLeasesMatching is readLeases for the leases whose file's content
+// match says may be wanted (nil: all); the others, and unreadable files,
+// are neither decoded nor returned.
+func (n *Network) readLeasesMatching(match func(data []byte) bool) ([]*lease, error) {
+	dir, err := os.Open(n.leaseDir())
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
+	defer dir.Close()
+	names, err := dir.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	slices.Sort(names)
 	var out []*lease
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
+	for _, e := range names {
+		name, ok := strings.CutSuffix(e, ".json")
 		if !ok {
-			if strings.HasSuffix(e.Name(), ".tmp") {
-				os.Remove(filepath.Join(n.leaseDir(), e.Name()))
+			if strings.HasSuffix(e, ".tmp") {
+				_ = unix.Unlinkat(int(dir.Fd()), e, 0)
 			}
 			continue
 		}
@@ -167,7 +184,10 @@ func (n *Network) readLeases() ([]*lease, error) {
 			continue
 		}
 		l := &lease{IP: ip}
-		data, err := os.ReadFile(filepath.Join(n.leaseDir(), e.Name()))
+		data, err := readSmallFile(int(dir.Fd()), e)
+		if match != nil && (err != nil || !match(data)) {
+			continue
+		}
 		if err == nil {
 			if json.Unmarshal(data, l) != nil || l.IP != ip {
 				l = &lease{IP: ip}
@@ -176,6 +196,37 @@ func (n *Network) readLeases() ([]*lease, error) {
 		out = append(out, l)
 	}
 	return out, nil
+}
+
+// readSmallFile reads the file name of directory dirFD (a lease: a few
+// hundred bytes) with an open, as few reads as it takes and a close.
+func readSmallFile(dirFD int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dirFD, name, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 4096)
+	n := 0
+	for {
+		m, err := unix.Read(fd, buf[n:])
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m == 0 {
+			return buf[:n], nil
+		}
+		n += m
+		if n < len(buf) {
+			// A short read of a regular file is its end: no second
+			// read to see it.
+			return buf[:n], nil
+		}
+		buf = append(buf, make([]byte, len(buf))...)
+	}
 }
 
 func (n *Network) findLease(sandboxID string, anyState bool) (*lease, error) {

@@ -1,12 +1,14 @@
 package netns
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"slices"
+	"strconv"
 	"sync"
 
 	"github.com/google/nftables"
@@ -54,7 +56,12 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if err := n.readBridge(); err != nil {
 		return nil, err
 	}
-	leases, err := n.readLeases()
+	// Only the leases that name the sandbox, and, to check new ports
+	// against, those that publish ports, are decoded.
+	owner := []byte(strconv.Quote(sandboxID))
+	leases, err := n.readLeasesMatching(func(data []byte) bool {
+		return bytes.Contains(data, owner) || len(opts.Publish) > 0 && bytes.Contains(data, []byte(`"ports"`))
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -94,29 +101,18 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		closeHeld(socks)
 		return nil, err
 	}
-	// So is the new lease, unless a holder is to be started for the
-	// ports, which it names: applying puts it in place, and removes the
-	// old one once Wait has returned.
-	staged := len(socks) == 0 || old.Holder != nil
-	if staged {
-		if err := n.stageLease(l); err != nil {
-			n.dropStaged(l)
-			closeHeld(socks)
-			return nil, err
-		}
-	}
 	// The lease stays (the lock's holder alone removes leases): the lock
-	// is released without looking for an empty lease directory.
+	// is released without looking for an empty lease directory. The old
+	// lease file is removed once Wait has returned.
 	r.apply = func() {
 		go func() {
 			defer lk.release()
 			defer closeHeld(socks)
-			r.done <- n.applyReconfigure(&old, l, socks, batch, staged)
+			r.done <- n.applyReconfigure(&old, l, socks, batch)
 			n.dropStaged(l)
 		}()
 	}
 	r.abort = func() {
-		n.dropStaged(l)
 		closeHeld(socks)
 		lk.release()
 	}
@@ -127,11 +123,11 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 // applyReconfigure makes the network of lease l (old before Reconfigure
 // changed it in memory) what l says: the ports' sockets socks handed to
 // a holder (the standby one, or one started for them), the lease written
-// (put in place if staged), then the rules' batch sent. The lease is
-// written while the standby holder takes the sockets: it names that
-// holder before and after. On error the lease and the holders are as in
-// old.
-func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch, staged bool) error {
+// (the old file left for the caller to remove), then the rules' batch
+// sent. The lease is written while the standby holder takes the sockets:
+// it names that holder before and after. On error the lease and the
+// holders are as in old.
+func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch) error {
 	var handed chan error
 	if len(socks) > 0 && old.Holder != nil {
 		handed = make(chan error, 1)
@@ -182,12 +178,7 @@ func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleB
 			return err
 		}
 	}
-	var werr error
-	if staged {
-		werr = n.commitLease(l)
-	} else {
-		werr = n.writeLease(l)
-	}
+	werr := n.putLease(l)
 	if handed != nil {
 		if err := <-handed; err != nil {
 			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)

@@ -53,8 +53,14 @@ func PrepareTargets(root string, mounts []LiveMount) error {
 		return fmt.Errorf("open the sandbox's root: %w", err)
 	}
 	defer rootDir.Close()
+	return PrepareTargetsIn(rootDir, mounts)
+}
+
+// PrepareTargetsIn is PrepareTargets in the root directory opened as root
+// (a running sandbox's /proc/PID/root, where that is writable).
+func PrepareTargetsIn(root *os.File, mounts []LiveMount) error {
 	for _, m := range mounts {
-		if err := prepareTarget(rootDir, m); err != nil {
+		if err := prepareTarget(root, m); err != nil {
 			return fmt.Errorf("mountpoint %s: %w", m.Target, err)
 		}
 	}
@@ -268,6 +274,12 @@ func RewriteEtc(root string, o Options) error {
 		return fmt.Errorf("open the sandbox's root: %w", err)
 	}
 	defer rootDir.Close()
+	return RewriteEtcIn(rootDir, o)
+}
+
+// RewriteEtcIn is RewriteEtc in the root directory opened as rootDir (a
+// running sandbox's /proc/PID/root, where that is writable).
+func RewriteEtcIn(rootDir *os.File, o Options) error {
 	etc, err := dirInRoot(rootDir, "/etc")
 	if err != nil {
 		return fmt.Errorf("find /etc in the sandbox: %w", err)
@@ -314,12 +326,42 @@ func pathInRoot(root *os.File, p string) (*os.File, error) {
 }
 
 // dirInRoot opens the directory p (O_PATH) resolved inside root, making
-// it and its parents (mode 0755) if they do not exist.
+// it and its parents (mode 0755) if they do not exist: a missing last
+// component is made with one mkdirat in its parent, resolved inside root;
+// anything else goes to pathrs.
 func dirInRoot(root *os.File, p string) (*os.File, error) {
 	how := inRoot
 	how.Flags |= unix.O_DIRECTORY
-	if fd, err := unix.Openat2(int(root.Fd()), p, &how); err == nil {
+	fd, err := unix.Openat2(int(root.Fd()), p, &how)
+	if err == nil {
 		return os.NewFile(uintptr(fd), p), nil
 	}
+	if errors.Is(err, unix.ENOENT) {
+		if f, err := mkdirInRoot(root, p, &how); err == nil {
+			return f, nil
+		}
+	}
 	return pathrs.MkdirAllHandle(root, p, 0o755)
+}
+
+// mkdirInRoot makes the directory p, whose parent exists, inside root and
+// opens it, refusing to follow anything that replaced it meanwhile.
+func mkdirInRoot(root *os.File, p string, how *unix.OpenHow) (*os.File, error) {
+	dir, base := path.Split(path.Clean("/" + p))
+	if base == "" || base == "." || base == ".." {
+		return nil, unix.EINVAL
+	}
+	parent, err := unix.Openat2(int(root.Fd()), dir, how)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(parent)
+	if err := unix.Mkdirat(parent, base, 0o755); err != nil && !errors.Is(err, unix.EEXIST) {
+		return nil, err
+	}
+	fd, err := unix.Openat2(parent, base, &unix.OpenHow{Flags: how.Flags | unix.O_NOFOLLOW, Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS})
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), p), nil
 }

@@ -203,3 +203,45 @@ func TestRewriteEtc(t *testing.T) {
 		t.Fatal("wrote to a FIFO")
 	}
 }
+
+// TestDirInRoot: a directory is opened, or made (its last component with
+// one mkdirat, deeper ones through pathrs), inside the root: a symlink to
+// a host directory or to /, as a parent, never leads a directory out of
+// it.
+func TestDirInRoot(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/", filepath.Join(root, "up")); err != nil {
+		t.Fatal(err)
+	}
+	rootDir, err := os.OpenFile(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rootDir.Close()
+	for _, p := range []string{"/data", "/data", "/deep/er/dir", "/up/via-root", "../../dots"} {
+		f, err := dirInRoot(rootDir, p)
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		f.Close()
+	}
+	// A dangling symlink (its target is not in the root): refused, or
+	// made inside; never outside.
+	if f, err := dirInRoot(rootDir, "/escape/made"); err == nil {
+		f.Close()
+	}
+	for _, p := range []string{"data", "deep/er/dir", "via-root", "dots"} {
+		if fi, err := os.Stat(filepath.Join(root, p)); err != nil || !fi.IsDir() {
+			t.Errorf("%s not made inside the root: %v", p, err)
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("a directory was made outside the root through a symlink: %v", entries)
+	}
+	if fi, err := os.Lstat(filepath.Join(root, "escape")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the symlink was replaced: %v", err)
+	}
+}

@@ -500,11 +500,17 @@ func readDirNames(dir string) ([]string, error) {
 	return names, err
 }
 
-// markPooled makes the record of a just-started member say pooled and
-// lists it in the index of its key, where claims look.
+// markPooled makes the record of a just-started member say pooled,
+// prepares its claim's writes (state.Lock.PrepareWrites) and lists it in
+// the index of its key, where claims look.
 func (h *Host) markPooled(l *state.Lock, sb *sbx.Sandbox) error {
 	sb.Status = sbx.StatusPooled
 	if err := l.Write(sb); err != nil {
+		return err
+	}
+	// The claim's record writes and its name fill files made now,
+	// untimed, rather than new ones.
+	if err := l.PrepareWrites(); err != nil {
 		return err
 	}
 	key := poolKey(&sb.Options, sb.Image)

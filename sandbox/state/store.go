@@ -64,6 +64,8 @@ var (
 
 const (
 	recordFile    = "record.json"
+	spareFile     = "record.json.spare" // + "." + index: PrepareWrites
+	spareName     = "name.spare"        // PrepareWrites
 	lockFile      = "lock"
 	sandboxesDir  = "sandboxes"
 	namesDir      = "names"
@@ -405,7 +407,59 @@ func (l *Lock) Write(v any) error {
 	if err != nil {
 		return fmt.Errorf("state: encode record of %s: %w", l.id, err)
 	}
-	return writeAtomic(filepath.Join(l.s.Dir(l.id), recordFile), data)
+	path := filepath.Join(l.s.Dir(l.id), recordFile)
+	for i := range maxSpares {
+		if writeSpare(filepath.Join(l.s.Dir(l.id), spareFile+"."+strconv.Itoa(i)), path, data) {
+			return nil
+		}
+	}
+	return writeAtomic(path, data)
+}
+
+// maxSpares is how many record writes PrepareWrites prepares at most.
+const maxSpares = 2
+
+// PrepareWrites makes, for the next writes of the locked sandbox's record
+// (at most two) and the next name it claims (ClaimName), empty files in
+// its directory that those writes fill instead of making new ones. A new
+// file costs a disk file system (ext4) an inode and its journal: 0.2 to
+// 0.3 ms on a busy host, against about 0.01 ms to fill one made before. A
+// pool member's filler makes them, untimed, for its claim's writes. What
+// a crash leaves in them is never read (a write only takes an empty one),
+// and they go with the sandbox's directory.
+func (l *Lock) PrepareWrites() error {
+	if l.f == nil {
+		return errors.New("state: prepare writes through a released lock")
+	}
+	dir := l.s.Dir(l.id)
+	names := []string{spareName}
+	for i := range maxSpares {
+		names = append(names, spareFile+"."+strconv.Itoa(i))
+	}
+	for _, name := range names {
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return fmt.Errorf("state: prepare the record writes of %s: %w%s", l.id, bare(err), hint(err))
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// writeSpare writes data into the empty file spare (PrepareWrites') and
+// swaps it with path, removing the old record. It reports false, having
+// changed nothing that readers see, when there is no such spare or it
+// cannot be used (a spare a crash left written is removed).
+func writeSpare(spare, path string, data []byte) bool {
+	ok, exists := fillSpare(spare, data)
+	if !exists {
+		return false
+	}
+	if ok {
+		ok = unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE) == nil
+	}
+	_ = os.Remove(spare) // the old record, or a spare that cannot be used
+	return ok
 }
 
 // writeAtomic writes data to a temporary file next to path and swaps it
@@ -583,11 +637,16 @@ func ReadAll[T any](s *Store) ([]Entry[T], error) {
 
 // ClaimName reserves name for sandbox id. It fails with ErrNameInUse if
 // another sandbox holds it. Claiming a name id already holds succeeds.
+// With a spare file of the sandbox's (PrepareWrites), the name is that
+// file, filled and renamed into place unless the name exists.
 func (s *Store) ClaimName(name, id string) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
 	path := filepath.Join(s.root, namesDir, name)
+	if ValidID(id) == nil && s.claimNameWithSpare(path, id) {
+		return nil
+	}
 	for {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if err == nil {
@@ -620,6 +679,48 @@ func (s *Store) ClaimName(name, id string) error {
 		}
 		return fmt.Errorf("name %q is used by sandbox %s: %w", name, short(owner), ErrNameInUse)
 	}
+}
+
+// fillSpare writes data into the spare file at path (PrepareWrites'):
+// ok if it was an empty regular file and now holds data; exists is false
+// when there is no such file.
+func fillSpare(path string, data []byte) (ok, exists bool) {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, false
+	}
+	fi, err := f.Stat()
+	ok = err == nil && fi.Mode().IsRegular() && fi.Size() == 0
+	if ok {
+		_, err = f.Write(data)
+		ok = err == nil
+	}
+	if err := f.Close(); err != nil {
+		ok = false
+	}
+	return ok, true
+}
+
+// claimNameWithSpare claims the name at path for id with the sandbox's
+// spare name file, if it has an empty one: it reports false (the spare
+// removed if it was not empty) when it has none or the name exists.
+func (s *Store) claimNameWithSpare(path, id string) bool {
+	spare := filepath.Join(s.Dir(id), spareName)
+	ok, exists := fillSpare(spare, []byte(id))
+	if !exists {
+		return false
+	}
+	if !ok {
+		_ = os.Remove(spare)
+		return false
+	}
+	if unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_NOREPLACE) != nil {
+		// Taken (ClaimName's loop says by whom), or no such rename here:
+		// the spare, written, is of no more use.
+		_ = os.Remove(spare)
+		return false
+	}
+	return true
 }
 
 // ReleaseName frees name if sandbox id holds it.
