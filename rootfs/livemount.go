@@ -53,8 +53,14 @@ func PrepareTargets(root string, mounts []LiveMount) error {
 		return fmt.Errorf("open the sandbox's root: %w", err)
 	}
 	defer rootDir.Close()
+	return PrepareTargetsIn(rootDir, mounts)
+}
+
+// PrepareTargetsIn is PrepareTargets in the root directory opened as root
+// (a running sandbox's /proc/PID/root, where that is writable).
+func PrepareTargetsIn(root *os.File, mounts []LiveMount) error {
 	for _, m := range mounts {
-		if err := prepareTarget(rootDir, m); err != nil {
+		if err := prepareTarget(root, m); err != nil {
 			return fmt.Errorf("mountpoint %s: %w", m.Target, err)
 		}
 	}
@@ -268,6 +274,12 @@ func RewriteEtc(root string, o Options) error {
 		return fmt.Errorf("open the sandbox's root: %w", err)
 	}
 	defer rootDir.Close()
+	return RewriteEtcIn(rootDir, o)
+}
+
+// RewriteEtcIn is RewriteEtc in the root directory opened as rootDir (a
+// running sandbox's /proc/PID/root, where that is writable).
+func RewriteEtcIn(rootDir *os.File, o Options) error {
 	etc, err := dirInRoot(rootDir, "/etc")
 	if err != nil {
 		return fmt.Errorf("find /etc in the sandbox: %w", err)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -91,57 +92,103 @@ func (p *personalisation) close() {
 
 // startPersonalise starts applying p to the claimed member sb: the
 // writable layer's size, the hostname, the /etc files etc (claimNetwork's)
-// and the mounts, on rootfs's kept namespace thread, and returns at once
-// (wait waits for it); the caller applies the rest meanwhile.
+// and the mounts, partly on rootfs's kept namespace thread, and returns
+// once that thread has its part (wait waits for all of it); the caller
+// applies the rest meanwhile.
 func (h *Host) startPersonalise(p *personalisation, sb *sbx.Sandbox, etc rootfs.Options, tr *claimTrace) (wait func() error) {
 	if p.newHost != "" {
 		etc.Hostname = p.newHost
 	}
-	live, resize, mounts, pm, trees, newHost := p.live(), p.resize, p.mounts, p.pm, p.trees, p.newHost
-	if !live && !resize && etc.Hosts == "" && etc.ResolvConf == "" {
+	live, resize, pm := p.live(), p.resize, p.pm
+	writeEtc := etc.Hostname != "" || etc.Hosts != "" || etc.ResolvConf != ""
+	if !live && !resize && !writeEtc {
 		return func() error { return nil }
+	}
+	// A writable root of the container's own (an overlay, not --read-only)
+	// is reached from here through its PID 1's root: the mountpoints are
+	// made first, then the kept thread is woken for what needs the
+	// namespaces (the hostname, the mounts' move, a resize), and the /etc
+	// files are written here while it wakes.
+	if pm != nil && sb.RootPath == "" && !sb.Options.ReadonlyRootfs {
+		if live {
+			if err := tr.side("p-targets", func() error { return rootfs.PrepareTargetsIn(pm.root, p.mounts) }); err != nil {
+				return func() error { return err }
+			}
+		}
+		var waitNS func() error
+		if live || resize {
+			waitNS = h.startNSWork(sb, resize && h.mountNS.Has(sb.ID), resize, p, "", rootfs.Options{}, tr)
+		}
+		var err error
+		if writeEtc {
+			err = tr.side("p-etc", func() error { return rootfs.RewriteEtcIn(pm.root, etc) })
+		}
+		return func() error {
+			if waitNS != nil {
+				err = errors.Join(err, waitNS())
+			}
+			return err
+		}
 	}
 	run := filepath.Join(h.store.RunDir(sb.ID), rootfsDir)
 	root := filepath.Join(run, "root")
 	if sb.RootPath != "" {
 		root = sb.RootPath
 	}
-	// One thread does it all. In the sandbox's own mount namespace, where
-	// its root is mounted writable (a read-only root is a read-only bind in
-	// its container's), it remounts the writable layer, writes the /etc
-	// files and makes the mountpoints; then it joins the container's mount
-	// and UTS namespaces at once, sets the hostname and moves the mounts
-	// in. The thread is rootfs's kept one, which goes back to the host's
-	// namespaces afterwards (no thread is made and ended per claim).
+	// Otherwise one thread does it all. In the sandbox's own mount
+	// namespace, where its root is mounted writable (a read-only root is a
+	// read-only bind in its container's), it remounts the writable layer,
+	// writes the /etc files and makes the mountpoints; then it joins the
+	// container's mount and UTS namespaces at once, sets the hostname and
+	// moves the mounts in.
+	inPinned := h.mountNS.Has(sb.ID)
+	if !inPinned && !live {
+		err := h.nsWork(sb, resize, p, root, etc, tr)
+		return func() error { return err }
+	}
+	return h.startNSWork(sb, inPinned, resize, p, root, etc, tr)
+}
+
+// startNSWork starts, on rootfs's kept namespace thread (which goes back
+// to the host's namespaces afterwards: no thread is made and ended per
+// claim), the part of a claim's personalisation that needs the sandbox's
+// namespaces (nsWork), in its own mount namespace first if inPinned.
+func (h *Host) startNSWork(sb *sbx.Sandbox, inPinned, resize bool, p *personalisation, root string, etc rootfs.Options, tr *claimTrace) (wait func() error) {
 	t0 := time.Now()
 	work := func() error {
 		tr.since("p-enter", t0)
-		if resize {
-			if err := tr.side("p-resize", func() error { return rootfs.Resize(run, sb.Options.Limits.DiskBytes) }); err != nil {
-				return err
-			}
-		}
-		if etc.Hostname != "" || etc.Hosts != "" || etc.ResolvConf != "" {
-			if err := tr.side("p-etc", func() error { return rootfs.RewriteEtc(root, etc) }); err != nil {
-				return err
-			}
-		}
-		if !live {
-			return nil
-		}
-		if err := tr.side("p-targets", func() error { return rootfs.PrepareTargets(root, mounts) }); err != nil {
+		return h.nsWork(sb, resize, p, root, etc, tr)
+	}
+	if inPinned {
+		return h.mountNS.StartVisit(sb.ID, work)
+	}
+	return rootfs.StartVisit("", work)
+}
+
+// nsWork resizes sb's writable layer (with resize), writes the /etc files
+// etc into root (if not ""), makes the mountpoints there (likewise), sets
+// the hostname and moves the mounts in (p's).
+func (h *Host) nsWork(sb *sbx.Sandbox, resize bool, p *personalisation, root string, etc rootfs.Options, tr *claimTrace) error {
+	if resize {
+		run := filepath.Join(h.store.RunDir(sb.ID), rootfsDir)
+		if err := tr.side("p-resize", func() error { return rootfs.Resize(run, sb.Options.Limits.DiskBytes) }); err != nil {
 			return err
 		}
-		return tr.side("p-move", func() error { return trees.MoveInto(pm.pidfd, pm.root, newHost) })
 	}
-	switch {
-	case h.mountNS.Has(sb.ID):
-		return h.mountNS.StartVisit(sb.ID, work)
-	case live:
-		return rootfs.StartVisit("", work)
+	if root != "" && (etc.Hostname != "" || etc.Hosts != "" || etc.ResolvConf != "") {
+		if err := tr.side("p-etc", func() error { return rootfs.RewriteEtc(root, etc) }); err != nil {
+			return err
+		}
 	}
-	err := work()
-	return func() error { return err }
+	if !p.live() {
+		return nil
+	}
+	if root != "" {
+		if err := tr.side("p-targets", func() error { return rootfs.PrepareTargets(root, p.mounts) }); err != nil {
+			return err
+		}
+	}
+	return tr.side("p-move", func() error { return p.trees.MoveInto(p.pm.pidfd, p.pm.root, p.newHost) })
 }
 
 // claimNetwork decides the network of the claimed sandbox sb (m as a
@@ -287,9 +334,7 @@ func openMember(m *sbx.Sandbox, defaults bool) (*member, error) {
 		}
 	}
 	if defaults {
-		// Without blocking: a hostile executor may have put a FIFO there.
-		fd := proc + "/fd/" + strconv.Itoa(claimDefaultsFD)
-		if pm.defaults, err = os.OpenFile(fd, unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NONBLOCK, 0); err != nil {
+		if pm.defaults, err = openClaimDefaults(proc + "/fd/" + strconv.Itoa(claimDefaultsFD)); err != nil {
 			pm.close()
 			return nil, fmt.Errorf("open the claim defaults file of pool member %s (a member started by an older sbx has none): %w", m.ShortID(), err)
 		}
@@ -300,6 +345,53 @@ func openMember(m *sbx.Sandbox, defaults bool) (*member, error) {
 	}
 	return pm, nil
 }
+
+// openClaimDefaults opens for writing the claim defaults file a pool
+// member's executor holds at path (/proc/PID/fd/N). The executor is
+// hostile: it may hold anything there, a FIFO, a terminal, a file of a
+// volume or /proc or /sys, and the open is the host's (root, any file
+// mode). So the file is first opened as a path only (O_PATH: no device's
+// open runs, no terminal becomes the host's controlling one, nothing
+// blocks) and opened for writing only if it is an empty memfd (any
+// memfd: they all live on the kernel's one internal tmpfs), which no one
+// but the sandbox can see.
+func openClaimDefaults(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, err
+	}
+	dev, err := memfdDev()
+	if err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size != 0 || st.Dev != dev {
+		return nil, errors.New("it is not an empty memfd")
+	}
+	f, err := os.OpenFile("/proc/self/fd/"+strconv.Itoa(fd), unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// memfdDev is the device of every memfd's inode.
+var memfdDev = sync.OnceValues(func() (uint64, error) {
+	fd, err := unix.MemfdCreate("sbx-memfd-dev", unix.MFD_CLOEXEC)
+	if err != nil {
+		return 0, fmt.Errorf("memfd: %w", err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("memfd: %w", err)
+	}
+	return st.Dev, nil
+})
 
 func (pm *member) close() {
 	unix.Close(pm.pidfd)

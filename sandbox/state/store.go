@@ -451,18 +451,9 @@ func (l *Lock) PrepareWrites() error {
 // changed nothing that readers see, when there is no such spare or it
 // cannot be used (a spare a crash left written is removed).
 func writeSpare(spare, path string, data []byte) bool {
-	f, err := os.OpenFile(spare, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
+	ok, exists := fillSpare(spare, data)
+	if !exists {
 		return false
-	}
-	fi, err := f.Stat()
-	ok := err == nil && fi.Mode().IsRegular() && fi.Size() == 0
-	if ok {
-		_, err = f.Write(data)
-		ok = err == nil
-	}
-	if err := f.Close(); err != nil {
-		ok = false
 	}
 	if ok {
 		ok = unix.Renameat2(unix.AT_FDCWD, spare, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE) == nil
@@ -690,23 +681,34 @@ func (s *Store) ClaimName(name, id string) error {
 	}
 }
 
+// fillSpare writes data into the spare file at path (PrepareWrites'):
+// ok if it was an empty regular file and now holds data; exists is false
+// when there is no such file.
+func fillSpare(path string, data []byte) (ok, exists bool) {
+	f, err := os.OpenFile(path, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, false
+	}
+	fi, err := f.Stat()
+	ok = err == nil && fi.Mode().IsRegular() && fi.Size() == 0
+	if ok {
+		_, err = f.Write(data)
+		ok = err == nil
+	}
+	if err := f.Close(); err != nil {
+		ok = false
+	}
+	return ok, true
+}
+
 // claimNameWithSpare claims the name at path for id with the sandbox's
 // spare name file, if it has an empty one: it reports false (the spare
 // removed if it was not empty) when it has none or the name exists.
 func (s *Store) claimNameWithSpare(path, id string) bool {
 	spare := filepath.Join(s.Dir(id), spareName)
-	f, err := os.OpenFile(spare, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
+	ok, exists := fillSpare(spare, []byte(id))
+	if !exists {
 		return false
-	}
-	fi, err := f.Stat()
-	ok := err == nil && fi.Mode().IsRegular() && fi.Size() == 0
-	if ok {
-		_, err = f.WriteString(id)
-		ok = err == nil
-	}
-	if err := f.Close(); err != nil {
-		ok = false
 	}
 	if !ok {
 		_ = os.Remove(spare)
