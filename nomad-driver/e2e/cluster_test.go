@@ -203,6 +203,10 @@ client {
   network_interface = "lo"
   min_dynamic_port  = {{.A.MinPort}}
   max_dynamic_port  = {{.A.MaxPort}}
+  # Nomad collects ended allocations at once when the host's disk is over
+  # 80% full, and their logs with them: the tests read those logs.
+  gc_disk_usage_threshold  = 100
+  gc_inode_usage_threshold = 100
   # Cloud metadata and Consul/Vault fingerprinters would reach for
   # addresses off this machine or services that are not here.
   options = {
