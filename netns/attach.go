@@ -69,6 +69,9 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 		return LocalAttachment(sandboxID, opts.Mode, hostname, n.cfg.HostResolvConf), nil
 	}
 
+	if opts.Standby {
+		defer n.restock() // for the claim of this pool member, after the lock
+	}
 	lk, err := n.lock()
 	if err != nil {
 		return nil, err
@@ -427,12 +430,33 @@ func isNamespaceMount(path string) bool {
 
 // resolvePorts checks published ports against other sandboxes' and the
 // host's sockets, picks free host ports for HostPort 0, and returns the
-// sockets that hold them (hold.go; the caller closes its copies). Call
-// with the lock held.
+// sockets that hold them (hold.go; the caller closes its copies), made in
+// the host namespace: taken from the stock made ahead (sockstock.go) if
+// it has enough, else made on a thread switched there. Call with the lock
+// held.
 func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMapping, []*os.File, error) {
 	if len(req) == 0 {
 		return nil, nil, nil
 	}
+	if n.cfg.HostNetNS != "" {
+		out, socks, err := n.bindPorts(req, leases, n.stockedSocket)
+		if !errors.Is(err, errNoStock) {
+			return out, socks, err
+		}
+	}
+	var (
+		out   []PortMapping
+		socks []*os.File
+	)
+	err := n.InHostNS(func() (err error) {
+		out, socks, err = n.bindPorts(req, leases, newSocket)
+		return err
+	})
+	return out, socks, err
+}
+
+// bindPorts is resolvePorts with the sockets sock makes.
+func (n *Network) bindPorts(req []PortMapping, leases []*lease, sock socketFunc) ([]PortMapping, []*os.File, error) {
 	var taken []PortMapping
 	owner := map[PortMapping]string{}
 	for _, l := range leases {
@@ -446,7 +470,7 @@ func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMappin
 	out := make([]PortMapping, len(req))
 	copy(out, req)
 	var socks []*os.File
-	err := n.InHostNS(func() error {
+	err := func() error {
 		for i := range out {
 			p := &out[i]
 			if p.HostPort != 0 {
@@ -455,7 +479,7 @@ func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMappin
 						return fmt.Errorf("%w: host port %s is already published by sandbox %s; choose another port or 0 for a free one", sbx.ErrPortInUse, p, owner[t])
 					}
 				}
-				f, _, err := holdPort(*p)
+				f, _, err := holdPort(*p, sock)
 				if err != nil {
 					return err
 				}
@@ -465,7 +489,7 @@ func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMappin
 			}
 			found := false
 			for try := 0; try < 64 && !found; try++ {
-				f, port, err := holdPort(*p)
+				f, port, err := holdPort(*p, sock)
 				if err != nil {
 					return err
 				}
@@ -488,7 +512,7 @@ func (n *Network) resolvePorts(req []PortMapping, leases []*lease) ([]PortMappin
 			taken = append(taken, *p)
 		}
 		return nil
-	})
+	}()
 	if err != nil {
 		closeHeld(socks)
 		return nil, nil, err

@@ -50,15 +50,24 @@ func closeHeld(socks []*os.File) {
 	}
 }
 
-// holdPort binds the mapping's host address and port (0: any) in the
-// current namespace and returns the socket (listening for TCP) and the
-// port it holds. A port a host process holds is sbx.ErrPortInUse.
-func holdPort(p PortMapping) (*os.File, uint16, error) {
+// socketFunc makes an unbound IPv4 socket of type typ (unix.SOCK_STREAM
+// or unix.SOCK_DGRAM) for holdPort: newSocket, in the current thread's
+// namespace, or Network.stockedSocket.
+type socketFunc func(typ int) (int, error)
+
+func newSocket(typ int) (int, error) {
+	return unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+}
+
+// holdPort binds the mapping's host address and port (0: any) on a socket
+// sock makes and returns the socket (listening for TCP) and the port it
+// holds. A port a host process holds is sbx.ErrPortInUse.
+func holdPort(p PortMapping, sock socketFunc) (*os.File, uint16, error) {
 	typ := unix.SOCK_STREAM
 	if p.Proto == UDP {
 		typ = unix.SOCK_DGRAM
 	}
-	fd, err := unix.Socket(unix.AF_INET, typ|unix.SOCK_CLOEXEC, 0)
+	fd, err := sock(typ)
 	if err != nil {
 		return nil, 0, fmt.Errorf("hold host port %s: %w", p, err)
 	}

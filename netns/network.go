@@ -81,6 +81,8 @@ type Network struct {
 	// nfnl is the netlink socket claims send their rules on (batch.go),
 	// while no batch uses it.
 	nfnl chan *mdnetlink.Conn
+	// stock holds sockets made ahead in the host namespace (sockstock.go).
+	stock socketStock
 }
 
 // Open prepares a Network. It changes nothing on the host: the bridge and
@@ -160,6 +162,7 @@ func (n *Network) Close() error {
 		_ = c.Close()
 	default:
 	}
+	n.closeStock()
 	n.host.Close()
 	return n.hostNS.Close()
 }

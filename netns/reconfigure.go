@@ -106,6 +106,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	// lease file is removed once Wait has returned.
 	r.apply = func() {
 		go func() {
+			defer n.restock() // after the lock
 			defer lk.release()
 			defer closeHeld(socks)
 			r.done <- n.applyReconfigure(&old, l, socks, batch)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/sbxrun/sbx"
@@ -365,4 +366,47 @@ func TestReconfigurePortOfAnotherSandbox(t *testing.T) {
 	}
 	must(t, e.net.Detach(ctx, "sb-publisher"))
 	e.detachLeavingNothing("sb-member", before)
+}
+
+// TestClaimBindsOnSocketsMadeAhead: with a host namespace other than the
+// process's, a standby attach leaves sockets made ahead in it; a claim
+// publishing a port binds it on one of them (no namespace switch), and
+// the port is held in the host namespace (a host process cannot bind it);
+// the stock is filled again after the claim.
+func TestClaimBindsOnSocketsMadeAhead(t *testing.T) {
+	e, before := newStandbyMember(t)
+	ctx := context.Background()
+	stocked := func() int {
+		e.net.stock.mu.Lock()
+		defer e.net.stock.mu.Unlock()
+		return len(e.net.stock.tcp)
+	}
+	if got := stocked(); got != stockPerType {
+		t.Fatalf("TCP sockets made ahead after a standby attach: %d, want %d", got, stockPerType)
+	}
+	m, _ := ParsePublish("127.0.0.1:19085:8080")
+	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	must(t, err)
+	if got := stocked(); got != stockPerType-1 {
+		t.Fatalf("TCP sockets made ahead after a claim bound one: %d, want %d", got, stockPerType-1)
+	}
+	must(t, r.Wait())
+	err = InNamespacePath(e.hostNS, func() error {
+		ln, err := net.Listen("tcp4", "127.0.0.1:19085")
+		if err == nil {
+			ln.Close()
+		}
+		return err
+	})
+	if !errors.Is(err, unix.EADDRINUSE) {
+		t.Fatalf("a host process binding the published port: %v, want EADDRINUSE", err)
+	}
+	for i := 0; stocked() != stockPerType; i++ {
+		if i == 200 {
+			t.Fatalf("the stock after the claim: %d sockets, want %d again", stocked(), stockPerType)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	e.detachLeavingNothing("sb-member", before)
+	e.expectPortFree("127.0.0.1:19085")
 }
