@@ -58,7 +58,7 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	if err := s.replaceDefaults(req); err != nil {
+	if err := s.replaceDefaults(req, true); err != nil {
 		s.fail(w, err)
 		return
 	}
@@ -69,10 +69,14 @@ func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
 // replaceDefaults replaces the default environment, working directory and
 // user of later commands, creating the directory (as the executor's user,
 // mode 0755) if it does not exist, as a start with --workdir would have.
-// The user is looked up in the sandbox's /etc/passwd and /etc/group as a
-// start with --user would (empty: the executor's own). The running
-// commands and open sessions keep theirs.
-func (s *Server) replaceDefaults(req api.Defaults) error {
+// With strictWorkdir, a directory that cannot be made (or is a file) is
+// the request's error; without (a claim's defaults, which nobody waits
+// for), it is logged and kept as the default: the commands that use it
+// fail, naming it, and every other request is served. The user is looked up in the
+// sandbox's /etc/passwd and /etc/group as a start with --user would
+// (empty: the executor's own). The running commands and open sessions
+// keep theirs.
+func (s *Server) replaceDefaults(req api.Defaults, strictWorkdir bool) error {
 	wd := req.Workdir
 	if wd == "" {
 		wd = "/"
@@ -96,13 +100,24 @@ func (s *Server) replaceDefaults(req api.Defaults) error {
 		}
 		user = u
 	}
+	if err := makeWorkdir(wd); err != nil {
+		if strictWorkdir {
+			return err
+		}
+		s.log.Warn("executor: the claim's working directory", "err", err)
+	}
+	s.setDefaults(append([]string(nil), req.Env...), filepath.Clean(wd), user, req.User)
+	return nil
+}
+
+// makeWorkdir makes the working directory wd if it does not exist.
+func makeWorkdir(wd string) error {
 	if err := os.MkdirAll(wd, 0o755); err != nil {
 		return badRequest("working directory %s: %v", wd, err)
 	}
 	if fi, err := os.Stat(wd); err != nil || !fi.IsDir() {
 		return badRequest("working directory %s is not a directory", wd)
 	}
-	s.setDefaults(append([]string(nil), req.Env...), filepath.Clean(wd), user, req.User)
 	return nil
 }
 
@@ -142,7 +157,7 @@ func (s *Server) applyClaimDefaults() error {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return fmt.Errorf("decode the claim's defaults: %w", err)
 	}
-	if err := s.replaceDefaults(req); err != nil {
+	if err := s.replaceDefaults(req, false); err != nil {
 		return err
 	}
 	s.claimDefaults.Store(nil)

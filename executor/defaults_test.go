@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -105,5 +106,45 @@ func TestClaimDefaultsNotInherited(t *testing.T) {
 	}
 	if flags&unix.FD_CLOEXEC == 0 {
 		t.Fatal("the claim defaults descriptor is inherited by the executor's commands (no FD_CLOEXEC)")
+	}
+}
+
+// TestClaimDefaultsWithAFileAsWorkdir: claim defaults whose working
+// directory is a file still apply (the environment and the directory
+// become the defaults, the file is let go) and requests are served,
+// rather than every request failing from then on; PUT /v1/defaults, whose
+// caller waits for the answer, still refuses such a directory.
+func TestClaimDefaultsWithAFileAsWorkdir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp(dir, "claim-defaults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(`{"env":["TASK=7"],"workdir":"` + file + `"}`); err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Workdir: dir, ScratchDir: filepath.Join(dir, "scratch"), ClaimDefaults: f})
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	h := s.Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, api.PathHealth, nil))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("a request after the claim: %d %s", rec.Code, rec.Body)
+	}
+	if !slices.Equal(s.env(), []string{"TASK=7"}) || s.defaultWorkdir() != file || s.claimDefaults.Load() != nil {
+		t.Fatalf("defaults after the claim: env %v, workdir %s, file held %v", s.env(), s.defaultWorkdir(), s.claimDefaults.Load() != nil)
+	}
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, api.PathDefaults, strings.NewReader(`{"workdir":"`+file+`"}`)))
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("PUT /v1/defaults with a file as the working directory: %d %s", rec.Code, rec.Body)
 	}
 }
