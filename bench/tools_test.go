@@ -114,6 +114,9 @@ func TestTraceAndABTestTools(t *testing.T) {
 	if n := strings.Count(out, "before the move: p10"); n != 8 {
 		t.Errorf("attachgap printed %d of 8 rows:\n%s", n, out)
 	}
+	if n := strings.Count(out, "pause 64ms, "); n != 6 {
+		t.Errorf("attachgap printed %d of 6 rows after WarmAttach:\n%s", n, out)
+	}
 	out = run(t, filepath.Join(dir, "churncpu"), "-n", "2", "-c", "1", "-rootfs", rootfs)
 	if !regexp.MustCompile(`2 cycles c=1: [0-9.]+/s; CPU per cycle: self [0-9.]+ ms, children [0-9.]+ ms`).MatchString(out) {
 		t.Errorf("churncpu printed %q", out)

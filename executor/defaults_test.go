@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/sbxrun/sbx/executor/api"
 )
 
@@ -77,5 +79,31 @@ func TestClaimDefaultsApplyBeforeTheNextRequest(t *testing.T) {
 	write(`{"env":["LATER=1"]}`)
 	if code := health(); code != http.StatusOK || !slices.Equal(s.env(), []string{"TASK=7"}) {
 		t.Fatalf("a second write changed the defaults: %d, env %v", code, s.env())
+	}
+}
+
+// TestClaimDefaultsNotInherited: the claim defaults descriptor, which the
+// executor inherits from the host without close-on-exec, is marked
+// close-on-exec, so that no command the executor starts (a template's
+// main command, a session) holds the file the claim writes into.
+func TestClaimDefaultsNotInherited(t *testing.T) {
+	fd, err := unix.MemfdCreate("claim-defaults", 0) // as inherited: no close-on-exec
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "claim-defaults")
+	dir := t.TempDir()
+	s, err := New(Config{Workdir: dir, ScratchDir: filepath.Join(dir, "scratch"), ClaimDefaults: f})
+	if err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if flags&unix.FD_CLOEXEC == 0 {
+		t.Fatal("the claim defaults descriptor is inherited by the executor's commands (no FD_CLOEXEC)")
 	}
 }

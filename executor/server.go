@@ -61,7 +61,9 @@ type Config struct {
 	// ClaimDefaults, if not nil, is an empty file (a warm pool member's)
 	// into which the host writes the defaults of the sandbox that claims
 	// the member, as JSON api.Defaults: they replace User, Env and Workdir
-	// before the next request is served. The server owns it.
+	// before the next request is served. The server owns it, and marks
+	// its descriptor close-on-exec (one inherited from the host is not):
+	// no command the executor starts holds it.
 	ClaimDefaults *os.File
 }
 
@@ -144,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.setDefaults(cfg.Env, cfg.Workdir, user, cfg.User)
 	if cfg.ClaimDefaults != nil {
+		if err := closeOnExec(cfg.ClaimDefaults); err != nil {
+			return nil, fmt.Errorf("the claim defaults file: %w", err)
+		}
 		s.claimDefaults.Store(cfg.ClaimDefaults)
 	}
 	devNull, err := os.Open(os.DevNull)
@@ -392,4 +397,17 @@ func (s *Server) isStopping() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopping
+}
+
+// closeOnExec marks f's descriptor close-on-exec.
+func closeOnExec(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	if err := rc.Control(func(fd uintptr) { _, ferr = unix.FcntlInt(fd, unix.F_SETFD, unix.FD_CLOEXEC) }); err != nil {
+		return err
+	}
+	return ferr
 }

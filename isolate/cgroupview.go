@@ -75,6 +75,26 @@ func mountCgroupView(dir, id string, mps []string) (_ bool, err error) {
 	return true, nil
 }
 
+// WarmCgroups readies sandbox id's start for its cgroup moves: it makes
+// the cgroup directories its view shows (MountCgroupView then finds them
+// made; errors are left for it to report) and starts cgroup.WarmAttach,
+// so that the RCU grace period the first move after a pause waits for
+// runs beside the rest of the start's set-up instead of inside
+// libcontainer's start. The directories come first because the kernel
+// holds its cgroup mutex while the move waits, and a mkdir would wait
+// with it. The caller must have recorded the sandbox's cgroups: they go
+// with its container, or with sbx gc (cgroup.SandboxLeftovers).
+func WarmCgroups(id string) {
+	if mps := cgroup.Mountpoints(); !pureV2(mps) {
+		for _, mp := range mps {
+			if viewed(mp) {
+				_ = os.MkdirAll(filepath.Join(mp, cgroup.SandboxPath(id)), 0o755)
+			}
+		}
+	}
+	cgroup.WarmAttach()
+}
+
 // bindReadOnly binds src on dst, read-only, nosuid, nodev and noexec (a
 // bind takes its flags only from a remount).
 func bindReadOnly(src, dst string) error {

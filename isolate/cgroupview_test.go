@@ -84,3 +84,33 @@ func TestMountCgroupView(t *testing.T) {
 		t.Errorf("view directory left: %v", err)
 	}
 }
+
+// WarmCgroups makes the directories the view shows (and nothing else:
+// libcontainer makes the rest when it moves the init), so that
+// MountCgroupView finds them made.
+func TestWarmCgroupsMakesViewedDirs(t *testing.T) {
+	roottest.Require(t, "it creates cgroups")
+	if err := cgroup.EnsureParent(cgroup.Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	id := "cgwarm-test"
+	WarmCgroups(id)
+	defer func() { _ = cgroup.RemovePaths(cgroup.SandboxLeftovers(id)) }()
+	made := 0
+	for _, mp := range cgroup.Mountpoints() {
+		_, err := os.Stat(filepath.Join(mp, cgroup.SandboxPath(id)))
+		switch {
+		case pureV2(cgroup.Mountpoints()) || !viewed(mp):
+			if err == nil {
+				t.Errorf("%s: a cgroup the view does not show was made", mp)
+			}
+		case err != nil:
+			t.Errorf("%s: the view's cgroup was not made: %v", mp, err)
+		default:
+			made++
+		}
+	}
+	if !pureV2(cgroup.Mountpoints()) && made == 0 {
+		t.Fatal("no cgroup made on a v1 or hybrid host")
+	}
+}

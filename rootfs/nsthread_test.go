@@ -86,3 +86,65 @@ func hostnameOf() string {
 	}
 	return unix.ByteSliceToString(u.Nodename[:])
 }
+
+// TestVisitThatCannotGoBackEndsTheThread: a visit that leaves the kept
+// thread in another mount namespace and unable to go back (here: it
+// dropped CAP_SYS_ADMIN, which setns needs) fails, and its thread is
+// never used again: the next visit runs on another thread, in the host's
+// namespaces with the host's capabilities.
+func TestVisitThatCannotGoBackEndsTheThread(t *testing.T) {
+	roottest.Require(t, "mount namespaces")
+	hostMnt, hostUTS := threadNamespaces()
+	_, pidfd := startInMountNS(t)
+	var first int
+	if err := VisitOnThread("", func() error { first = unix.Gettid(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var stuck int
+	err := VisitOnThread("", func() error {
+		stuck = unix.Gettid()
+		if err := unix.Setns(pidfd, unix.CLONE_NEWNS); err != nil {
+			return err
+		}
+		return dropEffectiveCap(unix.CAP_SYS_ADMIN)
+	})
+	if err == nil {
+		t.Fatal("a visit that could not go back to the host's mount namespace returned no error")
+	}
+	if stuck != first {
+		t.Fatalf("the visit ran on thread %d, not the kept one (%d)", stuck, first)
+	}
+	var next int
+	var mnt, uts string
+	var admin bool
+	if err := VisitOnThread("", func() error {
+		next = unix.Gettid()
+		mnt, uts = threadNamespaces()
+		admin = hasEffectiveCap(unix.CAP_SYS_ADMIN)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if next == stuck || mnt != hostMnt || uts != hostUTS || !admin {
+		t.Fatalf("next visit: thread %d (the stuck one %d), namespaces %s %s (host's %s %s), CAP_SYS_ADMIN %v",
+			next, stuck, mnt, uts, hostMnt, hostUTS, admin)
+	}
+}
+
+// dropEffectiveCap drops capability c from the calling thread's effective
+// set.
+func dropEffectiveCap(c int) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	data[c/32].Effective &^= 1 << (c % 32)
+	return unix.Capset(&hdr, &data[0])
+}
+
+func hasEffectiveCap(c int) bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	return unix.Capget(&hdr, &data[0]) == nil && data[c/32].Effective&(1<<(c%32)) != 0
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/rootfs"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
@@ -104,6 +105,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	}
 	h.emit(changeCreated, sb)
 	h.crashPoint(stepRecorded)
+	isolate.WarmCgroups(sb.ID) // recorded: removed with the container (plan)
 	sb.CreateTimings = &sbx.CreateTimings{AdmitS: time.Since(t0).Seconds()}
 	if miss != "" {
 		sb.CreateTimings.Pool = "miss, " + miss

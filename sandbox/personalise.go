@@ -105,16 +105,11 @@ func (h *Host) startPersonalise(p *personalisation, sb *sbx.Sandbox, etc rootfs.
 		return func() error { return nil }
 	}
 	// A writable root of the container's own (an overlay, not --read-only)
-	// is reached from here through its PID 1's root: the mountpoints are
-	// made first, then the kept thread is woken for what needs the
+	// is reached from any thread through its PID 1's root: the kept thread
+	// is woken first for the mountpoints there and what needs the
 	// namespaces (the hostname, the mounts' move, a resize), and the /etc
 	// files are written here while it wakes.
 	if pm != nil && sb.RootPath == "" && !sb.Options.ReadonlyRootfs {
-		if live {
-			if err := tr.side("p-targets", func() error { return rootfs.PrepareTargetsIn(pm.root, p.mounts) }); err != nil {
-				return func() error { return err }
-			}
-		}
 		var waitNS func() error
 		if live || resize {
 			waitNS = h.startNSWork(sb, resize && h.mountNS.Has(sb.ID), resize, p, "", rootfs.Options{}, tr)
@@ -166,7 +161,8 @@ func (h *Host) startNSWork(sb *sbx.Sandbox, inPinned, resize bool, p *personalis
 }
 
 // nsWork resizes sb's writable layer (with resize), writes the /etc files
-// etc into root (if not ""), makes the mountpoints there (likewise), sets
+// etc into root and makes the mountpoints there (without root: the
+// mountpoints in the member's root, writable, through its PID 1's), sets
 // the hostname and moves the mounts in (p's).
 func (h *Host) nsWork(sb *sbx.Sandbox, resize bool, p *personalisation, root string, etc rootfs.Options, tr *claimTrace) error {
 	if resize {
@@ -183,10 +179,14 @@ func (h *Host) nsWork(sb *sbx.Sandbox, resize bool, p *personalisation, root str
 	if !p.live() {
 		return nil
 	}
-	if root != "" {
-		if err := tr.side("p-targets", func() error { return rootfs.PrepareTargets(root, p.mounts) }); err != nil {
-			return err
+	err := tr.side("p-targets", func() error {
+		if root == "" {
+			return rootfs.PrepareTargetsIn(p.pm.root, p.mounts)
 		}
+		return rootfs.PrepareTargets(root, p.mounts)
+	})
+	if err != nil {
+		return err
 	}
 	return tr.side("p-move", func() error { return p.trees.MoveInto(p.pm.pidfd, p.pm.root, p.newHost) })
 }

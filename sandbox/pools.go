@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/internal/errkind"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -95,7 +96,7 @@ func (h *Host) readPoolDef(name string) (*poolDef, error) {
 	}
 	data, err := os.ReadFile(h.poolDefPath(name))
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("pool %q: %w (sbx pool ls lists them)", name, sbx.ErrNotFound)
+		return nil, errkind.New(fmt.Sprintf("no pool %q (sbx pool ls lists them)", name), sbx.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read pool %q: %w", name, err)

@@ -126,6 +126,7 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 		return nil, fmt.Errorf("create run directory: %w (is %s writable? sbx needs root)", err, h.store.RunRoot())
 	}
 	r.created = true
+	isolate.WarmCgroups(r.id) // removed with the run's cgroups (runPlan)
 	if err := mountRunDir(r.dir); err != nil {
 		return nil, err
 	}
@@ -526,9 +527,9 @@ func (r *run) remove(ctx context.Context) float64 {
 			}
 			if r.view != "" {
 				errs = append(errs, isolate.UnmountCgroupView(r.view))
-				if r.ctr == nil { // the view made the cgroups; no container removed them
-					errs = append(errs, cgroup.RemovePaths(cgroup.SandboxLeftovers(r.id)))
-				}
+			}
+			if r.ctr == nil && r.created { // WarmCgroups or the view made cgroups; no container removed them
+				errs = append(errs, cgroup.RemovePaths(cgroup.SandboxLeftovers(r.id)))
 			}
 			if !r.created {
 				continue

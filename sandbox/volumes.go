@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/internal/errkind"
 	"github.com/sbxrun/sbx/sandbox/state"
 )
 
@@ -171,7 +172,7 @@ func (h *Host) readVolume(name string, users map[string][]string) (*sbx.VolumeIn
 	dir := h.volumeDir(name)
 	f, err := os.Open(filepath.Join(dir, volumeMetaFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: no volume %s (sbx volume ls lists them)", sbx.ErrNotFound, name)
+		return nil, errkind.New(fmt.Sprintf("no volume %s (sbx volume ls lists them)", name), sbx.ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("volume %s: %w", name, err)

@@ -40,12 +40,23 @@ func waitForFlockWaiter(t *testing.T, path string) {
 }
 
 // TestVolumeRemovedWhileACreateResolvesIt removes a named volume the way
-// sbx volume rm does, in the window where a create has resolved the
-// volume but not yet written the record naming it: rm sees no user. The
-// create must then never end with a sandbox whose volume is gone.
+// sbx volume rm does, in the window where a create (cold, or claiming a
+// pool member) has resolved the volume but not yet written the record
+// naming it: rm sees no user. The create must then never end with a
+// sandbox whose volume is gone.
 func TestVolumeRemovedWhileACreateResolvesIt(t *testing.T) {
+	for _, claim := range []bool{false, true} {
+		name := map[bool]string{false: "cold", true: "claim"}[claim]
+		t.Run(name, func(t *testing.T) { removeVolumeWhileResolved(t, claim) })
+	}
+}
+
+func removeVolumeWhileResolved(t *testing.T, claim bool) {
 	m := newHost(t, HostConfig{})
 	ctx := context.Background()
+	if claim {
+		newPool(t, m, "warm", 1, busybox(t))
+	}
 	if _, err := m.CreateVolume(ctx, sbx.VolumeSpec{Name: "shared"}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +67,10 @@ func TestVolumeRemovedWhileACreateResolvesIt(t *testing.T) {
 	}
 	o := busybox(t)
 	o.Volumes = []sbx.Volume{{Name: "shared", Path: "/data"}}
+	if claim {
+		// A claim takes the admission lock for a new memory limit.
+		o.Limits.MemoryBytes = 96 << 20
+	}
 	type result struct {
 		sb  *sbx.Sandbox
 		err error
@@ -99,6 +114,9 @@ func TestVolumeRemovedWhileACreateResolvesIt(t *testing.T) {
 	if r.err != nil {
 		t.Logf("create failed: %v", r.err)
 		return // cleanly: newHost's cleanup checks nothing leaked
+	}
+	if claimed := r.sb.FromPool != ""; claimed != claim {
+		t.Fatalf("claimed a member: %v, want %v (%+v)", claimed, claim, r.sb.CreateTimings)
 	}
 	v, err = m.InspectVolume(ctx, "shared")
 	if err != nil {
@@ -161,6 +179,20 @@ func TestVolumeRemoveRacesCreates(t *testing.T) {
 		}
 		if err := m.Remove(ctx, sb.ID, sbx.RemoveOptions{Force: true}); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestVolumeAndPoolNotFound: an unknown volume or pool is sbx.ErrNotFound
+// (404), in words that name what is missing, not "no such sandbox".
+func TestVolumeAndPoolNotFound(t *testing.T) {
+	m := newHost(t, HostConfig{})
+	ctx := context.Background()
+	_, inspect := m.InspectVolume(ctx, "nope")
+	_, pool := m.GetPool(ctx, "nope")
+	for what, err := range map[string]error{"volume inspect": inspect, "volume rm": m.RemoveVolume(ctx, "nope"), "pool": pool} {
+		if !errors.Is(err, sbx.ErrNotFound) || strings.Contains(err.Error(), "sandbox") || !strings.Contains(err.Error(), "nope") {
+			t.Errorf("%s of an unknown name: %v, want a not-found error naming it, not a sandbox", what, err)
 		}
 	}
 }
