@@ -250,14 +250,7 @@ func newStandbyMember(t *testing.T) (*testEnv, []string) {
 // expectPortFree fails unless a host process can bind addr (TCP).
 func (e *testEnv) expectPortFree(addr string) {
 	e.t.Helper()
-	err := InNamespacePath(e.hostNS, func() error {
-		ln, err := net.Listen("tcp4", addr)
-		if err == nil {
-			ln.Close()
-		}
-		return err
-	})
-	if err != nil {
+	if err := e.listenInHost(addr); err != nil {
 		e.t.Fatalf("host port %s: %v, want it free", addr, err)
 	}
 }
@@ -333,14 +326,7 @@ func TestUnreachableStandbyHolder(t *testing.T) {
 	if holderRuns(standby) {
 		t.Fatalf("the unreachable standby holder %d runs after the claim", standby.PID)
 	}
-	err = InNamespacePath(e.hostNS, func() error {
-		ln, err := net.Listen("tcp4", "127.0.0.1:19083")
-		if err == nil {
-			ln.Close()
-		}
-		return err
-	})
-	if !errors.Is(err, unix.EADDRINUSE) {
+	if err := e.listenInHost("127.0.0.1:19083"); !errors.Is(err, unix.EADDRINUSE) {
 		t.Fatalf("a host process binding the published port: %v, want EADDRINUSE", err)
 	}
 	e.detachLeavingNothing("sb-member", before)
@@ -391,14 +377,7 @@ func TestClaimBindsOnSocketsMadeAhead(t *testing.T) {
 		t.Fatalf("TCP sockets made ahead after a claim bound one: %d, want %d", got, stockPerType-1)
 	}
 	must(t, r.Wait())
-	err = InNamespacePath(e.hostNS, func() error {
-		ln, err := net.Listen("tcp4", "127.0.0.1:19085")
-		if err == nil {
-			ln.Close()
-		}
-		return err
-	})
-	if !errors.Is(err, unix.EADDRINUSE) {
+	if err := e.listenInHost("127.0.0.1:19085"); !errors.Is(err, unix.EADDRINUSE) {
 		t.Fatalf("a host process binding the published port: %v, want EADDRINUSE", err)
 	}
 	for i := 0; stocked() != stockPerType; i++ {
@@ -409,4 +388,16 @@ func TestClaimBindsOnSocketsMadeAhead(t *testing.T) {
 	}
 	e.detachLeavingNothing("sb-member", before)
 	e.expectPortFree("127.0.0.1:19085")
+}
+
+// listenInHost listens on addr (TCP) in the host namespace, as a host
+// process would, and closes the listener at once.
+func (e *testEnv) listenInHost(addr string) error {
+	return InNamespacePath(e.hostNS, func() error {
+		ln, err := net.Listen("tcp4", addr)
+		if err == nil {
+			ln.Close()
+		}
+		return err
+	})
 }
