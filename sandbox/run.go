@@ -185,6 +185,13 @@ func mountRunDir(dir string) error {
 	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0700,size="+strconv.Itoa(runDirBytes)); err != nil {
 		return fmt.Errorf("mount the run directory's tmpfs on %s: %w", dir, err)
 	}
+	// Private, so that neither it nor the run's mounts below it propagate
+	// to other mount namespaces where the run root is on a shared mount
+	// (systemd makes / shared).
+	if err := unix.Mount("", dir, "", unix.MS_PRIVATE, ""); err != nil {
+		_ = unix.Unmount(dir, unix.MNT_DETACH)
+		return fmt.Errorf("make the run directory's tmpfs on %s private: %w", dir, err)
+	}
 	return nil
 }
 
@@ -556,6 +563,19 @@ func ownerRecord(pid int) string {
 	return strconv.Itoa(pid) + " " + strconv.FormatUint(start, 10)
 }
 
+// runOwnerGrace is how long a run's directory may be without its owner
+// record before gc takes it for a crashed run's: between the directory's
+// mkdir, the mount of its tmpfs and the record's write, a run being
+// created has none.
+const runOwnerGrace = 10 * time.Second
+
+// beingCreated reports whether the run directory dir, which has no owner
+// record, was made (or its tmpfs mounted) within runOwnerGrace.
+func beingCreated(dir string) bool {
+	fi, err := os.Stat(dir)
+	return err == nil && time.Since(fi.ModTime()) < runOwnerGrace
+}
+
 // ownerAlive reports whether the process recorded in an owner file runs.
 func ownerAlive(record string) bool {
 	f := strings.Fields(record)
@@ -683,7 +703,7 @@ func (h *Host) gcRuns(ctx context.Context) ([]string, error) {
 	for _, e := range entries {
 		dir := filepath.Join(h.store.RunRoot(), runsDir, e.Name())
 		owner, _ := os.ReadFile(filepath.Join(dir, ownerFile))
-		if ownerAlive(string(owner)) {
+		if ownerAlive(string(owner)) || len(owner) == 0 && beingCreated(dir) {
 			continue
 		}
 		// Whatever the run had: a network attachment if this root has a
