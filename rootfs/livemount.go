@@ -278,30 +278,36 @@ func RewriteEtc(root string, o Options) error {
 }
 
 // RewriteEtcIn is RewriteEtc in the root directory opened as rootDir (a
-// running sandbox's /proc/PID/root, where that is writable).
+// running sandbox's /proc/PID/root, where that is writable). The root is
+// the sandbox's and hostile, and the opens are the host's (root, any
+// file mode): /etc and each file are resolved inside the root without
+// crossing a mount (a volume or a bind there is refused, never written),
+// and each file is first opened as a path only (O_PATH: no device's open
+// runs, no FIFO's, no terminal becomes the host's controlling one) and
+// opened for writing only if it is a regular file, or made if absent.
 func RewriteEtcIn(rootDir *os.File, o Options) error {
 	etc, err := dirInRoot(rootDir, "/etc")
 	if err != nil {
 		return fmt.Errorf("find /etc in the sandbox: %w", err)
 	}
 	defer etc.Close()
+	if same, err := sameMount(rootDir, etc); err != nil {
+		return fmt.Errorf("check /etc in the sandbox: %w", err)
+	} else if !same {
+		return errors.New("/etc in the sandbox is on a mount of its own (a volume or a bind): sbx rewrites /etc/hostname, hosts and resolv.conf only in the sandbox's root filesystem")
+	}
 	for _, f := range []struct{ name, content string }{
 		{"hostname", o.Hostname + "\n"}, {"hosts", o.Hosts}, {"resolv.conf", o.ResolvConf},
 	} {
 		if f.content == "" || f.content == "\n" {
 			continue
 		}
-		fd, err := unix.Openat(int(etc.Fd()), f.name, unix.O_WRONLY|unix.O_CREAT|unix.O_TRUNC|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0o644)
+		w, err := openEtcFile(etc, f.name)
 		if err != nil {
-			return fmt.Errorf("open /etc/%s: %w", f.name, err)
+			return fmt.Errorf("open /etc/%s in the sandbox: %w", f.name, err)
 		}
-		var st unix.Stat_t
-		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			unix.Close(fd)
-			return fmt.Errorf("/etc/%s is not a regular file", f.name)
-		}
-		_, werr := unix.Write(fd, []byte(f.content))
-		if cerr := unix.Close(fd); werr == nil {
+		_, werr := w.Write([]byte(f.content))
+		if cerr := w.Close(); werr == nil {
 			werr = cerr
 		}
 		if werr != nil {
@@ -309,6 +315,58 @@ func RewriteEtcIn(rootDir *os.File, o Options) error {
 		}
 	}
 	return nil
+}
+
+// etcFileHow resolves a file name in /etc without following a symlink or
+// crossing a mount; a symlink itself is opened (O_PATH|O_NOFOLLOW) and
+// then refused.
+var etcFileHow = unix.OpenHow{
+	Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+	Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+}
+
+// openEtcFile opens name in etc for writing, truncated: made (0644) if
+// absent; opened, through its O_PATH descriptor, only if it is a regular
+// file on etc's mount.
+func openEtcFile(etc *os.File, name string) (*os.File, error) {
+	const wflags = unix.O_WRONLY | unix.O_NOCTTY | unix.O_NONBLOCK | unix.O_CLOEXEC
+	pfd, err := unix.Openat2(int(etc.Fd()), name, &etcFileHow)
+	if errors.Is(err, unix.ENOENT) {
+		fd, err := unix.Openat(int(etc.Fd()), name, wflags|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		return os.NewFile(uintptr(fd), name), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, errors.New("it is not a regular file")
+	}
+	return os.OpenFile("/proc/self/fd/"+strconv.Itoa(pfd), wflags|unix.O_TRUNC, 0)
+}
+
+// sameMount reports whether a and b are on the same mount.
+func sameMount(a, b *os.File) (bool, error) {
+	var sa, sb unix.Statx_t
+	for _, x := range []struct {
+		f  *os.File
+		st *unix.Statx_t
+	}{{a, &sa}, {b, &sb}} {
+		if err := unix.Statx(int(x.f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, x.st); err != nil {
+			return false, err
+		}
+		if x.st.Mask&unix.STATX_MNT_ID == 0 {
+			return false, errors.New("the kernel gives no mount ids (statx STATX_MNT_ID, Linux 5.8)")
+		}
+	}
+	return sa.Mnt_id == sb.Mnt_id, nil
 }
 
 // inRoot resolves paths inside a root directory, as pathrs does, in one

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -243,5 +244,118 @@ func TestDirInRoot(t *testing.T) {
 	}
 	if fi, err := os.Lstat(filepath.Join(root, "escape")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the symlink was replaced: %v", err)
+	}
+}
+
+// TestRewriteEtcHostileFiles: a sandbox's /etc/hosts that is a FIFO with
+// a reader, a symlink to a device or out of the root, a bind of a host
+// file, or an /etc that is a mount of its own, is refused without the
+// target being opened for writing, and nothing outside the root changes.
+func TestRewriteEtcHostileFiles(t *testing.T) {
+	roottest.Require(t, "it mounts in a mount namespace of its own")
+	outside := filepath.Join(t.TempDir(), "host-file")
+	if err := os.WriteFile(outside, []byte("host\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Hosts: "127.0.0.1 h1\n"}
+	newRoot := func(t *testing.T) string {
+		root := t.TempDir()
+		if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return root
+	}
+	t.Run("fifo with a reader", func(t *testing.T) {
+		root := newRoot(t)
+		fifo := filepath.Join(root, "etc", "hosts")
+		if err := unix.Mkfifo(fifo, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r, err := unix.Open(fifo, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(r)
+		if err := RewriteEtc(root, o); err == nil {
+			t.Fatal("RewriteEtc accepted a FIFO as /etc/hosts")
+		}
+		// A writer that opened and closed the FIFO leaves its reader hung up.
+		fds := []unix.PollFd{{Fd: int32(r), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, 0); err != nil {
+			t.Fatal(err)
+		}
+		if fds[0].Revents&unix.POLLHUP != 0 {
+			t.Fatal("RewriteEtc opened the FIFO for writing before refusing it")
+		}
+	})
+	for name, target := range map[string]string{"symlink to a device": "/dev/null", "symlink out of the root": outside} {
+		t.Run(name, func(t *testing.T) {
+			root := newRoot(t)
+			if err := os.Symlink(target, filepath.Join(root, "etc", "hosts")); err != nil {
+				t.Fatal(err)
+			}
+			if err := RewriteEtc(root, o); err == nil {
+				t.Fatalf("RewriteEtc accepted /etc/hosts -> %s", target)
+			}
+			if fi, err := os.Lstat(filepath.Join(root, "etc", "hosts")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+				t.Fatalf("the symlink was replaced: %v", err)
+			}
+		})
+	}
+	// The mounts are made on a thread of their own in a private mount
+	// namespace, never unlocked, so the thread (and its mounts) ends.
+	inMountNS := func(t *testing.T, fn func() error) {
+		t.Helper()
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
+				errc <- err
+				return
+			}
+			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+				errc <- err
+				return
+			}
+			errc <- fn()
+		}()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("bind of a host file", func(t *testing.T) {
+		root := newRoot(t)
+		hosts := filepath.Join(root, "etc", "hosts")
+		if err := os.WriteFile(hosts, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		inMountNS(t, func() error {
+			if err := unix.Mount(outside, hosts, "", unix.MS_BIND, ""); err != nil {
+				return err
+			}
+			if err := RewriteEtc(root, o); err == nil {
+				return errors.New("RewriteEtc wrote through a bind mount at /etc/hosts")
+			}
+			return nil
+		})
+	})
+	t.Run("etc a mount of its own", func(t *testing.T) {
+		root := newRoot(t)
+		etc := filepath.Join(root, "etc")
+		inMountNS(t, func() error {
+			if err := unix.Mount("tmpfs", etc, "tmpfs", 0, ""); err != nil {
+				return err
+			}
+			if err := RewriteEtc(root, o); err == nil {
+				return errors.New("RewriteEtc wrote into a mount at /etc")
+			}
+			if entries, _ := os.ReadDir(etc); len(entries) != 0 {
+				return errors.New("RewriteEtc made files in a mount at /etc")
+			}
+			return nil
+		})
+	})
+	if got, _ := os.ReadFile(outside); string(got) != "host\n" {
+		t.Fatalf("the host file was written: %q", got)
 	}
 }
