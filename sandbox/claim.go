@@ -25,6 +25,22 @@ func (e errClaimRefused) Error() string { return e.err.Error() }
 
 func (e errClaimRefused) Unwrap() error { return e.err }
 
+// errMemberGone is a pool member whose PID 1 is gone (its PID may be
+// another process's now).
+var errMemberGone = errors.New("the pool member's PID 1 is gone")
+
+// checkMemberUser is checkDefaultUser for sb, a claimant of the pool
+// member m, in m's root as its PID 1 sees it (/proc/PID/root). PID 1 is
+// checked again after the lookup: an answer read from another process
+// that reused the PID meanwhile is never taken (errMemberGone).
+func checkMemberUser(m, sb *sbx.Sandbox) error {
+	err := checkDefaultUser(sb, "/proc/"+strconv.Itoa(m.Pid)+"/root")
+	if !pid1Alive(m) {
+		return errMemberGone
+	}
+	return err
+}
+
 // claim takes an idle member of a pool whose key matches o (checked and
 // completed by checkOptions) and img, applies what may differ, and returns
 // it running. t0 is when the create started (its timings count from
@@ -180,7 +196,9 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	// at a cold start (checkDefaultUser): the executor, which reads the
 	// claimant's defaults later, would only refuse every command.
 	if u := defaultUser(&sb); u != "" && u != defaultUser(&m) {
-		if err := checkDefaultUser(&sb, "/proc/"+strconv.Itoa(m.Pid)+"/root"); err != nil {
+		if err := checkMemberUser(&m, &sb); errors.Is(err, errMemberGone) {
+			return nil, nil
+		} else if err != nil {
 			return nil, errClaimRefused{err}
 		}
 	}
