@@ -25,7 +25,7 @@ func TestPoolClaimContainerOptions(t *testing.T) {
 	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "plain", Size: 1, Options: base}); err != nil {
 		t.Fatal(err)
 	}
-	waitPoolReady(t, e, "plain", 1)
+	e.WaitPoolReady(t, "plain", 1)
 
 	c := base
 	c.Hostname, c.ExtraHosts = "claimer", []string{"db:10.1.2.3", "cache:10.1.2.4"}
@@ -64,32 +64,6 @@ func TestPoolClaimContainerOptions(t *testing.T) {
 	}
 }
 
-// waitPoolReady fills the pool name (the server fills it in the
-// background; FillPool starts what it has not yet) and waits until n of
-// its members are ready.
-func waitPoolReady(t *testing.T, e *harness.ServerEnv, name string, n int) {
-	t.Helper()
-	ctx := context.Background()
-	if _, err := e.Host.FillPool(ctx, name); err != nil {
-		t.Fatal(err)
-	}
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		p, err := e.C.GetPool(ctx, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, id := range p.Ready {
-			e.See(id)
-		}
-		if len(p.Ready) >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pool %s: %d members not ready within 60 s", name, n)
-		}
-	}
-}
-
 // TestPoolIdleTimeoutStartsCold: an idle timeout cannot be applied to a
 // running member (its activity before the claim is not the sandbox's),
 // so a create with one starts cold and says why, though a member of its
@@ -103,7 +77,7 @@ func TestPoolIdleTimeoutStartsCold(t *testing.T) {
 	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "hostns", Size: 1, Options: base}); err != nil {
 		t.Fatal(err)
 	}
-	waitPoolReady(t, e, "hostns", 1)
+	e.WaitPoolReady(t, "hostns", 1)
 
 	idle := base
 	idle.IdleTimeout = time.Hour

@@ -77,13 +77,7 @@ func TestServerWarmPoolPersonalisesNetwork(t *testing.T) {
 	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "net", Size: 2, Options: base}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.Host.FillPool(ctx, "net")
-	if err != nil || len(rep.Started) != 2 {
-		t.Fatalf("fill: %+v, %v", rep, err)
-	}
-	for _, id := range rep.Started {
-		e.See(id)
-	}
+	e.WaitPoolReady(t, "net", 2)
 	const port = 18765
 	listenInNS(t, hostNS, fmt.Sprintf("0.0.0.0:%d", port), "host-service")
 

@@ -103,18 +103,14 @@ func TestServerWarmPoolPublish(t *testing.T) {
 	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "net", Size: 1, Options: base}); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := e.Host.FillPool(ctx, "net")
-	if err != nil || len(rep.Started) != 1 {
-		t.Fatalf("fill: %+v, %v", rep, err)
-	}
-	e.See(rep.Started[0])
+	member := e.WaitPoolReady(t, "net", 1)[0]
 	sb, err := e.C.Create(ctx, withPort)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.See(sb.ID)
-	if sb.ID != rep.Started[0] || sb.Network == nil || len(sb.Network.Ports) != 1 || sb.Network.Ports[0].HostPort == 0 {
-		t.Fatalf("claim with a published port: %+v (member %s)", sb.Network, rep.Started[0])
+	if sb.ID != member || sb.Network == nil || len(sb.Network.Ports) != 1 || sb.Network.Ports[0].HostPort == 0 {
+		t.Fatalf("claim with a published port: %+v (member %s)", sb.Network, member)
 	}
 	res, err := e.C.Exec(ctx, sb.ID, sbx.ExecRequest{Command: "mkdir -p /tmp/www && echo pooled > /tmp/www/index.html && httpd -p 8080 -h /tmp/www"}, nil)
 	if err != nil || res.ExitCode != 0 {

@@ -194,9 +194,7 @@ func TestAdversarialVolumesInPrivateUserNS(t *testing.T) {
 	if _, err := e.Host.CreatePool(ctx, sbx.PoolSpec{Name: "uns", Size: 1, Options: base}); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err := e.Host.FillPool(ctx, "uns"); err != nil || len(rep.Started) != 1 {
-		t.Fatalf("fill the pool: %+v, %v", rep, err)
-	}
+	e.WaitPoolReady(t, "uns", 1)
 	c := base
 	c.Volumes = []sbx.Volume{{HostPath: vol, Path: "/vol"}}
 	sb, err := e.C.Create(ctx, c)

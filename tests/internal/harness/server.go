@@ -138,6 +138,34 @@ func (e *ServerEnv) See(id string) {
 	e.mu.Unlock()
 }
 
+// WaitPoolReady fills the pool name and waits until n of its members
+// are ready, returning them (seen for the leak check). The server's
+// background refill may fill the pool first (it looks at every pool at
+// its start and every few seconds), so what FillPool itself started says
+// nothing.
+func (e *ServerEnv) WaitPoolReady(t testing.TB, name string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.Host.FillPool(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		p, err := e.C.GetPool(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range p.Ready {
+			e.See(id)
+		}
+		if len(p.Ready) >= n {
+			return p.Ready
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pool %s: %d members not ready within 60 s", name, n)
+		}
+	}
+}
+
 // ServerAssertNoLeaks fails if anything of the sandboxes under runRoot and
 // root is left: mounts (in any process), runtime and state directories,
 // cgroups, processes.
