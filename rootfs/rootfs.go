@@ -200,6 +200,67 @@ func missingDirs(lowers, dirs []string) []string {
 	return out
 }
 
+// FileOnPath returns the path of the first file (not a directory: a
+// regular file, a device, a FIFO, a socket, a symlink loop) on the
+// in-sandbox directory path p, symlinks followed, as the layers lowers
+// (lowest first) stack up, or "" if there is none: making p in the
+// writable layer would hide that file, or the symlink to it, under a
+// directory. A path missing (or whited out) from some component on is
+// not a file.
+func FileOnPath(lowers []string, p string) string {
+	rest := strings.Split(filepath.Clean("/"+p), "/")
+	cur := "/"
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, c)
+		layer, st, ok := topmostEntry(lowers, next)
+		if !ok {
+			return ""
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFDIR:
+			cur = next
+		case unix.S_IFLNK:
+			target, err := os.Readlink(filepath.Join(layer, next))
+			if hops++; err != nil || hops > 40 {
+				return next
+			}
+			if filepath.IsAbs(target) {
+				cur = "/"
+			}
+			rest = append(strings.Split(target, "/"), rest...)
+		case unix.S_IFCHR:
+			if st.Rdev == 0 {
+				return "" // a whiteout
+			}
+			return next
+		default:
+			return next
+		}
+	}
+	return ""
+}
+
+// topmostEntry is the topmost of lowers to have an entry at the
+// in-sandbox path p, and that entry's lstat.
+func topmostEntry(lowers []string, p string) (string, unix.Stat_t, bool) {
+	var st unix.Stat_t
+	for i := len(lowers) - 1; i >= 0; i-- {
+		if unix.Lstat(filepath.Join(lowers[i], p), &st) == nil {
+			return lowers[i], st, true
+		}
+	}
+	return "", st, false
+}
+
 // mkdirIn creates the absolute in-sandbox path p inside the writable layer
 // upper. The layer is fresh and sbx-created, so no component is a symlink.
 func mkdirIn(upper, p string) error {

@@ -77,6 +77,10 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 			return sb, nil
 		}
 	}
+	if err := checkWorkdir(&opts, img.lowers); err != nil {
+		release()
+		return nil, err
+	}
 	// Secret values go to the host-side egress state, never the record.
 	secrets := opts.Secrets
 	opts.Secrets = sbx.WithoutSecretValues(secrets)

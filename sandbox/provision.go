@@ -109,6 +109,24 @@ func (h *Host) resolveRoot(ctx context.Context, o *sbx.Options, progress func(sb
 	}, release, nil
 }
 
+// checkWorkdir refuses a working directory that a lower layer of o's
+// root has as a file (or has a file on its path): making it in the
+// writable layer would hide that file under a directory.
+func checkWorkdir(o *sbx.Options, lowers []string) error {
+	if o.Workdir == "" || len(lowers) == 0 {
+		return nil
+	}
+	f := rootfs.FileOnPath(lowers, o.Workdir)
+	if f == "" {
+		return nil
+	}
+	what := "the image"
+	if o.Rootfs != "" {
+		what = "root directory " + o.Rootfs
+	}
+	return fmt.Errorf("%w: working directory %s is not a directory in %s (%s is a file there); give a directory, or no --workdir for the image's", sbx.ErrInvalid, o.Workdir, what, f)
+}
+
 // provisioned is one sandbox's network and root, as provision made them.
 // diskLayerDir holds, in a sandbox's state directory, its writable layer
 // when Options.DiskBacking is disk.

@@ -105,6 +105,10 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if err != nil {
 		return nil, err
 	}
+	if err := checkWorkdir(&o.Options, root.lowers); err != nil {
+		release()
+		return nil, err
+	}
 	// The image store is held from resolving the image until the run's
 	// layers are recorded (runsDir/ID/layers.json, read by image GC while
 	// the run's process lives), so that a concurrent image GC cannot

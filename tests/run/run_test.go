@@ -536,3 +536,30 @@ grep -E "^memory|^pids" /proc/self/cgroup | head -1 >/dev/null; echo ok`)
 		t.Errorf("--cap-add SYS_ADMIN must allow mount: %q", out)
 	}
 }
+
+// TestRunWorkdirThatIsAFile: a working directory that the root has as a
+// file (busybox's /bin/sh, a symlink to /bin/busybox, or a path below
+// that file) is refused as invalid before anything is made, for a run
+// and a create, and nothing is left; a new directory beside it is made,
+// and /bin/sh still runs.
+func TestRunWorkdirThatIsAFile(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	for _, wd := range []string{"/bin/sh", "/bin/busybox", "/bin/sh/sub", "/bin/../bin/busybox/x/y"} {
+		r := harness.RunSbx(t, "", "run", "--rootfs", root, "-w", wd, "--", "true")
+		if r.Code == 0 || !strings.Contains(r.Stderr, "is not a directory in root directory") {
+			t.Errorf("run -w %s: exit %d, stderr %q; want the working directory refused", wd, r.Code, r.Stderr)
+		}
+	}
+	harness.AssertNoLeftovers(t)
+	h := harness.NewHost(t)
+	r := h.Sbx(t, "", "create", "--rootfs", root, "-w", "/bin/sh")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "working directory /bin/sh is not a directory") {
+		t.Errorf("create -w /bin/sh: exit %d, stdout %q, stderr %q; want it refused", r.Code, r.Stdout, r.Stderr)
+	}
+	if ids := strings.Fields(h.Must(t, "ps", "-aq")); len(ids) != 0 {
+		t.Errorf("a refused create left sandboxes: %v", ids)
+	}
+	if out := harness.MustRun(t, "run", "--rootfs", root, "-w", "/bin/new", "--", "/bin/sh", "-c", "pwd"); out != "/bin/new\n" {
+		t.Errorf("run -w /bin/new: %q", out)
+	}
+}
