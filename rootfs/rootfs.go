@@ -250,15 +250,42 @@ func FileOnPath(lowers []string, p string) string {
 }
 
 // topmostEntry is the topmost of lowers to have an entry at the
-// in-sandbox path p, and that entry's lstat.
+// in-sandbox path p, and that entry's lstat. Each layer is looked at
+// alone, on no symlink of its own (a layer's parent directory may be a
+// symlink that a higher layer hides under a directory): whatever the
+// layer's symlinks name, nothing outside it is looked at.
 func topmostEntry(lowers []string, p string) (string, unix.Stat_t, bool) {
 	var st unix.Stat_t
 	for i := len(lowers) - 1; i >= 0; i-- {
-		if unix.Lstat(filepath.Join(lowers[i], p), &st) == nil {
+		if lstatInLayer(lowers[i], p, &st) == nil {
 			return lowers[i], st, true
 		}
 	}
 	return "", st, false
+}
+
+// lstatInLayer lstats the in-sandbox path p inside the layer directory
+// layer, refusing any symlink on the way to it (the last component may be
+// one: it is what is looked at).
+func lstatInLayer(layer, p string, st *unix.Stat_t) error {
+	dir, err := unix.Open(layer, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(dir)
+	rel := strings.TrimLeft(filepath.Clean("/"+p), "/")
+	if rel == "" {
+		rel = "."
+	}
+	fd, err := unix.Openat2(dir, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	return unix.Fstat(fd, st)
 }
 
 // mkdirIn creates the absolute in-sandbox path p inside the writable layer
