@@ -344,8 +344,7 @@ func TestClaimAppliesUser(t *testing.T) {
 // TestClaimWithAFileAsWorkdirServesRequests: a claim whose working
 // directory the member has as a file gives a sandbox whose executor
 // serves requests: a command in another directory runs, one in the
-// default directory fails naming it. (Its executor used to refuse every
-// request once it read the claimant's defaults.)
+// default directory fails naming it.
 func TestClaimWithAFileAsWorkdirServesRequests(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	ctx := context.Background()
