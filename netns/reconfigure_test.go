@@ -147,8 +147,9 @@ func TestStandbyHolderTakesClaimedPorts(t *testing.T) {
 }
 
 // holderRuns reports whether the holder h still runs: its process exists
-// with its start time and is not a zombie (this test's process reaps the
-// holders it started, a moment after they end).
+// with its start time and is neither a zombie (Z) nor being reaped (X):
+// this test's process reaps the holders it started a moment after they
+// end, and /proc shows X while it does.
 func holderRuns(h holder) bool {
 	data, err := os.ReadFile("/proc/" + strconv.Itoa(h.PID) + "/stat")
 	if err != nil {
@@ -156,7 +157,7 @@ func holderRuns(h holder) bool {
 	}
 	start, err := procStart(h.PID)
 	i := strings.LastIndexByte(string(data), ')')
-	return err == nil && start == h.Start && i > 0 && i+2 < len(data) && data[i+2] != 'Z'
+	return err == nil && start == h.Start && i > 0 && i+2 < len(data) && data[i+2] != 'Z' && data[i+2] != 'X'
 }
 
 // TestReconfigureFailureRestoresTheNetwork: Reconfigure returns before
