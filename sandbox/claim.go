@@ -202,38 +202,40 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			return nil, errClaimRefused{err}
 		}
 	}
-	// The memory budget is checked while the member is untouched; the
-	// admission lock is held until the record with the new limit is
-	// written, which the next admission counts.
-	release, err := h.admitClaim(ctx, &m, &sb)
-	if err != nil {
-		return nil, errClaimRefused{err}
-	}
-	tr.step("admit")
 	// The claim is recorded before anything of the member changes: a
 	// claim killed midway leaves a record being created, which gc removes
 	// with the member, never a pooled one with another claimant's name,
-	// rules or mounts. Meanwhile the network is decided (its ports chosen),
-	// which changes nothing either; then the name is claimed and the
-	// mounts made on the host, which the member does not see yet.
+	// rules or mounts. The memory budget is checked first, while the
+	// member is untouched; the admission lock is held until the record
+	// with the new limit is written, which the next admission counts.
+	// Meanwhile the network is decided (its ports chosen), which changes
+	// nothing either. The change of the network, the claim's longest
+	// part, starts as soon as both are done; what the member's
+	// personalisation needs made on the host (its PID 1 opened, the
+	// mounts' detached trees, which the member does not see) is made
+	// while it runs.
 	sb.Status = sbx.StatusCreating
 	var (
-		cn         *claimedNetwork
-		prep       *personalisation
-		nerr, perr error
-		named      bool
+		cn              *claimedNetwork
+		err, nerr       error
+		admitted, named bool
 	)
-	record := func(rec *sbx.Sandbox) (err error) {
-		if err = tr.side("write-creating", func() error { return h.writeKeepingVolumes(ctx, l, rec) }); err != nil {
+	record := func(rec *sbx.Sandbox) error {
+		var release func()
+		if err := tr.side("admit", func() (err error) { release, err = h.admitClaim(ctx, &m, rec); return err }); err != nil {
+			return errClaimRefused{err}
+		}
+		defer release()
+		admitted = true
+		if err := tr.side("write-creating", func() error { return h.writeKeepingVolumes(ctx, l, rec) }); err != nil {
 			return err
 		}
-		if sb.Name != "" {
-			if err := tr.side("claim-name", func() error { return h.store.ClaimName(sb.Name, sb.ID) }); err != nil {
+		if rec.Name != "" {
+			if err := tr.side("claim-name", func() error { return h.store.ClaimName(rec.Name, rec.ID) }); err != nil {
 				return errClaimRefused{err}
 			}
 			named = true
 		}
-		perr = tr.side("prepare", func() (err error) { prep, err = preparePersonalise(&m, rec); return err })
 		return nil
 	}
 	if newHost, changed := networkChanges(&m, &sb); o.Network == sbx.NetworkBridge && (newHost || changed) {
@@ -248,26 +250,30 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			cn, nerr = h.claimNetwork(ctx, &m, &sb)
 		}
 	}
-	release()
 	tr.step("recorded")
-	if prep != nil {
-		defer prep.close()
-	}
-	name := ""
-	if named {
-		name = sb.Name
-	}
-	if err != nil || nerr != nil || perr != nil {
+	if err != nil || nerr != nil {
 		if cn != nil {
 			cn.abort()
 		}
-		return nil, h.claimFailed(ctx, l, &m, name, err, nerr, perr)
+		if !admitted {
+			return nil, err // refused before anything was written
+		}
+		name := ""
+		if named {
+			name = sb.Name
+		}
+		return nil, h.claimFailed(ctx, l, &m, name, err, nerr)
 	}
 	h.crashPoint(stepClaimRecorded)
 	cn.apply()
 	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
 	tr.step("apply-start")
+	var prep *personalisation
+	if err := tr.side("prepare", func() (err error) { prep, err = preparePersonalise(&m, &sb); return err }); err != nil {
+		return nil, h.dropMember(ctx, l, &m, sb.Name, errors.Join(err, cn.wait()))
+	}
+	defer prep.close()
 	if inspects {
 		if err := h.claimEgress(&m, &sb, o.Secrets); err != nil {
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
@@ -313,10 +319,10 @@ var ClaimSteps = []string{stepClaimRecorded, stepClaimNetwork, stepClaimApplied}
 // claimFailed ends a claim of the locked member m that failed before
 // anything of it changed, with name claimed (if not ""): recordErr from
 // writing the record or claiming the name, netErr from deciding the
-// network, prepErr from preparing the mounts. What the request is refused
-// for (its name taken, its ports in use, a bad network option) puts the
-// member back in its pool; anything else removes it.
-func (h *Host) claimFailed(ctx context.Context, l *state.Lock, m *sbx.Sandbox, name string, recordErr, netErr, prepErr error) error {
+// network. What the request is refused for (its name taken, its ports in
+// use, a bad network option) puts the member back in its pool; anything
+// else removes it.
+func (h *Host) claimFailed(ctx context.Context, l *state.Lock, m *sbx.Sandbox, name string, recordErr, netErr error) error {
 	var refused errClaimRefused
 	switch {
 	case errors.As(recordErr, &refused):
@@ -326,7 +332,7 @@ func (h *Host) claimFailed(ctx context.Context, l *state.Lock, m *sbx.Sandbox, n
 	case errors.Is(netErr, sbx.ErrInvalid) || errors.Is(netErr, sbx.ErrPortInUse):
 		return h.unclaim(ctx, l, m, name, netErr)
 	}
-	return h.dropMember(ctx, l, m, name, errors.Join(netErr, prepErr))
+	return h.dropMember(ctx, l, m, name, netErr)
 }
 
 // unclaim puts the locked member m, whose claim the request's own error
