@@ -266,7 +266,6 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	}
 	h.crashPoint(stepClaimRecorded)
 	cn.apply()
-	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
 	tr.step("apply-start")
 	var prep *personalisation
@@ -279,7 +278,11 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	if err := h.applyClaim(&m, &sb, cn, prep, tr); err != nil {
+	// The member's entry in its pool's index goes while the rest runs: a
+	// claimer that still finds it sees the record being created and
+	// passes, and gc removes it with a claim that died.
+	unlist := func() { _ = os.Remove(h.pooledEntry(key, sb.ID)) }
+	if err := h.applyClaim(&m, &sb, cn, prep, tr, unlist); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
@@ -393,9 +396,12 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 // of later commands (writeClaimDefaults). They touch different things,
 // and the kernel's commit of the rules is a wait on others; no goroutine
 // is started for any of it (unless the kept thread is busy with another
-// claim's).
-func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace) error {
+// claim's). meanwhile, if not nil, runs on the caller's thread too.
+func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace, meanwhile func()) error {
 	wait := h.startPersonalise(prep, sb, cn.etc, tr)
+	if meanwhile != nil {
+		meanwhile()
+	}
 	var errs []error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
