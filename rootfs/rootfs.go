@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,8 +32,14 @@ type Options struct {
 	Hosts      string
 	ResolvConf string
 	// Dirs are created (mode 0755, or 01777 for tmp dirs) in the writable
-	// layer, e.g. the working directory.
+	// layer where the image lacks them, e.g. the working directory, at
+	// the paths the image's symlinks on the way lead to (a merged-usr
+	// /bin/x is made as /usr/bin/x).
 	Dirs []string
+	// MountDirs are sbx's own mount points (/.sbx), created as Dirs are but
+	// at the paths named: a symlink the image has on the way is hidden
+	// under a directory, never followed, so the image cannot move them.
+	MountDirs []string
 	// UserNS, if set, prepares the root for a sandbox in that user
 	// namespace: lower layers id-mapped, the writable layer its root's.
 	UserNS *UserNS
@@ -76,7 +83,8 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 	}
 	// A directory the image has already keeps the image's owner and mode:
 	// made again in the writable layer it would be root's 0755 on top.
-	o.Dirs = missingDirs(lowers, o.Dirs)
+	o.Dirs = append(missingDirs(lowers, o.Dirs, true), missingDirs(lowers, o.MountDirs, false)...)
+	o.MountDirs = nil
 	r, err := newRoot(dir, o)
 	if err != nil {
 		return nil, err
@@ -144,7 +152,7 @@ func newRoot(dir string, o Options) (*Root, error) {
 			return nil, fmt.Errorf("create writable layer: %w", err)
 		}
 	}
-	for _, d := range o.Dirs {
+	for _, d := range slices.Concat(o.Dirs, o.MountDirs) {
 		if err := mkdirIn(filepath.Join(rw, "upper"), d); err != nil {
 			_ = r.Release()
 			return nil, err
