@@ -108,8 +108,12 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		go func() {
 			defer n.restock() // after the lock
 			defer lk.release()
-			defer closeHeld(socks)
-			r.done <- n.applyReconfigure(&old, l, socks, batch)
+			err := n.applyReconfigure(&old, l, socks, batch)
+			// This process's copies of the sockets go before Wait returns:
+			// after a failed change the port is free for the caller's next
+			// try (a cold create of the same sandbox).
+			closeHeld(socks)
+			r.done <- err
 			n.dropStaged(l)
 		}()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,8 +32,14 @@ type Options struct {
 	Hosts      string
 	ResolvConf string
 	// Dirs are created (mode 0755, or 01777 for tmp dirs) in the writable
-	// layer, e.g. the working directory.
+	// layer where the image lacks them, e.g. the working directory, at
+	// the paths the image's symlinks on the way lead to (a merged-usr
+	// /bin/x is made as /usr/bin/x).
 	Dirs []string
+	// MountDirs are sbx's own mount points (/.sbx), created as Dirs are but
+	// at the paths named: a symlink the image has on the way is hidden
+	// under a directory, never followed, so the image cannot move them.
+	MountDirs []string
 	// UserNS, if set, prepares the root for a sandbox in that user
 	// namespace: lower layers id-mapped, the writable layer its root's.
 	UserNS *UserNS
@@ -76,7 +83,8 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 	}
 	// A directory the image has already keeps the image's owner and mode:
 	// made again in the writable layer it would be root's 0755 on top.
-	o.Dirs = missingDirs(lowers, o.Dirs)
+	o.Dirs = append(missingDirs(lowers, o.Dirs, true), missingDirs(lowers, o.MountDirs, false)...)
+	o.MountDirs = nil
 	r, err := newRoot(dir, o)
 	if err != nil {
 		return nil, err
@@ -144,7 +152,7 @@ func newRoot(dir string, o Options) (*Root, error) {
 			return nil, fmt.Errorf("create writable layer: %w", err)
 		}
 	}
-	for _, d := range o.Dirs {
+	for _, d := range slices.Concat(o.Dirs, o.MountDirs) {
 		if err := mkdirIn(filepath.Join(rw, "upper"), d); err != nil {
 			_ = r.Release()
 			return nil, err
@@ -173,119 +181,6 @@ func mountWritable(rw, diskDir string, size int64) error {
 		return fmt.Errorf("make the writable layer on disk nosuid and nodev: %w", err)
 	}
 	return nil
-}
-
-// missingDirs are the in-sandbox directories of dirs that the layers
-// (lowest first) do not already have: the topmost layer with anything at
-// the path decides (a directory there: present; a file, a symlink or a
-// whiteout: missing, made as before). Lower layers are sbx's own
-// extracted images, read as root.
-func missingDirs(lowers, dirs []string) []string {
-	var out []string
-	for _, d := range dirs {
-		clean := filepath.Clean("/" + d)
-		present := false
-		for i := len(lowers) - 1; i >= 0; i-- {
-			fi, err := os.Lstat(filepath.Join(lowers[i], clean))
-			if err != nil {
-				continue
-			}
-			present = fi.IsDir()
-			break
-		}
-		if !present {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// FileOnPath returns the path of the first file (not a directory: a
-// regular file, a device, a FIFO, a socket, a symlink loop) on the
-// in-sandbox directory path p, symlinks followed, as the layers lowers
-// (lowest first) stack up, or "" if there is none: making p in the
-// writable layer would hide that file, or the symlink to it, under a
-// directory. A path missing (or whited out) from some component on is
-// not a file.
-func FileOnPath(lowers []string, p string) string {
-	rest := strings.Split(filepath.Clean("/"+p), "/")
-	cur := "/"
-	for hops := 0; len(rest) > 0; {
-		c := rest[0]
-		rest = rest[1:]
-		switch c {
-		case "", ".":
-			continue
-		case "..":
-			cur = filepath.Dir(cur)
-			continue
-		}
-		next := filepath.Join(cur, c)
-		layer, st, ok := topmostEntry(lowers, next)
-		if !ok {
-			return ""
-		}
-		switch st.Mode & unix.S_IFMT {
-		case unix.S_IFDIR:
-			cur = next
-		case unix.S_IFLNK:
-			target, err := os.Readlink(filepath.Join(layer, next))
-			if hops++; err != nil || hops > 40 {
-				return next
-			}
-			if filepath.IsAbs(target) {
-				cur = "/"
-			}
-			rest = append(strings.Split(target, "/"), rest...)
-		case unix.S_IFCHR:
-			if st.Rdev == 0 {
-				return "" // a whiteout
-			}
-			return next
-		default:
-			return next
-		}
-	}
-	return ""
-}
-
-// topmostEntry is the topmost of lowers to have an entry at the
-// in-sandbox path p, and that entry's lstat. Each layer is looked at
-// alone, on no symlink of its own (a layer's parent directory may be a
-// symlink that a higher layer hides under a directory): whatever the
-// layer's symlinks name, nothing outside it is looked at.
-func topmostEntry(lowers []string, p string) (string, unix.Stat_t, bool) {
-	var st unix.Stat_t
-	for i := len(lowers) - 1; i >= 0; i-- {
-		if lstatInLayer(lowers[i], p, &st) == nil {
-			return lowers[i], st, true
-		}
-	}
-	return "", st, false
-}
-
-// lstatInLayer lstats the in-sandbox path p inside the layer directory
-// layer, refusing any symlink on the way to it (the last component may be
-// one: it is what is looked at).
-func lstatInLayer(layer, p string, st *unix.Stat_t) error {
-	dir, err := unix.Open(layer, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(dir)
-	rel := strings.TrimLeft(filepath.Clean("/"+p), "/")
-	if rel == "" {
-		rel = "."
-	}
-	fd, err := unix.Openat2(dir, rel, &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
-	})
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Fstat(fd, st)
 }
 
 // mkdirIn creates the absolute in-sandbox path p inside the writable layer
