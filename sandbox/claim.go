@@ -209,11 +209,10 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	// member is untouched; the admission lock is held until the record
 	// with the new limit is written, which the next admission counts.
 	// Meanwhile the network is decided (its ports chosen), which changes
-	// nothing either. The change of the network, the claim's longest
-	// part, starts as soon as both are done; what the member's
-	// personalisation needs made on the host (its PID 1 opened, the
-	// mounts' detached trees, which the member does not see) is made
-	// while it runs.
+	// nothing either, and then what the member's personalisation needs
+	// made on the host (its PID 1 opened, the mounts' detached trees,
+	// which the member does not see). The change of the network, the
+	// claim's longest part, starts as soon as all that is done.
 	sb.Status = sbx.StatusCreating
 	var (
 		cn              *claimedNetwork
@@ -238,20 +237,35 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		}
 		return nil
 	}
+	var (
+		prep *personalisation
+		perr error
+	)
+	prepare := func() {
+		perr = tr.side("prepare", func() (err error) { prep, err = preparePersonalise(&m, &sb); return err })
+	}
 	if newHost, changed := networkChanges(&m, &sb); o.Network == sbx.NetworkBridge && (newHost || changed) {
 		rec := sb
 		recorded := make(chan error, 1)
 		go func() { recorded <- record(&rec) }()
 		nerr = tr.side("network-decide", func() (err error) { cn, err = h.claimNetwork(ctx, &m, &sb); return err })
+		if nerr == nil {
+			prepare() // while the record is written, most often
+		}
 		err = <-recorded
 	} else {
 		// Nothing to wait for on the network's side: no goroutine to wake.
 		if err = record(&sb); err == nil {
-			cn, nerr = h.claimNetwork(ctx, &m, &sb)
+			if cn, nerr = h.claimNetwork(ctx, &m, &sb); nerr == nil {
+				prepare()
+			}
 		}
 	}
 	tr.step("recorded")
-	if err != nil || nerr != nil {
+	if prep != nil {
+		defer prep.close()
+	}
+	if err != nil || nerr != nil || perr != nil {
 		if cn != nil {
 			cn.abort()
 		}
@@ -262,27 +276,25 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		if named {
 			name = sb.Name
 		}
-		return nil, h.claimFailed(ctx, l, &m, name, err, nerr)
+		return nil, h.claimFailed(ctx, l, &m, name, err, nerr, perr)
 	}
 	h.crashPoint(stepClaimRecorded)
 	cn.apply()
 	h.crashPoint(stepClaimNetwork)
 	tr.step("apply-start")
-	var prep *personalisation
-	if err := tr.side("prepare", func() (err error) { prep, err = preparePersonalise(&m, &sb); return err }); err != nil {
-		return nil, h.dropMember(ctx, l, &m, sb.Name, errors.Join(err, cn.wait()))
-	}
-	defer prep.close()
+	// The member's entry in its pool's index goes beside the claim (a
+	// file's removal may wait for a busy disk's journal), gone before the
+	// claim returns: a claimer that still finds it sees the record being
+	// created and passes, and gc removes it with a claim that died.
+	unlisted := make(chan struct{})
+	go func() { _ = os.Remove(h.pooledEntry(key, sb.ID)); close(unlisted) }()
+	defer func() { <-unlisted }()
 	if inspects {
 		if err := h.claimEgress(&m, &sb, o.Secrets); err != nil {
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	// The member's entry in its pool's index goes while the rest runs: a
-	// claimer that still finds it sees the record being created and
-	// passes, and gc removes it with a claim that died.
-	unlist := func() { _ = os.Remove(h.pooledEntry(key, sb.ID)) }
-	if err := h.applyClaim(&m, &sb, cn, prep, tr, unlist); err != nil {
+	if err := h.applyClaim(&m, &sb, cn, prep, tr); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
@@ -322,10 +334,10 @@ var ClaimSteps = []string{stepClaimRecorded, stepClaimNetwork, stepClaimApplied}
 // claimFailed ends a claim of the locked member m that failed before
 // anything of it changed, with name claimed (if not ""): recordErr from
 // writing the record or claiming the name, netErr from deciding the
-// network. What the request is refused for (its name taken, its ports in
-// use, a bad network option) puts the member back in its pool; anything
-// else removes it.
-func (h *Host) claimFailed(ctx context.Context, l *state.Lock, m *sbx.Sandbox, name string, recordErr, netErr error) error {
+// network, prepErr from preparing the mounts. What the request is refused
+// for (its name taken, its ports in use, a bad network option) puts the
+// member back in its pool; anything else removes it.
+func (h *Host) claimFailed(ctx context.Context, l *state.Lock, m *sbx.Sandbox, name string, recordErr, netErr, prepErr error) error {
 	var refused errClaimRefused
 	switch {
 	case errors.As(recordErr, &refused):
@@ -335,7 +347,7 @@ func (h *Host) claimFailed(ctx context.Context, l *state.Lock, m *sbx.Sandbox, n
 	case errors.Is(netErr, sbx.ErrInvalid) || errors.Is(netErr, sbx.ErrPortInUse):
 		return h.unclaim(ctx, l, m, name, netErr)
 	}
-	return h.dropMember(ctx, l, m, name, netErr)
+	return h.dropMember(ctx, l, m, name, errors.Join(netErr, prepErr))
 }
 
 // unclaim puts the locked member m, whose claim the request's own error
@@ -396,12 +408,9 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 // of later commands (writeClaimDefaults). They touch different things,
 // and the kernel's commit of the rules is a wait on others; no goroutine
 // is started for any of it (unless the kept thread is busy with another
-// claim's). meanwhile, if not nil, runs on the caller's thread too.
-func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace, meanwhile func()) error {
+// claim's).
+func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace) error {
 	wait := h.startPersonalise(prep, sb, cn.etc, tr)
-	if meanwhile != nil {
-		meanwhile()
-	}
 	var errs []error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
