@@ -247,7 +247,8 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	if newHost, changed := networkChanges(&m, &sb); o.Network == sbx.NetworkBridge && (newHost || changed) {
 		rec := sb
 		recorded := make(chan error, 1)
-		go func() { recorded <- record(&rec) }()
+		t0 := time.Now()
+		go func() { tr.since("record-start", t0); recorded <- record(&rec) }()
 		nerr = tr.side("network-decide", func() (err error) { cn, err = h.claimNetwork(ctx, &m, &sb); return err })
 		if nerr == nil {
 			prepare() // while the record is written, most often
@@ -282,19 +283,18 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	cn.apply()
 	h.crashPoint(stepClaimNetwork)
 	tr.step("apply-start")
-	// The member's entry in its pool's index goes beside the claim (a
-	// file's removal may wait for a busy disk's journal), gone before the
-	// claim returns: a claimer that still finds it sees the record being
-	// created and passes, and gc removes it with a claim that died.
-	unlisted := make(chan struct{})
-	go func() { _ = os.Remove(h.pooledEntry(key, sb.ID)); close(unlisted) }()
-	defer func() { <-unlisted }()
 	if inspects {
 		if err := h.claimEgress(&m, &sb, o.Secrets); err != nil {
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	if err := h.applyClaim(&m, &sb, cn, prep, tr); err != nil {
+	// The member's entry in its pool's index goes while the network's
+	// change runs, the claim's longest part (a file's removal may wait
+	// for a busy disk's journal): a claimer that still finds it sees the
+	// record being created and passes, and gc removes it with a claim
+	// that died.
+	unlist := func() { _ = os.Remove(h.pooledEntry(key, sb.ID)) }
+	if err := h.applyClaim(&m, &sb, cn, prep, tr, unlist); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
@@ -408,8 +408,8 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 // of later commands (writeClaimDefaults). They touch different things,
 // and the kernel's commit of the rules is a wait on others; no goroutine
 // is started for any of it (unless the kept thread is busy with another
-// claim's).
-func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace) error {
+// claim's). meanwhile runs last on the caller's thread, before the waits.
+func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace, meanwhile func()) error {
 	wait := h.startPersonalise(prep, sb, cn.etc, tr)
 	var errs []error
 	ol, nl := m.Options.Limits, sb.Options.Limits
@@ -421,6 +421,7 @@ func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personal
 	if d := commandDefaults(sb); !sameDefaults(d, prep.oldDefaults) {
 		errs = append(errs, tr.side("defaults", func() error { return writeClaimDefaults(prep.pm, d) }))
 	}
+	meanwhile()
 	tr.step("applied-here")
 	errs = append(errs, wait())
 	tr.step("personalised")
