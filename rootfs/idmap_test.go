@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,4 +89,48 @@ func mountsBelow(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestPrepareKeepsTheParentsOfADir: a directory the image lacks is made
+// under the image's own directories without changing their owners or
+// modes (a user's 0700 home stays theirs), in the host's user namespace
+// and in a private one; what is made is the sandbox's root's.
+func TestPrepareKeepsTheParentsOfADir(t *testing.T) {
+	roottest.Require(t, "it makes a user namespace and mounts an overlay")
+	r := userns.Range{HostID: userns.DefaultBase + 4092*userns.DefaultSize, Size: userns.DefaultSize}
+	ns, err := userns.New(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	for _, private := range []bool{false, true} {
+		lowers := layers(t, []string{"home/app/"})
+		home := filepath.Join(lowers[0], "home", "app")
+		if err := errors.Join(os.Chown(home, 1000, 1001), os.Chmod(home, 0o700)); err != nil {
+			t.Fatal(err)
+		}
+		o := Options{DiskBytes: 8 << 20, Dirs: []string{"/home/app/project/src"}}
+		base := uint32(0)
+		if private {
+			o.UserNS = &UserNS{NS: ns, HostID: r.HostID}
+			base = r.HostID
+		}
+		root, err := Prepare(filepath.Join(t.TempDir(), "sb"), lowers, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, want := range map[string][3]uint32{
+			"home/app":             {base + 1000, base + 1001, 0o700},
+			"home/app/project":     {base, base, 0o755},
+			"home/app/project/src": {base, base, 0o755},
+		} {
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(root.Path, d), &st); err != nil || [3]uint32{st.Uid, st.Gid, st.Mode & 0o7777} != want {
+				t.Errorf("private %v: /%s is %d:%d %o (%v), want %d:%d %o", private, d, st.Uid, st.Gid, st.Mode&0o7777, err, want[0], want[1], want[2])
+			}
+		}
+		if err := root.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
