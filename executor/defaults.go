@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -21,7 +20,8 @@ import (
 // known. The host does not wait for the executor then: it writes them
 // into a file the executor was given at start (Config.ClaimDefaults),
 // which the executor reads before it serves the next request
-// (applyClaimDefaults); PUT /v1/defaults replaces them as well.
+// (applyClaimDefaults). Nothing else changes them: the executor has no
+// endpoint for it.
 type defaults struct {
 	env     []string
 	workdir string
@@ -50,33 +50,17 @@ func (s *Server) defaultWorkdir() string { return s.defaults.Load().workdir }
 // directory.
 func (s *Server) fileOps() *fileops.Files { return s.defaults.Load().files }
 
-// putDefaults replaces the default environment, working directory and
-// user of later commands (replaceDefaults).
-func (s *Server) putDefaults(w http.ResponseWriter, r *http.Request) {
-	var req api.Defaults
-	if err := decode(w, r, &req); err != nil {
-		s.fail(w, err)
-		return
-	}
-	if err := s.replaceDefaults(req, true); err != nil {
-		s.fail(w, err)
-		return
-	}
-	d := s.defaults.Load()
-	writeJSON(w, http.StatusOK, api.Defaults{Env: d.env, Workdir: d.workdir, User: d.userSpec})
-}
-
 // replaceDefaults replaces the default environment, working directory and
-// user of later commands, creating the directory (as the executor's user,
-// mode 0755) if it does not exist, as a start with --workdir would have.
-// With strictWorkdir, a directory that cannot be made (or is a file) is
-// the request's error; without (a claim's defaults, which nobody waits
-// for), it is logged and kept as the default: the commands that use it
-// fail, naming it, and every other request is served. The user is looked up in the
-// sandbox's /etc/passwd and /etc/group as a start with --user would
-// (empty: the executor's own). The running commands and open sessions
+// user of later commands with a claim's, creating the directory (as the
+// executor's user, mode 0755) if it does not exist, as a start with
+// --workdir would have. A directory that cannot be made (or is a file) is
+// logged and kept as the default, since nobody waits for the claim's
+// defaults: the commands that use it fail, naming it, and every other
+// request is served. The user is looked up in the sandbox's /etc/passwd
+// and /etc/group as a start with --user would (empty: the executor's
+// own). The running commands and open sessions
 // keep theirs.
-func (s *Server) replaceDefaults(req api.Defaults, strictWorkdir bool) error {
+func (s *Server) replaceDefaults(req api.Defaults) error {
 	wd := req.Workdir
 	if wd == "" {
 		wd = "/"
@@ -101,9 +85,6 @@ func (s *Server) replaceDefaults(req api.Defaults, strictWorkdir bool) error {
 		user = u
 	}
 	if err := makeWorkdir(wd); err != nil {
-		if strictWorkdir {
-			return err
-		}
 		s.log.Warn("executor: the claim's working directory", "err", err)
 	}
 	s.setDefaults(append([]string(nil), req.Env...), filepath.Clean(wd), user, req.User)
@@ -157,7 +138,7 @@ func (s *Server) applyClaimDefaults() error {
 	if err := json.Unmarshal(data, &req); err != nil {
 		return fmt.Errorf("decode the claim's defaults: %w", err)
 	}
-	if err := s.replaceDefaults(req, false); err != nil {
+	if err := s.replaceDefaults(req); err != nil {
 		return err
 	}
 	s.claimDefaults.Store(nil)

@@ -112,8 +112,7 @@ func TestClaimDefaultsNotInherited(t *testing.T) {
 // TestClaimDefaultsWithAFileAsWorkdir: claim defaults whose working
 // directory is a file still apply (the environment and the directory
 // become the defaults, the file is let go) and requests are served,
-// rather than every request failing from then on; PUT /v1/defaults, whose
-// caller waits for the answer, still refuses such a directory.
+// rather than every request failing from then on.
 func TestClaimDefaultsWithAFileAsWorkdir(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "file")
@@ -142,9 +141,24 @@ func TestClaimDefaultsWithAFileAsWorkdir(t *testing.T) {
 	if !slices.Equal(s.env(), []string{"TASK=7"}) || s.defaultWorkdir() != file || s.claimDefaults.Load() != nil {
 		t.Fatalf("defaults after the claim: env %v, workdir %s, file held %v", s.env(), s.defaultWorkdir(), s.claimDefaults.Load() != nil)
 	}
-	rec = httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(http.MethodPut, api.PathDefaults, strings.NewReader(`{"workdir":"`+file+`"}`)))
-	if rec.Code != http.StatusBadRequest {
-		t.Fatalf("PUT /v1/defaults with a file as the working directory: %d %s", rec.Code, rec.Body)
+}
+
+// TestDefaultsHaveNoEndpoint: the defaults change only through the
+// claim's descriptor; a request (anything in the sandbox can make one)
+// cannot replace them.
+func TestDefaultsHaveNoEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(Config{Env: []string{"A=1"}, Workdir: dir, ScratchDir: filepath.Join(dir, "scratch")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	rec := httptest.NewRecorder()
+	s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPut, "/v1/defaults", strings.NewReader(`{"env":["A=2"],"workdir":"/"}`)))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("PUT /v1/defaults: %d %s, want 404", rec.Code, rec.Body)
+	}
+	if !slices.Equal(s.env(), []string{"A=1"}) || s.defaultWorkdir() != dir {
+		t.Fatalf("defaults after PUT /v1/defaults: env %v, workdir %s; want them unchanged", s.env(), s.defaultWorkdir())
 	}
 }

@@ -236,7 +236,6 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+api.PathHealth, s.health)
 	mux.HandleFunc("GET "+api.PathInfo, s.info)
-	mux.HandleFunc("PUT "+api.PathDefaults, s.putDefaults)
 	mux.HandleFunc("POST "+api.PathExec, s.exec)
 	mux.HandleFunc("POST "+api.PathExecAttach, s.attach)
 	mux.HandleFunc("POST "+api.PathSessions, s.createSession)

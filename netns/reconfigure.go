@@ -110,7 +110,10 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 			defer lk.release()
 			var oldFile string
 			err := n.applyReconfigure(&old, l, socks, batch, &oldFile)
-			closeHeld(socks) // the holder's now, or (on error) free again
+			// This process's copies of the sockets go before Wait returns:
+			// after a failed change the port is free for the caller's next
+			// try (a cold create of the same sandbox).
+			closeHeld(socks)
 			r.done <- err
 			if oldFile != "" {
 				_ = os.Remove(oldFile)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -303,23 +302,23 @@ func TestRewriteEtcHostileFiles(t *testing.T) {
 		})
 	}
 	// The mounts are made on a thread of their own in a private mount
-	// namespace, never unlocked, so the thread (and its mounts) ends.
+	// namespace, never unlocked, so the thread (and its mounts) ends. It
+	// is never the process's main thread (onLockedThread): Go cannot end
+	// that one, which would stay in the private namespace, and the later
+	// tests' /proc/self/mountinfo would show that namespace, not the
+	// host's.
 	inMountNS := func(t *testing.T, fn func() error) {
 		t.Helper()
-		errc := make(chan error, 1)
-		go func() {
-			runtime.LockOSThread()
+		err := onLockedThread(func() error {
 			if err := unix.Unshare(unix.CLONE_NEWNS | unix.CLONE_FS); err != nil {
-				errc <- err
-				return
+				return err
 			}
 			if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-				errc <- err
-				return
+				return err
 			}
-			errc <- fn()
-		}()
-		if err := <-errc; err != nil {
+			return fn()
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

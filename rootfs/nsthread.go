@@ -17,9 +17,12 @@ import (
 // half a millisecond on a busy two-CPU host, on the path of a pool
 // member's claim. The thread keeps descriptors of the host's mount and
 // UTS namespaces, opened when it was made (before it ever left them), and
-// goes back into both after each visit; a thread that cannot go back, or
-// whose visit panicked, ends (it stays locked), and the next visit makes
-// a new one. While the kept thread is busy, a visit runs on a thread of
+// goes back into both after each visit. Its other namespaces that a visit
+// could change (network, IPC, cgroup, the PID and time namespaces of its
+// children), which no visit may leave, are checked after each visit
+// against the host's, noted when it was made. A thread that cannot go back, that a visit left
+// in another of those namespaces, or whose visit panicked, ends (it stays
+// locked), and the next visit makes a new one. While the kept thread is busy, a visit runs on a thread of
 // its own, as before.
 
 // visitor is the kept thread: it takes visits from jobs.
@@ -40,7 +43,8 @@ var visitors struct {
 
 // VisitOnThread runs fn on a locked OS thread in the host's mount and UTS
 // namespaces, which fn may leave (setns into a sandbox's mount and UTS
-// namespaces: nothing else, no user or network namespace), after joining
+// namespaces: nothing else, no user or network namespace; a visit that
+// leaves another fails and its thread ends), after joining
 // the mount namespace whose nsfs file is at nsPath if it is not empty.
 // fn must not start processes (their parent is a kept thread) nor rely
 // on goroutines it starts being in those namespaces, and must resolve
@@ -123,15 +127,16 @@ func (v *visitor) serve(ready chan<- bool, locked chan<- struct{}) {
 	}
 	mnt, merr := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	uts, uerr := unix.Open("/proc/thread-self/ns/uts", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if merr != nil || uerr != nil || unix.Unshare(unix.CLONE_FS) != nil {
-		closeFDs(mnt, uts)
+	others, oerr := noteOtherNamespaces()
+	if merr != nil || uerr != nil || oerr != nil || unix.Unshare(unix.CLONE_FS) != nil {
+		closeFDs(mnt, uts, others.dir)
 		ready <- false
 		return // the thread ends with the goroutine (still locked)
 	}
 	ready <- true
 	for j := range v.jobs {
 		err, ok := runVisit(j.fn)
-		back := errors.Join(unix.Setns(mnt, unix.CLONE_NEWNS), unix.Setns(uts, unix.CLONE_NEWUTS))
+		back := errors.Join(unix.Setns(mnt, unix.CLONE_NEWNS), unix.Setns(uts, unix.CLONE_NEWUTS), others.check())
 		if !ok || back != nil {
 			// Out of service before the visit's caller goes on.
 			visitors.Lock()
@@ -139,13 +144,71 @@ func (v *visitor) serve(ready chan<- bool, locked chan<- struct{}) {
 				visitors.v = nil
 			}
 			visitors.Unlock()
-			closeFDs(mnt, uts)
+			closeFDs(mnt, uts, others.dir)
 			j.done <- errors.Join(err, back)
 			return // busy for good: nobody sends to it again
 		}
 		v.busy.Store(false)
 		j.done <- err
 	}
+}
+
+// otherNamespaces are the namespaces of the kept thread that no visit may
+// leave, as they were when it was made: dir is its /proc/thread-self/ns
+// (the thread is kept, so the directory stays its own), ids what each
+// namespace's link there reads ("net:[4026531840]"), which names the
+// namespace as its inode does, at a third of the cost of a stat.
+type otherNamespaces struct {
+	dir int
+	ids []namespaceID
+}
+
+type namespaceID struct{ name, link string }
+
+// otherNamespaceNames are the kept thread's namespaces besides its mount
+// and UTS namespaces that a visit could change: for PID and time, those
+// its children would be in, which setns and unshare change (the thread's
+// own never change). Its user namespace is not among them: the kernel
+// lets no thread of a multithreaded process join or make another.
+var otherNamespaceNames = []string{"net", "ipc", "cgroup", "pid_for_children", "time_for_children"}
+
+// noteOtherNamespaces notes the calling thread's otherNamespaceNames (one
+// the kernel lacks, such as time before 5.6, is not noted).
+func noteOtherNamespaces() (otherNamespaces, error) {
+	dir, err := unix.Open("/proc/thread-self/ns", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return otherNamespaces{dir: -1}, err
+	}
+	o := otherNamespaces{dir: dir}
+	var buf [64]byte
+	for _, name := range otherNamespaceNames {
+		n, err := unix.Readlinkat(dir, name, buf[:])
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		}
+		if err != nil {
+			unix.Close(dir)
+			return otherNamespaces{dir: -1}, fmt.Errorf("namespace %s of a namespace thread: %w", name, err)
+		}
+		o.ids = append(o.ids, namespaceID{name, string(buf[:n])})
+	}
+	return o, nil
+}
+
+// check fails unless the calling thread (the one that noted them) is
+// still in each of its noted namespaces.
+func (o otherNamespaces) check() error {
+	var buf [64]byte
+	for _, id := range o.ids {
+		n, err := unix.Readlinkat(o.dir, id.name, buf[:])
+		if err != nil {
+			return fmt.Errorf("namespace %s of a namespace thread: %w", id.name, err)
+		}
+		if string(buf[:n]) != id.link {
+			return fmt.Errorf("a visit left its namespace thread in another %s namespace (visits may change only the mount and UTS namespaces)", id.name)
+		}
+	}
+	return nil
 }
 
 // runVisit runs fn, turning a panic or runtime.Goexit into an error (ok

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sbxrun/sbx/internal/roottest"
@@ -147,4 +148,49 @@ func hasEffectiveCap(c int) bool {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	return unix.Capget(&hdr, &data[0]) == nil && data[c/32].Effective&(1<<(c%32)) != 0
+}
+
+// TestVisitLeavingAnotherNamespaceEndsTheThread: a visit that leaves the
+// kept thread in a namespace other than mount and UTS (network, IPC,
+// cgroup, its children's PID namespace) fails, and its thread is never
+// used again: the next visit runs on another thread, in the host's
+// namespaces.
+func TestVisitLeavingAnotherNamespaceEndsTheThread(t *testing.T) {
+	roottest.Require(t, "it unshares namespaces")
+	for _, ns := range []struct {
+		name string
+		flag int
+	}{{"net", unix.CLONE_NEWNET}, {"ipc", unix.CLONE_NEWIPC}, {"cgroup", unix.CLONE_NEWCGROUP}, {"pid_for_children", unix.CLONE_NEWPID}} {
+		t.Run(ns.name, func(t *testing.T) {
+			path := "/proc/thread-self/ns/" + ns.name
+			host, err := os.Readlink(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first int
+			if err := VisitOnThread("", func() error { first = unix.Gettid(); return nil }); err != nil {
+				t.Fatal(err)
+			}
+			var left int
+			err = VisitOnThread("", func() error { left = unix.Gettid(); return unix.Unshare(ns.flag) })
+			if err == nil || !strings.Contains(err.Error(), ns.name) {
+				t.Fatalf("a visit that left the %s namespace: %v, want an error naming it", ns.name, err)
+			}
+			if left != first {
+				t.Fatalf("the visit ran on thread %d, not the kept one (%d)", left, first)
+			}
+			var next int
+			var now string
+			if err := VisitOnThread("", func() error {
+				next = unix.Gettid()
+				now, err = os.Readlink(path)
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if next == left || now != host {
+				t.Fatalf("next visit: thread %d (the one left %d), %s namespace %s (host's %s)", next, left, ns.name, now, host)
+			}
+		})
+	}
 }

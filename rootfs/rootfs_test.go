@@ -261,33 +261,3 @@ func TestPrepareEtcInASeededLayer(t *testing.T) {
 		t.Errorf("the host directory was written through the layer: %d entries, resolv.conf %q", len(entries), got)
 	}
 }
-
-// A lower layer's symlink that a higher layer hides under a directory is
-// never followed on the host: the file it names outside the layers is not
-// taken for a file on the working directory's path.
-func TestFileOnPathFollowsNoHostSymlink(t *testing.T) {
-	host := t.TempDir()
-	if err := os.WriteFile(filepath.Join(host, "secret"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	low, high := t.TempDir(), t.TempDir()
-	if err := os.Symlink(host, filepath.Join(low, "a")); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(filepath.Join(high, "a"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if f := FileOnPath([]string{low, high}, "/a/secret/x"); f != "" {
-		t.Fatalf("FileOnPath = %q: it followed the lower layer's symlink to the host", f)
-	}
-	// The image's own files are still found, through its own symlinks.
-	if err := os.WriteFile(filepath.Join(high, "a", "file"), nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink("/a", filepath.Join(high, "link")); err != nil {
-		t.Fatal(err)
-	}
-	if f := FileOnPath([]string{low, high}, "/link/file/x"); f != "/a/file" {
-		t.Fatalf("FileOnPath = %q, want /a/file", f)
-	}
-}

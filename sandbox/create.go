@@ -193,9 +193,7 @@ func (h *Host) checkOptions(o *sbx.Options, create bool, policy *sbx.Policy) err
 	if err := applyPolicy(policy, o); err != nil {
 		return err
 	}
-	if err := h.resolveVolumes(context.Background(), o); err != nil {
-		return err
-	}
+	h.resolveVolumes(o)
 	if err := h.checkIdleOptions(o); err != nil {
 		return err
 	}

@@ -135,7 +135,11 @@ func (h *Host) restoreNew(ctx context.Context, snap *sbx.Snapshot, ri *restoreIn
 	dir := h.snapshotDir(snap.Name)
 	seed := func(upper string) error { return untarLayer(filepath.Join(dir, layerFile), upper) }
 	start := func(p *provisioned) error { return h.restoreExecutor(ctx, sb, p, dir, ri) }
-	if err := h.buildWith(ctx, sb, img.lowers, seed, start); err != nil {
+	err = h.keepVolumes(ctx, &sb.Options)
+	if err == nil {
+		err = h.buildWith(ctx, sb, img.lowers, seed, start)
+	}
+	if err != nil {
 		if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
 			return nil, fmt.Errorf("restore %s: %w (and releasing what was created failed: %v; run sbx gc)", snap.Name, err, rerr)
 		}

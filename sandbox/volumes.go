@@ -273,36 +273,28 @@ func (h *Host) PruneVolumes(ctx context.Context) (*sbx.VolumePruneReport, error)
 	return rep, errors.Join(errs...)
 }
 
-// resolveVolumes points the named volumes of o at their directories,
-// making those that do not exist yet (as docker run -v NAME:/path does),
-// and id-maps them to the host's ids. A HostPath given with a name is
-// replaced: only the host says where a volume lives.
-func (h *Host) resolveVolumes(ctx context.Context, o *sbx.Options) error {
+// resolveVolumes points the named volumes of o at their directories and
+// id-maps them to the host's ids. A HostPath given with a name is
+// replaced: only the host says where a volume lives. It makes nothing: a
+// create that is only checked (a pool's definition, a miss reason) leaves
+// no volume behind; keepVolumes makes those that do not exist yet (as
+// docker run -v NAME:/path does) once a sandbox is recorded with them.
+func (h *Host) resolveVolumes(o *sbx.Options) {
 	if !slices.ContainsFunc(o.Volumes, func(v sbx.Volume) bool { return v.Name != "" }) {
-		return nil
+		return
 	}
-	unlock, err := h.lockVolumes(ctx)
-	if err != nil {
-		return err
-	}
-	defer unlock()
 	vols := slices.Clone(o.Volumes)
 	for i, v := range vols {
-		if v.Name == "" {
-			continue
+		if v.Name != "" {
+			vols[i].HostPath, vols[i].IDMap = filepath.Join(h.volumeDir(v.Name), volumeDataDir), sbx.VolumeIDMapHost
 		}
-		if err := h.makeVolume(sbx.VolumeSpec{Name: v.Name}); err != nil {
-			return err
-		}
-		vols[i].HostPath, vols[i].IDMap = filepath.Join(h.volumeDir(v.Name), volumeDataDir), sbx.VolumeIDMapHost
 	}
 	o.Volumes = vols
-	return nil
 }
 
 // keepVolumes makes sure, under the volumes' lock, that the named
-// volumes of o exist, making again any that a volume rm or prune removed
-// since resolveVolumes. Call it once the record (or run file) naming
+// volumes of o exist, making those that do not (never made, or removed
+// by a volume rm or prune since). Call it once the record (or run file) naming
 // them is written and before they are mounted: from then on rm and prune
 // see the volumes in use, and before it they have either finished or not
 // begun, so a sandbox never mounts a volume being removed.

@@ -196,3 +196,32 @@ func TestVolumeAndPoolNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckingMakesNoVolume: a named volume that only a refused create
+// names (its working directory a file of the image, a claim with no
+// member) is not made; it is made when a sandbox naming it is created.
+func TestCheckingMakesNoVolume(t *testing.T) {
+	m := newHost(t, HostConfig{})
+	ctx := context.Background()
+	o := busybox(t)
+	o.Volumes = []sbx.Volume{{Name: "late", Path: "/data"}}
+	bad := o
+	bad.Workdir = "/bin/sh"
+	if sb, err := m.Create(ctx, bad); !errors.Is(err, sbx.ErrInvalid) {
+		t.Fatalf("create with a working directory that is a file: %+v, %v; want ErrInvalid", sb, err)
+	}
+	if sb, err := m.Claim(ctx, o, nil); !errors.Is(err, ErrNoMember) {
+		t.Fatalf("claim with no pool: %+v, %v; want ErrNoMember", sb, err)
+	}
+	if v, err := m.InspectVolume(ctx, "late"); !errors.Is(err, sbx.ErrNotFound) {
+		t.Fatalf("a refused create made its volume: %+v, %v", v, err)
+	}
+	sb, err := m.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := m.InspectVolume(ctx, "late")
+	if err != nil || !slices.Equal(v.UsedBy, []string{sb.ID}) {
+		t.Fatalf("volume of a created sandbox: %+v, %v; want it made, used by %s", v, err, sb.ShortID())
+	}
+}

@@ -9,7 +9,6 @@ import "github.com/sbxrun/sbx"
 const (
 	PathHealth        = "/v1/health"
 	PathInfo          = "/v1/info"
-	PathDefaults      = "/v1/defaults"
 	PathExec          = "/v1/exec"
 	PathSessions      = "/v1/sessions"
 	PathFiles         = "/v1/files"
@@ -56,9 +55,10 @@ type Health struct {
 	UptimeS float64 `json:"uptime_s"`
 }
 
-// Defaults is the body and the reply of PUT /v1/defaults: the default
-// environment ("K=V"), working directory and user of later commands. The
-// host sets them when it hands a warm pool's member to a create.
+// Defaults are the default environment ("K=V"), working directory and
+// user of later commands that the host writes, as JSON, into the
+// descriptor a warm pool's member was started with (--claim-defaults-fd)
+// when it hands the member to a create.
 type Defaults struct {
 	Env     []string `json:"env"`
 	Workdir string   `json:"workdir"`

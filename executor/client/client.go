@@ -273,13 +273,6 @@ func (c *Client) Info(ctx context.Context) (api.Info, error) {
 	return i, err
 }
 
-// SetDefaults replaces the default environment and working directory of
-// later commands (creating the directory), as the host does when it hands
-// a warm pool's member to a create.
-func (c *Client) SetDefaults(ctx context.Context, d api.Defaults) error {
-	return c.call(ctx, c.opts.Timeout, http.MethodPut, api.PathDefaults, d, nil, 64<<10)
-}
-
 // maxPid bounds a pid the executor reports: the kernel's PID_MAX_LIMIT.
 const maxPid = 1 << 22
 

@@ -15,7 +15,17 @@ import (
 )
 
 // hostile serves h on a unix socket, as a misbehaving executor would.
+// hostile is a client of an executor that answers with h. Its calls'
+// deadlines are long enough for a loaded machine (reading a reply of
+// megabytes under the race detector takes longer than a second): the
+// replies' contents, not the clock, decide what the tests see.
 func hostile(t *testing.T, h http.HandlerFunc) *Client {
+	t.Helper()
+	return hostileWith(t, h, Options{Timeout: 30 * time.Second, Grace: 30 * time.Second, TransferTimeout: 30 * time.Second})
+}
+
+// hostileWith is hostile with the client's options opts.
+func hostileWith(t *testing.T, h http.HandlerFunc, opts Options) *Client {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s")
 	ln, err := net.Listen("unix", sock)
@@ -25,7 +35,7 @@ func hostile(t *testing.T, h http.HandlerFunc) *Client {
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	c := New(sock, Options{Timeout: 300 * time.Millisecond, Grace: 300 * time.Millisecond, TransferTimeout: time.Second})
+	c := New(sock, opts)
 	t.Cleanup(c.Close)
 	return c
 }
@@ -33,12 +43,12 @@ func hostile(t *testing.T, h http.HandlerFunc) *Client {
 func TestClientDeadlineOnSilentExecutor(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
-	c := hostile(t, func(w http.ResponseWriter, r *http.Request) {
+	c := hostileWith(t, func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
 		}
-	})
+	}, Options{Timeout: 300 * time.Millisecond, Grace: 300 * time.Millisecond, TransferTimeout: time.Second})
 	if _, err := c.Health(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("health: %v", err)
 	}

@@ -6,18 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sbxrun/sbx/executor/api"
 )
-
-// detachClient is a hostile executor whose replies come at once; the
-// call's timeout is long enough for a loaded machine.
-func detachClient(t *testing.T, h http.HandlerFunc) *Client {
-	c := hostile(t, h)
-	c.opts.Timeout = 30 * time.Second
-	return c
-}
 
 // A detached exec's reply is held to what a detached start can say: a pid
 // the kernel could hand out, or a failed start; anything else is an error,
@@ -34,26 +25,26 @@ func TestExecDetachedHostileReplies(t *testing.T) {
 		{`{"pid":12,"timed_out":true}`, "carries output"},
 		{`{"pid":12,"stdout":"` + strings.Repeat("x", 100<<10) + `"}`, "exceeds"},
 	} {
-		ex := detachClient(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, c.reply) })
+		ex := hostile(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, c.reply) })
 		_, err := ex.Exec(context.Background(), api.ExecRequest{Argv: []string{"x"}, Detach: true})
 		if err == nil || !strings.Contains(err.Error(), c.err) {
 			t.Errorf("reply %.60s: error %v, want %q", c.reply, err, c.err)
 		}
 	}
-	ex := detachClient(t, func(w http.ResponseWriter, r *http.Request) {
+	ex := hostile(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"exit_code":127,"stderr":"\u001b[2Jnot found `+strings.Repeat("m", 9000)+`","duration_s":-5}`)
 	})
 	res, err := ex.ExecStream(context.Background(), api.ExecRequest{Argv: []string{"x"}, Detach: true}, nil)
 	if err != nil || res.Pid != 0 || res.ExitCode != 127 || strings.ContainsRune(res.Stderr, 0x1b) || len(res.Stderr) > 4096 || res.DurationS != 0 {
 		t.Fatalf("failed start: %+v %v", res, err)
 	}
-	ex = detachClient(t, func(w http.ResponseWriter, r *http.Request) {
+	ex = hostile(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"exit_code":127,"stderr":"nosuch: not found in PATH\n"}`)
 	})
 	if res, err := ex.Exec(context.Background(), api.ExecRequest{Argv: []string{"x"}, Detach: true}); err != nil || res.Stderr != "nosuch: not found in PATH\n" {
 		t.Fatalf("failed start's reason: %q %v", res.Stderr, err)
 	}
-	ex = detachClient(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"pid":4242}`) })
+	ex = hostile(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, `{"pid":4242}`) })
 	if res, err := ex.Exec(context.Background(), api.ExecRequest{Argv: []string{"x"}, Detach: true}); err != nil || res.Pid != 4242 {
 		t.Fatalf("good reply: %+v %v", res, err)
 	}

@@ -170,7 +170,9 @@ func TestExecutorInSandbox(t *testing.T) {
 		s := newSession(t, c, api.SessionRequest{})
 		s.ok("cd /tmp && export A=1 && f() { echo f$1; }")
 		wantOutput(t, "state", s.ok(`echo "$A $PWD"; f 2; readlink /proc/$$/exe`), "1 /tmp\nf2\n/usr/bin/bash\n")
-		r := s.run(api.RunRequest{Command: `python3 -c 'print(input("q? ") * 2)'`, NoOutputTimeoutS: secs(1)})
+		// (python starts in over a second on a loaded machine: the silence
+		// that ends the call must be longer than its start.)
+		r := s.run(api.RunRequest{Command: `python3 -c 'print(input("q? ") * 2)'`, NoOutputTimeoutS: secs(4)})
 		if r.Status != api.StatusRunning || r.Output != "q? " {
 			t.Fatalf("prompt: %+v", r)
 		}

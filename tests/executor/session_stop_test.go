@@ -29,9 +29,12 @@ func TestExecutorSessionStopsGracefully(t *testing.T) {
 			s.ok("KEPT=k1")
 
 			// The handler runs; its exit code and output are the reply's.
+			// (The timeouts leave the shell seconds to set its trap: a
+			// signal before it ends the command otherwise, on a loaded
+			// machine.)
 			res := s.run(api.RunRequest{
 				Command:    `sh -c 'trap "echo cleaned; exit 3" TERM; echo started; while :; do sleep 0.05; done'`,
-				TimeoutS:   1,
+				TimeoutS:   3,
 				StopSignal: "SIGTERM",
 			})
 			if res.Status != api.StatusCompleted || res.ExitCode == nil || *res.ExitCode != 3 || res.Reason != api.ReasonTimeout ||
@@ -44,7 +47,7 @@ func TestExecutorSessionStopsGracefully(t *testing.T) {
 			start := time.Now()
 			res = s.run(api.RunRequest{
 				Command:    `sh -c 'trap "" TERM; echo started; while :; do sleep 0.05; done'`,
-				TimeoutS:   0.5,
+				TimeoutS:   2,
 				StopSignal: "TERM",
 				StopGrace:  sbx.Duration(300 * time.Millisecond),
 			})
@@ -56,16 +59,26 @@ func TestExecutorSessionStopsGracefully(t *testing.T) {
 			}
 			wantOutput(t, "state after a kill", s.ok("echo $KEPT"), "k1\n")
 
-			// A caller that goes away stops its command too.
-			mark := filepath.Join(dir, "handled")
-			ctx, cancel := context.WithTimeout(harness.Context(t), 700*time.Millisecond)
+			// A caller that goes away stops its command too: it goes once
+			// the command has set its trap.
+			mark, trapped := filepath.Join(dir, "handled"), filepath.Join(dir, "trapped")
+			ctx, cancel := context.WithCancel(harness.Context(t))
+			go func() {
+				defer cancel()
+				for range 600 {
+					if _, err := os.Stat(trapped); err == nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+			}()
 			_, err := e.client.Run(ctx, s.id, api.RunRequest{
-				Command:    `sh -c 'trap "echo term > ` + mark + `; exit 0" TERM; while :; do sleep 0.05; done'`,
+				Command:    `sh -c 'trap "echo term > ` + mark + `; exit 0" TERM; touch ` + trapped + `; while :; do sleep 0.05; done'`,
 				TimeoutS:   60,
 				StopSignal: "SIGTERM",
 			})
 			cancel()
-			if !errors.Is(err, context.DeadlineExceeded) {
+			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("a run whose caller went away: %v", err)
 			}
 			var data []byte

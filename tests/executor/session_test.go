@@ -259,8 +259,10 @@ func TestExecutorSessionBackgroundServer(t *testing.T) {
 			if res.Status != api.StatusCompleted || *res.ExitCode != 0 {
 				t.Fatalf("background server: %+v", res)
 			}
+			// The server may take seconds to listen on a loaded machine:
+			// the fetch tries for 20 s.
 			fetch := fmt.Sprintf(`python3 -c 'import time, urllib.request
-for i in range(100):
+for i in range(400):
     try:
         print(urllib.request.urlopen("http://127.0.0.1:%d/index.html").read().decode(), end=""); break
     except OSError: time.sleep(0.05)'`, port)

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -45,9 +47,21 @@ func TestMainCmdEndIsRecorded(t *testing.T) {
 				}
 			}
 		}()
-		time.Sleep(500 * time.Millisecond) // the stream is open
-
-		id := h.Create(t, "--", "sh", "-c", "exit 6")
+		// The stream seeds what exists without events, right after it
+		// watches the state directory (an inotify descriptor): a command
+		// that ended before that gives no sandbox.died. Wait for the
+		// watch, and end the command only after it.
+		harness.WaitUntil(t, 30*time.Second, "sbx events watches the state directory", func() bool {
+			fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", ev.Process.Pid))
+			for _, fd := range fds {
+				if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", ev.Process.Pid, fd.Name())); l == "anon_inode:inotify" {
+					return true
+				}
+			}
+			return false
+		})
+		id := h.Create(t, "--", "sh", "-c", "until [ -e /go ]; do sleep 0.05; done; exit 6")
+		h.Must(t, "exec", id, "--", "touch", "/go")
 		harness.WaitFor(t, func() bool {
 			time.Sleep(200 * time.Millisecond)
 			return strings.Contains(h.Must(t, "ps", "-a", "--no-trunc"), "Exited (6) ")

@@ -33,8 +33,11 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 	req.TTL = 2 * time.Second
 	ready := make(chan uint64, 1)
 	sctx, scancel := context.WithCancel(ctx)
+	// From the host's last event: the stream replays what happens before
+	// its request reaches the server.
+	since := e.Host.LastEventSeq()
 	go func() {
-		_ = e.C.Events(sctx, 0, func(ev api.Event) error {
+		_ = e.C.Events(sctx, since, func(ev api.Event) error {
 			if ev.Type == sbx.EventReady && ev.Name == "ttl-restart" {
 				ready <- ev.Seq
 				return errDone
@@ -42,7 +45,6 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 			return nil
 		})
 	}()
-	time.Sleep(200 * time.Millisecond) // let the stream subscribe
 	sb, err := e.C.Create(ctx, req)
 	if err != nil {
 		t.Fatal(err)

@@ -29,8 +29,10 @@ func TestServerImages(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	events := make(chan api.Event, 64)
-	go func() { _ = e.C.Events(ctx, 0, func(ev api.Event) error { events <- ev; return nil }) }()
-	time.Sleep(100 * time.Millisecond)
+	// From the host's last event: the stream replays what happens before
+	// its request reaches the server.
+	since := e.Host.LastEventSeq()
+	go func() { _ = e.C.Events(ctx, since, func(ev api.Event) error { events <- ev; return nil }) }()
 
 	// Through the client with progress.
 	var phases []string

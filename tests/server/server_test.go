@@ -436,8 +436,10 @@ func TestServerLimits(t *testing.T) {
 	events := make(chan api.Event, 64)
 	ectx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { _ = e.C.Events(ectx, 0, func(ev api.Event) error { events <- ev; return nil }) }()
-	time.Sleep(100 * time.Millisecond)
+	// From the host's last event: the stream replays what happens before
+	// its request reaches the server.
+	since := e.Host.LastEventSeq()
+	go func() { _ = e.C.Events(ectx, since, func(ev api.Event) error { events <- ev; return nil }) }()
 	req := harness.BusyboxCreate("")
 	req.TTL = time.Second
 	b, err := e.C.Create(ctx, req)
@@ -499,8 +501,10 @@ func TestServerEventsInOrder(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	events := make(chan api.Event, 256)
-	go func() { _ = e.C.Events(ctx, 0, func(ev api.Event) error { events <- ev; return nil }) }()
-	time.Sleep(100 * time.Millisecond)
+	// From the host's last event: the stream replays what happens before
+	// its request reaches the server.
+	since := e.Host.LastEventSeq()
+	go func() { _ = e.C.Events(ctx, since, func(ev api.Event) error { events <- ev; return nil }) }()
 	var first, last uint64 // ids start after the server's boot epoch
 	expect := func(id string, types ...string) {
 		t.Helper()

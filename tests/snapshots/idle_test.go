@@ -43,10 +43,10 @@ func assertAsleep(t *testing.T, root string, sb sbx.Sandbox, pid int) {
 	if paths := cgroup.Leftovers()[sb.ID]; len(paths) > 0 {
 		t.Errorf("idle sandbox %s keeps its cgroups: %v", sb.ID, paths)
 	}
-	// Gone, or a zombie its reaper has not collected yet (its memory is
-	// freed either way).
+	// Gone, or a zombie its reaper has not collected yet (Z), or one it is
+	// collecting (X): its memory is freed either way.
 	if stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"); err == nil {
-		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] != "Z" {
+		if f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:])); len(f) > 0 && f[0] != "Z" && f[0] != "X" {
 			t.Errorf("idle sandbox %s: its PID 1 (%d) still runs: %s", sb.ID, pid, stat)
 		}
 	}
@@ -84,7 +84,10 @@ func TestIdleCheckpointAndResume(t *testing.T) {
 	before := queryCounter(t, h, id, "set kept")
 	pid := h.Inspect(t, id).Pid
 	busy := h.Create(t, "--userns", "host", "--idle-timeout", "3s")
-	call := h.Command("exec", busy, "--", "sleep", "9")
+	// A call that lasts until the test releases it (at most 2 minutes):
+	// the other sandbox's checkpoint may take longer than any fixed
+	// sleep on a loaded machine.
+	call := h.Command("exec", busy, "--", "sh", "-c", "i=0; while [ ! -e /tmp/release ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i+1)); done")
 	call.Env = append(os.Environ(), h.Env...)
 	if err := call.Start(); err != nil {
 		t.Fatal(err)
@@ -99,12 +102,13 @@ func TestIdleCheckpointAndResume(t *testing.T) {
 	}
 	select {
 	case err := <-callDone:
-		t.Fatalf("the 9 s call ended early: %v", err)
+		t.Fatalf("the call ended before it was released: %v", err)
 	default:
 	}
 	if sb := h.Inspect(t, busy); sb.Status != sbx.StatusRunning || sb.Idle {
 		t.Fatalf("a sandbox with a call in progress was checkpointed: %s idle %v", sb.Status, sb.Idle)
 	}
+	h.Must(t, "exec", busy, "--", "touch", "/tmp/release")
 	if err := <-callDone; err != nil {
 		t.Fatalf("the call in the busy sandbox: %v", err)
 	}

@@ -36,13 +36,15 @@ func CountHostProcesses(t testing.TB, s string) int {
 	return n
 }
 
-// WaitFor polls cond until it holds, failing the test after 10 s.
+// WaitFor polls cond until it holds, failing the test after 30 s (a
+// sandbox's start, or a process's exit, takes seconds on a loaded 2-CPU
+// machine; the bound only matters when the test fails).
 func WaitFor(t testing.TB, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
+			t.Fatal("condition not met within 30s")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -1,0 +1,146 @@
+package rootfs
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sbxrun/sbx/internal/roottest"
+	"golang.org/x/sys/unix"
+)
+
+// A lower layer's symlink that a higher layer hides under a directory is
+// never followed on the host: the file it names outside the layers is not
+// taken for a file on the working directory's path.
+func TestFileOnPathFollowsNoHostSymlink(t *testing.T) {
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "secret"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	low, high := t.TempDir(), t.TempDir()
+	if err := os.Symlink(host, filepath.Join(low, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(high, "a"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if f := FileOnPath([]string{low, high}, "/a/secret/x"); f != "" {
+		t.Fatalf("FileOnPath = %q: it followed the lower layer's symlink to the host", f)
+	}
+	// The image's own files are still found, through its own symlinks.
+	if err := os.WriteFile(filepath.Join(high, "a", "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/a", filepath.Join(high, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if f := FileOnPath([]string{low, high}, "/link/file/x"); f != "/a/file" {
+		t.Fatalf("FileOnPath = %q, want /a/file", f)
+	}
+}
+
+// layers makes image layers (lowest first) in a temporary directory, each
+// from a list of entries: "d/" a directory, "f" a file, "l->target" a
+// symlink, "w" a whiteout.
+func layers(t *testing.T, specs ...[]string) []string {
+	t.Helper()
+	var out []string
+	for _, spec := range specs {
+		dir := t.TempDir()
+		for _, e := range spec {
+			var err error
+			switch name, target, link := strings.Cut(e, "->"); {
+			case link:
+				err = os.Symlink(target, filepath.Join(dir, name))
+			case name[len(name)-1] == '/':
+				err = os.MkdirAll(filepath.Join(dir, name), 0o755)
+			default:
+				err = os.WriteFile(filepath.Join(dir, name), nil, 0o644)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		out = append(out, dir)
+	}
+	return out
+}
+
+// A directory the image has only through a symlink on the host's side is
+// missing: the lower layer's symlink out of the layers, hidden under a
+// higher layer's directory or not, is never followed on the host.
+func TestMissingDirsFollowsNoHostSymlink(t *testing.T) {
+	host := t.TempDir()
+	if err := os.Mkdir(filepath.Join(host, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lowers := layers(t, []string{"a->" + host, "b->" + host}, []string{"a/"})
+	got := missingDirs(lowers, []string{"/a/x", "/b/x"})
+	// /b names the path of the host directory inside the sandbox, where
+	// the directory is made.
+	if want := []string{"/a/x", host + "/x"}; !slices.Equal(got, want) {
+		t.Fatalf("missingDirs = %q, want %q: a host directory was taken for the image's", got, want)
+	}
+}
+
+// A directory reached through a symlink to a directory (merged-usr's /bin
+// -> usr/bin) is the image's, and one missing under it is made where the
+// symlink points, not over the symlink.
+func TestMissingDirsThroughASymlink(t *testing.T) {
+	lowers := layers(t, []string{"usr/bin/", "usr/lib/", "bin->usr/bin", "lib->/usr/lib"}, []string{"usr/share/", "lib64->../usr/lib/../share"})
+	got := missingDirs(lowers, []string{"/bin", "/bin/tool/x", "/lib/../bin", "lib64", "/lib64/y", "/nope"})
+	if want := []string{"/usr/bin/tool/x", "/usr/share/y", "/nope"}; !slices.Equal(got, want) {
+		t.Fatalf("missingDirs = %q, want %q", got, want)
+	}
+}
+
+// The merged view is the overlay's: a whiteout or a non-directory in a
+// higher layer hides what the lower ones have under its path, and so does
+// an opaque directory; a file is kept as it is (the caller refuses it
+// first). The overlay, mounted, agrees.
+func TestMissingDirsMergesAsTheOverlay(t *testing.T) {
+	roottest.Require(t, "it makes whiteouts and trusted xattrs and mounts an overlay")
+	lowers := layers(t, []string{"w/x/", "f/x/", "d/x/", "o/x/", "file"}, []string{"f", "d/", "o/"}, []string{"d/y/"})
+	if err := unix.Mknod(filepath.Join(lowers[1], "w"), unix.S_IFCHR|0o600, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Setxattr(filepath.Join(lowers[1], "o"), opaqueXattr, []byte("y"), 0); err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{"/w/x", "/f/x", "/d/x", "/d/y", "/o/x", "/o", "/file"}
+	got := missingDirs(lowers, dirs)
+	if want := []string{"/w/x", "/f/x", "/o/x", "/file"}; !slices.Equal(got, want) {
+		t.Fatalf("missingDirs = %q, want %q", got, want)
+	}
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), lowers, Options{DiskBytes: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	for _, d := range dirs {
+		fi, err := os.Lstat(filepath.Join(r.Path, d))
+		if isDir := err == nil && fi.IsDir(); isDir == slices.Contains(got, d) {
+			t.Errorf("the overlay has %s a directory: %v, missingDirs disagrees", d, isDir)
+		}
+	}
+}
+
+// A working directory under merged-usr's /bin is made in /usr/bin: /bin
+// stays the image's symlink in the mounted root.
+func TestPrepareMakesADirThroughASymlink(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
+	lowers := layers(t, []string{"usr/bin/", "bin->usr/bin"})
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), lowers, Options{DiskBytes: 8 << 20, Dirs: []string{"/bin/tool"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if target, err := os.Readlink(filepath.Join(r.Path, "bin")); err != nil || target != "usr/bin" {
+		t.Errorf("/bin: %q, %v; want the image's symlink to usr/bin", target, err)
+	}
+	if fi, err := os.Stat(filepath.Join(r.Path, "usr/bin/tool")); err != nil || !fi.IsDir() {
+		t.Errorf("/usr/bin/tool: %v, want a directory", err)
+	}
+}
