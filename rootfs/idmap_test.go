@@ -20,13 +20,7 @@ import (
 // only the writable layer and the root (so teardown has nothing else to
 // unmount), and Release leaves nothing.
 func TestPrepareIDMappedLayersMountNowhere(t *testing.T) {
-	roottest.Require(t, "it makes a user namespace and mounts an overlay")
-	r := userns.Range{HostID: userns.DefaultBase + 4093*userns.DefaultSize, Size: userns.DefaultSize}
-	ns, err := userns.New(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
+	r, ns := testUserNS(t, 4093)
 	var lowers []string
 	for i, owner := range []int{0, 1000} {
 		dir := filepath.Join(t.TempDir(), "layer")
@@ -71,6 +65,20 @@ func TestPrepareIDMappedLayersMountNowhere(t *testing.T) {
 	}
 }
 
+// testUserNS makes a user namespace of the default size at slot (far
+// from the ones sandboxes take), closed when the test ends.
+func testUserNS(t *testing.T, slot uint32) (userns.Range, *os.File) {
+	t.Helper()
+	roottest.Require(t, "it makes a user namespace and mounts an overlay")
+	r := userns.Range{HostID: userns.DefaultBase + slot*userns.DefaultSize, Size: userns.DefaultSize}
+	ns, err := userns.New(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return r, ns
+}
+
 // mountsBelow lists the mount points of this mount namespace at or below
 // dir.
 func mountsBelow(t *testing.T, dir string) []string {
@@ -96,13 +104,7 @@ func mountsBelow(t *testing.T, dir string) []string {
 // modes (a user's 0700 home stays theirs), in the host's user namespace
 // and in a private one; what is made is the sandbox's root's.
 func TestPrepareKeepsTheParentsOfADir(t *testing.T) {
-	roottest.Require(t, "it makes a user namespace and mounts an overlay")
-	r := userns.Range{HostID: userns.DefaultBase + 4092*userns.DefaultSize, Size: userns.DefaultSize}
-	ns, err := userns.New(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
+	r, ns := testUserNS(t, 4092)
 	for _, private := range []bool{false, true} {
 		lowers := layers(t, []string{"home/app/"})
 		home := filepath.Join(lowers[0], "home", "app")
