@@ -157,6 +157,12 @@ func (n *Network) Attach(ctx context.Context, sandboxID string, opts AttachOptio
 	if err := n.writeLease(l); err != nil {
 		return fail(err)
 	}
+	if opts.Standby {
+		if err := n.makeSpare(l); err != nil {
+			// The claim writes a new file then.
+			n.log.Warn("no spare lease file for a pool member's claim", "sandbox", sandboxID, "err", err)
+		}
+	}
 	a := n.attachment(l)
 	a.ResolvConf, a.FromPool = resolv, fromPool
 	return a, nil

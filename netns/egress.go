@@ -189,7 +189,7 @@ func (n *Network) readEgressTargets() map[netip.Addr]EgressTarget {
 	out := map[netip.Addr]EgressTarget{}
 	for _, e := range ents {
 		if !strings.HasSuffix(e.Name(), ".json") {
-			continue // a lease being written (stageLease)
+			continue // a lease being written, or a spare (putLease)
 		}
 		data, err := os.ReadFile(n.leaseDir() + "/" + e.Name())
 		if err != nil {

@@ -223,7 +223,8 @@ type AttachOptions struct {
 	Hostname string
 	// Standby, for a warm pool's member (which publishes no ports), starts
 	// the holder of the ports a claim may publish with the member, so
-	// that Reconfigure hands it their sockets instead of starting one.
+	// that Reconfigure hands it their sockets instead of starting one, and
+	// makes the empty file its lease's next write fills (lease.go).
 	Standby bool
 }
 

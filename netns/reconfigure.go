@@ -108,13 +108,16 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		go func() {
 			defer n.restock() // after the lock
 			defer lk.release()
-			err := n.applyReconfigure(&old, l, socks, batch)
+			var oldFile string
+			err := n.applyReconfigure(&old, l, socks, batch, &oldFile)
 			// This process's copies of the sockets go before Wait returns:
 			// after a failed change the port is free for the caller's next
 			// try (a cold create of the same sandbox).
 			closeHeld(socks)
 			r.done <- err
-			n.dropStaged(l)
+			if oldFile != "" {
+				_ = os.Remove(oldFile)
+			}
 		}()
 	}
 	r.abort = func() {
@@ -128,11 +131,11 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 // applyReconfigure makes the network of lease l (old before Reconfigure
 // changed it in memory) what l says: the ports' sockets socks handed to
 // a holder (the standby one, or one started for them), the lease written
-// (the old file left for the caller to remove), then the rules' batch
-// sent. The lease is written while the standby holder takes the sockets:
-// it names that holder before and after. On error the lease and the
-// holders are as in old.
-func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch) error {
+// (the old file left at *oldFile for the caller to remove), then the
+// rules' batch sent. The lease is written while the standby holder takes
+// the sockets: it names that holder before and after. On error the lease
+// and the holders are as in old.
+func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch, oldFile *string) error {
 	var handed chan error
 	if len(socks) > 0 && old.Holder != nil {
 		handed = make(chan error, 1)
@@ -183,7 +186,8 @@ func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleB
 			return err
 		}
 	}
-	werr := n.putLease(l)
+	var werr error
+	*oldFile, werr = n.putLease(l)
 	if handed != nil {
 		if err := <-handed; err != nil {
 			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)

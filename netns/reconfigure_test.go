@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -401,4 +402,74 @@ func (e *testEnv) listenInHost(addr string) error {
 		}
 		return err
 	})
+}
+
+// TestClaimFillsTheSpareLease: a pool member's lease has an empty spare
+// file from its attach, which its claim's lease write fills and swaps in
+// (the lease is then that very file), leaving neither the spare nor a
+// staged file once the network's lock is free; a spare that is not empty is never used (the claim writes a
+// new file, and the spare goes with the lease); a spare whose lease is
+// gone is removed by the next reader of the leases.
+func TestClaimFillsTheSpareLease(t *testing.T) {
+	e, before := newStandbyMember(t)
+	ctx := context.Background()
+	l, err := e.net.findLease("sb-member", false)
+	must(t, err)
+	spare := e.net.sparePath(l)
+	var st unix.Stat_t
+	must(t, unix.Stat(spare, &st))
+	if st.Size != 0 {
+		t.Fatalf("the member's spare lease file holds %d bytes, want none", st.Size)
+	}
+	m, _ := ParsePublish("127.0.0.1:19083:8080")
+	r, err := e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	must(t, err)
+	must(t, r.Wait())
+	var got unix.Stat_t
+	must(t, unix.Stat(e.net.leasePath(l.IP), &got))
+	if got.Ino != st.Ino {
+		t.Errorf("the claimed lease is inode %d, want the spare's %d", got.Ino, st.Ino)
+	}
+	// The old lease, left at the spare's path, is removed before the
+	// network's lock goes: once Lookup has the lock.
+	_, err = e.net.Lookup("sb-member")
+	must(t, err)
+	for _, p := range []string{spare, e.net.stagedPath(l)} {
+		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after the claim: %v, want it gone", filepath.Base(p), err)
+		}
+	}
+	if l, err = e.net.findLease("sb-member", false); err != nil || len(l.Ports) != 1 || l.Ports[0].HostPort != 19083 {
+		t.Fatalf("lease after the claim: %+v, %v", l, err)
+	}
+	e.detachLeavingNothing("sb-member", before)
+
+	// A spare a crash left written.
+	_, err = e.net.Attach(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Standby: true})
+	must(t, err)
+	l, err = e.net.findLease("sb-member", false)
+	must(t, err)
+	must(t, os.WriteFile(e.net.sparePath(l), []byte(`{"state":"attached"}`), 0o600))
+	must(t, unix.Stat(e.net.sparePath(l), &st))
+	r, err = e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	must(t, err)
+	must(t, r.Wait())
+	must(t, unix.Stat(e.net.leasePath(l.IP), &got))
+	if got.Ino == st.Ino {
+		t.Error("a claim used a spare lease file that was not empty")
+	}
+	if l, err = e.net.findLease("sb-member", false); err != nil || len(l.Ports) != 1 {
+		t.Fatalf("lease after the claim beside a written spare: %+v, %v", l, err)
+	}
+	e.detachLeavingNothing("sb-member", before)
+
+	// A spare without its lease.
+	orphan := filepath.Join(e.net.leaseDir(), "10.88.200.200.json.spare")
+	must(t, os.WriteFile(orphan, nil, 0o600))
+	if _, err := e.net.findLease("sb-member", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(orphan); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a spare without its lease after reading the leases: %v", err)
+	}
 }
