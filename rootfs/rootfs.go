@@ -87,8 +87,14 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 	// sbx's own are made there now; the others once the overlay is
 	// mounted, through it, so that their parents the image has keep
 	// their owners and modes too (copied up, as by a write in the sandbox).
-	dirs := missingDirs(lowers, o.Dirs, true)
-	o.Dirs, o.MountDirs = missingDirs(lowers, o.MountDirs, false), nil
+	dirs, err := missingDirs(lowers, o.Dirs, true)
+	if err != nil {
+		return nil, err
+	}
+	if o.Dirs, err = missingDirs(lowers, o.MountDirs, false); err != nil {
+		return nil, err
+	}
+	o.MountDirs = nil
 	r, err := newRoot(dir, o)
 	if err != nil {
 		return nil, err
