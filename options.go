@@ -126,8 +126,8 @@ type Options struct {
 	// string, like TTL.
 	IdleTimeout time.Duration `json:"-"`
 	// Lease is an owner lease: the sandbox is removed, as at the end of
-	// its TTL, once this long passed without a Renew (from its creation,
-	// then from the latest renewal), so that a creator that dies (a
+	// its TTL, once this long passed without a Renew (from the end of its
+	// create, then from the latest renewal), so that a creator that dies (a
 	// crashed program, a lost connection) leaves nothing running. The Go
 	// client (server/client) renews the leases of the sandboxes it created
 	// in the background until they are removed or it closes; with a Host

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"bufio"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,13 +20,7 @@ import (
 // only the writable layer and the root (so teardown has nothing else to
 // unmount), and Release leaves nothing.
 func TestPrepareIDMappedLayersMountNowhere(t *testing.T) {
-	roottest.Require(t, "it makes a user namespace and mounts an overlay")
-	r := userns.Range{HostID: userns.DefaultBase + 4093*userns.DefaultSize, Size: userns.DefaultSize}
-	ns, err := userns.New(r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
+	r, ns := testUserNS(t, 4093)
 	var lowers []string
 	for i, owner := range []int{0, 1000} {
 		dir := filepath.Join(t.TempDir(), "layer")
@@ -70,6 +65,20 @@ func TestPrepareIDMappedLayersMountNowhere(t *testing.T) {
 	}
 }
 
+// testUserNS makes a user namespace of the default size at slot (far
+// from the ones sandboxes take), closed when the test ends.
+func testUserNS(t *testing.T, slot uint32) (userns.Range, *os.File) {
+	t.Helper()
+	roottest.Require(t, "it makes a user namespace and mounts an overlay")
+	r := userns.Range{HostID: userns.DefaultBase + slot*userns.DefaultSize, Size: userns.DefaultSize}
+	ns, err := userns.New(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	return r, ns
+}
+
 // mountsBelow lists the mount points of this mount namespace at or below
 // dir.
 func mountsBelow(t *testing.T, dir string) []string {
@@ -88,4 +97,42 @@ func mountsBelow(t *testing.T, dir string) []string {
 		}
 	}
 	return out
+}
+
+// TestPrepareKeepsTheParentsOfADir: a directory the image lacks is made
+// under the image's own directories without changing their owners or
+// modes (a user's 0700 home stays theirs), in the host's user namespace
+// and in a private one; what is made is the sandbox's root's.
+func TestPrepareKeepsTheParentsOfADir(t *testing.T) {
+	r, ns := testUserNS(t, 4092)
+	for _, private := range []bool{false, true} {
+		lowers := layers(t, []string{"home/app/"})
+		home := filepath.Join(lowers[0], "home", "app")
+		if err := errors.Join(os.Chown(home, 1000, 1001), os.Chmod(home, 0o700)); err != nil {
+			t.Fatal(err)
+		}
+		o := Options{DiskBytes: 8 << 20, Dirs: []string{"/home/app/project/src"}}
+		base := uint32(0)
+		if private {
+			o.UserNS = &UserNS{NS: ns, HostID: r.HostID}
+			base = r.HostID
+		}
+		root, err := Prepare(filepath.Join(t.TempDir(), "sb"), lowers, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, want := range map[string][3]uint32{
+			"home/app":             {base + 1000, base + 1001, 0o700},
+			"home/app/project":     {base, base, 0o755},
+			"home/app/project/src": {base, base, 0o755},
+		} {
+			var st unix.Stat_t
+			if err := unix.Lstat(filepath.Join(root.Path, d), &st); err != nil || [3]uint32{st.Uid, st.Gid, st.Mode & 0o7777} != want {
+				t.Errorf("private %v: /%s is %d:%d %o (%v), want %d:%d %o", private, d, st.Uid, st.Gid, st.Mode&0o7777, err, want[0], want[1], want[2])
+			}
+		}
+		if err := root.Release(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -170,7 +171,9 @@ type resolution struct {
 // resolve follows the in-sandbox path p in the view, symlinks and ".."
 // as the kernel follows them. A component missing is taken as an empty
 // directory, so path is where a directory p would have to be made.
-func (v *layerView) resolve(p string) (resolution, error) {
+// Without follow, a symlink on the way is taken as missing (path is then
+// p, cleaned): the directory is to be made over it.
+func (v *layerView) resolve(p string, follow bool) (resolution, error) {
 	type frame struct {
 		path   string
 		layers []int
@@ -203,6 +206,9 @@ func (v *layerView) resolve(p string) (resolution, error) {
 		case entryDir, entryMissing:
 			stack = append(stack, frame{next, e.layers})
 		case entrySymlink:
+			if !follow {
+				return resolution{path: filepath.Clean("/" + p), kind: entryMissing}, nil
+			}
 			if hops++; hops > maxSymlinkHops {
 				return resolution{path: next, kind: entryFile, file: next}, nil
 			}
@@ -231,7 +237,7 @@ func (v *layerView) resolve(p string) (resolution, error) {
 func FileOnPath(lowers []string, p string) string {
 	v := newLayerView(lowers)
 	defer v.close()
-	r, err := v.resolve(p)
+	r, err := v.resolve(p, true)
 	if err != nil {
 		return ""
 	}
@@ -240,17 +246,19 @@ func FileOnPath(lowers []string, p string) string {
 
 // missingDirs are the in-sandbox directories of dirs that the layers
 // (lowest first) do not already have, each as the path to make in the
-// writable layer: symlinks on the way are followed in the layers, so
-// a directory under a symlink to a directory (a merged-usr /bin) is made
-// where it points, and the symlink is not hidden under a new directory.
-// A path with a file on the way is kept as it is (a caller refuses a
-// working directory like that first).
-func missingDirs(lowers, dirs []string) []string {
+// writable layer. With follow, symlinks on the way are followed in the
+// layers, so a directory under a symlink to a directory (a merged-usr
+// /bin) is made where it points, and the symlink is not hidden under a
+// new directory; without, a symlink on the way makes the directory
+// missing, to be made as named, over the symlink. A path with a file on
+// the way is kept as it is (a caller refuses a working directory like
+// that first).
+func missingDirs(lowers, dirs []string, follow bool) []string {
 	v := newLayerView(lowers)
 	defer v.close()
 	var out []string
 	for _, d := range dirs {
-		r, err := v.resolve("/" + d)
+		r, err := v.resolve("/"+d, follow)
 		switch {
 		case err != nil || r.kind == entryFile:
 			out = append(out, d)

@@ -77,7 +77,7 @@ func TestMissingDirsFollowsNoHostSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	lowers := layers(t, []string{"a->" + host, "b->" + host}, []string{"a/"})
-	got := missingDirs(lowers, []string{"/a/x", "/b/x"})
+	got := missingDirs(lowers, []string{"/a/x", "/b/x"}, true)
 	// /b names the path of the host directory inside the sandbox, where
 	// the directory is made.
 	if want := []string{"/a/x", host + "/x"}; !slices.Equal(got, want) {
@@ -90,7 +90,7 @@ func TestMissingDirsFollowsNoHostSymlink(t *testing.T) {
 // symlink points, not over the symlink.
 func TestMissingDirsThroughASymlink(t *testing.T) {
 	lowers := layers(t, []string{"usr/bin/", "usr/lib/", "bin->usr/bin", "lib->/usr/lib"}, []string{"usr/share/", "lib64->../usr/lib/../share"})
-	got := missingDirs(lowers, []string{"/bin", "/bin/tool/x", "/lib/../bin", "lib64", "/lib64/y", "/nope"})
+	got := missingDirs(lowers, []string{"/bin", "/bin/tool/x", "/lib/../bin", "lib64", "/lib64/y", "/nope"}, true)
 	if want := []string{"/usr/bin/tool/x", "/usr/share/y", "/nope"}; !slices.Equal(got, want) {
 		t.Fatalf("missingDirs = %q, want %q", got, want)
 	}
@@ -110,7 +110,7 @@ func TestMissingDirsMergesAsTheOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs := []string{"/w/x", "/f/x", "/d/x", "/d/y", "/o/x", "/o", "/file"}
-	got := missingDirs(lowers, dirs)
+	got := missingDirs(lowers, dirs, true)
 	if want := []string{"/w/x", "/f/x", "/o/x", "/file"}; !slices.Equal(got, want) {
 		t.Fatalf("missingDirs = %q, want %q", got, want)
 	}
@@ -142,5 +142,26 @@ func TestPrepareMakesADirThroughASymlink(t *testing.T) {
 	}
 	if fi, err := os.Stat(filepath.Join(r.Path, "usr/bin/tool")); err != nil || !fi.IsDir() {
 		t.Errorf("/usr/bin/tool: %v, want a directory", err)
+	}
+}
+
+// sbx's own mount points (MountDirs, /.sbx) are directories of the
+// writable layer where the image has a symlink: the image cannot send
+// sbx's mounts elsewhere in the root.
+func TestPrepareMountDirsHideTheImagesSymlinks(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
+	lowers := layers(t, []string{"etc/", "usr/bin/", ".sbx->/etc", "bin->usr/bin"})
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), lowers, Options{DiskBytes: 8 << 20, MountDirs: []string{"/.sbx", "/bin/m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	for _, d := range []string{"/.sbx", "/bin"} {
+		if fi, err := os.Lstat(filepath.Join(r.Path, d)); err != nil || !fi.IsDir() {
+			t.Errorf("%s: %v, %v; want a directory hiding the image's symlink", d, fi.Mode(), err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(r.Path, "usr/bin/m")); err == nil {
+		t.Error("/usr/bin/m was made: a mount point followed the image's symlink")
 	}
 }

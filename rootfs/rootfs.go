@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -31,8 +32,15 @@ type Options struct {
 	Hosts      string
 	ResolvConf string
 	// Dirs are created (mode 0755, or 01777 for tmp dirs) in the writable
-	// layer, e.g. the working directory.
+	// layer where the image lacks them, e.g. the working directory, at
+	// the paths the image's symlinks on the way lead to (a merged-usr
+	// /bin/x is made as /usr/bin/x); their parents that the image has
+	// keep their owners and modes.
 	Dirs []string
+	// MountDirs are sbx's own mount points (/.sbx), created as Dirs are but
+	// at the paths named: a symlink the image has on the way is hidden
+	// under a directory, never followed, so the image cannot move them.
+	MountDirs []string
 	// UserNS, if set, prepares the root for a sandbox in that user
 	// namespace: lower layers id-mapped, the writable layer its root's.
 	UserNS *UserNS
@@ -76,7 +84,11 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 	}
 	// A directory the image has already keeps the image's owner and mode:
 	// made again in the writable layer it would be root's 0755 on top.
-	o.Dirs = missingDirs(lowers, o.Dirs)
+	// sbx's own are made there now; the others once the overlay is
+	// mounted, through it, so that their parents the image has keep
+	// their owners and modes too (copied up, as by a write in the sandbox).
+	dirs := missingDirs(lowers, o.Dirs, true)
+	o.Dirs, o.MountDirs = missingDirs(lowers, o.MountDirs, false), nil
 	r, err := newRoot(dir, o)
 	if err != nil {
 		return nil, err
@@ -111,6 +123,15 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 	if err := mountOverlay(r.Path, lowers, upper, filepath.Join(dir, rwDir, "work")); err != nil {
 		return nil, err
 	}
+	owner := 0
+	if o.UserNS != nil {
+		owner = int(o.UserNS.HostID)
+	}
+	for _, d := range dirs {
+		if err := mkdirThroughOverlay(r.Path, d, owner); err != nil {
+			return nil, err
+		}
+	}
 	return r, nil
 }
 
@@ -144,7 +165,7 @@ func newRoot(dir string, o Options) (*Root, error) {
 			return nil, fmt.Errorf("create writable layer: %w", err)
 		}
 	}
-	for _, d := range o.Dirs {
+	for _, d := range slices.Concat(o.Dirs, o.MountDirs) {
 		if err := mkdirIn(filepath.Join(rw, "upper"), d); err != nil {
 			_ = r.Release()
 			return nil, err
@@ -171,6 +192,46 @@ func mountWritable(rw, diskDir string, size int64) error {
 	}
 	if err := unix.Mount("", rw, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_NOSUID|unix.MS_NODEV, ""); err != nil {
 		return fmt.Errorf("make the writable layer on disk nosuid and nodev: %w", err)
+	}
+	return nil
+}
+
+// mkdirThroughOverlay makes the in-sandbox directory p, which has no symlink on
+// its path (missingDirs resolved them), in the mounted root root, one
+// component at a time, refusing any symlink: a parent the image has is
+// copied up by the overlay with its owner and mode; what is made is
+// owner's (uid and gid), mode 0755 (01777 for tmp dirs), as mkdirIn's.
+func mkdirThroughOverlay(root, p string, owner int) error {
+	clean := filepath.Clean("/" + p)
+	cur, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the sandbox's root: %w", err)
+	}
+	defer func() { unix.Close(cur) }()
+	for _, c := range strings.Split(strings.TrimPrefix(clean, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		mode := uint32(0o755)
+		if c == "tmp" {
+			mode = unix.S_ISVTX | 0o777
+		}
+		made := unix.Mkdirat(cur, c, 0o755) == nil
+		next, err := unix.Openat2(cur, c, &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+		})
+		if err == nil && made {
+			err = errors.Join(unix.Fchownat(cur, c, owner, owner, unix.AT_SYMLINK_NOFOLLOW), unix.Fchmodat(cur, c, mode, 0))
+		}
+		if err != nil {
+			if next >= 0 {
+				unix.Close(next)
+			}
+			return fmt.Errorf("create %s in the sandbox's root: %w", clean, err)
+		}
+		unix.Close(cur)
+		cur = next
 	}
 	return nil
 }

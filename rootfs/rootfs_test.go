@@ -190,7 +190,7 @@ func TestPrepareKeepsTheImagesWorkdir(t *testing.T) {
 			t.Errorf("/%s: %v", d, err)
 		}
 	}
-	if got := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}); strings.Join(got, " ") != "/data /nope" {
+	if got := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}, true); strings.Join(got, " ") != "/data /nope" {
 		t.Errorf("missingDirs: %q", got)
 	}
 }

@@ -136,7 +136,10 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if pool != "" {
 		err = h.readyMember(ctx, l, sb)
 	} else {
-		err = l.Write(sb)
+		err = h.startLease(sb, started)
+		if err == nil {
+			err = l.Write(sb)
+		}
 	}
 	if err != nil {
 		_ = h.destroy(context.WithoutCancel(ctx), l, sb)
@@ -151,6 +154,24 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 		return nil, err
 	}
 	return sb, nil
+}
+
+// startLease starts the owner lease of a sandbox whose create ends at
+// started: its owner can renew only once the create returned, and the
+// set-up may take longer than the lease (a loaded machine, a slow start),
+// so the lease runs from there, not from the record's creation; a TTL
+// still runs from the creation. The expiry index gets the deadline
+// first (one it has that the record lacks is only looked at early).
+func (h *Host) startLease(sb *sbx.Sandbox, started time.Time) error {
+	if sb.Options.Lease <= 0 {
+		return nil
+	}
+	exp := sb.Options.ExpiryAt(sb.Created, started)
+	if err := h.store.SetExpiry(sb.ID, exp); err != nil {
+		return fmt.Errorf("start the lease of sandbox %s: %w", sb.ShortID(), err)
+	}
+	sb.ExpiresAt = &exp
+	return nil
 }
 
 // startCmdOrRemove starts Options.Cmd of a new sandbox, if it has one

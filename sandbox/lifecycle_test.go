@@ -352,6 +352,57 @@ func TestTTLExpiresWithoutDaemon(t *testing.T) {
 	}
 }
 
+// TestLeaseRunsFromTheCreatesEnd: an owner lease starts when the create
+// ends, since its owner can renew only then: a create whose set-up took
+// longer than the lease (here 10 s of the host's clock) returns a
+// sandbox that is there, renewable, with a deadline a lease after its
+// start; a TTL still counts from the creation.
+func TestLeaseRunsFromTheCreatesEnd(t *testing.T) {
+	m := newHost(t, HostConfig{})
+	var (
+		mu   sync.Mutex
+		skew time.Duration
+	)
+	m.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return time.Now().Add(skew) }
+	admitted := m.onAdmit
+	m.onAdmit = func(id string) {
+		admitted(id)
+		mu.Lock()
+		skew += 10 * time.Second // the set-up after admission takes 10 s
+		mu.Unlock()
+	}
+	ctx := context.Background()
+	o := busybox(t)
+	o.Lease = 5 * time.Second
+	o.TTL = time.Hour
+	sb, err := m.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.ExpiresAt == nil || sb.Started == nil || sb.ExpiresAt.Before(sb.Started.Add(o.Lease)) {
+		t.Fatalf("a create that outlasted its lease: expires %v, started %v; want a lease (%s) after the start", sb.ExpiresAt, sb.Started, o.Lease)
+	}
+	if got, err := m.Get(ctx, sb.ID); err != nil || got.Status != sbx.StatusRunning {
+		t.Fatalf("the sandbox after its create: %v, %v; want it running (its lease just started)", got, err)
+	}
+	if _, err := m.Renew(ctx, sb.ID); err != nil {
+		t.Fatalf("renew after the create: %v", err)
+	}
+	// A TTL shorter than the set-up has run out at the create's end.
+	o = busybox(t)
+	o.Lease, o.TTL = 5*time.Second, 8*time.Second
+	short, err := m.Create(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := short.Created.Add(o.TTL); short.ExpiresAt == nil || !short.ExpiresAt.Equal(want) {
+		t.Fatalf("lease and TTL: expires %v, want the TTL's end %v", short.ExpiresAt, want)
+	}
+	if _, err := m.Get(ctx, short.ID); !errors.Is(err, sbx.ErrNotFound) {
+		t.Fatalf("the sandbox whose TTL ended during its create: %v, want sbx.ErrNotFound", err)
+	}
+}
+
 // WatchExpiry removes a sandbox when its TTL passes, without any other
 // call, and returns once no deadline is left.
 func TestWatchExpiry(t *testing.T) {

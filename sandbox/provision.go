@@ -219,9 +219,9 @@ func (h *Host) prepareRoot(p *provisioned, crash func(step string)) (err error) 
 		}
 		p.usernsS = time.Since(tu).Seconds()
 	}
-	dirs := []string{"/.sbx"}
+	var dirs []string
 	if p.opts.Workdir != "" {
-		dirs = append(dirs, p.opts.Workdir)
+		dirs = []string{p.opts.Workdir}
 	}
 	ro := rootfs.Options{
 		DiskBytes:  p.opts.Limits.DiskBytes,
@@ -229,6 +229,7 @@ func (h *Host) prepareRoot(p *provisioned, crash func(step string)) (err error) 
 		Hosts:      p.net.Hosts + sbx.ExtraHostsLines(p.opts.ExtraHosts),
 		ResolvConf: p.net.ResolvConf,
 		Dirs:       dirs,
+		MountDirs:  []string{"/.sbx"},
 		Seed:       p.seed,
 	}
 	if p.opts.DiskBacking == sbx.DiskBackingDisk {

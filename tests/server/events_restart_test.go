@@ -29,8 +29,11 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 	e := harness.NewServerEnv(t, sandbox.HostConfig{}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	// The TTL runs from the create's start; it must outlast the create,
+	// its ready event and the server's stop on a loaded machine, or the
+	// first server removes the sandbox itself.
 	req := harness.BusyboxCreate("ttl-restart")
-	req.TTL = 2 * time.Second
+	req.TTL = 6 * time.Second
 	ready := make(chan uint64, 1)
 	sctx, scancel := context.WithCancel(ctx)
 	// From the host's last event: the stream replays what happens before
@@ -62,7 +65,10 @@ func TestServerEventsAcrossRestart(t *testing.T) {
 	e.HS.Close()
 	e.Srv.Close()
 	_ = e.Host.Close()
-	time.Sleep(2500 * time.Millisecond)
+	if sb.ExpiresAt == nil {
+		t.Fatal("the sandbox with a TTL has no expiry time")
+	}
+	time.Sleep(time.Until(*sb.ExpiresAt) + 500*time.Millisecond)
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	h2, err := sandbox.Open(sandbox.HostConfig{Root: e.Root, RunRoot: e.RunRoot, Executor: harness.ServerExecutorBin(), Logger: quiet,
