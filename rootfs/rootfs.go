@@ -223,12 +223,15 @@ func mkdirThroughOverlay(root, p string, owner int) error {
 			mode = unix.S_ISVTX | 0o777
 		}
 		made := unix.Mkdirat(cur, c, 0o755) == nil
+		// Opened for reading, not O_PATH: the owner and mode are set on
+		// the directory opened, never again by name (fchmodat follows a
+		// symlink that could have taken the name meanwhile).
 		next, err := unix.Openat2(cur, c, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		})
 		if err == nil && made {
-			err = errors.Join(unix.Fchownat(cur, c, owner, owner, unix.AT_SYMLINK_NOFOLLOW), unix.Fchmodat(cur, c, mode, 0))
+			err = errors.Join(unix.Fchown(next, owner, owner), unix.Fchmod(next, mode))
 		}
 		if err != nil {
 			if next >= 0 {
