@@ -190,8 +190,8 @@ func TestPrepareKeepsTheImagesWorkdir(t *testing.T) {
 			t.Errorf("/%s: %v", d, err)
 		}
 	}
-	if got := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}, true); strings.Join(got, " ") != "/data /nope" {
-		t.Errorf("missingDirs: %q", got)
+	if got, err := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}, true); err != nil || strings.Join(got, " ") != "/data /nope" {
+		t.Errorf("missingDirs: %q, %v", got, err)
 	}
 }
 
