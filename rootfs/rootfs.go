@@ -35,7 +35,8 @@ type Options struct {
 	// layer where the image lacks them, e.g. the working directory, at
 	// the paths the image's symlinks on the way lead to (a merged-usr
 	// /bin/x is made as /usr/bin/x); their parents that the image has
-	// keep their owners and modes.
+	// keep their owners and modes. One that the Seed has as a file or a
+	// symlink (or has one on its path) is left as the Seed has it.
 	Dirs []string
 	// MountDirs are sbx's own mount points (/.sbx), created as Dirs are but
 	// at the paths named: a symlink the image has on the way is hidden
@@ -134,7 +135,14 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 		owner = int(o.UserNS.HostID)
 	}
 	for _, d := range dirs {
-		if err := mkdirThroughOverlay(r.Path, d, owner); err != nil {
+		err := mkdirThroughOverlay(r.Path, d, owner)
+		if o.Seed != nil && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+			// The seed (a restored sandbox's own layer) has a file or a
+			// symlink on the path: the sandbox made it so, and keeps it,
+			// as it kept it before its checkpoint.
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
