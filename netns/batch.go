@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/google/nftables"
@@ -14,9 +15,11 @@ import (
 
 // A claim changes a sandbox's rules on its critical path, so its batch
 // (ruleBatch) goes to the kernel on a netlink socket the Network keeps
-// open in the host namespace (dialled once, not per batch, which costs a
-// namespace switch and a socket), and asks for less than nftables.Conn
-// does: no echo of every rule added (the kernel would build each rule's
+// open in the host namespace (made once, not per batch, which costs a
+// namespace switch and a socket), with two plain system calls (a send,
+// then a read of the answer, already queued when the send returns: no
+// poller or goroutine of a netlink library), and asks for less than
+// nftables.Conn does: no echo of every rule added (the kernel would build each rule's
 // notification and the caller read it back) and no acknowledgement per
 // message, only one of the batch's last message. The kernel handles a
 // batch within the send: it checks every message, then commits all of
@@ -162,6 +165,17 @@ func (b *ruleBatch) rule(r *nftables.Rule, flags netlink.HeaderFlags) {
 // it has sent by the time the send returns: only a broken socket waits.
 const batchTimeout = 10 * time.Second
 
+// nfnlSocket is a netlink socket for nftables batches in the host
+// namespace, used with plain system calls: a blocking send of the whole
+// batch, which the kernel handles within the call, and a blocking read of
+// its answer, already queued by then (no poller, no goroutine).
+type nfnlSocket struct {
+	fd  int
+	seq uint32 // of the last message sent
+}
+
+func (s *nfnlSocket) close() { _ = unix.Close(s.fd) }
+
 // sendBatch sends b as one batch, all or nothing, on the Network's
 // netlink socket, and returns once the kernel has committed it (nil) or
 // refused all of it (an error). A socket that saw an error is closed,
@@ -173,65 +187,132 @@ func (n *Network) sendBatch(b *ruleBatch) error {
 	if len(b.msgs) == 0 {
 		return nil
 	}
-	c, err := n.nfnetlink()
+	s, err := n.nfnetlink()
 	if err != nil {
 		return err
 	}
-	msgs := make([]netlink.Message, 0, len(b.msgs)+2)
-	msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: unix.NFNL_MSG_BATCH_BEGIN, Flags: netlink.Request}, Data: nfgenHeader(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)})
-	msgs = append(msgs, b.msgs...)
-	msgs[len(msgs)-1].Header.Flags |= netlink.Acknowledge
-	msgs = append(msgs, netlink.Message{Header: netlink.Header{Type: unix.NFNL_MSG_BATCH_END, Flags: netlink.Request}, Data: nfgenHeader(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)})
 	fail := func(err error) error {
-		_ = c.Close()
+		s.close()
 		return err
 	}
-	sent, err := c.SendMessages(msgs)
+	last, err := s.send(b.msgs)
 	if err != nil {
 		return fail(fmt.Errorf("send an nftables batch: %w", err))
 	}
-	last := sent[len(sent)-2].Header.Sequence
-	if err := c.SetReadDeadline(time.Now().Add(batchTimeout)); err != nil {
-		return fail(fmt.Errorf("read the answer to an nftables batch: %w", err))
-	}
+	buf := make([]byte, 8192)
 	for {
-		// Receive returns the first error the kernel sent: the batch
-		// was refused, none of it is in.
-		replies, err := c.Receive()
-		if err != nil {
-			return fail(fmt.Errorf("nftables batch: %w", err))
+		m, from, err := unix.Recvfrom(s.fd, buf, 0)
+		if errors.Is(err, unix.EINTR) {
+			continue
 		}
-		for _, m := range replies {
-			if m.Header.Type == netlink.Error && m.Header.Sequence == last {
-				n.keepNFNetlink(c)
+		if err != nil {
+			return fail(fmt.Errorf("read the answer to an nftables batch: %w", err))
+		}
+		if sa, ok := from.(*unix.SockaddrNetlink); !ok || sa.Pid != 0 {
+			continue // not the kernel's
+		}
+		replies, err := syscall.ParseNetlinkMessage(buf[:m])
+		if err != nil {
+			return fail(fmt.Errorf("read the answer to an nftables batch: %w", err))
+		}
+		for _, r := range replies {
+			if r.Header.Type != unix.NLMSG_ERROR {
+				continue
+			}
+			if len(r.Data) < 4 {
+				return fail(errors.New("nftables batch: a short error message"))
+			}
+			// The first error the kernel sent: the batch was refused,
+			// none of it is in.
+			if e := int32(binary.NativeEndian.Uint32(r.Data)); e != 0 {
+				return fail(fmt.Errorf("nftables batch: %w", syscall.Errno(-e)))
+			}
+			if r.Header.Seq == last {
+				n.keepNFNetlink(s)
 				return nil
 			}
 		}
 	}
 }
 
+// send sends msgs between the messages that begin and end a batch, with
+// an acknowledgement asked of the last of msgs, whose sequence number it
+// returns.
+func (s *nfnlSocket) send(msgs []netlink.Message) (uint32, error) {
+	size := 2 * (unix.NLMSG_HDRLEN + 4)
+	for _, m := range msgs {
+		size += unix.NLMSG_HDRLEN + nlAlign(len(m.Data))
+	}
+	buf := make([]byte, 0, size)
+	put := func(typ netlink.HeaderType, flags netlink.HeaderFlags, data []byte) {
+		s.seq++
+		buf = binary.NativeEndian.AppendUint32(buf, uint32(unix.NLMSG_HDRLEN+len(data)))
+		buf = binary.NativeEndian.AppendUint16(buf, uint16(typ))
+		buf = binary.NativeEndian.AppendUint16(buf, uint16(flags|netlink.Request))
+		buf = binary.NativeEndian.AppendUint32(buf, s.seq)
+		buf = binary.NativeEndian.AppendUint32(buf, 0)
+		buf = append(buf, data...)
+		buf = append(buf, make([]byte, nlAlign(len(data))-len(data))...)
+	}
+	edge := nfgenHeader(unix.AF_UNSPEC, unix.NFNL_SUBSYS_NFTABLES)
+	put(unix.NFNL_MSG_BATCH_BEGIN, 0, edge)
+	for i, m := range msgs {
+		flags := m.Header.Flags
+		if i == len(msgs)-1 {
+			flags |= netlink.Acknowledge
+		}
+		put(m.Header.Type, flags, m.Data)
+	}
+	last := s.seq
+	put(unix.NFNL_MSG_BATCH_END, 0, edge)
+	for {
+		err := unix.Sendto(s.fd, buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		if !errors.Is(err, unix.EINTR) {
+			return last, err
+		}
+	}
+}
+
+// nlAlign rounds a netlink message's length up to its 4-byte alignment.
+func nlAlign(n int) int { return (n + unix.NLMSG_ALIGNTO - 1) &^ (unix.NLMSG_ALIGNTO - 1) }
+
 // nfnetlink returns the Network's netlink socket for nftables batches in
-// the host namespace (dialled if it has none): the caller has it alone
-// until it gives it back (keepNFNetlink) or closes it.
-func (n *Network) nfnetlink() (*netlink.Conn, error) {
+// the host namespace (made if it has none): the caller has it alone until
+// it gives it back (keepNFNetlink) or closes it.
+func (n *Network) nfnetlink() (*nfnlSocket, error) {
 	select {
-	case c := <-n.nfnl:
-		return c, nil
+	case s := <-n.nfnl:
+		return s, nil
 	default:
 	}
-	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: n.hostFD()})
+	var fd int
+	err := n.InHostNS(func() (err error) {
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("nftables socket in the host namespace: %w", err)
 	}
-	return c, nil
+	s := &nfnlSocket{fd: fd}
+	tv := unix.NsecToTimeval(batchTimeout.Nanoseconds())
+	if err := errors.Join(
+		unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}),
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv),
+		// Errors without a copy of the message they answer.
+		unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1),
+	); err != nil {
+		s.close()
+		return nil, fmt.Errorf("nftables socket in the host namespace: %w", err)
+	}
+	return s, nil
 }
 
 // keepNFNetlink gives back a socket nfnetlink returned, after a batch
 // that left nothing to read on it.
-func (n *Network) keepNFNetlink(c *netlink.Conn) {
+func (n *Network) keepNFNetlink(s *nfnlSocket) {
 	select {
-	case n.nfnl <- c:
+	case n.nfnl <- s:
 	default:
-		_ = c.Close() // another batch dialled one meanwhile, which is kept
+		s.close() // another batch made one meanwhile, which is kept
 	}
 }

@@ -178,7 +178,8 @@ func (n *Network) startStandbyHolder(l *lease) (*holder, *os.File, error) {
 }
 
 // handToHolder gives the sockets of published ports to the standby holder
-// of l, which holds them from then on, and removes its socket.
+// of l, which holds them from then on. Its socket (standbyPath), of no more
+// use, is left for the caller to remove.
 func (n *Network) handToHolder(l *lease, socks []*os.File) error {
 	if len(socks) > maxHandedPorts {
 		return fmt.Errorf("%d ports are more than a standby holder takes (%d)", len(socks), maxHandedPorts)
@@ -199,7 +200,6 @@ func (n *Network) handToHolder(l *lease, socks []*os.File) error {
 	if err := unix.Sendmsg(fd, []byte{'p'}, unix.UnixRights(fds...), nil, 0); err != nil {
 		return fmt.Errorf("hand the published ports to their holder: %w", err)
 	}
-	_ = os.Remove(path)
 	return nil
 }
 

@@ -94,7 +94,9 @@ func (n *Network) reserveLease(l *lease) error {
 // writeLease replaces a lease file atomically.
 func (n *Network) writeLease(l *lease) error {
 	old, err := n.putLease(l)
-	_ = os.Remove(old)
+	if old != "" {
+		_ = os.Remove(old)
+	}
 	return err
 }
 

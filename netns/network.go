@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	mdnetlink "github.com/mdlayher/netlink"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -80,7 +79,7 @@ type Network struct {
 
 	// nfnl is the netlink socket claims send their rules on (batch.go),
 	// while no batch uses it.
-	nfnl chan *mdnetlink.Conn
+	nfnl chan *nfnlSocket
 	// stock holds sockets made ahead in the host namespace (sockstock.go).
 	stock socketStock
 }
@@ -152,14 +151,14 @@ func Open(cfg Config) (*Network, error) {
 		return nil, fmt.Errorf("netlink handle in host namespace: %w", err)
 	}
 	shared := sharedPath(cfg.SharedDir, cfg.BridgeName, id)
-	return &Network{cfg: cfg, shared: shared, hostNS: f, host: h, log: cfg.Logger, nfnl: make(chan *mdnetlink.Conn, 1)}, nil
+	return &Network{cfg: cfg, shared: shared, hostNS: f, host: h, log: cfg.Logger, nfnl: make(chan *nfnlSocket, 1)}, nil
 }
 
 // Close releases the host namespace handle. Sandboxes stay attached.
 func (n *Network) Close() error {
 	select {
-	case c := <-n.nfnl:
-		_ = c.Close()
+	case s := <-n.nfnl:
+		s.close()
 	default:
 	}
 	n.closeStock()

@@ -102,21 +102,22 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		return nil, err
 	}
 	// The lease stays (the lock's holder alone removes leases): the lock
-	// is released without looking for an empty lease directory. The old
-	// lease file is removed once Wait has returned.
+	// is released without looking for an empty lease directory. The files
+	// the change leaves (the old lease, the standby holder's socket) are
+	// removed once Wait has returned, before the lock goes.
 	r.apply = func() {
 		go func() {
 			defer n.restock() // after the lock
 			defer lk.release()
-			var oldFile string
-			err := n.applyReconfigure(&old, l, socks, batch, &oldFile)
+			var leftover []string
+			err := n.applyReconfigure(&old, l, socks, batch, &leftover)
 			// This process's copies of the sockets go before Wait returns:
 			// after a failed change the port is free for the caller's next
 			// try (a cold create of the same sandbox).
 			closeHeld(socks)
 			r.done <- err
-			if oldFile != "" {
-				_ = os.Remove(oldFile)
+			for _, f := range leftover {
+				_ = os.Remove(f)
 			}
 		}()
 	}
@@ -130,17 +131,12 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 
 // applyReconfigure makes the network of lease l (old before Reconfigure
 // changed it in memory) what l says: the ports' sockets socks handed to
-// a holder (the standby one, or one started for them), the lease written
-// (the old file left at *oldFile for the caller to remove), then the
-// rules' batch sent. The lease is written while the standby holder takes
-// the sockets: it names that holder before and after. On error the lease
-// and the holders are as in old.
-func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch, oldFile *string) error {
-	var handed chan error
-	if len(socks) > 0 && old.Holder != nil {
-		handed = make(chan error, 1)
-		go func() { handed <- n.handToHolder(old, socks) }()
-	}
+// a holder (the standby one, which old names already, or one started for
+// them and recorded in l), the lease written, then the rules' batch sent.
+// It adds to *leftover the files for the caller to remove (the old lease
+// file, the standby holder's socket). On error the lease and the holders
+// are as in old.
+func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch, leftover *[]string) error {
 	var (
 		hold         *holder // the holder that took the ports
 		started      bool    // hold was started for them
@@ -180,33 +176,29 @@ func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleB
 		hold, started, ready, l.Holder = h, true, w, h
 		return nil
 	}
-	if len(socks) > 0 && handed == nil {
+	if len(socks) > 0 && old.Holder != nil {
+		if err := n.handToHolder(old, socks); err != nil {
+			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)
+		} else {
+			hold = old.Holder
+			*leftover = append(*leftover, n.standbyPath(old))
+		}
+	}
+	if len(socks) > 0 && hold == nil {
+		// No standby holder took the ports: one is started for them (and
+		// the standby one, if any, stopped once the lease records the new
+		// one).
 		if err := startHolder(); err != nil {
 			*l = *old
 			return err
 		}
 	}
-	var werr error
-	*oldFile, werr = n.putLease(l)
-	if handed != nil {
-		if err := <-handed; err != nil {
-			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)
-		} else {
-			hold = old.Holder
-		}
+	staged, err := n.putLease(l)
+	if staged != "" {
+		*leftover = append(*leftover, staged)
 	}
-	if werr != nil {
-		return undo(werr)
-	}
-	if len(socks) > 0 && hold == nil {
-		// The standby holder took no ports: one is started for them, and
-		// the standby one stopped once the lease records the new one.
-		if err := startHolder(); err != nil {
-			return undo(err)
-		}
-		if err := n.writeLease(l); err != nil {
-			return undo(err)
-		}
+	if err != nil {
+		return undo(err)
 	}
 	if err := releaseHolder(ready); err != nil {
 		return undo(err)

@@ -103,6 +103,10 @@ func TestStandbyHolderTakesClaimedPorts(t *testing.T) {
 	if l.Holder == nil || *l.Holder != standby {
 		t.Fatalf("holder after the claim: %+v, want the standby one %+v", l.Holder, standby)
 	}
+	// The standby holder's socket is removed before the network's lock
+	// goes: once Lookup has the lock.
+	_, err = e.net.Lookup("sb-member")
+	must(t, err)
 	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the standby socket after the claim: %v", err)
 	}
@@ -162,7 +166,8 @@ func holderRuns(h holder) bool {
 }
 
 // TestReconfigureFailureRestoresTheNetwork: Reconfigure returns before
-// anything changes; when the change then fails (here the batch of rules,
+// anything changes; when the change, applied in the background as a
+// claim applies it, then fails (here the batch of rules,
 // because the member's forward chain is gone), Wait says so and the
 // network is as it was: the lease without the new policy or ports, the
 // port free again (the holder that took it stopped); detach then leaves
@@ -192,6 +197,7 @@ func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
 	if r.Egress.Kind != EgressAllowList || len(r.Ports) != 1 || r.Ports[0].HostPort != 19081 {
 		t.Fatalf("the attachment Reconfigure returned: %+v", r.Attachment)
 	}
+	r.Apply() // in the background, as a claim does
 	if err := r.Wait(); err == nil {
 		t.Fatal("Wait succeeded though the rules could not be inserted")
 	}
@@ -453,6 +459,7 @@ func TestClaimFillsTheSpareLease(t *testing.T) {
 	must(t, unix.Stat(e.net.sparePath(l), &st))
 	r, err = e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
 	must(t, err)
+	r.Apply() // in the background, as a claim does
 	must(t, r.Wait())
 	must(t, unix.Stat(e.net.leasePath(l.IP), &got))
 	if got.Ino == st.Ino {

@@ -2,6 +2,7 @@ package rootfs
 
 import (
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 
@@ -15,6 +16,12 @@ const opaqueXattr = "trusted.overlay.opaque"
 // maxSymlinkHops bounds the symlinks one path lookup follows, as the
 // kernel's ELOOP does.
 const maxSymlinkHops = 40
+
+// errPathTooLong is a path that, with the image's symlinks followed, is
+// longer than a path may be (PATH_MAX): a few symlinks whose targets
+// each add thousands of components would otherwise have tens of
+// thousands of nested directories made.
+var errPathTooLong = fmt.Errorf("with the image's symlinks followed it is longer than %d bytes: %w", unix.PathMax-1, unix.ENAMETOOLONG)
 
 // layerView looks up in-sandbox paths in image layers (lowest first) as
 // the overlay over them will show them, before it is mounted: the topmost
@@ -198,6 +205,9 @@ func (v *layerView) resolve(p string, follow bool) (resolution, error) {
 		}
 		top := stack[len(stack)-1]
 		next := strings.TrimSuffix(top.path, "/") + "/" + c
+		if len(next) >= unix.PathMax {
+			return resolution{}, errPathTooLong
+		}
 		e, err := v.lookup(top.layers, next)
 		if err != nil {
 			return resolution{}, err
@@ -233,15 +243,16 @@ func (v *layerView) resolve(p string, follow bool) (resolution, error) {
 // (lowest first) stack up, or "" if there is none: making p in the
 // writable layer would hide that file, or the symlink to it, under a
 // directory. A path missing (or whited out) from some component on is
-// not a file. A layer that cannot be read has no file.
-func FileOnPath(lowers []string, p string) string {
+// not a file. It fails on a layer that cannot be read and on a path
+// longer than PATH_MAX once symlinks are followed (ENAMETOOLONG).
+func FileOnPath(lowers []string, p string) (string, error) {
 	v := newLayerView(lowers)
 	defer v.close()
 	r, err := v.resolve(p, true)
 	if err != nil {
-		return ""
+		return "", err
 	}
-	return r.file
+	return r.file, nil
 }
 
 // missingDirs are the in-sandbox directories of dirs that the layers
@@ -252,19 +263,21 @@ func FileOnPath(lowers []string, p string) string {
 // new directory; without, a symlink on the way makes the directory
 // missing, to be made as named, over the symlink. A path with a file on
 // the way is kept as it is (a caller refuses a working directory like
-// that first).
-func missingDirs(lowers, dirs []string, follow bool) []string {
+// that first). It fails as FileOnPath does.
+func missingDirs(lowers, dirs []string, follow bool) ([]string, error) {
 	v := newLayerView(lowers)
 	defer v.close()
 	var out []string
 	for _, d := range dirs {
 		r, err := v.resolve("/"+d, follow)
 		switch {
-		case err != nil || r.kind == entryFile:
+		case err != nil:
+			return nil, fmt.Errorf("directory %s in the image: %w", d, err)
+		case r.kind == entryFile:
 			out = append(out, d)
 		case r.kind == entryMissing:
 			out = append(out, r.path)
 		}
 	}
-	return out
+	return out, nil
 }

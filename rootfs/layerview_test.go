@@ -1,6 +1,8 @@
 package rootfs
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -26,8 +28,8 @@ func TestFileOnPathFollowsNoHostSymlink(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(high, "a"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if f := FileOnPath([]string{low, high}, "/a/secret/x"); f != "" {
-		t.Fatalf("FileOnPath = %q: it followed the lower layer's symlink to the host", f)
+	if f, err := FileOnPath([]string{low, high}, "/a/secret/x"); f != "" || err != nil {
+		t.Fatalf("FileOnPath = %q, %v: it followed the lower layer's symlink to the host", f, err)
 	}
 	// The image's own files are still found, through its own symlinks.
 	if err := os.WriteFile(filepath.Join(high, "a", "file"), nil, 0o600); err != nil {
@@ -36,8 +38,8 @@ func TestFileOnPathFollowsNoHostSymlink(t *testing.T) {
 	if err := os.Symlink("/a", filepath.Join(high, "link")); err != nil {
 		t.Fatal(err)
 	}
-	if f := FileOnPath([]string{low, high}, "/link/file/x"); f != "/a/file" {
-		t.Fatalf("FileOnPath = %q, want /a/file", f)
+	if f, err := FileOnPath([]string{low, high}, "/link/file/x"); f != "/a/file" || err != nil {
+		t.Fatalf("FileOnPath = %q, %v; want /a/file", f, err)
 	}
 }
 
@@ -77,7 +79,10 @@ func TestMissingDirsFollowsNoHostSymlink(t *testing.T) {
 		t.Fatal(err)
 	}
 	lowers := layers(t, []string{"a->" + host, "b->" + host}, []string{"a/"})
-	got := missingDirs(lowers, []string{"/a/x", "/b/x"}, true)
+	got, err := missingDirs(lowers, []string{"/a/x", "/b/x"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	// /b names the path of the host directory inside the sandbox, where
 	// the directory is made.
 	if want := []string{"/a/x", host + "/x"}; !slices.Equal(got, want) {
@@ -90,7 +95,10 @@ func TestMissingDirsFollowsNoHostSymlink(t *testing.T) {
 // symlink points, not over the symlink.
 func TestMissingDirsThroughASymlink(t *testing.T) {
 	lowers := layers(t, []string{"usr/bin/", "usr/lib/", "bin->usr/bin", "lib->/usr/lib"}, []string{"usr/share/", "lib64->../usr/lib/../share"})
-	got := missingDirs(lowers, []string{"/bin", "/bin/tool/x", "/lib/../bin", "lib64", "/lib64/y", "/nope"}, true)
+	got, err := missingDirs(lowers, []string{"/bin", "/bin/tool/x", "/lib/../bin", "lib64", "/lib64/y", "/nope"}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if want := []string{"/usr/bin/tool/x", "/usr/share/y", "/nope"}; !slices.Equal(got, want) {
 		t.Fatalf("missingDirs = %q, want %q", got, want)
 	}
@@ -110,7 +118,10 @@ func TestMissingDirsMergesAsTheOverlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	dirs := []string{"/w/x", "/f/x", "/d/x", "/d/y", "/o/x", "/o", "/file"}
-	got := missingDirs(lowers, dirs, true)
+	got, err := missingDirs(lowers, dirs, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if want := []string{"/w/x", "/f/x", "/o/x", "/file"}; !slices.Equal(got, want) {
 		t.Fatalf("missingDirs = %q, want %q", got, want)
 	}
@@ -163,5 +174,39 @@ func TestPrepareMountDirsHideTheImagesSymlinks(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(r.Path, "usr/bin/m")); err == nil {
 		t.Error("/usr/bin/m was made: a mount point followed the image's symlink")
+	}
+}
+
+// A few symlinks whose targets each add thousands of missing components
+// lead to a path far longer than PATH_MAX: the working directory is
+// refused at once (ENAMETOOLONG), and no one of the tens of thousands of
+// nested directories it names is made.
+func TestLongSymlinkChainIsRefused(t *testing.T) {
+	var spec []string
+	deep := strings.Repeat("a/", 1000)
+	for i := 0; i < maxSymlinkHops; i++ {
+		spec = append(spec, fmt.Sprintf("s%d->s%d/%s", i, i+1, deep))
+	}
+	lowers := layers(t, spec)
+	if f, err := FileOnPath(lowers, "/s0/x"); !errors.Is(err, unix.ENAMETOOLONG) {
+		t.Errorf("FileOnPath = %q, %v; want ENAMETOOLONG", f, err)
+	}
+	if got, err := missingDirs(lowers, []string{"/s0/x"}, true); !errors.Is(err, unix.ENAMETOOLONG) {
+		t.Errorf("missingDirs = %.80q, %v; want ENAMETOOLONG", got, err)
+	}
+	roottest.Require(t, "it mounts an overlay")
+	dir := filepath.Join(t.TempDir(), "sb")
+	if r, err := Prepare(dir, lowers, Options{DiskBytes: 8 << 20, Dirs: []string{"/s0/x"}}); !errors.Is(err, unix.ENAMETOOLONG) {
+		if err == nil {
+			r.Release()
+		}
+		t.Fatalf("Prepare: %v; want ENAMETOOLONG", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Errorf("Prepare left %s", dir)
+	}
+	// Within the bound, a chain still leads where the kernel goes.
+	if got, err := missingDirs(lowers, []string{"/s38/x"}, true); err != nil || len(got) != 1 || !strings.HasPrefix(got[0], "/s40/a/a/") {
+		t.Errorf("missingDirs = %.80q, %v; want a path under /s40/a/a/", got, err)
 	}
 }

@@ -35,7 +35,8 @@ type Options struct {
 	// layer where the image lacks them, e.g. the working directory, at
 	// the paths the image's symlinks on the way lead to (a merged-usr
 	// /bin/x is made as /usr/bin/x); their parents that the image has
-	// keep their owners and modes.
+	// keep their owners and modes. One that the Seed has as a file or a
+	// symlink (or has one on its path) is left as the Seed has it.
 	Dirs []string
 	// MountDirs are sbx's own mount points (/.sbx), created as Dirs are but
 	// at the paths named: a symlink the image has on the way is hidden
@@ -87,8 +88,14 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 	// sbx's own are made there now; the others once the overlay is
 	// mounted, through it, so that their parents the image has keep
 	// their owners and modes too (copied up, as by a write in the sandbox).
-	dirs := missingDirs(lowers, o.Dirs, true)
-	o.Dirs, o.MountDirs = missingDirs(lowers, o.MountDirs, false), nil
+	dirs, err := missingDirs(lowers, o.Dirs, true)
+	if err != nil {
+		return nil, err
+	}
+	if o.Dirs, err = missingDirs(lowers, o.MountDirs, false); err != nil {
+		return nil, err
+	}
+	o.MountDirs = nil
 	r, err := newRoot(dir, o)
 	if err != nil {
 		return nil, err
@@ -128,7 +135,14 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 		owner = int(o.UserNS.HostID)
 	}
 	for _, d := range dirs {
-		if err := mkdirThroughOverlay(r.Path, d, owner); err != nil {
+		err := mkdirThroughOverlay(r.Path, d, owner)
+		if o.Seed != nil && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+			// The seed (a restored sandbox's own layer) has a file or a
+			// symlink on the path: the sandbox made it so, and keeps it,
+			// as it kept it before its checkpoint.
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -217,12 +231,15 @@ func mkdirThroughOverlay(root, p string, owner int) error {
 			mode = unix.S_ISVTX | 0o777
 		}
 		made := unix.Mkdirat(cur, c, 0o755) == nil
+		// Opened for reading, not O_PATH: the owner and mode are set on
+		// the directory opened, never again by name (fchmodat follows a
+		// symlink that could have taken the name meanwhile).
 		next, err := unix.Openat2(cur, c, &unix.OpenHow{
-			Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+			Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
 		})
 		if err == nil && made {
-			err = errors.Join(unix.Fchownat(cur, c, owner, owner, unix.AT_SYMLINK_NOFOLLOW), unix.Fchmodat(cur, c, mode, 0))
+			err = errors.Join(unix.Fchown(next, owner, owner), unix.Fchmod(next, mode))
 		}
 		if err != nil {
 			if next >= 0 {

@@ -190,8 +190,8 @@ func TestPrepareKeepsTheImagesWorkdir(t *testing.T) {
 			t.Errorf("/%s: %v", d, err)
 		}
 	}
-	if got := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}, true); strings.Join(got, " ") != "/data /nope" {
-		t.Errorf("missingDirs: %q", got)
+	if got, err := missingDirs([]string{lower, top}, []string{"/data", "/workspace/project", "/nope"}, true); err != nil || strings.Join(got, " ") != "/data /nope" {
+		t.Errorf("missingDirs: %q, %v", got, err)
 	}
 }
 
@@ -259,5 +259,31 @@ func TestPrepareEtcInASeededLayer(t *testing.T) {
 	entries, _ := os.ReadDir(host)
 	if got, _ := os.ReadFile(hostFile); len(entries) != 1 || string(got) != "host's\n" {
 		t.Errorf("the host directory was written through the layer: %d entries, resolv.conf %q", len(entries), got)
+	}
+}
+
+// A restored sandbox's layer (Prepare's Seed) that has its working
+// directory as a symlink or a file, as the sandbox left it before its
+// checkpoint, is restored as it is: the working directory is not made
+// over it, and the restore does not fail; one the layer lacks is made.
+func TestPrepareKeepsASeedsWorkdir(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
+	lower := t.TempDir()
+	o := Options{DiskBytes: 8 << 20, Dirs: []string{"/work", "/file/x", "/made"}, Seed: func(upper string) error {
+		return errors.Join(os.Symlink("/tmp", filepath.Join(upper, "work")), os.WriteFile(filepath.Join(upper, "file"), nil, 0o644))
+	}}
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), []string{lower}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if target, err := os.Readlink(filepath.Join(r.Path, "work")); err != nil || target != "/tmp" {
+		t.Errorf("/work: %q, %v; want the seed's symlink to /tmp", target, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(r.Path, "file")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("/file: %v; want the seed's file", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(r.Path, "made")); err != nil || !fi.IsDir() {
+		t.Errorf("/made: %v; want a directory", err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sbxrun/sbx/isolate"
 	"github.com/sbxrun/sbx/netns"
 	"github.com/sbxrun/sbx/rootfs"
+	"golang.org/x/sys/unix"
 )
 
 // The pipeline every sandbox takes, long-lived (Create) or one-shot (Run):
@@ -116,13 +117,19 @@ func checkWorkdir(o *sbx.Options, lowers []string) error {
 	if o.Workdir == "" || len(lowers) == 0 {
 		return nil
 	}
-	f := rootfs.FileOnPath(lowers, o.Workdir)
-	if f == "" {
-		return nil
-	}
 	what := "the image"
 	if o.Rootfs != "" {
 		what = "root directory " + o.Rootfs
+	}
+	f, err := rootfs.FileOnPath(lowers, o.Workdir)
+	if errors.Is(err, unix.ENAMETOOLONG) {
+		return fmt.Errorf("%w: working directory %s in %s: %w; give another directory, or no --workdir for the image's", sbx.ErrInvalid, o.Workdir, what, err)
+	}
+	if err != nil {
+		return fmt.Errorf("look up working directory %s in %s: %w", o.Workdir, what, err)
+	}
+	if f == "" {
+		return nil
 	}
 	return fmt.Errorf("%w: working directory %s is not a directory in %s (%s is a file there); give a directory, or no --workdir for the image's", sbx.ErrInvalid, o.Workdir, what, f)
 }
