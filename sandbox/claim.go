@@ -202,70 +202,85 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			return nil, errClaimRefused{err}
 		}
 	}
-	// The memory budget is checked while the member is untouched; the
-	// admission lock is held until the record with the new limit is
-	// written, which the next admission counts.
-	release, err := h.admitClaim(ctx, &m, &sb)
-	if err != nil {
-		return nil, errClaimRefused{err}
-	}
-	tr.step("admit")
 	// The claim is recorded before anything of the member changes: a
 	// claim killed midway leaves a record being created, which gc removes
 	// with the member, never a pooled one with another claimant's name,
-	// rules or mounts. Meanwhile the network is decided (its ports chosen),
-	// which changes nothing either; then the name is claimed and the
-	// mounts made on the host, which the member does not see yet.
+	// rules or mounts. The memory budget is checked first, while the
+	// member is untouched; the admission lock is held until the record
+	// with the new limit is written, which the next admission counts.
+	// Meanwhile the network is decided (its ports chosen), which changes
+	// nothing either, and then what the member's personalisation needs
+	// made on the host (its PID 1 opened, the mounts' detached trees,
+	// which the member does not see). The change of the network, the
+	// claim's longest part, starts as soon as all that is done.
 	sb.Status = sbx.StatusCreating
 	var (
-		cn         *claimedNetwork
-		prep       *personalisation
-		nerr, perr error
-		named      bool
+		cn              *claimedNetwork
+		err, nerr       error
+		admitted, named bool
 	)
-	record := func(rec *sbx.Sandbox) (err error) {
-		if err = tr.side("write-creating", func() error { return h.writeKeepingVolumes(ctx, l, rec) }); err != nil {
+	record := func(rec *sbx.Sandbox) error {
+		var release func()
+		if err := tr.side("admit", func() (err error) { release, err = h.admitClaim(ctx, &m, rec); return err }); err != nil {
+			return errClaimRefused{err}
+		}
+		defer release()
+		admitted = true
+		if err := tr.side("write-creating", func() error { return h.writeKeepingVolumes(ctx, l, rec) }); err != nil {
 			return err
 		}
-		if sb.Name != "" {
-			if err := tr.side("claim-name", func() error { return h.store.ClaimName(sb.Name, sb.ID) }); err != nil {
+		if rec.Name != "" {
+			if err := tr.side("claim-name", func() error { return h.store.ClaimName(rec.Name, rec.ID) }); err != nil {
 				return errClaimRefused{err}
 			}
 			named = true
 		}
-		perr = tr.side("prepare", func() (err error) { prep, err = preparePersonalise(&m, rec); return err })
 		return nil
+	}
+	var (
+		prep *personalisation
+		perr error
+	)
+	prepare := func() {
+		perr = tr.side("prepare", func() (err error) { prep, err = preparePersonalise(&m, &sb); return err })
 	}
 	if newHost, changed := networkChanges(&m, &sb); o.Network == sbx.NetworkBridge && (newHost || changed) {
 		rec := sb
 		recorded := make(chan error, 1)
-		go func() { recorded <- record(&rec) }()
+		t0 := time.Now()
+		go func() { tr.since("record-start", t0); recorded <- record(&rec) }()
 		nerr = tr.side("network-decide", func() (err error) { cn, err = h.claimNetwork(ctx, &m, &sb); return err })
+		if nerr == nil {
+			prepare() // while the record is written, most often
+		}
 		err = <-recorded
 	} else {
 		// Nothing to wait for on the network's side: no goroutine to wake.
 		if err = record(&sb); err == nil {
-			cn, nerr = h.claimNetwork(ctx, &m, &sb)
+			if cn, nerr = h.claimNetwork(ctx, &m, &sb); nerr == nil {
+				prepare()
+			}
 		}
 	}
-	release()
 	tr.step("recorded")
 	if prep != nil {
 		defer prep.close()
-	}
-	name := ""
-	if named {
-		name = sb.Name
 	}
 	if err != nil || nerr != nil || perr != nil {
 		if cn != nil {
 			cn.abort()
 		}
+		if !admitted {
+			return nil, err // refused before anything was written
+		}
+		name := ""
+		if named {
+			name = sb.Name
+		}
 		return nil, h.claimFailed(ctx, l, &m, name, err, nerr, perr)
 	}
 	h.crashPoint(stepClaimRecorded)
 	cn.apply()
-	_ = os.Remove(h.pooledEntry(key, sb.ID))
 	h.crashPoint(stepClaimNetwork)
 	tr.step("apply-start")
 	if inspects {
@@ -273,7 +288,13 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	if err := h.applyClaim(&m, &sb, cn, prep, tr); err != nil {
+	// The member's entry in its pool's index goes while the network's
+	// change runs, the claim's longest part (a file's removal may wait
+	// for a busy disk's journal): a claimer that still finds it sees the
+	// record being created and passes, and gc removes it with a claim
+	// that died.
+	unlist := func() { _ = os.Remove(h.pooledEntry(key, sb.ID)) }
+	if err := h.applyClaim(&m, &sb, cn, prep, tr, unlist); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 	}
 	h.crashPoint(stepClaimApplied)
@@ -387,8 +408,8 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 // of later commands (writeClaimDefaults). They touch different things,
 // and the kernel's commit of the rules is a wait on others; no goroutine
 // is started for any of it (unless the kept thread is busy with another
-// claim's).
-func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace) error {
+// claim's). meanwhile runs last on the caller's thread, before the waits.
+func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace, meanwhile func()) error {
 	wait := h.startPersonalise(prep, sb, cn.etc, tr)
 	var errs []error
 	ol, nl := m.Options.Limits, sb.Options.Limits
@@ -400,6 +421,7 @@ func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personal
 	if d := commandDefaults(sb); !sameDefaults(d, prep.oldDefaults) {
 		errs = append(errs, tr.side("defaults", func() error { return writeClaimDefaults(prep.pm, d) }))
 	}
+	meanwhile()
 	tr.step("applied-here")
 	errs = append(errs, wait())
 	tr.step("personalised")

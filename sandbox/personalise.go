@@ -104,12 +104,13 @@ func (h *Host) startPersonalise(p *personalisation, sb *sbx.Sandbox, etc rootfs.
 	if !live && !resize && !writeEtc {
 		return func() error { return nil }
 	}
-	// A writable root of the container's own (an overlay, not --read-only)
-	// is reached from any thread through its PID 1's root: the kept thread
+	// A writable root of the container's own (an overlay over an image or
+	// a root directory: not host mode, not --read-only) is reached from
+	// any thread through its PID 1's root: the kept thread
 	// is woken first for the mountpoints there and what needs the
 	// namespaces (the hostname, the mounts' move, a resize), and the /etc
 	// files are written here while it wakes.
-	if pm != nil && sb.RootPath == "" && !sb.Options.ReadonlyRootfs {
+	if pm != nil && (sb.Options.Image != "" || sb.Options.Rootfs != "") && !sb.Options.ReadonlyRootfs {
 		var waitNS func() error
 		if live || resize {
 			waitNS = h.startNSWork(sb, resize && h.mountNS.Has(sb.ID), resize, p, "", rootfs.Options{}, tr)

@@ -1,10 +1,10 @@
 package state
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -21,10 +21,10 @@ func inode(path string) uint64 {
 
 // TestPreparedWritesFillSpares: after PrepareWrites, the next record
 // writes and the next name claim take the files made then (the record
-// and the name are those very inodes), readers see each whole record, no
-// spare is left once used, and later writes make files as before. A spare
-// a crash left written is never read: it is removed and the write makes
-// a new file.
+// and the name are those very inodes), readers see each whole record, a
+// used spare (holding the record it replaced) is never taken again, and
+// later writes make files as before. A spare a crash left written is
+// never read: it is left alone and the write makes a new file.
 func TestPreparedWritesFillSpares(t *testing.T) {
 	s := newStore(t)
 	id := NewID()
@@ -52,8 +52,11 @@ func TestPreparedWritesFillSpares(t *testing.T) {
 		if got := inode(filepath.Join(dir, recordFile)); got != want {
 			t.Errorf("write %d: the record is inode %d, not the spare's %d", i+1, got, want)
 		}
-		if _, err := os.Lstat(sp); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("spare %s left after its write: %v", sp, err)
+		// The spare's path now holds the record it replaced, which no
+		// write takes again.
+		var old rec
+		if data, err := os.ReadFile(sp); err != nil || json.Unmarshal(data, &old) != nil || old.N != i {
+			t.Errorf("spare %s after its write: %q, %v; want the record it replaced (N %d)", sp, data, err, i)
 		}
 		var r rec
 		if err := s.Read(id, &r); err != nil || r.N != i+1 {
@@ -66,6 +69,11 @@ func TestPreparedWritesFillSpares(t *testing.T) {
 	var r rec
 	if err := s.Read(id, &r); err != nil || r.N != 3 {
 		t.Fatalf("read after a write without spares: %+v, %v", r, err)
+	}
+	for i, sp := range spares {
+		if data, err := os.ReadFile(sp); err != nil || json.Unmarshal(data, &r) != nil || r.N != i {
+			t.Errorf("used spare %s after a later write: %q, %v; want it untaken (N %d)", sp, data, err, i)
+		}
 	}
 
 	nameSpare := inode(filepath.Join(dir, spareName))
@@ -110,11 +118,7 @@ func TestPreparedWritesFillSpares(t *testing.T) {
 	if err := s.Read(other, &r); err != nil || r.N != 7 || r.ID != other {
 		t.Fatalf("read after a write past a written spare: %+v, %v", r, err)
 	}
-	if entries, _ := os.ReadDir(s.Dir(other)); len(entries) > 0 {
-		for _, e := range entries {
-			if strings.HasPrefix(e.Name(), spareFile+".0") {
-				t.Errorf("the written spare is left: %s", e.Name())
-			}
-		}
+	if data, err := os.ReadFile(sp); err != nil || string(data) != `{"ID":"garbage` {
+		t.Errorf("the written spare after a write past it: %q, %v; want it as the crash left it", data, err)
 	}
 }
