@@ -214,7 +214,8 @@ func mountWritable(rw, diskDir string, size int64) error {
 // its path (missingDirs resolved them), in the mounted root root, one
 // component at a time, refusing any symlink: a parent the image has is
 // copied up by the overlay with its owner and mode; what is made is
-// owner's (uid and gid), mode 0755 (01777 for tmp dirs), as mkdirIn's.
+// owner's (uid and gid), mode 0755 (01777 if p itself is named tmp), as
+// mkdirIn's.
 func mkdirThroughOverlay(root, p string, owner int) error {
 	clean := filepath.Clean("/" + p)
 	cur, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -222,12 +223,13 @@ func mkdirThroughOverlay(root, p string, owner int) error {
 		return fmt.Errorf("open the sandbox's root: %w", err)
 	}
 	defer func() { unix.Close(cur) }()
-	for _, c := range strings.Split(strings.TrimPrefix(clean, "/"), "/") {
+	parts := strings.Split(strings.TrimPrefix(clean, "/"), "/")
+	for i, c := range parts {
 		if c == "" {
 			continue
 		}
 		mode := uint32(0o755)
-		if c == "tmp" {
+		if c == "tmp" && i == len(parts)-1 {
 			mode = unix.S_ISVTX | 0o777
 		}
 		made := unix.Mkdirat(cur, c, 0o755) == nil

@@ -287,3 +287,28 @@ func TestPrepareKeepsASeedsWorkdir(t *testing.T) {
 		t.Errorf("/made: %v; want a directory", err)
 	}
 }
+
+// TestMkdirThroughOverlayStickyTmpOnlyAtTheEnd: a directory made for a
+// path named tmp is world-writable and sticky; a tmp in the middle of the
+// path (/srv/tmp/app) is made like any other directory.
+func TestMkdirThroughOverlayStickyTmpOnlyAtTheEnd(t *testing.T) {
+	roottest.Require(t, "it chowns what it makes")
+	root := t.TempDir()
+	for _, p := range []string{"/srv/tmp/app", "/var/tmp"} {
+		if err := mkdirThroughOverlay(root, p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, want := range map[string]os.FileMode{
+		"srv": 0o755, "srv/tmp": 0o755, "srv/tmp/app": 0o755,
+		"var": 0o755, "var/tmp": os.ModeSticky | 0o777,
+	} {
+		fi, err := os.Stat(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeSticky); got != want {
+			t.Errorf("/%s: mode %v, want %v", p, got, want)
+		}
+	}
+}
