@@ -35,7 +35,8 @@ type Options struct {
 	// layer where the image lacks them, e.g. the working directory, at
 	// the paths the image's symlinks on the way lead to (a merged-usr
 	// /bin/x is made as /usr/bin/x); their parents that the image has
-	// keep their owners and modes.
+	// keep their owners and modes. One that the Seed has as a file or a
+	// symlink (or has one on its path) is left as the Seed has it.
 	Dirs []string
 	// MountDirs are sbx's own mount points (/.sbx), created as Dirs are but
 	// at the paths named: a symlink the image has on the way is hidden
@@ -134,7 +135,14 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 		owner = int(o.UserNS.HostID)
 	}
 	for _, d := range dirs {
-		if err := mkdirThroughOverlay(r.Path, d, owner); err != nil {
+		err := mkdirThroughOverlay(r.Path, d, owner)
+		if o.Seed != nil && (errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+			// The seed (a restored sandbox's own layer) has a file or a
+			// symlink on the path: the sandbox made it so, and keeps it,
+			// as it kept it before its checkpoint.
+			continue
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -206,7 +214,8 @@ func mountWritable(rw, diskDir string, size int64) error {
 // its path (missingDirs resolved them), in the mounted root root, one
 // component at a time, refusing any symlink: a parent the image has is
 // copied up by the overlay with its owner and mode; what is made is
-// owner's (uid and gid), mode 0755 (01777 for tmp dirs), as mkdirIn's.
+// owner's (uid and gid), mode 0755 (01777 if p itself is named tmp), as
+// mkdirIn's.
 func mkdirThroughOverlay(root, p string, owner int) error {
 	clean := filepath.Clean("/" + p)
 	cur, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -214,12 +223,13 @@ func mkdirThroughOverlay(root, p string, owner int) error {
 		return fmt.Errorf("open the sandbox's root: %w", err)
 	}
 	defer func() { unix.Close(cur) }()
-	for _, c := range strings.Split(strings.TrimPrefix(clean, "/"), "/") {
+	parts := strings.Split(strings.TrimPrefix(clean, "/"), "/")
+	for i, c := range parts {
 		if c == "" {
 			continue
 		}
 		mode := uint32(0o755)
-		if c == "tmp" {
+		if c == "tmp" && i == len(parts)-1 {
 			mode = unix.S_ISVTX | 0o777
 		}
 		made := unix.Mkdirat(cur, c, 0o755) == nil

@@ -261,3 +261,54 @@ func TestPrepareEtcInASeededLayer(t *testing.T) {
 		t.Errorf("the host directory was written through the layer: %d entries, resolv.conf %q", len(entries), got)
 	}
 }
+
+// A restored sandbox's layer (Prepare's Seed) that has its working
+// directory as a symlink or a file, as the sandbox left it before its
+// checkpoint, is restored as it is: the working directory is not made
+// over it, and the restore does not fail; one the layer lacks is made.
+func TestPrepareKeepsASeedsWorkdir(t *testing.T) {
+	roottest.Require(t, "it mounts an overlay")
+	lower := t.TempDir()
+	o := Options{DiskBytes: 8 << 20, Dirs: []string{"/work", "/file/x", "/made"}, Seed: func(upper string) error {
+		return errors.Join(os.Symlink("/tmp", filepath.Join(upper, "work")), os.WriteFile(filepath.Join(upper, "file"), nil, 0o644))
+	}}
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), []string{lower}, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	if target, err := os.Readlink(filepath.Join(r.Path, "work")); err != nil || target != "/tmp" {
+		t.Errorf("/work: %q, %v; want the seed's symlink to /tmp", target, err)
+	}
+	if fi, err := os.Lstat(filepath.Join(r.Path, "file")); err != nil || !fi.Mode().IsRegular() {
+		t.Errorf("/file: %v; want the seed's file", err)
+	}
+	if fi, err := os.Lstat(filepath.Join(r.Path, "made")); err != nil || !fi.IsDir() {
+		t.Errorf("/made: %v; want a directory", err)
+	}
+}
+
+// TestMkdirThroughOverlayStickyTmpOnlyAtTheEnd: a directory made for a
+// path named tmp is world-writable and sticky; a tmp in the middle of the
+// path (/srv/tmp/app) is made like any other directory.
+func TestMkdirThroughOverlayStickyTmpOnlyAtTheEnd(t *testing.T) {
+	roottest.Require(t, "it chowns what it makes")
+	root := t.TempDir()
+	for _, p := range []string{"/srv/tmp/app", "/var/tmp"} {
+		if err := mkdirThroughOverlay(root, p, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, want := range map[string]os.FileMode{
+		"srv": 0o755, "srv/tmp": 0o755, "srv/tmp/app": 0o755,
+		"var": 0o755, "var/tmp": os.ModeSticky | 0o777,
+	} {
+		fi, err := os.Stat(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode() & (os.ModePerm | os.ModeSticky); got != want {
+			t.Errorf("/%s: mode %v, want %v", p, got, want)
+		}
+	}
+}

@@ -114,7 +114,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if miss != "" {
 		sb.CreateTimings.Pool = "miss, " + miss
 	}
-	err = h.keepVolumes(ctx, &sb.Options)
+	made, err := h.keepVolumes(ctx, &sb.Options)
 	if err == nil {
 		err = h.writeEgressState(sb, secrets)
 	}
@@ -126,6 +126,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 		if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
 			return nil, fmt.Errorf("create sandbox: %w (and releasing what was created failed: %v; run sbx gc)", err, rerr)
 		}
+		h.dropMadeVolumes(context.WithoutCancel(ctx), made)
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
 	h.crashPoint(stepFinish)
@@ -142,7 +143,9 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 		}
 	}
 	if err != nil {
-		_ = h.destroy(context.WithoutCancel(ctx), l, sb)
+		if h.destroy(context.WithoutCancel(ctx), l, sb) == nil {
+			h.dropMadeVolumes(context.WithoutCancel(ctx), made)
+		}
 		return nil, err
 	}
 	h.emit(changeReady, sb)
@@ -151,6 +154,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	}
 	l.Unlock() // startCmdOrRemove takes it again to remove
 	if err := h.startCmdOrRemove(ctx, sb); err != nil {
+		h.dropMadeVolumes(context.WithoutCancel(ctx), made) // unless the sandbox is left
 		return nil, err
 	}
 	return sb, nil

@@ -135,7 +135,7 @@ func (h *Host) restoreNew(ctx context.Context, snap *sbx.Snapshot, ri *restoreIn
 	dir := h.snapshotDir(snap.Name)
 	seed := func(upper string) error { return untarLayer(filepath.Join(dir, layerFile), upper) }
 	start := func(p *provisioned) error { return h.restoreExecutor(ctx, sb, p, dir, ri) }
-	err = h.keepVolumes(ctx, &sb.Options)
+	made, err := h.keepVolumes(ctx, &sb.Options)
 	if err == nil {
 		err = h.buildWith(ctx, sb, img.lowers, seed, start)
 	}
@@ -143,6 +143,7 @@ func (h *Host) restoreNew(ctx context.Context, snap *sbx.Snapshot, ri *restoreIn
 		if rerr := h.destroy(context.WithoutCancel(ctx), l, sb); rerr != nil {
 			return nil, fmt.Errorf("restore %s: %w (and releasing what was created failed: %v; run sbx gc)", snap.Name, err, rerr)
 		}
+		h.dropMadeVolumes(context.WithoutCancel(ctx), made)
 		return nil, fmt.Errorf("restore %s: %w", snap.Name, err)
 	}
 	now := h.now().UTC()

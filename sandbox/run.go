@@ -121,9 +121,11 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if err := r.processOf(o, root); err != nil {
 		return nil, err
 	}
+	var made []string // the volumes made for the run
 	defer func() {
 		if err != nil {
 			r.remove(ctx)
+			h.dropMadeVolumes(context.WithoutCancel(ctx), made)
 		}
 	}()
 	if err := os.MkdirAll(r.dir, 0o700); err != nil {
@@ -143,7 +145,7 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if err := writeRunVolumes(r.dir, o.Volumes); err != nil {
 		return nil, err
 	}
-	if err := h.keepVolumes(ctx, &o.Options); err != nil {
+	if made, err = h.keepVolumes(ctx, &o.Options); err != nil {
 		return nil, err
 	}
 	if o.Image != "" {

@@ -294,27 +294,64 @@ func (h *Host) resolveVolumes(o *sbx.Options) {
 
 // keepVolumes makes sure, under the volumes' lock, that the named
 // volumes of o exist, making those that do not (never made, or removed
-// by a volume rm or prune since). Call it once the record (or run file) naming
-// them is written and before they are mounted: from then on rm and prune
-// see the volumes in use, and before it they have either finished or not
-// begun, so a sandbox never mounts a volume being removed.
-func (h *Host) keepVolumes(ctx context.Context, o *sbx.Options) error {
+// by a volume rm or prune since), and returns the names it made (also on
+// error): a create that fails drops them again (dropMadeVolumes). Call
+// it once the record (or run file) naming them is written and before
+// they are mounted: from then on rm and prune see the volumes in use, and
+// before it they have either finished or not begun, so a sandbox never
+// mounts a volume being removed.
+func (h *Host) keepVolumes(ctx context.Context, o *sbx.Options) ([]string, error) {
 	if !slices.ContainsFunc(o.Volumes, func(v sbx.Volume) bool { return v.Name != "" }) {
-		return nil
+		return nil, nil
 	}
 	unlock, err := h.lockVolumes(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer unlock()
+	var made []string
 	for _, v := range o.Volumes {
-		if v.Name != "" {
-			if err := h.makeVolume(sbx.VolumeSpec{Name: v.Name}); err != nil {
-				return err
-			}
+		if v.Name == "" || slices.Contains(made, v.Name) {
+			continue
+		}
+		if _, err := os.Lstat(h.volumeDir(v.Name)); err == nil {
+			continue
+		}
+		if err := h.makeVolume(sbx.VolumeSpec{Name: v.Name}); err != nil {
+			return made, err
+		}
+		made = append(made, v.Name)
+	}
+	return made, nil
+}
+
+// dropMadeVolumes removes the volumes made (by keepVolumes) for a create
+// or run that then failed and is gone, unless another sandbox or run
+// names them by now: a failed create leaves no volume it made. Failures
+// are logged (the volume stays, for volume rm or prune).
+func (h *Host) dropMadeVolumes(ctx context.Context, made []string) {
+	if len(made) == 0 {
+		return
+	}
+	unlock, err := h.lockVolumes(ctx)
+	if err != nil {
+		h.log.Warn("remove the volumes a failed create made", "volumes", made, "err", err)
+		return
+	}
+	defer unlock()
+	users, err := h.volumeUsers(ctx)
+	if err != nil {
+		h.log.Warn("remove the volumes a failed create made", "volumes", made, "err", err)
+		return
+	}
+	for _, name := range made {
+		if len(users[name]) > 0 {
+			continue
+		}
+		if err := h.dropVolume(name); err != nil {
+			h.log.Warn("remove a volume a failed create made", "volume", name, "err", err)
 		}
 	}
-	return nil
 }
 
 // writeKeepingVolumes writes the record sb, which names the volumes it
@@ -323,7 +360,8 @@ func (h *Host) writeKeepingVolumes(ctx context.Context, l *state.Lock, sb *sbx.S
 	if err := l.Write(sb); err != nil {
 		return err
 	}
-	return h.keepVolumes(ctx, &sb.Options)
+	_, err := h.keepVolumes(ctx, &sb.Options)
+	return err
 }
 
 // sweepVolumeDebris removes what a volume create or remove that died

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/tests/fixture"
 )
 
 // waitForFlockWaiter waits until a process blocks on a flock of the file
@@ -223,5 +224,34 @@ func TestCheckingMakesNoVolume(t *testing.T) {
 	v, err := m.InspectVolume(ctx, "late")
 	if err != nil || !slices.Equal(v.UsedBy, []string{sb.ID}) {
 		t.Fatalf("volume of a created sandbox: %+v, %v; want it made, used by %s", v, err, sb.ShortID())
+	}
+}
+
+// TestFailedCreateDropsTheVolumeItMade: a create that fails once it is
+// recorded (here its root directory went away) leaves no volume it made,
+// and keeps one that existed before it.
+func TestFailedCreateDropsTheVolumeItMade(t *testing.T) {
+	m := newHost(t, HostConfig{})
+	ctx := context.Background()
+	root := fixture.NewBusyboxRootfs(t, filepath.Join(t.TempDir(), "root"))
+	if _, err := m.CreateVolume(ctx, sbx.VolumeSpec{Name: "before"}); err != nil {
+		t.Fatal(err)
+	}
+	admitted := m.onAdmit
+	m.onAdmit = func(id string) {
+		admitted(id)
+		if err := os.Rename(root, root+".gone"); err != nil {
+			t.Error(err)
+		}
+	}
+	o := sbx.Options{Rootfs: root, Volumes: []sbx.Volume{{Name: "made", Path: "/made"}, {Name: "before", Path: "/before"}}}
+	if sb, err := m.Create(ctx, o); err == nil {
+		t.Fatalf("create whose root went away: %+v, want an error", sb)
+	}
+	if v, err := m.InspectVolume(ctx, "made"); !errors.Is(err, sbx.ErrNotFound) {
+		t.Errorf("the failed create left the volume it made: %+v, %v", v, err)
+	}
+	if _, err := m.InspectVolume(ctx, "before"); err != nil {
+		t.Errorf("the failed create removed a volume it did not make: %v", err)
 	}
 }

@@ -112,7 +112,7 @@ func (c *cluster) sbxContainers() []string {
 // testPods runs the same pod under sbx and runc side by side: logs, exec,
 // limits, and nothing left behind after delete.
 func testPods(t *testing.T, c *cluster) {
-	links := countLinks(t)
+	links := hostLinks(t)
 	c.kubectl("apply", "-f", "-").stdin(podManifest("sbx-pod", "sbx")).must(t)
 	c.kubectl("apply", "-f", "-").stdin(podManifest("runc-pod", "")).must(t)
 	sp := c.waitPhase(t, "sbx-pod", "Running", 120*time.Second)
@@ -185,9 +185,18 @@ func testPods(t *testing.T, c *cluster) {
 	if strings.Contains(string(mounts), sp.Metadata.UID) {
 		t.Errorf("mounts of the sbx pod left")
 	}
-	if n := countLinks(t); n != links {
-		t.Errorf("network links: %d before, %d after", links, n)
-	}
+	// Only links that appeared during the test count (the machine is
+	// shared); the pods' veths may go a moment after the pods.
+	var added []string
+	waitFor(t, "the pods' network links removed", 30*time.Second, func() bool {
+		added = added[:0]
+		for name := range hostLinks(t) {
+			if !links[name] {
+				added = append(added, name)
+			}
+		}
+		return len(added) == 0
+	})
 }
 
 // processesIn returns the PIDs whose cgroup path contains marker.
@@ -207,13 +216,17 @@ func processesIn(marker string) []int {
 	return pids
 }
 
-// countLinks counts the host's network interfaces.
-func countLinks(t *testing.T) int {
+// hostLinks returns the names of the host's network interfaces.
+func hostLinks(t *testing.T) map[string]bool {
 	entries, err := os.ReadDir("/sys/class/net")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return len(entries)
+	names := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		names[e.Name()] = true
+	}
+	return names
 }
 
 // testAgentSandbox runs agent-sandbox's controller with a SandboxTemplate

@@ -369,6 +369,24 @@ func TestSnapshotRestoreHostileEtc(t *testing.T) {
 	}
 }
 
+// A sandbox that replaced its working directory (one the image lacks,
+// made at its create) with a symlink is restored as it left it: the
+// restore neither fails nor makes the directory again over the symlink.
+func TestSnapshotRestoreWorkdirReplacedByASymlink(t *testing.T) {
+	h := harness.NewHost(t)
+	root := fixture.NewBusyboxRootfs(t, filepath.Join(t.TempDir(), "root"))
+	id := strings.TrimSpace(h.Must(t, "create", "--userns", "host", "--rootfs", root, "-w", "/work"))
+	h.Saw(id)
+	h.Must(t, "exec", "-w", "/", id, "--", "sh", "-c", "rmdir /work && ln -s /tmp /work")
+	h.Must(t, "checkpoint", id, "workdir")
+	h.Must(t, "rm", "-f", id)
+	restored := strings.TrimSpace(h.Must(t, "restore", "workdir"))
+	h.Saw(restored)
+	if out := h.Must(t, "exec", "-w", "/", restored, "--", "readlink", "/work"); out != "/tmp\n" {
+		t.Errorf("restored /work: %q, want the sandbox's symlink to /tmp", out)
+	}
+}
+
 // A restored sandbox passes the escape checks of a created one: seccomp,
 // capabilities, no_new_privs, namespaces, read-only cgroup limits.
 func TestSnapshotRestoredIsolation(t *testing.T) {
