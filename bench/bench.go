@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sbxrun/sbx/cgroup"
 )
 
 // Sample is the outcome of one measured iteration of a subject.
@@ -187,6 +189,15 @@ type PhaseResult struct {
 func Run(ctx context.Context, scenarios []*Scenario, o Options) *Report {
 	o.defaults()
 	defer RemoveProbeHelpers()
+	// The bench's sandboxes, and those of the sbx processes it starts, live
+	// under a parent cgroup of its own, removed at the end, never beside
+	// the host's sandboxes in the shared one.
+	release := cgroup.PrivateParent("sbx-bench")
+	defer func() {
+		if err := release(); err != nil {
+			o.progress("remove the bench's parent cgroup %s: %v", cgroup.Parent(), err)
+		}
+	}()
 	rep := &Report{Started: time.Now().UTC(), Samples: o.Samples, Warmup: o.Warmup}
 	for _, sc := range scenarios {
 		if ctx.Err() != nil {

@@ -13,7 +13,7 @@ import (
 // ahead (after a standby attach, and after each claim that took some),
 // and a claim binds the ports it publishes on them without switching a
 // thread to the host namespace and back; a claim that needs more than
-// the stock holds switches as before.
+// the stock holds binds them from a thread switched to the host namespace.
 
 // stockPerType is how many sockets of each type (TCP, UDP) are kept.
 const stockPerType = 2

@@ -20,10 +20,10 @@ import (
 // goes back into both after each visit. Its other namespaces that a visit
 // could change (network, IPC, cgroup, the PID and time namespaces of its
 // children), which no visit may leave, are checked after each visit
-// against the host's, noted when it was made. A thread that cannot go back, that a visit left
-// in another of those namespaces, or whose visit panicked, ends (it stays
-// locked), and the next visit makes a new one. While the kept thread is busy, a visit runs on a thread of
-// its own, as before.
+// against the host's, noted when it was made. A thread that cannot go
+// back, that a visit left in another of those namespaces, or whose visit
+// panicked, ends (it stays locked), and the next visit makes a new one.
+// While the kept thread is busy, a visit runs on a thread of its own.
 
 // visitor is the kept thread: it takes visits from jobs.
 type visitor struct {

@@ -14,7 +14,6 @@ import (
 	"github.com/sbxrun/sbx/executor/api"
 )
 
-// hostile serves h on a unix socket, as a misbehaving executor would.
 // hostile is a client of an executor that answers with h. Its calls'
 // deadlines are long enough for a loaded machine (reading a reply of
 // megabytes under the race detector takes longer than a second): the

@@ -23,7 +23,7 @@ func inode(path string) uint64 {
 // writes and the next name claim take the files made then (the record
 // and the name are those very inodes), readers see each whole record, a
 // used spare (holding the record it replaced) is never taken again, and
-// later writes make files as before. A spare a crash left written is
+// later writes make new files. A spare a crash left written is
 // never read: it is left alone and the write makes a new file.
 func TestPreparedWritesFillSpares(t *testing.T) {
 	s := newStore(t)
