@@ -74,14 +74,16 @@ func TestDetachForgetsOnlyTheSandboxConnections(t *testing.T) {
 	}
 
 	// Forgetting an address with no entries reads none of the others: its
-	// allocations are a few, not some per entry in the table.
+	// allocations are a few (45 here), not some per entry in the table
+	// (about 65 each when the table is read); the bound leaves room for
+	// whatever else of the process allocates meanwhile.
 	absent := netip.MustParseAddr("10.254.254.254")
 	allocs := testing.AllocsPerRun(3, func() {
 		if err := e.net.forgetConnections(absent); err != nil {
 			t.Errorf("forget the connections of %s: %v", absent, err)
 		}
 	})
-	if allocs > others/10 {
+	if allocs > others/2 {
 		t.Errorf("forgetting one address's connections made %.0f allocations with %d other entries in the table: it reads the table", allocs, others)
 	}
 
