@@ -337,23 +337,25 @@ func (n *Network) build(l *lease) error {
 // Rule removal and veth deletion each wait for a kernel RCU grace period, so
 // they run side by side.
 func (n *Network) teardown(l *lease) error {
-	var ruleErr error
+	var ruleErr, ctErr error
 	var wg sync.WaitGroup
-	if l.Key != "" {
+	forget := l.IP.IsValid() && (l.State == stateAttached || l.State == stateAttaching)
+	if l.Key != "" || forget {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := n.removeLeaseRules(l); err != nil && !errors.Is(err, os.ErrNotExist) {
-				ruleErr = err
+			if l.Key != "" {
+				if err := n.removeLeaseRules(l); err != nil && !errors.Is(err, os.ErrNotExist) {
+					ruleErr = err
+				}
 			}
-		}()
-	}
-	var ctErr error
-	if l.IP.IsValid() && (l.State == stateAttached || l.State == stateAttaching) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctErr = n.forgetConnections(l.IP)
+			// The conntrack entries go after the rules: a packet of a
+			// flow to a published port that came between the two would
+			// make a new entry to the sandbox's address, which would take
+			// the flow on to the next sandbox given the address.
+			if forget {
+				ctErr = n.forgetConnections(l.IP)
+			}
 		}()
 	}
 	var errs []error

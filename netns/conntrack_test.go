@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	vnetns "github.com/vishvananda/netns"
@@ -114,5 +115,83 @@ func TestForgetConnectionsByDump(t *testing.T) {
 	}
 	if got := flowsWith(t, ct, webIP); len(got) != 1 {
 		t.Errorf("other flows left: %q, want the one", got)
+	}
+}
+
+// A datagram of a published port's flow that comes while the sandbox is
+// removed, right after its conntrack entries went, is not sent on to the
+// removed sandbox's address: the rules go before the entries, so no entry
+// to that address is made after them, which would carry the client's
+// flow to the next sandbox with the address. The test's client sends
+// from the first destroy event of the host's table (the flush) on.
+func TestDetachForgetsConnectionsAfterItsRules(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := context.Background()
+	m, err := ParsePublish("5500:53/udp")
+	must(t, err)
+	a, err := e.net.Attach(ctx, "late", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
+	must(t, err)
+	sbx := a.IP.String()
+	e.serveUDPEcho(a.NetNSPath, "0.0.0.0:53")
+	// Another sandbox on the bridge, as on a host that runs more than
+	// one: the bridge keeps its carrier when this one's veth goes.
+	e.attach("other", AttachOptions{})
+	// Subscribed before the flow's entry is made, which then has the
+	// events' extension.
+	var fd int
+	must(t, InNamespacePath(e.hostNS, func() (err error) {
+		fd, err = unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_NETFILTER)
+		return err
+	}))
+	defer unix.Close(fd)
+	must(t, unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: 1 << (unix.NFNLGRP_CONNTRACK_DESTROY - 1)}))
+	tv := unix.NsecToTimeval((50 * time.Millisecond).Nanoseconds())
+	must(t, unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv))
+	c, err := dialUDP(e.inetNS, hostUplinkIP+":5500")
+	must(t, err)
+	defer c.Close()
+	ct := conntrackOf(t, e.hostNS)
+	for i := 0; len(flowsWith(t, ct, sbx)) == 0; i++ {
+		if i == 500 {
+			t.Fatal("no conntrack entry of the published port's flow after 5 s")
+		}
+		if _, err := c.Write([]byte("before")); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// From the first destroy event until the detach returns, the client
+	// sends (a write that returns the error an ICMP message left on the
+	// socket sends nothing; the next one does).
+	stop, events := make(chan struct{}), make(chan int, 1)
+	go func() {
+		n, buf := 0, make([]byte, 8192)
+		for {
+			select {
+			case <-stop:
+				events <- n
+				return
+			default:
+			}
+			if n > 0 {
+				_, _ = c.Write([]byte("during"))
+				continue
+			}
+			if _, _, err := unix.Recvfrom(fd, buf, 0); err == nil {
+				n++
+			} // else the read's timeout: look at stop again
+		}
+	}()
+	// The network's netfilter socket made beforehand, as on a host where
+	// anything changed rules since it started.
+	must(t, e.net.forgetConnections(netip.MustParseAddr("10.254.254.254")))
+	must(t, e.net.Detach(ctx, "late"))
+	close(stop)
+	if n := <-events; n == 0 {
+		t.Fatal("no destroy event of the flow's entry came: the test proves nothing")
+	}
+	if got := flowsWith(t, ct, sbx); len(got) != 0 {
+		t.Errorf("entries to the removed sandbox's address made during its removal: %q", got)
 	}
 }
