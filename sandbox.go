@@ -508,7 +508,8 @@ type GCReport struct {
 	// Stopped sandboxes found dead and marked stopped.
 	Stopped []string `json:"stopped,omitempty"`
 	// Orphans are runtime directories and names that belong to no
-	// sandbox.
+	// sandbox, and named volumes made on first use by a create that
+	// never finished ("volume:NAME").
 	Orphans []string `json:"orphans,omitempty"`
 	// PartialSnapshots counts snapshots whose checkpoint or import died
 	// midway, removed.

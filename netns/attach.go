@@ -13,7 +13,6 @@ import (
 
 	"github.com/sbxrun/sbx"
 	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -390,29 +389,6 @@ func (n *Network) teardown(l *lease) error {
 		return fmt.Errorf("remove the standby port holder's socket: %w", err)
 	}
 	return n.removeLease(l)
-}
-
-// forgetConnections deletes the host's conntrack entries from or to ip, so
-// published-port flows (UDP above all) do not keep going to the address of a
-// removed sandbox, and a later sandbox with the same address gets none of
-// the old one's traffic.
-func (n *Network) forgetConnections(ip netip.Addr) error {
-	h, err := netlink.NewHandleAt(vnetns.NsHandle(n.hostFD()), unix.NETLINK_NETFILTER)
-	if err != nil {
-		return fmt.Errorf("conntrack handle: %w", err)
-	}
-	defer h.Close()
-	orig, reply := &netlink.ConntrackFilter{}, &netlink.ConntrackFilter{}
-	if err := orig.AddIP(netlink.ConntrackOrigSrcIP, ip.AsSlice()); err != nil {
-		return err
-	}
-	if err := reply.AddIP(netlink.ConntrackReplySrcIP, ip.AsSlice()); err != nil {
-		return err
-	}
-	if _, err := h.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, orig, reply); err != nil {
-		return fmt.Errorf("delete conntrack entries of %s: %w", ip, err)
-	}
-	return nil
 }
 
 // preparedUsable checks that a pooled lease still has its namespace, and its

@@ -131,9 +131,10 @@ func (n *Network) stagedPath(l *lease) string { return n.leasePath(l.IP) + ".tmp
 // journal: 0.2 to 0.3 ms on a busy host, where filling an empty file made
 // before costs about 0.03 ms. So a pool member's lease gets an empty spare
 // file when the member is attached (makeSpare), which the claim's write
-// fills and swaps in; the old lease left in its place is removed after.
-// A spare that is not empty (a crash left it written) is never used, and
-// a lease's spares go with it (removeLease).
+// fills and swaps in; the old lease left in its place stays there (removing
+// a file costs as much), never read again. A spare that is not empty (the
+// old lease, or a write a crash left) is never used, and a lease's spares
+// go with it (removeLease).
 
 // sparePath is the spare file of l's lease.
 func (n *Network) sparePath(l *lease) string { return n.leasePath(l.IP) + ".spare" }

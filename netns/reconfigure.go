@@ -30,12 +30,11 @@ import (
 // Reconfigure returns once what the request may be refused for (a port in
 // use) is decided, before anything changed: the returned Reconfiguring has
 // the resolv.conf and hosts files of the new settings and holds the
-// network's lock and the ports' sockets. Its Apply makes the change in
-// the background (the ports handed to their holder, the lease written,
-// then the batch of rules), so that a caller does other work of the same
-// change in between, and Wait says when it is done; Abort gives the
-// change up instead. On error (of Reconfigure or of Wait) and after Abort
-// the network is as it was.
+// network's lock and the ports' sockets. Its Apply makes the change (the
+// ports handed to their holder, the lease written, then the batch of
+// rules) on the calling goroutine, and Wait returns how it went; Abort
+// gives the change up instead. On error (of Reconfigure or of Wait) and
+// after Abort the network is as it was.
 func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts AttachOptions) (*Reconfiguring, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -93,7 +92,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 	if len(ports) > 0 {
 		l.Ports = ports
 	}
-	r := &Reconfiguring{Attachment: n.attachment(l), done: make(chan error, 1)}
+	r := &Reconfiguring{Attachment: n.attachment(l)}
 	// The batch of rules is made now, while the caller waits for other
 	// work anyway: applying sends it as it is.
 	batch, err := n.replaceRules(&old, l, r.DNS)
@@ -102,24 +101,29 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		return nil, err
 	}
 	// The lease stays (the lock's holder alone removes leases): the lock
-	// is released without looking for an empty lease directory. The files
-	// the change leaves (the old lease, the standby holder's socket) are
-	// removed once Wait has returned, before the lock goes.
+	// is released without looking for an empty lease directory. The old
+	// lease, when written in the lease's spare file, stays there (never
+	// read again) and the standby holder's socket too, until the lease
+	// goes; a staged file is removed before the lock goes.
+	//
+	// The change is made on the caller's goroutine, not handed to another:
+	// a claim applies it while its namespace thread personalises the
+	// sandbox, and on a busy host a new goroutine waits for a free thread
+	// (both may be busy) longer than the change takes.
 	r.apply = func() {
-		go func() {
-			defer n.restock() // after the lock
-			defer lk.release()
-			var leftover []string
-			err := n.applyReconfigure(&old, l, socks, batch, &leftover)
-			// This process's copies of the sockets go before Wait returns:
-			// after a failed change the port is free for the caller's next
-			// try (a cold create of the same sandbox).
-			closeHeld(socks)
-			r.done <- err
-			for _, f := range leftover {
-				_ = os.Remove(f)
-			}
-		}()
+		var leftover []string
+		r.err = n.applyReconfigure(&old, l, socks, batch, &leftover)
+		// This process's copies of the sockets go before Wait returns:
+		// after a failed change the port is free for the caller's next
+		// try (a cold create of the same sandbox).
+		closeHeld(socks)
+		for _, f := range leftover {
+			_ = os.Remove(f)
+		}
+		lk.release()
+		if len(socks) > 0 && n.cfg.HostNetNS != "" {
+			go n.restock() // for the next claim, off this one's path
+		}
 	}
 	r.abort = func() {
 		closeHeld(socks)
@@ -134,8 +138,8 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 // a holder (the standby one, which old names already, or one started for
 // them and recorded in l), the lease written, then the rules' batch sent.
 // It adds to *leftover the files for the caller to remove (the old lease
-// file, the standby holder's socket). On error the lease and the holders
-// are as in old.
+// file, unless it stays in the lease's spare file). On error the lease and
+// the holders are as in old.
 func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleBatch, leftover *[]string) error {
 	var (
 		hold         *holder // the holder that took the ports
@@ -180,8 +184,10 @@ func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleB
 		if err := n.handToHolder(old, socks); err != nil {
 			n.log.Warn("start a port holder: the standby one took no ports", "sandbox", l.Owner, "err", err)
 		} else {
+			// The standby holder's socket, of no more use, goes with the
+			// lease (teardown): removing a file costs as much as writing
+			// one on a busy disk.
 			hold = old.Holder
-			*leftover = append(*leftover, n.standbyPath(old))
 		}
 	}
 	if len(socks) > 0 && hold == nil {
@@ -194,7 +200,7 @@ func (n *Network) applyReconfigure(old, l *lease, socks []*os.File, batch *ruleB
 		}
 	}
 	staged, err := n.putLease(l)
-	if staged != "" {
+	if staged != "" && (err != nil || staged != n.sparePath(l)) {
 		*leftover = append(*leftover, staged)
 	}
 	if err != nil {
@@ -222,13 +228,14 @@ type Reconfiguring struct {
 	// Attachment is the network with its new settings: the resolv.conf
 	// and hosts files to write into the sandbox.
 	*Attachment
-	done         chan error
+	err          error // of Apply
 	once         sync.Once
 	apply, abort func()
 }
 
-// Apply starts the change: the ports handed to their holder, the lease
-// written, the rules replaced. Wait says when it is done.
+// Apply makes the change on the calling goroutine: the ports handed to
+// their holder, the lease written, the rules replaced. Wait returns how
+// it went.
 func (r *Reconfiguring) Apply() { r.once.Do(r.apply) }
 
 // Abort gives up a change not applied: the ports are let go and the
@@ -236,12 +243,12 @@ func (r *Reconfiguring) Apply() { r.once.Do(r.apply) }
 // nothing.
 func (r *Reconfiguring) Abort() { r.once.Do(r.abort) }
 
-// Wait applies the change if Apply was not called, and waits until the
-// sandbox's rules are the new ones, or, on error, the network is as it
-// was before Reconfigure. Call it once, and not after Abort.
+// Wait applies the change if Apply was not called, and returns nil once
+// the sandbox's rules are the new ones, or an error with the network as
+// it was before Reconfigure. Call it once, and not after Abort.
 func (r *Reconfiguring) Wait() error {
 	r.Apply()
-	return <-r.done
+	return r.err
 }
 
 // replaceRules makes the batch that gives lease l (old before) its new

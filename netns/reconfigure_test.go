@@ -1,6 +1,7 @@
 package netns
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -103,13 +104,6 @@ func TestStandbyHolderTakesClaimedPorts(t *testing.T) {
 	if l.Holder == nil || *l.Holder != standby {
 		t.Fatalf("holder after the claim: %+v, want the standby one %+v", l.Holder, standby)
 	}
-	// The standby holder's socket is removed before the network's lock
-	// goes: once Lookup has the lock.
-	_, err = e.net.Lookup("sb-member")
-	must(t, err)
-	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("the standby socket after the claim: %v", err)
-	}
 	bindErr := func() error {
 		return InNamespacePath(e.hostNS, func() error {
 			ln, err := net.Listen("tcp4", "127.0.0.1:19080")
@@ -127,6 +121,11 @@ func TestStandbyHolderTakesClaimedPorts(t *testing.T) {
 	must(t, e.net.Detach(ctx, "sb-member"))
 	if holderRuns(standby) {
 		t.Fatalf("the standby holder %d runs after detach", standby.PID)
+	}
+	// The standby holder's socket, unused since the claim, goes with the
+	// lease.
+	if _, err := os.Stat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the standby socket after detach: %v", err)
 	}
 	if err := bindErr(); err != nil {
 		t.Fatalf("the port after detach: %v", err)
@@ -166,7 +165,7 @@ func holderRuns(h holder) bool {
 }
 
 // TestReconfigureFailureRestoresTheNetwork: Reconfigure returns before
-// anything changes; when the change, applied in the background as a
+// anything changes; when the change, applied with Apply as a
 // claim applies it, then fails (here the batch of rules,
 // because the member's forward chain is gone), Wait says so and the
 // network is as it was: the lease without the new policy or ports, the
@@ -197,7 +196,7 @@ func TestReconfigureFailureRestoresTheNetwork(t *testing.T) {
 	if r.Egress.Kind != EgressAllowList || len(r.Ports) != 1 || r.Ports[0].HostPort != 19081 {
 		t.Fatalf("the attachment Reconfigure returned: %+v", r.Attachment)
 	}
-	r.Apply() // in the background, as a claim does
+	r.Apply() // as a claim does
 	if err := r.Wait(); err == nil {
 		t.Fatal("Wait succeeded though the rules could not be inserted")
 	}
@@ -412,10 +411,11 @@ func (e *testEnv) listenInHost(addr string) error {
 
 // TestClaimFillsTheSpareLease: a pool member's lease has an empty spare
 // file from its attach, which its claim's lease write fills and swaps in
-// (the lease is then that very file), leaving neither the spare nor a
-// staged file once the network's lock is free; a spare that is not empty is never used (the claim writes a
-// new file, and the spare goes with the lease); a spare whose lease is
-// gone is removed by the next reader of the leases.
+// (the lease is then that very file), leaving the old lease in the spare
+// (not a lease to readers: only the new one is found) and no staged file;
+// a spare that is not empty is never used (the claim writes a new file);
+// a lease's spare goes with it; a spare whose lease is gone is removed by
+// the next reader of the leases.
 func TestClaimFillsTheSpareLease(t *testing.T) {
 	e, before := newStandbyMember(t)
 	ctx := context.Background()
@@ -436,14 +436,12 @@ func TestClaimFillsTheSpareLease(t *testing.T) {
 	if got.Ino != st.Ino {
 		t.Errorf("the claimed lease is inode %d, want the spare's %d", got.Ino, st.Ino)
 	}
-	// The old lease, left at the spare's path, is removed before the
-	// network's lock goes: once Lookup has the lock.
-	_, err = e.net.Lookup("sb-member")
-	must(t, err)
-	for _, p := range []string{spare, e.net.stagedPath(l)} {
-		if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("%s after the claim: %v, want it gone", filepath.Base(p), err)
-		}
+	// The old lease stays at the spare's path, never used again.
+	if data, err := os.ReadFile(spare); err != nil || !bytes.Contains(data, []byte(`"owner":"sb-member"`)) || bytes.Contains(data, []byte(`"ports"`)) {
+		t.Errorf("the spare after the claim: %q, %v; want the old lease", data, err)
+	}
+	if _, err := os.Lstat(e.net.stagedPath(l)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the staged lease file after the claim: %v, want none", err)
 	}
 	if l, err = e.net.findLease("sb-member", false); err != nil || len(l.Ports) != 1 || l.Ports[0].HostPort != 19083 {
 		t.Fatalf("lease after the claim: %+v, %v", l, err)
@@ -459,7 +457,7 @@ func TestClaimFillsTheSpareLease(t *testing.T) {
 	must(t, unix.Stat(e.net.sparePath(l), &st))
 	r, err = e.net.Reconfigure(ctx, "sb-member", AttachOptions{Mode: ModeBridge, Publish: []PortMapping{m}})
 	must(t, err)
-	r.Apply() // in the background, as a claim does
+	r.Apply() // as a claim does
 	must(t, r.Wait())
 	must(t, unix.Stat(e.net.leasePath(l.IP), &got))
 	if got.Ino == st.Ino {

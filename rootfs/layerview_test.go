@@ -177,6 +177,32 @@ func TestPrepareMountDirsHideTheImagesSymlinks(t *testing.T) {
 	}
 }
 
+// An image's own /.sbx directory is hidden: sbx's mount point shows none
+// of its entries (a symlink where sbx binds its executor among them),
+// whose parent the image has as a directory.
+func TestPrepareMountDirsHideTheImagesEntries(t *testing.T) {
+	roottest.Require(t, "it sets trusted xattrs and mounts an overlay")
+	lowers := layers(t, []string{"bin/", "bin/sh", ".sbx/", ".sbx/executor->/bin/sh", ".sbx/run/", ".sbx/junk", "opt/m/", "opt/m/x"})
+	r, err := Prepare(filepath.Join(t.TempDir(), "sb"), lowers, Options{DiskBytes: 8 << 20, MountDirs: []string{"/.sbx", "/opt/m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release()
+	for _, d := range []string{"/.sbx", "/opt/m"} {
+		ents, err := os.ReadDir(filepath.Join(r.Path, d))
+		if err != nil || len(ents) != 0 {
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			t.Errorf("%s in the root: %q, %v; want an empty directory", d, names, err)
+		}
+	}
+	if _, err := os.Lstat(filepath.Join(r.Path, "bin/sh")); err != nil {
+		t.Errorf("the image's /bin/sh: %v", err)
+	}
+}
+
 // A few symlinks whose targets each add thousands of missing components
 // lead to a path far longer than PATH_MAX: the working directory is
 // refused at once (ENAMETOOLONG), and no one of the tens of thousands of

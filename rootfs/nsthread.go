@@ -20,9 +20,12 @@ import (
 // goes back into both after each visit. Its other namespaces that a visit
 // could change (network, IPC, cgroup, the PID and time namespaces of its
 // children), which no visit may leave, are checked after each visit
-// against the host's, noted when it was made. A thread that cannot go
-// back, that a visit left in another of those namespaces, or whose visit
-// panicked, ends (it stays locked), and the next visit makes a new one.
+// against the host's, noted when it was made, and so are its capability
+// sets (effective, permitted, inheritable: a visit may drop one while it
+// needs less, but must give it back). A thread that cannot go back, that a
+// visit left in another of those namespaces or with other capabilities,
+// or whose visit panicked, ends (it stays locked), and the next visit
+// makes a new one.
 // While the kept thread is busy, a visit runs on a thread of its own.
 
 // visitor is the kept thread: it takes visits from jobs.
@@ -128,7 +131,8 @@ func (v *visitor) serve(ready chan<- bool, locked chan<- struct{}) {
 	mnt, merr := unix.Open("/proc/thread-self/ns/mnt", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	uts, uerr := unix.Open("/proc/thread-self/ns/uts", unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	others, oerr := noteOtherNamespaces()
-	if merr != nil || uerr != nil || oerr != nil || unix.Unshare(unix.CLONE_FS) != nil {
+	caps, cerr := threadCaps()
+	if merr != nil || uerr != nil || oerr != nil || cerr != nil || unix.Unshare(unix.CLONE_FS) != nil {
 		closeFDs(mnt, uts, others.dir)
 		ready <- false
 		return // the thread ends with the goroutine (still locked)
@@ -136,7 +140,7 @@ func (v *visitor) serve(ready chan<- bool, locked chan<- struct{}) {
 	ready <- true
 	for j := range v.jobs {
 		err, ok := runVisit(j.fn)
-		back := errors.Join(unix.Setns(mnt, unix.CLONE_NEWNS), unix.Setns(uts, unix.CLONE_NEWUTS), others.check())
+		back := errors.Join(unix.Setns(mnt, unix.CLONE_NEWNS), unix.Setns(uts, unix.CLONE_NEWUTS), others.check(), caps.check())
 		if !ok || back != nil {
 			// Out of service before the visit's caller goes on.
 			visitors.Lock()
@@ -207,6 +211,32 @@ func (o otherNamespaces) check() error {
 		if string(buf[:n]) != id.link {
 			return fmt.Errorf("a visit left its namespace thread in another %s namespace (visits may change only the mount and UTS namespaces)", id.name)
 		}
+	}
+	return nil
+}
+
+// capSets are a thread's capability sets, as capget returns them.
+type capSets [2]unix.CapUserData
+
+// threadCaps reads the calling thread's capability sets.
+func threadCaps() (capSets, error) {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var c capSets
+	if err := unix.Capget(&hdr, &c[0]); err != nil {
+		return c, fmt.Errorf("capabilities of a namespace thread: %w", err)
+	}
+	return c, nil
+}
+
+// check fails unless the calling thread (the one that read them) still
+// has capability sets c.
+func (c capSets) check() error {
+	now, err := threadCaps()
+	if err != nil {
+		return err
+	}
+	if now != c {
+		return errors.New("a visit left its namespace thread with other capabilities (visits must give back what they drop)")
 	}
 	return nil
 }

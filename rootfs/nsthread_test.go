@@ -132,6 +132,65 @@ func TestVisitThatCannotGoBackEndsTheThread(t *testing.T) {
 	}
 }
 
+// TestVisitThatDropsACapabilityEndsTheThread: a visit that gets back to
+// the host's namespaces but leaves the kept thread without a capability
+// (one that going back does not need: CAP_NET_ADMIN) fails, and its thread is never used again: the next visit runs on
+// another thread, with the host's capabilities.
+func TestVisitThatDropsACapabilityEndsTheThread(t *testing.T) {
+	roottest.Require(t, "it drops a capability root has")
+	var first int
+	if err := VisitOnThread("", func() error { first = unix.Gettid(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var dropped int
+	err := VisitOnThread("", func() error {
+		dropped = unix.Gettid()
+		return dropEffectiveCap(unix.CAP_NET_ADMIN)
+	})
+	if err == nil || !strings.Contains(err.Error(), "capabilities") {
+		t.Fatalf("a visit that dropped CAP_NET_ADMIN: %v, want an error naming capabilities", err)
+	}
+	if dropped != first {
+		t.Fatalf("the visit ran on thread %d, not the kept one (%d)", dropped, first)
+	}
+	var next int
+	var netAdmin bool
+	if err := VisitOnThread("", func() error {
+		next, netAdmin = unix.Gettid(), hasEffectiveCap(unix.CAP_NET_ADMIN)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if next == dropped || !netAdmin {
+		t.Fatalf("next visit: thread %d (the one that dropped it %d), CAP_NET_ADMIN %v", next, dropped, netAdmin)
+	}
+	// A visit that drops one and gives it back keeps the thread.
+	if err := VisitOnThread("", func() error {
+		if err := dropEffectiveCap(unix.CAP_NET_ADMIN); err != nil {
+			return err
+		}
+		return raiseEffectiveCap(unix.CAP_NET_ADMIN)
+	}); err != nil {
+		t.Fatalf("a visit that gave back what it dropped: %v", err)
+	}
+	var again int
+	if err := VisitOnThread("", func() error { again = unix.Gettid(); return nil }); err != nil || again != next {
+		t.Fatalf("after a visit that gave back what it dropped: thread %d, want the kept %d (%v)", again, next, err)
+	}
+}
+
+// raiseEffectiveCap puts capability c (permitted) back into the calling
+// thread's effective set.
+func raiseEffectiveCap(c int) error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return err
+	}
+	data[c/32].Effective |= 1 << (c % 32)
+	return unix.Capset(&hdr, &data[0])
+}
+
 // dropEffectiveCap drops capability c from the calling thread's effective
 // set.
 func dropEffectiveCap(c int) error {

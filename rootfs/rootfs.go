@@ -38,9 +38,11 @@ type Options struct {
 	// keep their owners and modes. One that the Seed has as a file or a
 	// symlink (or has one on its path) is left as the Seed has it.
 	Dirs []string
-	// MountDirs are sbx's own mount points (/.sbx), created as Dirs are but
-	// at the paths named: a symlink the image has on the way is hidden
-	// under a directory, never followed, so the image cannot move them.
+	// MountDirs are sbx's own mount points (/.sbx): opaque directories of
+	// the writable layer at the paths named, whatever the image has there
+	// (its entries under them are hidden; a symlink on the way is hidden
+	// under a directory, never followed), so the image can neither move
+	// them nor put anything in them.
 	MountDirs []string
 	// UserNS, if set, prepares the root for a sandbox in that user
 	// namespace: lower layers id-mapped, the writable layer its root's.
@@ -92,10 +94,15 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.Dirs, err = missingDirs(lowers, o.MountDirs, false); err != nil {
-		return nil, err
-	}
-	o.MountDirs = nil
+	// sbx's own mount points are directories of the writable layer
+	// whatever the image has at their paths, and opaque: the overlay
+	// shows none of the image's entries under them (a directory's,
+	// symlinks among them), so only sbx's own are there and nothing of
+	// the image decides where libcontainer, which resolves their paths
+	// in the root, binds sbx's files. A symlink on the way is hidden
+	// under a directory, never followed.
+	mountDirs := o.MountDirs
+	o.Dirs, o.MountDirs = mountDirs, nil
 	r, err := newRoot(dir, o)
 	if err != nil {
 		return nil, err
@@ -106,6 +113,12 @@ func Prepare(dir string, lowers []string, o Options) (_ *Root, retErr error) {
 		}
 	}()
 	upper := filepath.Join(dir, rwDir, "upper")
+	for _, d := range mountDirs {
+		// The layer is fresh: nothing in it but what newRoot made.
+		if err := unix.Lsetxattr(filepath.Join(upper, filepath.Clean("/"+d)), opaqueXattr, []byte("y"), 0); err != nil {
+			return nil, fmt.Errorf("hide the image's %s in the writable layer: %w", d, err)
+		}
+	}
 	if o.Seed != nil {
 		if err := o.Seed(upper); err != nil {
 			return nil, err

@@ -211,8 +211,8 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	// Meanwhile the network is decided (its ports chosen), which changes
 	// nothing either, and then what the member's personalisation needs
 	// made on the host (its PID 1 opened, the mounts' detached trees,
-	// which the member does not see). The change of the network, the
-	// claim's longest part, starts as soon as all that is done.
+	// which the member does not see). The change of the network is made
+	// once all that is done, while the kept thread personalises.
 	sb.Status = sbx.StatusCreating
 	var (
 		cn              *claimedNetwork
@@ -280,19 +280,15 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 		return nil, h.claimFailed(ctx, l, &m, name, err, nerr, perr)
 	}
 	h.crashPoint(stepClaimRecorded)
-	cn.apply()
-	h.crashPoint(stepClaimNetwork)
-	tr.step("apply-start")
 	if inspects {
 		if err := h.claimEgress(&m, &sb, o.Secrets); err != nil {
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}
-	// The member's entry in its pool's index goes while the network's
-	// change runs, the claim's longest part (a file's removal may wait
-	// for a busy disk's journal): a claimer that still finds it sees the
-	// record being created and passes, and gc removes it with a claim
-	// that died.
+	// The member's entry in its pool's index goes while the kept thread
+	// personalises the member (a file's removal may wait for a busy
+	// disk's journal): a claimer that still finds it sees the record
+	// being created and passes, and gc removes it with a claim that died.
 	unlist := func() { _ = os.Remove(h.pooledEntry(key, sb.ID)) }
 	if err := h.applyClaim(&m, &sb, cn, prep, tr, unlist); err != nil {
 		return nil, h.dropMember(ctx, l, &m, sb.Name, err)
@@ -323,7 +319,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 // create: SBX_TEST_CRASH_AT=<step> kills the process there.
 const (
 	stepClaimRecorded = "claim-recorded" // the claimant's record written (creating) and its name claimed, the member untouched
-	stepClaimNetwork  = "claim-network"  // name claimed, ports chosen; the ports' holder, the lease and the rules being replaced
+	stepClaimNetwork  = "claim-network"  // the ports' holder, the lease and the rules replaced; the hostname, mounts, limits and defaults being applied
 	stepClaimApplied  = "claim-applied"  // limits, hostname, mounts, defaults applied; about to mark running
 )
 
@@ -400,17 +396,21 @@ func (h *Host) admitClaim(ctx context.Context, m, sb *sbx.Sandbox) (func(), erro
 }
 
 // applyClaim applies to the running member m what sb asks for beyond its
-// key and its network (claimNetwork's cn, whose /etc files it writes and
-// whose change of lease and rules, applied by then, it waits for), with
-// prep (preparePersonalise's): the hostname, /etc files, mounts and the
-// writable layer's size on a namespace thread (startPersonalise), and
-// meanwhile, on the caller's, the cgroup limits and the command defaults
-// of later commands (writeClaimDefaults). They touch different things,
-// and the kernel's commit of the rules is a wait on others; no goroutine
-// is started for any of it (unless the kept thread is busy with another
-// claim's). meanwhile runs last on the caller's thread, before the waits.
+// key, with claimNetwork's cn (the /etc files to write, the change of
+// lease and rules) and prep (preparePersonalise's): the hostname, /etc
+// files, mounts and the writable layer's size on a namespace thread
+// (startPersonalise), and meanwhile, on the caller's, the network's
+// change, the cgroup limits and the command defaults of later commands
+// (writeClaimDefaults). They touch different things; no goroutine is
+// started for any of it (unless the kept thread is busy with another
+// claim's): on a busy host a new goroutine waits for a free thread longer
+// than the network's change takes. meanwhile runs last on the caller's
+// thread, before the wait.
 func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personalisation, tr *claimTrace, meanwhile func()) error {
 	wait := h.startPersonalise(prep, sb, cn.etc, tr)
+	cn.apply()
+	h.crashPoint(stepClaimNetwork)
+	tr.step("network-applied")
 	var errs []error
 	ol, nl := m.Options.Limits, sb.Options.Limits
 	if ol.MemoryBytes != nl.MemoryBytes || ol.CPUs != nl.CPUs || ol.Pids != nl.Pids {
@@ -426,7 +426,6 @@ func (h *Host) applyClaim(m, sb *sbx.Sandbox, cn *claimedNetwork, prep *personal
 	errs = append(errs, wait())
 	tr.step("personalised")
 	errs = append(errs, cn.wait())
-	tr.step("network-applied")
 	return errors.Join(errs...)
 }
 

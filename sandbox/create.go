@@ -114,7 +114,7 @@ func (h *Host) create(ctx context.Context, opts sbx.Options, policy *sbx.Policy,
 	if miss != "" {
 		sb.CreateTimings.Pool = "miss, " + miss
 	}
-	made, err := h.keepVolumes(ctx, &sb.Options)
+	made, err := h.keepVolumes(ctx, sb.ID, &sb.Options)
 	if err == nil {
 		err = h.writeEgressState(sb, secrets)
 	}

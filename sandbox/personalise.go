@@ -255,7 +255,7 @@ type claimedNetwork struct {
 	after func() error // once the rules are in, if not nil
 }
 
-// apply starts the change of the lease and rules; wait waits for it.
+// apply makes the change of the lease and rules; wait returns how it went.
 func (c *claimedNetwork) apply() {
 	if c.r != nil {
 		c.r.Apply()

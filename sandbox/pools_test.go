@@ -328,7 +328,7 @@ func TestPoolGC(t *testing.T) {
 }
 
 // TestPoolBackgroundRefill: a host's background work refills a pool after
-// a claim.
+// a claim, and removes the spare files the claim used or left.
 func TestPoolBackgroundRefill(t *testing.T) {
 	h := newHost(t, HostConfig{})
 	ctx := context.Background()
@@ -360,6 +360,21 @@ func TestPoolBackgroundRefill(t *testing.T) {
 	}
 	if second := waitReady(); second == first {
 		t.Fatal("refilled with the claimed sandbox")
+	}
+	// The watcher removes the spare files the claim used or left.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left, err := filepath.Glob(filepath.Join(h.store.Dir(sb.ID), "*.spare*"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the claimed sandbox's spare files are left 30 s after its claim: %v", left)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

@@ -65,8 +65,13 @@ func (h *Host) recover(ctx context.Context, rep *sbx.GCReport) ([]*sbx.Sandbox, 
 		case sbx.StatusCreating, sbx.StatusRemoving:
 			if err := h.destroy(ctx, l, &sb); err != nil {
 				errs = append(errs, fmt.Errorf("undo interrupted sandbox %s: %w", sb.ShortID(), err))
-			} else {
-				rep.Interrupted = append(rep.Interrupted, e.ID)
+				break
+			}
+			rep.Interrupted = append(rep.Interrupted, e.ID)
+			if sb.Status == sbx.StatusCreating {
+				for _, name := range h.dropVolumesOfKilledCreate(ctx, &sb) {
+					rep.Orphans = append(rep.Orphans, "volume:"+name)
+				}
 			}
 		default:
 			h.healReadPause(l, &sb)

@@ -135,7 +135,7 @@ func (h *Host) restoreNew(ctx context.Context, snap *sbx.Snapshot, ri *restoreIn
 	dir := h.snapshotDir(snap.Name)
 	seed := func(upper string) error { return untarLayer(filepath.Join(dir, layerFile), upper) }
 	start := func(p *provisioned) error { return h.restoreExecutor(ctx, sb, p, dir, ri) }
-	made, err := h.keepVolumes(ctx, &sb.Options)
+	made, err := h.keepVolumes(ctx, sb.ID, &sb.Options)
 	if err == nil {
 		err = h.buildWith(ctx, sb, img.lowers, seed, start)
 	}

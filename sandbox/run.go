@@ -145,7 +145,9 @@ func (h *Host) createRun(ctx context.Context, o *sbx.RunOptions, policy *sbx.Pol
 	if err := writeRunVolumes(r.dir, o.Volumes); err != nil {
 		return nil, err
 	}
-	if made, err = h.keepVolumes(ctx, &o.Options); err != nil {
+	// A run's command may have written into them when it is killed: gc
+	// leaves them (no made-for).
+	if made, err = h.keepVolumes(ctx, "", &o.Options); err != nil {
 		return nil, err
 	}
 	if o.Image != "" {

@@ -32,7 +32,10 @@ type supervisor struct {
 	autoRemoves bool
 	removingMu  sync.Mutex
 	removing    map[string]bool // sandboxes with a RemoveWhenDone running
-	wg          sync.WaitGroup
+	// spareless: the claimed pool members whose spare files the watcher
+	// removed (dropClaimSpares), as of its last round.
+	spareless map[string]bool
+	wg        sync.WaitGroup
 }
 
 func newSupervisor(h *Host) *supervisor {
@@ -234,6 +237,7 @@ func (s *supervisor) reconcile(ctx context.Context) {
 		}
 	}
 	h.probeCmdEnds(ctx, list)
+	s.dropClaimSpares(list)
 	for _, sb := range list {
 		if sb.Status != sbx.StatusRunning && sb.Status != sbx.StatusPaused {
 			continue
@@ -248,6 +252,23 @@ func (s *supervisor) reconcile(ctx context.Context) {
 	if s.autoRemoves { // set before the watcher started
 		s.autoRemove(list)
 	}
+}
+
+// dropClaimSpares removes, once each, the spare files of list's claimed
+// pool members (state.Store.DropSpares): their claims leave them, as
+// their removal would cost the claim's path a disk journal update.
+func (s *supervisor) dropClaimSpares(list []*sbx.Sandbox) {
+	seen := make(map[string]bool, len(s.spareless))
+	for _, sb := range list {
+		if sb.FromPool == "" || sb.Status == sbx.StatusCreating || sb.Status == sbx.StatusPooled {
+			continue
+		}
+		seen[sb.ID] = true
+		if !s.spareless[sb.ID] {
+			s.h.store.DropSpares(sb.ID)
+		}
+	}
+	s.spareless = seen
 }
 
 // anyDead reports whether the PID 1 of a sandbox recorded as running or

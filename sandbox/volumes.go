@@ -41,6 +41,11 @@ var _ sbx.Volumes = (*Host)(nil)
 type volumeMeta struct {
 	Created time.Time         `json:"created"`
 	Labels  map[string]string `json:"labels,omitempty"`
+	// MadeFor is the sandbox (or run) whose create made the volume on
+	// first use, none if a volume create made it or took it over: gc
+	// drops the volume with that sandbox if its create never finished
+	// (dropVolumesOfKilledCreate).
+	MadeFor string `json:"made_for,omitempty"`
 }
 
 func (h *Host) volumesRoot() string { return filepath.Join(h.store.Root(), volumesDir) }
@@ -90,7 +95,11 @@ func (h *Host) CreateVolume(ctx context.Context, spec sbx.VolumeSpec) (*sbx.Volu
 		return nil, err
 	}
 	defer unlock()
-	if err := h.makeVolume(spec); err != nil {
+	if err := h.makeVolume(spec, ""); err != nil {
+		return nil, err
+	}
+	// One a create made on first use is the user's from now on.
+	if err := h.takeOverVolume(spec.Name); err != nil {
 		return nil, err
 	}
 	return h.InspectVolume(ctx, spec.Name)
@@ -98,7 +107,8 @@ func (h *Host) CreateVolume(ctx context.Context, spec sbx.VolumeSpec) (*sbx.Volu
 
 // makeVolume makes the volume spec.Name unless it exists, under the
 // volumes' lock: in a dot-directory first, renamed into place whole.
-func (h *Host) makeVolume(spec sbx.VolumeSpec) error {
+// madeFor is the sandbox whose create makes it on first use (volumeMeta).
+func (h *Host) makeVolume(spec sbx.VolumeSpec, madeFor string) error {
 	dir := h.volumeDir(spec.Name)
 	if _, err := os.Lstat(dir); err == nil {
 		return nil
@@ -111,7 +121,7 @@ func (h *Host) makeVolume(spec sbx.VolumeSpec) error {
 	}
 	if err == nil {
 		var data []byte
-		data, err = json.Marshal(volumeMeta{Created: h.now().UTC(), Labels: spec.Labels})
+		data, err = json.Marshal(volumeMeta{Created: h.now().UTC(), Labels: spec.Labels, MadeFor: madeFor})
 		if err == nil {
 			err = os.WriteFile(filepath.Join(tmp, volumeMetaFile), data, 0o600)
 		}
@@ -178,11 +188,56 @@ func (h *Host) readVolume(name string, users map[string][]string) (*sbx.VolumeIn
 		return nil, fmt.Errorf("volume %s: %w", name, err)
 	}
 	defer f.Close()
-	var m volumeMeta
-	if err := json.NewDecoder(io.LimitReader(f, volumeMetaMax)).Decode(&m); err != nil {
-		return nil, fmt.Errorf("volume %s: its %s is damaged (%v); sbx volume rm it", name, volumeMetaFile, err)
+	m, err := decodeVolumeMeta(name, f)
+	if err != nil {
+		return nil, err
 	}
 	return &sbx.VolumeInfo{Name: name, Mountpoint: filepath.Join(dir, volumeDataDir), Created: m.Created, Labels: m.Labels, UsedBy: users[name]}, nil
+}
+
+func decodeVolumeMeta(name string, r io.Reader) (*volumeMeta, error) {
+	var m volumeMeta
+	if err := json.NewDecoder(io.LimitReader(r, volumeMetaMax)).Decode(&m); err != nil {
+		return nil, fmt.Errorf("volume %s: its %s is damaged (%v); sbx volume rm it", name, volumeMetaFile, err)
+	}
+	return &m, nil
+}
+
+// volumeMadeFor reads the sandbox whose create made volume name
+// (volumeMeta.MadeFor).
+func (h *Host) volumeMadeFor(name string) (string, error) {
+	f, err := os.Open(filepath.Join(h.volumeDir(name), volumeMetaFile))
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	m, err := decodeVolumeMeta(name, f)
+	if err != nil {
+		return "", err
+	}
+	return m.MadeFor, nil
+}
+
+// takeOverVolume forgets which create made volume name, under the
+// volumes' lock: a volume create of its name makes it the user's.
+func (h *Host) takeOverVolume(name string) error {
+	path := filepath.Join(h.volumeDir(name), volumeMetaFile)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	m, err := decodeVolumeMeta(name, strings.NewReader(string(data)))
+	if err != nil || m.MadeFor == "" {
+		return err
+	}
+	m.MadeFor = ""
+	if data, err = json.Marshal(m); err == nil {
+		err = os.WriteFile(path, data, 0o600)
+	}
+	if err != nil {
+		return fmt.Errorf("volume %s: %w", name, err)
+	}
+	return nil
 }
 
 // volumeUsers maps each volume name to the sandboxes (ids, oldest first)
@@ -300,7 +355,7 @@ func (h *Host) resolveVolumes(o *sbx.Options) {
 // they are mounted: from then on rm and prune see the volumes in use, and
 // before it they have either finished or not begun, so a sandbox never
 // mounts a volume being removed.
-func (h *Host) keepVolumes(ctx context.Context, o *sbx.Options) ([]string, error) {
+func (h *Host) keepVolumes(ctx context.Context, id string, o *sbx.Options) ([]string, error) {
 	if !slices.ContainsFunc(o.Volumes, func(v sbx.Volume) bool { return v.Name != "" }) {
 		return nil, nil
 	}
@@ -317,7 +372,7 @@ func (h *Host) keepVolumes(ctx context.Context, o *sbx.Options) ([]string, error
 		if _, err := os.Lstat(h.volumeDir(v.Name)); err == nil {
 			continue
 		}
-		if err := h.makeVolume(sbx.VolumeSpec{Name: v.Name}); err != nil {
+		if err := h.makeVolume(sbx.VolumeSpec{Name: v.Name}, id); err != nil {
 			return made, err
 		}
 		made = append(made, v.Name)
@@ -354,13 +409,54 @@ func (h *Host) dropMadeVolumes(ctx context.Context, made []string) {
 	}
 }
 
+// dropVolumesOfKilledCreate removes the volumes that the create of sb,
+// killed and now undone (its record gone), made on first use, unless
+// another sandbox or run names them by now: gc finishes what the create
+// would have done had it failed (dropMadeVolumes). A volume that existed
+// before, or that a volume create took over since, is never removed. It
+// returns the names removed; failures are logged.
+func (h *Host) dropVolumesOfKilledCreate(ctx context.Context, sb *sbx.Sandbox) []string {
+	var names []string
+	for _, v := range sb.Options.Volumes {
+		if v.Name != "" && !slices.Contains(names, v.Name) && sbx.ValidVolumeName(v.Name) == nil {
+			names = append(names, v.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	unlock, err := h.lockVolumes(ctx)
+	if err != nil {
+		h.log.Warn("remove the volumes a killed create made", "id", sb.ID, "err", err)
+		return nil
+	}
+	defer unlock()
+	users, err := h.volumeUsers(ctx)
+	if err != nil {
+		h.log.Warn("remove the volumes a killed create made", "id", sb.ID, "err", err)
+		return nil
+	}
+	var dropped []string
+	for _, name := range names {
+		if madeFor, err := h.volumeMadeFor(name); err != nil || madeFor != sb.ID || len(users[name]) > 0 {
+			continue
+		}
+		if err := h.dropVolume(name); err != nil {
+			h.log.Warn("remove a volume a killed create made", "volume", name, "err", err)
+			continue
+		}
+		dropped = append(dropped, name)
+	}
+	return dropped
+}
+
 // writeKeepingVolumes writes the record sb, which names the volumes it
 // is about to mount, then keeps those volumes (keepVolumes).
 func (h *Host) writeKeepingVolumes(ctx context.Context, l *state.Lock, sb *sbx.Sandbox) error {
 	if err := l.Write(sb); err != nil {
 		return err
 	}
-	_, err := h.keepVolumes(ctx, &sb.Options)
+	_, err := h.keepVolumes(ctx, sb.ID, &sb.Options)
 	return err
 }
 

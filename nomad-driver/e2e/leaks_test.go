@@ -305,7 +305,7 @@ func (c *cluster) leftovers(a *agent, seen []sandboxRecord) []string {
 
 // processAlive reports whether pid runs and started at start (clock ticks
 // after boot, field 22 of /proc/PID/stat), so that a reused PID does not
-// count.
+// count. A zombie (Z) or a process being reaped (X) has ended.
 func processAlive(pid int, start uint64) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -318,6 +318,9 @@ func processAlive(pid int, start uint64) bool {
 	}
 	fields := strings.Fields(s[i+1:])
 	if len(fields) < 20 {
+		return false
+	}
+	if fields[0] == "Z" || fields[0] == "X" {
 		return false
 	}
 	got, _ := strconv.ParseUint(fields[19], 10, 64)

@@ -23,8 +23,8 @@ func inode(path string) uint64 {
 // writes and the next name claim take the files made then (the record
 // and the name are those very inodes), readers see each whole record, a
 // used spare (holding the record it replaced) is never taken again, and
-// later writes make new files. A spare a crash left written is
-// never read: it is left alone and the write makes a new file.
+// the first write that finds none to fill makes a new file and removes
+// them. A spare a crash left written is never read.
 func TestPreparedWritesFillSpares(t *testing.T) {
 	s := newStore(t)
 	id := NewID()
@@ -63,6 +63,14 @@ func TestPreparedWritesFillSpares(t *testing.T) {
 			t.Fatalf("read after write %d: %+v, %v", i+1, r, err)
 		}
 	}
+	nameSpare := inode(filepath.Join(dir, spareName))
+	if err := s.ClaimName("web", id); err != nil || inode(filepath.Join(s.root, namesDir, "web")) != nameSpare {
+		t.Fatalf("claim a name with the spare: %v (inode %d, spare's %d)", err, inode(filepath.Join(s.root, namesDir, "web")), nameSpare)
+	}
+	if owner, err := s.LookupName("web"); err != nil || owner != id {
+		t.Fatalf("name web: %q, %v", owner, err)
+	}
+
 	if err := l.Write(rec{ID: id, N: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,18 +78,11 @@ func TestPreparedWritesFillSpares(t *testing.T) {
 	if err := s.Read(id, &r); err != nil || r.N != 3 {
 		t.Fatalf("read after a write without spares: %+v, %v", r, err)
 	}
-	for i, sp := range spares {
-		if data, err := os.ReadFile(sp); err != nil || json.Unmarshal(data, &r) != nil || r.N != i {
-			t.Errorf("used spare %s after a later write: %q, %v; want it untaken (N %d)", sp, data, err, i)
+	// The write that found no spare to fill removed the used ones.
+	for _, sp := range spares {
+		if _, err := os.Lstat(sp); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("used spare %s after a write that found none to fill: %v; want it removed", sp, err)
 		}
-	}
-
-	nameSpare := inode(filepath.Join(dir, spareName))
-	if err := s.ClaimName("web", id); err != nil || inode(filepath.Join(s.root, namesDir, "web")) != nameSpare {
-		t.Fatalf("claim a name with the spare: %v (inode %d, spare's %d)", err, inode(filepath.Join(s.root, namesDir, "web")), nameSpare)
-	}
-	if owner, err := s.LookupName("web"); err != nil || owner != id {
-		t.Fatalf("name web: %q, %v", owner, err)
 	}
 
 	// A name in use is refused with a spare too, and the spare goes.
@@ -120,5 +121,23 @@ func TestPreparedWritesFillSpares(t *testing.T) {
 	}
 	if data, err := os.ReadFile(sp); err != nil || string(data) != `{"ID":"garbage` {
 		t.Errorf("the written spare after a write past it: %q, %v; want it as the crash left it", data, err)
+	}
+
+	// DropSpares removes them all, used or not; later writes make new
+	// files.
+	if err := lo.PrepareWrites(); err != nil {
+		t.Fatal(err)
+	}
+	s.DropSpares(other)
+	for _, name := range []string{spareName, spareFile + ".0", spareFile + ".1"} {
+		if _, err := os.Lstat(filepath.Join(s.Dir(other), name)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after DropSpares: %v", name, err)
+		}
+	}
+	if err := lo.Write(rec{ID: other, N: 8}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Read(other, &r); err != nil || r.N != 8 {
+		t.Fatalf("read after a write without spares: %+v, %v", r, err)
 	}
 }

@@ -395,13 +395,17 @@ func reapers(h *harness.Host, t testing.TB) int {
 }
 
 // sbx killed with SIGKILL at each step of create; sbx gc then leaves
-// nothing behind.
+// nothing behind: not the named volume the create made on first use
+// either, but the user's that it named stays, and so does one it made
+// that a volume create took over after the kill.
 func TestLifecycleKilledCreate(t *testing.T) {
 	h := harness.NewHost(t)
+	h.Must(t, "volume", "create", "mine")
+	defer h.Must(t, "volume", "rm", "mine")
 	for _, step := range sandbox.CreateSteps {
 		t.Run(step, func(t *testing.T) {
 			r := h.SbxEnv(t, []string{"SBX_TEST_CRASH_AT=" + step}, "", "create", "--rootfs", fixture.BusyboxRootfs(t), "--name", "crashy", "--ttl", "1h",
-				"--network", "bridge", "-p", "127.0.0.1:0:80")
+				"--network", "bridge", "-p", "127.0.0.1:0:80", "-v", "made:/made", "-v", "mine:/mine", "-v", "taken:/taken")
 			if r.Code != -1 {
 				t.Fatalf("sbx was not killed at %s: code %d %s", step, r.Code, r.Stderr)
 			}
@@ -410,9 +414,14 @@ func TestLifecycleKilledCreate(t *testing.T) {
 				t.Fatalf("after the kill: %d sandboxes listed, want 1 (creating)", len(ids))
 			}
 			h.Saw(ids[0])
+			h.Must(t, "volume", "create", "taken")
+			defer h.Must(t, "volume", "rm", "taken")
 			out := h.Must(t, "gc")
 			if !strings.Contains(out, "removed interrupted "+ids[0]) {
 				t.Fatalf("gc output: %q", out)
+			}
+			if vols := strings.Fields(h.Must(t, "volume", "ls", "-q")); strings.Join(vols, " ") != "mine taken" {
+				t.Errorf("volumes after gc: %q, want only the user's (mine, taken)", vols)
 			}
 			h.AssertNoLeaks(t)
 		})
