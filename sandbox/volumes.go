@@ -42,7 +42,8 @@ type volumeMeta struct {
 	Created time.Time         `json:"created"`
 	Labels  map[string]string `json:"labels,omitempty"`
 	// MadeFor is the sandbox (or run) whose create made the volume on
-	// first use, none if a volume create made it or took it over: gc
+	// first use, none if a volume create made it or it was taken over
+	// (a volume create of its name, another sandbox or run using it): gc
 	// drops the volume with that sandbox if its create never finished
 	// (dropVolumesOfKilledCreate).
 	MadeFor string `json:"made_for,omitempty"`
@@ -219,7 +220,8 @@ func (h *Host) volumeMadeFor(name string) (string, error) {
 }
 
 // takeOverVolume forgets which create made volume name, under the
-// volumes' lock: a volume create of its name makes it the user's.
+// volumes' lock: a volume create of its name, or another sandbox or run
+// that uses it (keepVolumes), makes it the user's.
 func (h *Host) takeOverVolume(name string) error {
 	path := filepath.Join(h.volumeDir(name), volumeMetaFile)
 	data, err := os.ReadFile(path)
@@ -370,6 +372,14 @@ func (h *Host) keepVolumes(ctx context.Context, id string, o *sbx.Options) ([]st
 			continue
 		}
 		if _, err := os.Lstat(h.volumeDir(v.Name)); err == nil {
+			// One that another create made on first use, killed before
+			// gc undid it, is this user's from now on: gc must not drop
+			// what this sandbox or run writes into it once it is gone.
+			if madeFor, err := h.volumeMadeFor(v.Name); err == nil && madeFor != "" && madeFor != id {
+				if err := h.takeOverVolume(v.Name); err != nil {
+					return made, err
+				}
+			}
 			continue
 		}
 		if err := h.makeVolume(sbx.VolumeSpec{Name: v.Name}, id); err != nil {
@@ -413,7 +423,8 @@ func (h *Host) dropMadeVolumes(ctx context.Context, made []string) {
 // killed and now undone (its record gone), made on first use, unless
 // another sandbox or run names them by now: gc finishes what the create
 // would have done had it failed (dropMadeVolumes). A volume that existed
-// before, or that a volume create took over since, is never removed. It
+// before, or that a volume create or another sandbox or run took over
+// since (even one gone by now), is never removed. It
 // returns the names removed; failures are logged.
 func (h *Host) dropVolumesOfKilledCreate(ctx context.Context, sb *sbx.Sandbox) []string {
 	var names []string

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -26,9 +27,8 @@ func ListenUnix(path string) (net.Listener, error) {
 		if fi.Mode().Type() != os.ModeSocket {
 			return nil, fmt.Errorf("%s exists and is not a socket; remove it or choose another --unix path", path)
 		}
-		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
-			_ = c.Close()
-			return nil, fmt.Errorf("another server is listening on %s", path)
+		if err := waitNoListener(path, staleSocketWait); err != nil {
+			return nil, err
 		}
 		_ = os.Remove(path)
 	}
@@ -44,6 +44,77 @@ func ListenUnix(path string) (net.Listener, error) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	return ln, nil
+}
+
+// staleSocketWait is how long ListenUnix waits for a socket that still
+// accepts to stop: a server killed a moment ago may still be going.
+var staleSocketWait = 2 * time.Second
+
+// waitNoListener returns nil once nothing accepts on the unix socket at
+// path, or, after wait, an error naming the processes that hold its
+// listening socket.
+func waitNoListener(path string, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		c, err := net.DialTimeout("unix", path, time.Second)
+		if err != nil {
+			return nil
+		}
+		_ = c.Close()
+		if time.Now().After(deadline) {
+			return fmt.Errorf("another server is listening on %s%s", path, describeHolders(socketHolders(path)))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// socketHolders lists the processes (PID and command name) that hold the
+// listening unix socket bound at path, as far as /proc shows them.
+func socketHolders(path string) []string {
+	data, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	// Num RefCount Protocol Flags Type St Inode Path; a listener's flags
+	// have __SO_ACCEPTCON (1<<16).
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 8 || f[7] != path {
+			continue
+		}
+		if flags, err := strconv.ParseUint(f[3], 16, 32); err == nil && flags&(1<<16) != 0 {
+			inodes["socket:["+f[6]+"]"] = true
+		}
+	}
+	if len(inodes) == 0 {
+		return nil
+	}
+	var out []string
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	seen := map[string]bool{}
+	for _, fd := range fds {
+		target, err := os.Readlink(fd)
+		if err != nil || !inodes[target] {
+			continue
+		}
+		pid := strings.Split(fd, "/")[2]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		comm, _ := os.ReadFile("/proc/" + pid + "/comm")
+		out = append(out, "PID "+pid+" "+strings.TrimSpace(string(comm)))
+	}
+	return out
+}
+
+// describeHolders says which processes hold a socket, for an error.
+func describeHolders(holders []string) string {
+	if len(holders) == 0 {
+		return ""
+	}
+	return " (held by " + strings.Join(holders, ", ") + ")"
 }
 
 // ListenTCP listens on a TCP address; with certFile and keyFile (PEM) it

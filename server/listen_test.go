@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -59,4 +60,60 @@ func TestListenTCPAndReadTokenRefuse(t *testing.T) {
 	if tok, err := ReadToken(good); err != nil || tok != "0123456789abcdef0123" {
 		t.Errorf("a good token: %q %v", tok, err)
 	}
+}
+
+// TestListenUnixWaitsForAStaleListener: a socket that accepts until its
+// first probe (a server still going) is waited for and replaced; one
+// that keeps accepting is refused, naming the process that holds it; a
+// socket file nothing listens on is replaced at once.
+func TestListenUnixWaitsForAStaleListener(t *testing.T) {
+	defer func(d time.Duration) { staleSocketWait = d }(staleSocketWait)
+	dir := t.TempDir()
+
+	staleSocketWait = time.Minute // returns as soon as the holder lets go
+	going := filepath.Join(dir, "going.sock")
+	held, err := net.Listen("unix", going)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held.(*net.UnixListener).SetUnlinkOnClose(false)
+	go func() {
+		if c, err := held.Accept(); err == nil {
+			c.Close()
+		}
+		held.Close()
+	}()
+	ln, err := ListenUnix(going)
+	if err != nil {
+		t.Fatalf("a listener that stops: %v", err)
+	}
+	ln.Close()
+
+	staleSocketWait = 300 * time.Millisecond
+	busy := filepath.Join(dir, "busy.sock")
+	keep, err := net.Listen("unix", busy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keep.Close()
+	_, err = ListenUnix(busy)
+	if err == nil || !strings.Contains(err.Error(), "another server is listening") || !strings.Contains(err.Error(), fmt.Sprintf("PID %d ", os.Getpid())) {
+		t.Fatalf("a listener that stays: %v, want it refused naming PID %d", err, os.Getpid())
+	}
+
+	stale := filepath.Join(dir, "stale.sock")
+	old, err := net.Listen("unix", stale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.(*net.UnixListener).SetUnlinkOnClose(false)
+	old.Close()
+	if _, err := os.Lstat(stale); err != nil {
+		t.Fatal(err)
+	}
+	ln, err = ListenUnix(stale)
+	if err != nil {
+		t.Fatalf("a stale socket file: %v", err)
+	}
+	ln.Close()
 }

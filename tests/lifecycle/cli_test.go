@@ -505,3 +505,30 @@ func TestLifecycleOutlivesCreator(t *testing.T) {
 	}
 	h.Must(t, "exec", id, "--", "true")
 }
+
+// A named volume that a killed create made on first use, then used by a
+// run that wrote into it and is gone, is the user's: gc, undoing the
+// killed create, leaves it and what the run wrote.
+func TestLifecycleKilledCreateVolumeUsedSince(t *testing.T) {
+	h := harness.NewHost(t)
+	r := h.SbxEnv(t, []string{"SBX_TEST_CRASH_AT=" + sandbox.CreateSteps[len(sandbox.CreateSteps)-1]}, "",
+		"create", "--rootfs", fixture.BusyboxRootfs(t), "-v", "made:/made")
+	if r.Code != -1 {
+		t.Fatalf("sbx was not killed: code %d %s", r.Code, r.Stderr)
+	}
+	ids := strings.Fields(h.Must(t, "ps", "-aq"))
+	if len(ids) != 1 {
+		t.Fatalf("after the kill: %d sandboxes listed, want 1 (creating)", len(ids))
+	}
+	h.Saw(ids[0])
+	h.Must(t, "run", "--rootfs", fixture.BusyboxRootfs(t), "-v", "made:/d", "--", "sh", "-c", "echo kept > /d/f")
+	out := h.Must(t, "gc")
+	if !strings.Contains(out, "removed interrupted "+ids[0]) {
+		t.Fatalf("gc output: %q", out)
+	}
+	if got := h.Must(t, "run", "--rootfs", fixture.BusyboxRootfs(t), "-v", "made:/d", "--", "cat", "/d/f"); strings.TrimSpace(got) != "kept" {
+		t.Errorf("the run's file in the volume after gc: %q, want kept", got)
+	}
+	h.Must(t, "volume", "rm", "made")
+	h.AssertNoLeaks(t)
+}
