@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // unlimitedMemory: v1 reports "no limit" as a page-rounded huge number;
@@ -32,7 +34,7 @@ func ParentMemoryLimit() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	data, err := os.ReadFile(p)
+	data, err := readLimitFile(p)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -51,6 +53,25 @@ func ParentMemoryLimit() (int64, error) {
 		return 0, nil
 	}
 	return int64(n), nil
+}
+
+// readLimitFile reads the small cgroup file path (a limit) with plain
+// system calls: an os.File would stat it and register it with the
+// runtime's poller (cgroup files can be polled) and unregister it again,
+// which costs more than the read; a claim of a pool member with a memory
+// limit reads the parent's limit on its path.
+func readLimitFile(path string) ([]byte, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	buf := make([]byte, 64) // a number of at most 20 digits, or "max"
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return nil, &os.PathError{Op: "read", Path: path, Err: err}
+	}
+	return buf[:n], nil
 }
 
 // SetParentMemory sets the memory limit of the parent cgroup, creating it

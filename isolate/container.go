@@ -23,6 +23,7 @@ import (
 	_ "github.com/opencontainers/cgroups/devices"
 
 	"github.com/sbxrun/sbx/cgroup"
+	"github.com/sbxrun/sbx/internal/childexit"
 	"github.com/sbxrun/sbx/seccomp"
 )
 
@@ -346,10 +347,18 @@ func (c *Container) Pid() int {
 	return st.InitProcessPid
 }
 
-// Wait waits for PID 1 started by Start to exit and returns its wait status.
+// Wait waits for PID 1 started by Start to exit and returns its wait
+// status. Until PID 1 exits the goroutine waits in the runtime's poller
+// (childexit.Exited), holding none of the Go scheduler's Ps: a sandbox's
+// reaper, started with the sandbox, would otherwise keep one of a two-CPU
+// host's two for up to 10 ms, and the process's other goroutines share
+// the other meanwhile (a warm pool's claim right after a fill).
 func (c *Container) Wait() (unix.WaitStatus, error) {
 	if c.proc == nil {
 		return 0, errors.New("container was not started by this process")
+	}
+	if pid, err := c.proc.Pid(); err == nil {
+		_ = childexit.Exited(pid) // on error, the wait below blocks
 	}
 	ps, err := c.proc.Wait()
 	if ps == nil {
