@@ -50,17 +50,21 @@ func ListenUnix(path string) (net.Listener, error) {
 // accepts to stop: a server killed a moment ago may still be going.
 var staleSocketWait = 2 * time.Second
 
-// waitNoListener returns nil once nothing accepts on the unix socket at
-// path, or, after wait, an error naming the processes that hold its
-// listening socket.
+// waitNoListener returns nil once nothing listens on the unix socket at
+// path (a connection is refused, or the file is gone), or, after wait, an
+// error naming the processes that hold its listening socket. A listener
+// whose backlog is full (a busy server) refuses nothing: its connection
+// fails with EAGAIN, which is not taken for a stale socket.
 func waitNoListener(path string, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
 		c, err := net.DialTimeout("unix", path, time.Second)
-		if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
 			return nil
 		}
-		_ = c.Close()
+		if c != nil {
+			_ = c.Close()
+		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("another server is listening on %s%s", path, describeHolders(socketHolders(path)))
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestServeUntilCancelled: Serve answers on its listeners until the
@@ -116,4 +119,49 @@ func TestListenUnixWaitsForAStaleListener(t *testing.T) {
 		t.Fatalf("a stale socket file: %v", err)
 	}
 	ln.Close()
+}
+
+// A listener whose backlog is full (a busy server that has not accepted
+// yet) still listens: its socket is neither removed nor replaced, and
+// ListenUnix is refused, naming its holder.
+func TestListenUnixKeepsABusyListener(t *testing.T) {
+	defer func(d time.Duration) { staleSocketWait = d }(staleSocketWait)
+	staleSocketWait = 300 * time.Millisecond
+	path := filepath.Join(t.TempDir(), "busy.sock")
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatal(err)
+	}
+	// A backlog of none: one connection waits to be accepted, and the
+	// next finds the queue full.
+	if err := unix.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	waiting, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiting.Close()
+	if _, err := net.DialTimeout("unix", path, time.Second); !errors.Is(err, unix.EAGAIN) {
+		t.Fatalf("a second connection to a full backlog: %v, want EAGAIN", err)
+	}
+	before, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := ListenUnix(path)
+	if err == nil {
+		ln.Close()
+		t.Fatal("ListenUnix took the socket of a busy listener")
+	}
+	if !strings.Contains(err.Error(), "another server is listening") || !strings.Contains(err.Error(), fmt.Sprintf("PID %d ", os.Getpid())) {
+		t.Errorf("ListenUnix on a busy listener's socket: %v, want it refused naming PID %d", err, os.Getpid())
+	}
+	if after, err := os.Stat(path); err != nil || !os.SameFile(before, after) {
+		t.Errorf("the busy listener's socket file was replaced or removed: %v", err)
+	}
 }
