@@ -282,6 +282,7 @@ func (h *Host) claimLocked(ctx context.Context, l *state.Lock, key string, o *sb
 	h.crashPoint(stepClaimRecorded)
 	if inspects {
 		if err := h.claimEgress(&m, &sb, o.Secrets); err != nil {
+			cn.abort() // lets the network's lock go: dropMember changes the network
 			return nil, h.dropMember(ctx, l, &m, sb.Name, err)
 		}
 	}

@@ -189,3 +189,54 @@ func TestPoolClaimEgressAllowList(t *testing.T) {
 		t.Errorf("the next claimant, under the pool's policy:\n%s", got)
 	}
 }
+
+// A claim whose egress set-up fails (the image's CA bundle is too large
+// to add the egress CA to) fails, and lets the network go: the member is
+// removed (which changes the network) instead of the claim hanging on the
+// network's lock, which it held for a change it never made, and later
+// creates go on.
+func TestPoolClaimEgressFailureReleasesTheNetwork(t *testing.T) {
+	e := harness.NewEgressCLI(t)
+	bundle := filepath.Join(e.Root, "etc/ssl/certs/ca-certificates.crt")
+	if err := os.MkdirAll(filepath.Dir(bundle), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundle, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(bundle, 9<<20); err != nil { // sparse, over the 8 MiB cap
+		t.Fatal(err)
+	}
+	egressPool(t, e, "big", "1")
+	policy := filepath.Join(e.State, "policy.yaml")
+	if err := os.WriteFile(policy, []byte("allow: [api.test]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// A secret bound to the allowed name: its traffic is inspected, so
+	// the claim adds the egress CA to the sandbox's bundles.
+	cmd := e.Command([]string{"API_KEY=value"}, "create", "--network", "bridge", "--dns", "203.0.113.53", "--egress-policy", policy,
+		"--secret", "API_KEY@api.test", "--rootfs", e.Root)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err == nil {
+			_, _ = e.Sbx(nil, "rm", "-f", strings.TrimSpace(out.String()))
+		}
+		if err == nil || !strings.Contains(out.String(), "larger than") {
+			t.Fatalf("a claim whose CA bundle is too large: %v\n%s", err, out.String())
+		}
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("the claim still runs after 2 minutes (it waits for the network's lock it holds)\n%s", out.String())
+	}
+	if ids, err := e.Sbx(nil, "ps", "-aq"); err != nil || strings.TrimSpace(ids) != "" {
+		t.Fatalf("sandboxes after the failed claim: %q %v", ids, err)
+	}
+}
