@@ -30,7 +30,10 @@ sbx's time goes. A runtime that is missing or fails is reported with its error.`
 				return exitErr("sbx bench acts on this host only and does not take --host (or SBX_HOST)")
 			}
 			o.Scenarios, o.Root, o.RunRoot = args, a.root, a.runRoot
-			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+			// A closed output (`sbx bench ... | head`) stops the bench as an
+			// interrupt does, so that it removes what it made instead of
+			// being killed by SIGPIPE with its sandboxes running.
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 			defer stop()
 			if err := runner.Run(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr()); err != nil {
 				return exitErr("%v", err)

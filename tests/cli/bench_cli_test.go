@@ -2,6 +2,7 @@ package cli
 
 import (
 	"archive/tar"
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -516,5 +517,51 @@ func TestBenchPool(t *testing.T) {
 	}
 	if !strings.Contains(r.Stdout, bench.PhaseClaim) || !strings.Contains(r.Stdout, "pool: sbx p50 ≤ 2") {
 		t.Errorf("the table lacks the claim phase or the pool target:\n%s", r.Stdout)
+	}
+}
+
+// TestBenchStopsWhenItsOutputCloses: a bench whose output is closed
+// (`sbx bench ... | head`) stops and removes its pool, sandboxes,
+// network namespace and cgroups before it ends, instead of being killed
+// by SIGPIPE with them running (the env's check, and the claim
+// scenario's namespace).
+func TestBenchStopsWhenItsOutputCloses(t *testing.T) {
+	root := fixture.BusyboxRootfs(t)
+	e := newBenchEnv(t)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := e.command(nil, "--run-root", e.runRoot, "bench", "--rootfs", root, "--samples", "100000", "--warmup", "1", "claim")
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	e.pids = append(e.pids, cmd.Process.Pid)
+	// Read until the measured rounds start, then close the reading end.
+	out := bufio.NewReader(r)
+	line, err := out.ReadString('\n')
+	for err == nil && !strings.Contains(line, "interleaved rounds") {
+		line, err = out.ReadString('\n')
+	}
+	r.Close()
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the bench's output ended before its rounds: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatal("the bench ran on 2 minutes after its output closed")
+	}
+	t.Logf("the bench ended: %v", err) // SIGPIPE at its last message, once it has cleaned up, as `yes | head` ends
+	if _, err := os.Stat(fmt.Sprintf("/run/netns/sbx-bench-claim-%d", cmd.Process.Pid)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the claim scenario's network namespace is left: %v", err)
 	}
 }
