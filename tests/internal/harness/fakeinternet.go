@@ -1,7 +1,6 @@
 package harness
 
 import (
-	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -181,7 +180,16 @@ func (f *FakeInternet) serveSite(name, ip string, cert tls.Certificate) {
 		ln, err = net.Listen("tcp4", ip+":443")
 		return err
 	})
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := &http.Server{Handler: f.siteHandler(name)}
+	tl := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}})
+	go func() { _ = srv.Serve(tl) }()
+	f.t.Cleanup(func() { srv.Close() })
+}
+
+// siteHandler is what site name answers: every request is recorded and
+// answered with what it carried; /ws upgrades and echoes one line.
+func (f *FakeInternet) siteHandler(name string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		f.mu.Lock()
 		f.seen[name] = append(f.seen[name], r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
 		f.mu.Unlock()
@@ -189,21 +197,22 @@ func (f *FakeInternet) serveSite(name, ip string, cert tls.Certificate) {
 			w.Header().Set("Connection", "Upgrade")
 			w.Header().Set("Upgrade", "websocket")
 			w.WriteHeader(http.StatusSwitchingProtocols)
+			// Hijack sends the 101 before it stops the server's
+			// background read of the connection, so the client's first
+			// bytes may already be in brw's reader: read the line from
+			// there, never from conn alone.
 			conn, brw, err := http.NewResponseController(w).Hijack()
 			if err != nil {
 				return
 			}
 			defer conn.Close()
 			_ = brw.Flush()
-			line, _ := bufio.NewReader(conn).ReadString('\n')
+			line, _ := brw.ReadString('\n')
 			fmt.Fprintf(conn, "echo:%s", line)
 			return
 		}
 		fmt.Fprintf(w, "site=%s proto=%s auth=%s", name, r.Proto, r.Header.Get("Authorization"))
-	})}
-	tl := tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}})
-	go func() { _ = srv.Serve(tl) }()
-	f.t.Cleanup(func() { srv.Close() })
+	})
 }
 
 // Requests are what site name received: "METHOD PATH Authorization".
