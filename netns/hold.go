@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sbxrun/sbx"
+	"github.com/sbxrun/sbx/internal/childexit"
 	"github.com/sbxrun/sbx/internal/helperbin"
 )
 
@@ -224,8 +225,12 @@ func (n *Network) spawnHolder(files []*os.File, args ...string) (*holder, *os.Fi
 		return nil, nil, fmt.Errorf("hold published ports: start %s: %w", path, err)
 	}
 	// Reap it when it ends while this process lives (a server); else
-	// init does.
-	go func() { _ = cmd.Wait() }()
+	// init does. The wait is in the runtime's poller (childexit), holding
+	// no thread and none of the scheduler's Ps while the holder lives.
+	go func() {
+		_ = childexit.Exited(cmd.Process.Pid) // on error, the wait below blocks
+		_ = cmd.Wait()
+	}()
 	start, err := procStart(cmd.Process.Pid)
 	if err != nil {
 		w.Close()
