@@ -55,3 +55,39 @@ func threadsInWait() int {
 	}
 	return n
 }
+
+// TestCloseWaitsForTheRestock: a restock started in the background (after
+// a claim took stocked sockets) is over by the time Close returns, and
+// leaves no socket open; none starts after Close.
+func TestCloseWaitsForTheRestock(t *testing.T) {
+	e := newTestEnv(t)
+	nw, err := Open(e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := openSockets(t)
+	nw.restockLater()
+	if err := nw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	nw.restockLater() // closed: makes nothing
+	if after := openSockets(t); after > before {
+		t.Fatalf("%d sockets open after Close, %d before the restock", after, before)
+	}
+}
+
+// openSockets counts this process's open sockets.
+func openSockets(t *testing.T) int {
+	t.Helper()
+	fds, err := filepath.Glob("/proc/self/fd/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(fd); err == nil && strings.HasPrefix(target, "socket:") {
+			n++
+		}
+	}
+	return n
+}

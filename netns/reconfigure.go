@@ -122,7 +122,7 @@ func (n *Network) Reconfigure(ctx context.Context, sandboxID string, opts Attach
 		}
 		lk.release()
 		if len(socks) > 0 && n.cfg.HostNetNS != "" {
-			go n.restock() // for the next claim, off this one's path
+			n.restockLater() // for the next claim, off this one's path
 		}
 	}
 	r.abort = func() {

@@ -25,6 +25,8 @@ var errNoStock = errors.New("no socket made ahead in the host namespace left")
 type socketStock struct {
 	mu       sync.Mutex
 	tcp, udp []int
+	closed   bool           // the Network is closed: nothing is made
+	fills    sync.WaitGroup // restocks in the background, which Close waits for
 }
 
 func (s *socketStock) of(typ int) *[]int {
@@ -57,7 +59,11 @@ func (n *Network) restock() {
 	}
 	n.stock.mu.Lock()
 	need := [2]int{stockPerType - len(n.stock.tcp), stockPerType - len(n.stock.udp)}
+	closed := n.stock.closed
 	n.stock.mu.Unlock()
+	if closed {
+		return
+	}
 	if need[0] <= 0 && need[1] <= 0 {
 		return
 	}
@@ -78,13 +84,41 @@ func (n *Network) restock() {
 		n.log.Debug("make sockets for published ports ahead", "err", err)
 	}
 	n.stock.mu.Lock()
+	defer n.stock.mu.Unlock()
+	if n.stock.closed {
+		for _, fd := range append(made[0], made[1]...) {
+			unix.Close(fd)
+		}
+		return
+	}
 	n.stock.tcp = append(n.stock.tcp, made[0]...)
 	n.stock.udp = append(n.stock.udp, made[1]...)
-	n.stock.mu.Unlock()
 }
 
-// closeStock closes the sockets of the stock.
+// restockLater runs restock in the background, unless the Network is
+// closed; Close waits for it, so that it never uses the host namespace's
+// descriptor after Close (its number may name another file by then) and
+// leaves no socket behind.
+func (n *Network) restockLater() {
+	n.stock.mu.Lock()
+	defer n.stock.mu.Unlock()
+	if n.stock.closed {
+		return
+	}
+	n.stock.fills.Add(1)
+	go func() {
+		defer n.stock.fills.Done()
+		n.restock()
+	}()
+}
+
+// closeStock closes the sockets of the stock, once no restock runs, and
+// makes no more.
 func (n *Network) closeStock() {
+	n.stock.mu.Lock()
+	n.stock.closed = true
+	n.stock.mu.Unlock()
+	n.stock.fills.Wait()
 	n.stock.mu.Lock()
 	defer n.stock.mu.Unlock()
 	for _, fd := range append(n.stock.tcp, n.stock.udp...) {
