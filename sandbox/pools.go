@@ -210,6 +210,14 @@ func (h *Host) poolStatus(ctx context.Context, d *poolDef, members []*sbx.Sandbo
 	for _, m := range members {
 		switch m.Status {
 		case sbx.StatusPooled:
+			// Claimable once listed in its key's index, which its filler
+			// does after the record says pooled (markPooled): until then it
+			// is still starting, so that a caller who waits for a ready
+			// member and then creates claims it.
+			if _, err := os.Lstat(h.pooledEntry(poolKey(&m.Options, m.Image), m.ID)); err != nil {
+				p.Starting++
+				continue
+			}
 			p.Ready = append(p.Ready, m.ID)
 		case sbx.StatusCreating:
 			if h.memberStarting(m.ID) {

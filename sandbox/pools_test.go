@@ -562,3 +562,31 @@ func helperFill() {
 	fmt.Fprintf(os.Stderr, "fill returned (%v) instead of being killed\n", err)
 	os.Exit(1)
 }
+
+// TestPoolReadyMeansClaimable: a member counts as ready only once it is
+// listed where claims look; its filler lists it after its record says
+// pooled, and a caller that waits for a ready member and then creates
+// must claim it, not start cold.
+func TestPoolReadyMeansClaimable(t *testing.T) {
+	h := newHost(t, HostConfig{})
+	ctx := context.Background()
+	p := newPool(t, h, "listed", 1, busybox(t))
+	id := p.Ready[0]
+	entry := h.pooledEntry(p.Key, id)
+	data, err := os.ReadFile(entry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(entry); err != nil { // as between the record's write and the listing
+		t.Fatal(err)
+	}
+	if got, err := h.GetPool(ctx, "listed"); err != nil || len(got.Ready) != 0 || got.Starting != 1 {
+		t.Fatalf("a pooled member not listed yet: ready %v, starting %d (%v); want none ready, one starting", got.Ready, got.Starting, err)
+	}
+	if err := os.WriteFile(entry, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := h.GetPool(ctx, "listed"); err != nil || len(got.Ready) != 1 || got.Ready[0] != id {
+		t.Fatalf("a listed member: ready %v (%v), want [%s]", got.Ready, err, id)
+	}
+}
