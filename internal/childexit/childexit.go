@@ -24,7 +24,7 @@ import (
 // Exited returns once the process pid, a child of the caller that no
 // one has reaped yet (so its PID names it until it is), has exited, or
 // at once with an error if it cannot wait in the poller (no pidfds, a
-// reaped child): the caller's wait then blocks as before.
+// reaped child): the caller's own wait then blocks in the kernel.
 func Exited(pid int) error {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
